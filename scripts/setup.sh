@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what gdn-cp needs to build and test, from Debian's packages.
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+pkgs=(build-essential cmake g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspdlog-dev
+      nlohmann-json3-dev catch2)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,75 @@
+// The Communicator interface: the only way CP code talks to other ranks.
+// Backends (MPI, single rank, later NCCL) know nothing about GDN. Every call names its
+// call site ("cp.fwd.allgather", ...) and is counted, so tests can assert payloads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace gdn {
+
+// Bytes one call site moved on this rank. For all_gather, bytes_received is the whole
+// output buffer (this rank's own block included), bytes_sent the block it contributed.
+struct CommCounter {
+  std::int64_t calls = 0;
+  std::int64_t bytes_sent = 0;
+  std::int64_t bytes_received = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // recv holds size() blocks of `bytes` each, in rank order; send is this rank's block.
+  virtual void all_gather(const void* send, void* recv, std::size_t bytes,
+                          const std::string& site) = 0;
+  // In-place elementwise sum over all ranks of count elements of type t (f32/f64/i32/i64).
+  virtual void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) = 0;
+  // In-place elementwise max (used for error flags and agreement checks).
+  virtual void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) = 0;
+  // Blocking point-to-point. Tags keep concurrent exchanges apart.
+  virtual void send(const void* buf, std::size_t bytes, int dest, int tag,
+                    const std::string& site) = 0;
+  virtual void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) = 0;
+  // Simultaneous send to dest and receive from src (either may be -1 for none): the safe
+  // way to shift data along the ranks without deadlock.
+  virtual void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                         std::size_t recv_bytes, int src, int tag, const std::string& site) = 0;
+  virtual void barrier() = 0;
+  // Ends every rank of the job now (used when one rank fails mid-collective).
+  [[noreturn]] virtual void abort(int code) = 0;
+
+  const std::map<std::string, CommCounter>& counters() const { return counters_; }
+  const CommCounter& counter(const std::string& site) const;
+  void reset_counters() { counters_.clear(); }
+
+  // Typed conveniences.
+  template <typename T>
+  void all_reduce_sum(T* buf, std::size_t count, const std::string& site) {
+    all_reduce_sum(buf, count, dtype_of<T>(), site);
+  }
+  template <typename T>
+  void all_reduce_max(T* buf, std::size_t count, const std::string& site) {
+    all_reduce_max(buf, count, dtype_of<T>(), site);
+  }
+
+ protected:
+  void count(const std::string& site, std::int64_t sent, std::int64_t received) {
+    auto& c = counters_[site];
+    c.calls += 1;
+    c.bytes_sent += sent;
+    c.bytes_received += received;
+  }
+
+ private:
+  std::map<std::string, CommCounter> counters_;
+};
+
+}  // namespace gdn

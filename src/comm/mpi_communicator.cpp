@@ -1,0 +1,266 @@
+#include "comm/mpi_communicator.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gdn {
+
+namespace {
+
+std::string mpi_error_string(int rc) {
+  char buf[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "unknown MPI error";
+  return std::string(buf, len);
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+  }
+  throw_error("mpi_type: unknown DType ", static_cast<int>(t));
+}
+
+// Number of messages a buffer of n bytes is split into: at least one, so a zero-byte
+// exchange still pairs one send with one receive on both sides.
+std::size_t num_chunks(std::size_t n, std::size_t c) {
+  return n == 0 ? 1 : (n + c - 1) / c;
+}
+
+}  // namespace
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (init) {
+    MPI_Query_thread(&thread_level);
+    return;
+  }
+  // FUNNELED: OpenMP threads compute, only the main thread talks to MPI.
+  const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &thread_level);
+  if (rc != MPI_SUCCESS)
+    throw_error("MPI_Init_thread failed: ", mpi_error_string(rc), " (error code ", rc, ")");
+  initialized_here = true;
+}
+
+MpiRuntime::~MpiRuntime() {
+  if (!initialized_here) return;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : max_bytes_(INT_MAX) {
+  int init = 0;
+  MPI_Initialized(&init);
+  GDN_CHECK(init, "MpiCommunicator: MPI is not initialized; create an MpiRuntime first");
+  GDN_CHECK(comm != MPI_COMM_NULL, "MpiCommunicator: got MPI_COMM_NULL, expected a valid comm");
+  check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup", "MpiCommunicator()");
+  check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+        "MpiCommunicator()");
+  check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", "MpiCommunicator()");
+  check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", "MpiCommunicator()");
+  int* ub = nullptr;
+  int flag = 0;
+  if (MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub) tag_ub_ = *ub;
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  // After MPI_Finalize every handle is dead; freeing then would itself be an error.
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::set_max_message_bytes(std::size_t b) {
+  GDN_CHECK(b >= 1 && b <= static_cast<std::size_t>(INT_MAX), "set_max_message_bytes(", b,
+            "): expected 1 .. ", INT_MAX);
+  max_bytes_ = b;
+}
+
+void MpiCommunicator::check(int rc, const char* call, const std::string& site) const {
+  if (rc == MPI_SUCCESS) return;
+  throw_error(call, " failed at site '", site, "' on rank ", rank_, " of ", size_, ": ",
+              mpi_error_string(rc), " (error code ", rc, ")");
+}
+
+void MpiCommunicator::check_peer(int peer, bool allow_none, const char* what, const char* call,
+                                 const std::string& site) const {
+  if (allow_none && peer == -1) return;
+  if (peer < 0 || peer >= size_)
+    throw_error(call, " at site '", site, "' on rank ", rank_, ": ", what, " = ", peer,
+                ", expected 0 .. ", size_ - 1, allow_none ? " or -1 (none)" : "");
+}
+
+void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t bytes,
+                                 const std::string& site) {
+  char* out = static_cast<char*>(recv);
+  // MPI forbids aliased buffers; gathering from our own block of recv must say IN_PLACE.
+  const bool in_place = send == out + static_cast<std::size_t>(rank_) * bytes;
+  if (bytes <= max_bytes_) {
+    check(MPI_Allgather(in_place ? MPI_IN_PLACE : send, static_cast<int>(bytes), MPI_BYTE, out,
+                        static_cast<int>(bytes), MPI_BYTE, comm_),
+          "MPI_Allgather", site);
+  } else {
+    // Piece k of every rank's block: a receive type of `len` bytes whose extent is the
+    // whole block, so rank r's piece lands at out + off + r * bytes.
+    for (std::size_t off = 0; off < bytes; off += max_bytes_) {
+      const int len = static_cast<int>(std::min(max_bytes_, bytes - off));
+      MPI_Datatype piece = MPI_DATATYPE_NULL, block = MPI_DATATYPE_NULL;
+      check(MPI_Type_contiguous(len, MPI_BYTE, &piece), "MPI_Type_contiguous", site);
+      int rc = MPI_Type_create_resized(piece, 0, static_cast<MPI_Aint>(bytes), &block);
+      MPI_Type_free(&piece);
+      check(rc, "MPI_Type_create_resized", site);
+      rc = MPI_Type_commit(&block);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Allgather(in_place ? MPI_IN_PLACE : static_cast<const char*>(send) + off, len,
+                           MPI_BYTE, out + off, 1, block, comm_);
+      MPI_Type_free(&block);
+      check(rc, "MPI_Allgather", site);
+    }
+  }
+  count(site, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(bytes) * size_);
+}
+
+void MpiCommunicator::all_reduce(void* buf, std::size_t count_, DType t, MPI_Op op,
+                                 const char* name, const std::string& site) {
+  const std::size_t es = dtype_size(t);
+  const std::size_t per = std::max<std::size_t>(1, max_bytes_ / es);
+  char* p = static_cast<char*>(buf);
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(per, count_ - off);
+    check(MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n), mpi_type(t), op, comm_),
+          name, site);
+    off += n;
+  } while (off < count_);
+  const auto b = static_cast<std::int64_t>(count_ * es);
+  count(site, b, b);
+}
+
+void MpiCommunicator::all_reduce_sum(void* buf, std::size_t count_, DType t,
+                                     const std::string& site) {
+  all_reduce(buf, count_, t, MPI_SUM, "MPI_Allreduce(SUM)", site);
+}
+
+void MpiCommunicator::all_reduce_max(void* buf, std::size_t count_, DType t,
+                                     const std::string& site) {
+  all_reduce(buf, count_, t, MPI_MAX, "MPI_Allreduce(MAX)", site);
+}
+
+void MpiCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,
+                           const std::string& site) {
+  check_peer(dest, false, "dest", "MPI_Send", site);
+  GDN_CHECK(tag >= 0 && tag <= tag_ub_, "MPI_Send at site '", site, "': tag = ", tag,
+            ", expected 0 .. ", tag_ub_);
+  const char* p = static_cast<const char*>(buf);
+  for (std::size_t k = 0, n = num_chunks(bytes, max_bytes_); k < n; ++k) {
+    const std::size_t off = k * max_bytes_;
+    const int len = static_cast<int>(std::min(max_bytes_, bytes - off));
+    check(MPI_Send(p + off, len, MPI_BYTE, dest, tag, comm_), "MPI_Send", site);
+  }
+  count(site, static_cast<std::int64_t>(bytes), 0);
+}
+
+void MpiCommunicator::recv(void* buf, std::size_t bytes, int src, int tag,
+                           const std::string& site) {
+  check_peer(src, false, "src", "MPI_Recv", site);
+  GDN_CHECK(tag >= 0 && tag <= tag_ub_, "MPI_Recv at site '", site, "': tag = ", tag,
+            ", expected 0 .. ", tag_ub_);
+  char* p = static_cast<char*>(buf);
+  for (std::size_t k = 0, n = num_chunks(bytes, max_bytes_); k < n; ++k) {
+    const std::size_t off = k * max_bytes_;
+    const int len = static_cast<int>(std::min(max_bytes_, bytes - off));
+    MPI_Status st;
+    check(MPI_Recv(p + off, len, MPI_BYTE, src, tag, comm_, &st), "MPI_Recv", site);
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    // A shorter message than expected means sender and receiver disagree on the size.
+    if (got != len)
+      throw_error("MPI_Recv at site '", site, "' on rank ", rank_, ": expected ", len,
+                  " bytes from rank ", src, " (tag ", tag, "), got ", got);
+  }
+  count(site, 0, static_cast<std::int64_t>(bytes));
+}
+
+void MpiCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest,
+                                void* recv_buf, std::size_t recv_bytes, int src, int tag,
+                                const std::string& site) {
+  check_peer(dest, true, "dest", "MPI_Sendrecv", site);
+  check_peer(src, true, "src", "MPI_Sendrecv", site);
+  GDN_CHECK(tag >= 0 && tag <= tag_ub_, "MPI_Sendrecv at site '", site, "': tag = ", tag,
+            ", expected 0 .. ", tag_ub_);
+  const std::size_t sb = dest == -1 ? 0 : send_bytes;
+  const std::size_t rb = src == -1 ? 0 : recv_bytes;
+  const int d = dest == -1 ? MPI_PROC_NULL : dest;
+  const int s = src == -1 ? MPI_PROC_NULL : src;
+  auto check_got = [&](const MPI_Status& st, int want) {
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    if (got != want)
+      throw_error("MPI_Sendrecv at site '", site, "' on rank ", rank_, ": expected ", want,
+                  " bytes from rank ", src, " (tag ", tag, "), got ", got);
+  };
+
+  if (sb <= max_bytes_ && rb <= max_bytes_) {
+    MPI_Status st;
+    check(MPI_Sendrecv(send_buf, static_cast<int>(sb), MPI_BYTE, d, tag, recv_buf,
+                       static_cast<int>(rb), MPI_BYTE, s, tag, comm_, &st),
+          "MPI_Sendrecv", site);
+    if (src != -1) check_got(st, static_cast<int>(rb));
+  } else {
+    // Too big for one int count: post every piece nonblocking, then wait for all. Each
+    // side splits a message by its own size only, so pieces pair up with the partner's
+    // (which may take the MPI_Sendrecv path for a message that fits).
+    std::vector<MPI_Request> reqs;
+    std::vector<int> want;
+    const char* sp = static_cast<const char*>(send_buf);
+    char* rp = static_cast<char*>(recv_buf);
+    if (src != -1) {
+      for (std::size_t k = 0, n = num_chunks(rb, max_bytes_); k < n; ++k) {
+        const std::size_t off = k * max_bytes_;
+        const int len = static_cast<int>(std::min(max_bytes_, rb - off));
+        reqs.emplace_back();
+        want.push_back(len);
+        check(MPI_Irecv(rp + off, len, MPI_BYTE, s, tag, comm_, &reqs.back()), "MPI_Irecv", site);
+      }
+    }
+    const std::size_t nrecv = reqs.size();
+    if (dest != -1) {
+      for (std::size_t k = 0, n = num_chunks(sb, max_bytes_); k < n; ++k) {
+        const std::size_t off = k * max_bytes_;
+        const int len = static_cast<int>(std::min(max_bytes_, sb - off));
+        reqs.emplace_back();
+        check(MPI_Isend(sp + off, len, MPI_BYTE, d, tag, comm_, &reqs.back()), "MPI_Isend", site);
+      }
+    }
+    std::vector<MPI_Status> st(reqs.size());
+    check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), st.data()), "MPI_Waitall", site);
+    for (std::size_t i = 0; i < nrecv; ++i) check_got(st[i], want[i]);
+  }
+  count(site, static_cast<std::int64_t>(sb), static_cast<std::int64_t>(rb));
+}
+
+void MpiCommunicator::barrier() {
+  check(MPI_Barrier(comm_), "MPI_Barrier", "barrier");
+}
+
+void MpiCommunicator::abort(int code) {
+  std::fflush(nullptr);
+  MPI_Abort(comm_, code);
+  std::_Exit(code);  // MPI_Abort should not return; make sure we never do either
+}
+
+}  // namespace gdn

@@ -1,0 +1,82 @@
+// The MPI backend. Apps create an MpiRuntime first, then an MpiCommunicator over
+// MPI_COMM_WORLD (or a sub-communicator).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+
+#include "comm/communicator.h"
+
+namespace gdn {
+
+// RAII for MPI_Init_thread / MPI_Finalize. Initializes only if nobody has yet (tests init
+// in their own main) and finalizes only what it initialized.
+struct MpiRuntime {
+  MpiRuntime() : MpiRuntime(nullptr, nullptr) {}
+  MpiRuntime(int* argc, char*** argv);
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+  bool initialized_here = false;
+  int thread_level = MPI_THREAD_SINGLE;  // what MPI provided (FUNNELED requested)
+};
+
+// Wraps a duplicate of the given communicator. The duplicate (a) keeps our tags apart
+// from any other traffic on the same ranks and (b) carries MPI_ERRORS_RETURN, so failed
+// calls become gdn::Error (naming call, site and rank) instead of an immediate abort,
+// without changing the error handler of the caller's communicator.
+// Construction and destruction are collective over `comm`: every rank must do both.
+class MpiCommunicator : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  MPI_Comm comm() const { return comm_; }
+
+  // Counts sent = bytes, received = bytes * size() (own block included).
+  void all_gather(const void* send, void* recv, std::size_t bytes,
+                  const std::string& site) override;
+  // In place. Counts sent = received = count * dtype_size(t).
+  void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  // Counts sent = bytes. dest in [0, size()).
+  void send(const void* buf, std::size_t bytes, int dest, int tag,
+            const std::string& site) override;
+  // Counts received = bytes. The matching send must carry exactly `bytes` bytes.
+  void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
+  // dest/src may be -1 (MPI_PROC_NULL); that side moves and counts 0 bytes.
+  void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                 std::size_t recv_bytes, int src, int tag, const std::string& site) override;
+  void barrier() override;
+  [[noreturn]] void abort(int code) override;
+
+  using Communicator::all_reduce_max;
+  using Communicator::all_reduce_sum;
+
+  // MPI counts are int: larger messages go out in pieces of at most this many bytes.
+  // Defaults to INT_MAX; tests lower it to exercise the chunked paths. All ranks must
+  // use the same value.
+  void set_max_message_bytes(std::size_t b);
+  std::size_t max_message_bytes() const { return max_bytes_; }
+
+ private:
+  void all_reduce(void* buf, std::size_t count, DType t, MPI_Op op, const char* name,
+                  const std::string& site);
+  void check(int rc, const char* call, const std::string& site) const;
+  void check_peer(int peer, bool allow_none, const char* what, const char* call,
+                  const std::string& site) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  int tag_ub_ = 32767;  // the MPI standard's guaranteed minimum; replaced by MPI_TAG_UB
+  std::size_t max_bytes_;
+};
+
+}  // namespace gdn

@@ -1,0 +1,64 @@
+#include "comm/single_communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace gdn {
+
+void SingleCommunicator::all_gather(const void* send, void* recv, std::size_t bytes,
+                                    const std::string& site) {
+  // memmove: callers may gather in place (send pointing into recv).
+  if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
+  count(site, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(bytes));
+}
+
+void SingleCommunicator::all_reduce_sum(void*, std::size_t count_, DType t,
+                                        const std::string& site) {
+  const auto b = static_cast<std::int64_t>(count_ * dtype_size(t));
+  count(site, b, b);
+}
+
+void SingleCommunicator::all_reduce_max(void*, std::size_t count_, DType t,
+                                        const std::string& site) {
+  const auto b = static_cast<std::int64_t>(count_ * dtype_size(t));
+  count(site, b, b);
+}
+
+void SingleCommunicator::send(const void*, std::size_t bytes, int dest, int tag,
+                              const std::string& site) {
+  throw_error("SingleCommunicator::send at site '", site, "': dest = ", dest, ", tag = ", tag, ", ",
+              bytes, " bytes, but there is only one rank (p2p needs size() > 1)");
+}
+
+void SingleCommunicator::recv(void*, std::size_t bytes, int src, int tag, const std::string& site) {
+  throw_error("SingleCommunicator::recv at site '", site, "': src = ", src, ", tag = ", tag, ", ",
+              bytes, " bytes, but there is only one rank (p2p needs size() > 1)");
+}
+
+void SingleCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest,
+                                   void* recv_buf, std::size_t recv_bytes, int src, int tag,
+                                   const std::string& site) {
+  if (dest == -1 && src == -1) {
+    count(site, 0, 0);
+    return;
+  }
+  // A ring shift over one rank sends to itself; that is well defined if sizes agree.
+  GDN_CHECK(dest == 0 && src == 0, "SingleCommunicator::send_recv at site '", site,
+            "': dest = ", dest, ", src = ", src, ", tag = ", tag,
+            "; with one rank expected both -1 (no exchange) or both 0 (self exchange)");
+  GDN_CHECK(send_bytes == recv_bytes, "SingleCommunicator::send_recv at site '", site,
+            "': self exchange of ", send_bytes, " bytes into a ", recv_bytes,
+            "-byte buffer; expected equal sizes");
+  if (send_bytes > 0 && send_buf != recv_buf) std::memmove(recv_buf, send_buf, send_bytes);
+  count(site, static_cast<std::int64_t>(send_bytes), static_cast<std::int64_t>(recv_bytes));
+}
+
+void SingleCommunicator::abort(int code) {
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+}  // namespace gdn

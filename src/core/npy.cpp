@@ -1,0 +1,391 @@
+#include "core/npy.h"
+
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <system_error>
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace gdn {
+
+// We copy element bytes straight between files and memory, so the host must match the
+// little-endian layout we read and write.
+static_assert(std::endian::native == std::endian::little, "gdn-cp assumes a little-endian host");
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr std::size_t kMagicLen = 6;
+constexpr const char* kSupported = "'<f4', '<f8', '<i4', '<i8'";
+
+// A tiny parser for the header, which is a Python dict literal such as
+// {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }. Only the value kinds
+// numpy writes (strings, True/False, tuples of ints) are understood.
+class HeaderParser {
+ public:
+  HeaderParser(const std::string& text, const std::string& path) : s_(text), path_(path) {}
+
+  void parse(std::string& descr, bool& fortran, Shape& shape) {
+    bool have_descr = false, have_fortran = false, have_shape = false;
+    expect('{');
+    while (true) {
+      skip_ws();
+      if (peek() == '}') break;
+      std::string key = parse_string();
+      expect(':');
+      if (key == "descr") {
+        skip_ws();
+        if (peek() != '\'' && peek() != '"')
+          fail("'descr' is not a string (structured dtypes are not supported; supported: ",
+               kSupported, ")");
+        descr = parse_string();
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        fortran = parse_bool();
+        have_fortran = true;
+      } else if (key == "shape") {
+        shape = parse_tuple();
+        have_shape = true;
+      } else {
+        fail("unexpected key '", key, "' (expected 'descr', 'fortran_order', 'shape')");
+      }
+      skip_ws();
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
+      if (peek() == '}') break;
+      fail("expected ',' or '}' at offset ", i_);
+    }
+    ++i_;  // the closing '}'
+    skip_ws();
+    if (i_ != s_.size()) fail("unexpected text after the closing '}' at offset ", i_);
+    if (!have_descr || !have_fortran || !have_shape)
+      fail("missing key(s):", have_descr ? "" : " 'descr'", have_fortran ? "" : " 'fortran_order'",
+           have_shape ? "" : " 'shape'");
+  }
+
+ private:
+  template <typename... Parts>
+  [[noreturn]] void fail(Parts&&... parts) const {
+    throw_error("read_npy: ", path_, ": malformed header: ", std::forward<Parts>(parts)...,
+                " (header: ", s_, ")");
+  }
+
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  void skip_ws() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  void expect(char c) {
+    skip_ws();
+    if (peek() != c) fail("expected '", c, "' at offset ", i_);
+    ++i_;
+  }
+
+  std::string parse_string() {
+    skip_ws();
+    char q = peek();
+    if (q != '\'' && q != '"') fail("expected a quoted string at offset ", i_);
+    std::size_t end = s_.find(q, i_ + 1);
+    if (end == std::string::npos) fail("unterminated string at offset ", i_);
+    std::string out = s_.substr(i_ + 1, end - i_ - 1);
+    i_ = end + 1;
+    return out;
+  }
+
+  bool parse_bool() {
+    skip_ws();
+    if (s_.compare(i_, 4, "True") == 0) {
+      i_ += 4;
+      return true;
+    }
+    if (s_.compare(i_, 5, "False") == 0) {
+      i_ += 5;
+      return false;
+    }
+    fail("'fortran_order' must be True or False");
+  }
+
+  Shape parse_tuple() {
+    expect('(');
+    Shape out;
+    while (true) {
+      skip_ws();
+      if (peek() == ')') break;
+      if (!std::isdigit(static_cast<unsigned char>(peek())))
+        fail("shape entries must be non-negative integers (at offset ", i_, ")");
+      std::int64_t v = 0;
+      while (std::isdigit(static_cast<unsigned char>(peek()))) {
+        if (v > (std::numeric_limits<std::int64_t>::max() - 9) / 10) fail("shape entry too large");
+        v = v * 10 + (s_[i_++] - '0');
+      }
+      if (peek() == 'L') ++i_;  // Python 2 longs, still seen in old files
+      out.push_back(v);
+      skip_ws();
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
+      if (peek() == ')') break;
+      fail("expected ',' or ')' in shape at offset ", i_);
+    }
+    ++i_;
+    return out;
+  }
+
+  const std::string& s_;
+  const std::string& path_;
+  std::size_t i_ = 0;
+};
+
+DType parse_descr(const std::string& descr, const std::string& path) {
+  if (descr.size() == 3) {
+    const char order = descr[0];
+    const std::string kind = descr.substr(1);
+    const bool known = kind == "f4" || kind == "f8" || kind == "i4" || kind == "i8";
+    if (known && order == '>')
+      throw_error("read_npy: ", path, ": big-endian data ('", descr,
+                  "') is not supported; expected little-endian (save with arr.astype('<", kind,
+                  "'))");
+    // '=' is native and '|' "not applicable": both mean host order, i.e. little-endian.
+    if (known && (order == '<' || order == '=' || order == '|')) {
+      if (kind == "f4") return DType::f32;
+      if (kind == "f8") return DType::f64;
+      if (kind == "i4") return DType::i32;
+      return DType::i64;
+    }
+  }
+  throw_error("read_npy: ", path, ": unsupported dtype '", descr, "'; supported: ", kSupported);
+}
+
+std::uint32_t le_u32(const unsigned char* p, int n) {
+  std::uint32_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+template <typename T>
+constexpr bool kSupportedT = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                             std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
+
+// Copies n elements of type Src from raw bytes into dst, converting to T.
+template <typename T, typename Src>
+void convert(const char* src, std::size_t n, T* dst, const std::string& what) {
+  for (std::size_t i = 0; i < n; ++i) {
+    Src v;
+    std::memcpy(&v, src + i * sizeof(Src), sizeof(Src));
+    if constexpr (std::is_integral_v<T> && sizeof(T) < sizeof(Src)) {
+      if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
+        throw_error(what, ": element ", i, " = ", v, " does not fit ", dtype_name(dtype_of<T>()));
+    }
+    dst[i] = static_cast<T>(v);
+  }
+}
+
+}  // namespace
+
+const char* npy_descr(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "<f4";
+    case DType::f64:
+      return "<f8";
+    case DType::i32:
+      return "<i4";
+    case DType::i64:
+      return "<i8";
+  }
+  return "?";
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw_error("read_npy: cannot open file '", path, "': it is a directory, expected a .npy file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw_error("read_npy: cannot open file '", path, "': ", std::strerror(errno),
+                " (expected a readable .npy file)");
+  in.seekg(0, std::ios::end);
+  const std::int64_t file_size = in.tellg();
+  in.seekg(0, std::ios::beg);
+
+  // Magic (6), version (2), header length (2 for v1, 4 for v2/v3).
+  unsigned char pre[12] = {};
+  in.read(reinterpret_cast<char*>(pre), 8);
+  if (in.gcount() < static_cast<std::streamsize>(kMagicLen) ||
+      std::memcmp(pre, kMagic, kMagicLen) != 0)
+    throw_error("read_npy: ", path, ": not a .npy file (bad magic; expected \\x93NUMPY)");
+  if (in.gcount() < 8) throw_error("read_npy: ", path, ": truncated preamble (no version bytes)");
+  const int major = pre[6], minor = pre[7];
+  if (minor != 0 || major < 1 || major > 3)
+    throw_error("read_npy: ", path, ": unsupported .npy version ", major, ".", minor,
+                " (expected 1.0, 2.0 or 3.0)");
+  const int len_bytes = major == 1 ? 2 : 4;
+  in.read(reinterpret_cast<char*>(pre + 8), len_bytes);
+  if (in.gcount() < len_bytes)
+    throw_error("read_npy: ", path, ": truncated preamble (no header length)");
+  const std::int64_t header_len = le_u32(pre + 8, len_bytes);
+  const std::int64_t data_start = 8 + len_bytes + header_len;
+  if (data_start > file_size)
+    throw_error("read_npy: ", path, ": truncated header: expected ", header_len, " bytes, got ",
+                file_size - 8 - len_bytes);
+  std::string header(header_len, '\0');
+  in.read(header.data(), header_len);
+
+  std::string descr;
+  bool fortran = false;
+  NpyArray a;
+  HeaderParser(header, path).parse(descr, fortran, a.shape);
+  a.dtype = parse_descr(descr, path);
+  if (fortran)
+    throw_error("read_npy: ", path,
+                ": Fortran order is not supported; save with np.ascontiguousarray");
+
+  // Guard numel * itemsize against overflow before trusting it as a byte count.
+  std::int64_t n = 1;
+  for (std::int64_t d : a.shape) {
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / 8 / d)
+      throw_error("read_npy: ", path, ": shape ", shape_str(a.shape), " is too large");
+    n *= d;
+  }
+  const std::int64_t want = n * static_cast<std::int64_t>(dtype_size(a.dtype));
+  const std::int64_t have = file_size - data_start;
+  if (have < want)
+    throw_error("read_npy: ", path, ": truncated data: expected ", want, " bytes for ",
+                npy_descr(a.dtype), " shape ", shape_str(a.shape), ", got ", have);
+  // np.save never leaves trailing bytes, so extra bytes mean a corrupt or mislabeled file.
+  if (have > want)
+    throw_error("read_npy: ", path, ": ", have - want, " unexpected trailing bytes (expected ",
+                want, " data bytes for ", npy_descr(a.dtype), " shape ", shape_str(a.shape), ")");
+  a.bytes.resize(static_cast<std::size_t>(want));
+  in.read(a.bytes.data(), want);
+  if (in.gcount() != want)
+    throw_error("read_npy: ", path, ": read error: expected ", want, " bytes, got ", in.gcount());
+  return a;
+}
+
+template <typename T>
+Tensor<T> npy_to_tensor(const NpyArray& a, const std::string& what) {
+  static_assert(kSupportedT<T>, "npy_to_tensor: T must be float, double, int32_t or int64_t");
+  const bool src_float = a.dtype == DType::f32 || a.dtype == DType::f64;
+  if (src_float != std::is_floating_point_v<T>)
+    throw_error(what, ": holds ", dtype_name(a.dtype), " data, expected ",
+                std::is_floating_point_v<T> ? "floating-point (f32/f64)" : "integer (i32/i64)",
+                " for a ", dtype_name(dtype_of<T>()), " tensor");
+  const std::size_t n = static_cast<std::size_t>(numel(a.shape));
+  GDN_CHECK(a.bytes.size() == n * dtype_size(a.dtype), what, ": ", a.bytes.size(),
+            " bytes for shape ", shape_str(a.shape), ", expected ", n * dtype_size(a.dtype));
+  Tensor<T> t;
+  t.shape = a.shape;
+  t.data.resize(n);
+  switch (a.dtype) {
+    case DType::f32:
+      convert<T, float>(a.bytes.data(), n, t.ptr(), what);
+      break;
+    case DType::f64:
+      convert<T, double>(a.bytes.data(), n, t.ptr(), what);
+      break;
+    case DType::i32:
+      convert<T, std::int32_t>(a.bytes.data(), n, t.ptr(), what);
+      break;
+    case DType::i64:
+      convert<T, std::int64_t>(a.bytes.data(), n, t.ptr(), what);
+      break;
+  }
+  return t;
+}
+
+template <typename T>
+Tensor<T> read_npy_as(const std::string& path) {
+  return npy_to_tensor<T>(read_npy(path), "read_npy: " + path);
+}
+
+template <typename T>
+void write_npy(const std::string& path, const Tensor<T>& t) {
+  static_assert(kSupportedT<T>, "write_npy: T must be float, double, int32_t or int64_t");
+  for (std::int64_t d : t.shape)
+    GDN_CHECK(d >= 0, "write_npy: ", path, ": negative dimension in shape ", shape_str(t.shape));
+  GDN_CHECK(numel(t.shape) == t.size(), "write_npy: ", path, ": shape ", shape_str(t.shape),
+            " holds ", numel(t.shape), " elements but the tensor has ", t.size());
+
+  std::string dict = std::string("{'descr': '") + npy_descr(dtype_of<T>()) +
+                     "', 'fortran_order': False, 'shape': (";
+  for (std::size_t i = 0; i < t.shape.size(); ++i)
+    dict += (i ? ", " : "") + std::to_string(t.shape[i]);
+  dict += t.shape.size() == 1 ? ",), }" : "), }";
+  // numpy pads with spaces so the data starts 64-byte aligned, and ends the header in '\n'.
+  // v1.0 stores the header length in 16 bits; only absurd ranks need v2.0's 32 bits.
+  const int len_bytes = dict.size() + 1 + 10 <= 65535 ? 2 : 4;
+  const std::size_t pre = 8 + len_bytes;
+  const std::size_t total = (pre + dict.size() + 1 + 63) / 64 * 64;
+  dict.append(total - pre - dict.size() - 1, ' ');
+  dict += '\n';
+
+  std::string head(kMagic, kMagicLen);
+  head += static_cast<char>(len_bytes == 2 ? 1 : 2);
+  head += '\0';
+  for (int i = 0; i < len_bytes; ++i) head += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
+  head += dict;
+
+  // Write then rename: a crash leaves the old file (or none), never a torn one.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw_error("write_npy: cannot open '", tmp, "' for writing: ", std::strerror(errno));
+    out.write(head.data(), static_cast<std::streamsize>(head.size()));
+    out.write(reinterpret_cast<const char*>(t.ptr()),
+              static_cast<std::streamsize>(t.data.size() * sizeof(T)));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw_error("write_npy: error writing '", tmp, "' (disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ec2;
+    std::filesystem::remove(tmp, ec2);
+    throw_error("write_npy: cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  }
+}
+
+bool npy_has_nan(const NpyArray& a) {
+  const std::size_t n = a.bytes.size() / dtype_size(a.dtype);
+  if (a.dtype == DType::f32) {
+    for (std::size_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, a.bytes.data() + i * 4, 4);
+      if (std::isnan(v)) return true;
+    }
+  } else if (a.dtype == DType::f64) {
+    for (std::size_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, a.bytes.data() + i * 8, 8);
+      if (std::isnan(v)) return true;
+    }
+  }
+  return false;
+}
+
+#define GDN_NPY_INSTANTIATE(T)                                              \
+  template Tensor<T> npy_to_tensor<T>(const NpyArray&, const std::string&); \
+  template Tensor<T> read_npy_as<T>(const std::string&);                    \
+  template void write_npy<T>(const std::string&, const Tensor<T>&);
+GDN_NPY_INSTANTIATE(float)
+GDN_NPY_INSTANTIATE(double)
+GDN_NPY_INSTANTIATE(std::int32_t)
+GDN_NPY_INSTANTIATE(std::int64_t)
+#undef GDN_NPY_INSTANTIATE
+
+}  // namespace gdn

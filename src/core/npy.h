@@ -1,0 +1,47 @@
+// NumPy .npy files (format versions 1.0, 2.0 and 3.0): the exchange format between the
+// Python reference and gdn-cp. Only little-endian, C-order f32/f64/i32/i64 arrays are
+// supported; everything else is rejected with a gdn::Error naming the file and the fix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace gdn {
+
+// A raw array as stored on disk: element type, shape (empty for 0-d) and the
+// little-endian, row-major element bytes (numel(shape) * dtype_size(dtype) of them).
+struct NpyArray {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<char> bytes;
+};
+
+// Reads a whole .npy file. Accepts descr '<f4', '<f8', '<i4', '<i8' ('=' and '|' are
+// taken as native, which is little-endian on every supported host).
+NpyArray read_npy(const std::string& path);
+
+// Converts a raw array to Tensor<T>: f32/f64 to float/double, i32/i64 to int32_t/int64_t.
+// Float data into an integer tensor (or the reverse), and i64 values that do not fit an
+// int32_t, are errors; `what` names the source in messages (usually the path).
+template <typename T>
+Tensor<T> npy_to_tensor(const NpyArray& a, const std::string& what);
+
+// read_npy + npy_to_tensor.
+template <typename T>
+Tensor<T> read_npy_as(const std::string& path);
+
+// Writes a v1.0 .npy (header padded to 64 bytes) via path + ".tmp" and a rename, so
+// readers never see a half-written file. T is float, double, int32_t or int64_t.
+template <typename T>
+void write_npy(const std::string& path, const Tensor<T>& t);
+
+// True when a float array holds a NaN; always false for integer arrays.
+bool npy_has_nan(const NpyArray& a);
+
+// The descr string gdn-cp writes for a dtype ("<f4", ...).
+const char* npy_descr(DType t);
+
+}  // namespace gdn

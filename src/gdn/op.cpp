@@ -1,0 +1,33 @@
+#include "gdn/op.h"
+
+#include <vector>
+
+namespace gdn {
+
+namespace {
+const GdnProblem& validated(const GdnProblem& p) {
+  p.validate();
+  return p;
+}
+}  // namespace
+
+template <typename T>
+ChunkedGdn<T>::ChunkedGdn(const GdnProblem& p, const GdnTensors<T>& in)
+    : p_(validated(p)), norm_(p_, p_.T, in), pass_(p_, 0, p_.T, norm_.view()) {}
+
+template <typename T>
+void ChunkedGdn<T>::forward(T* o, T* ht) {
+  pass_.prepare();
+  pass_.output(nullptr, o, ht);
+}
+
+template <typename T>
+void ChunkedGdn<T>::backward(const T* dO, const T* dht, GdnGrads<T>& grads) {
+  pass_.backward(nullptr, dO, dht, grads);
+  norm_.backward(grads.dq, grads.dk);
+}
+
+template class ChunkedGdn<float>;
+template class ChunkedGdn<double>;
+
+}  // namespace gdn

@@ -1,0 +1,74 @@
+// The shape, options and sequence layout of one gated-delta-rule call, and the raw views
+// of its tensors. Layouts (DESIGN.md section 1): q, k [B, T, Hk, K]; v [B, T, Hv, V];
+// g, beta [B, T, Hv]; states [N, Hv, K, V] with N sequences (N = B unless packed).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace gdn {
+
+struct GdnProblem {
+  int B = 1, T = 0, Hk = 1, Hv = 1, K = 64, V = 64;
+  int chunk_size = 64;
+  double scale = 0;        // 0 means 1/sqrt(K)
+  bool l2norm_qk = false;  // normalise q and k inside the op (gradient flows through)
+  // Packed sequences (B must be 1): boundaries 0 = cu[0] < cu[1] < ... < cu[N] = T.
+  // Empty: every batch row is one sequence.
+  std::vector<std::int64_t> cu_seqlens;
+
+  int num_sequences() const {
+    return cu_seqlens.empty() ? B : static_cast<int>(cu_seqlens.size()) - 1;
+  }
+  double scale_value() const { return scale != 0 ? scale : 1.0 / std::sqrt(double(K)); }
+  int group() const { return Hv / Hk; }  // value heads per key head
+
+  // Throws gdn::Error naming the bad value and what was expected.
+  void validate() const;
+};
+
+// Read-only views of the inputs. h0 may be null (zero initial state).
+template <typename T>
+struct GdnTensors {
+  const T* q = nullptr;
+  const T* k = nullptr;
+  const T* v = nullptr;
+  const T* g = nullptr;
+  const T* beta = nullptr;
+  const T* h0 = nullptr;
+};
+
+// Outputs of the backward. dh0 may be null when there is no h0.
+template <typename T>
+struct GdnGrads {
+  T* dq = nullptr;
+  T* dk = nullptr;
+  T* dv = nullptr;
+  T* dg = nullptr;
+  T* dbeta = nullptr;
+  T* dh0 = nullptr;
+};
+
+}  // namespace gdn
+
+namespace gdn {
+
+// One sequence's token range [begin, end) in a batch row, and its index into h0 / ht.
+struct SequenceRange {
+  std::int64_t begin, end;
+  int seq;
+};
+
+inline std::vector<SequenceRange> sequences_of_row(const GdnProblem& p, int b) {
+  std::vector<SequenceRange> out;
+  if (p.cu_seqlens.empty()) {
+    out.push_back({0, p.T, b});
+  } else {
+    for (std::size_t n = 0; n + 1 < p.cu_seqlens.size(); ++n)
+      out.push_back({p.cu_seqlens[n], p.cu_seqlens[n + 1], static_cast<int>(n)});
+  }
+  return out;
+}
+
+}  // namespace gdn

@@ -1,0 +1,19 @@
+// The token-by-token gated delta rule (DESIGN.md section 1) and its hand-written
+// backward: slow, obviously right, the oracle every faster path is tested against.
+#pragma once
+
+#include "gdn/problem.h"
+
+namespace gdn {
+
+// o [B, T, Hv, V]; ht [N, Hv, K, V] may be null.
+template <typename T>
+void recurrent_forward(const GdnProblem& p, const GdnTensors<T>& in, T* o, T* ht);
+
+// Gradients of sum(o * dO) + sum(ht * dht) (dht may be null) with respect to the inputs
+// as given (q and k before the optional L2 norm). grads.dh0 is written when in.h0 is set.
+template <typename T>
+void recurrent_backward(const GdnProblem& p, const GdnTensors<T>& in, const T* dO, const T* dht,
+                        GdnGrads<T>& grads);
+
+}  // namespace gdn
