@@ -138,7 +138,7 @@ TEST_CASE("read_npy parses hand-made '<f4' files", "[npy]") {
   const std::string p = tmp().path("hand.npy");
   SECTION("2x3 C order, numpy-style padded header") {
     std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
-    h.append(64 - 10 - h.size() - 1, ' ');
+    h.append(128 - 10 - h.size() - 1, ' ');
     h += '\n';
     write_bytes(p, npy_v1(h, f32_bytes({1.f, 2.5f, -3.f, 0.f, 1e-30f, 6.f})));
     auto t = read_npy_as<float>(p);
@@ -225,7 +225,7 @@ TEST_CASE("read_npy reports every malformed input with a precise gdn::Error", "[
     REQUIRE_THROWS_WITH(read_npy(p), Contains("truncated header"));
   }
   SECTION("malformed header dicts") {
-    for (const std::string h :
+    for (const std::string& h :
          {std::string("not a dict\n"), std::string("{'descr': '<f4', 'fortran_order': False}\n"),
           std::string("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,), }\n"),
           std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -1), }\n"),

@@ -1,0 +1,169 @@
+// Context parallelism across real MPI ranks (ctest runs this under mpirun with 2, 3, 4
+// ranks): every rank's shard of the outputs and gradients must equal the same slice of
+// the single-rank oracle, for the all-gather scan and the log-depth scan alike, and the
+// cross-rank payload must be exactly the fixed-size pairs.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "comm/mpi_communicator.h"
+#include "cp/gdn_cp.h"
+#include "gdn/op.h"
+#include "gdn/recurrent.h"
+#include "test_support.h"
+
+using namespace gdn;
+using namespace gdn::test;
+
+namespace {
+
+// Rows [begin, end) of the token axis of a [B, T, ...] tensor.
+template <typename T>
+Tensor<T> token_slice(const Tensor<T>& x, const Shard& s) {
+  Shape shape = x.shape;
+  const std::int64_t B = shape[0], Tn = shape[1], row = x.size() / (B * Tn);
+  shape[1] = s.size();
+  Tensor<T> out(shape);
+  for (std::int64_t b = 0; b < B; ++b)
+    std::copy_n(x.ptr() + (b * Tn + s.begin) * row, s.size() * row, out.ptr() + b * s.size() * row);
+  return out;
+}
+
+template <typename T>
+struct CpResult {
+  Tensor<T> o, ht;
+  Grads<T> grads;
+};
+
+// Runs the CP op on this rank's shard of the full inputs.
+template <typename T>
+CpResult<T> run_cp(Communicator& comm, const Case& c, const GdnData<T>& full, const Tensor<T>& dO,
+                   const Tensor<T>& dht, CpOptions opt) {
+  const GdnProblem& p = c.p;
+  const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
+  GdnProblem local_shape = p;
+  local_shape.T = s.size();
+  local_shape.cu_seqlens.clear();
+  const Tensor<T> q = token_slice(full.q, s), k = token_slice(full.k, s),
+                  v = token_slice(full.v, s), g = token_slice(full.g, s),
+                  beta = token_slice(full.beta, s), dOl = token_slice(dO, s);
+  GdnTensors<T> in{q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), c.h0 ? full.h0.ptr() : nullptr};
+  CpResult<T> r{Tensor<T>(output_shape(local_shape)), Tensor<T>(state_shape(p)),
+                Grads<T>(local_shape, false)};
+  r.grads.dh0 = Tensor<T>(c.h0 ? state_shape(p) : Shape{0});
+  GdnContextParallel<T> op(comm, p, in, opt);
+  op.forward(r.o.ptr(), r.ht.ptr());
+  GdnGrads<T> gv = r.grads.view();
+  op.backward(dOl.ptr(), c.dht ? dht.ptr() : nullptr, gv);
+  return r;
+}
+
+void check_case(Communicator& comm, const Case& c) {
+  const GdnProblem& p = c.p;
+  const GdnData<double> d = random_gdn_inputs<double>(p, 21, c.h0);
+  const Tensor<double> dO = random_tensor<double>(output_shape(p), 22);
+  const Tensor<double> dht = random_tensor<double>(state_shape(p), 23);
+  // The oracle, on every rank, over the whole sequence.
+  Tensor<double> o(output_shape(p)), ht(state_shape(p));
+  Grads<double> ref(p, c.h0);
+  recurrent_forward(p, d.view(), o.ptr(), ht.ptr());
+  GdnGrads<double> rv = ref.view();
+  recurrent_backward(p, d.view(), dO.ptr(), c.dht ? dht.ptr() : nullptr, rv);
+
+  const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
+  for (bool log_depth : {false, true}) {
+    const CpResult<double> r = run_cp(comm, c, d, dO, dht, {log_depth});
+    INFO(c.name << " P=" << comm.size() << " rank " << comm.rank() << " shard [" << s.begin << ", "
+                << s.end << ") " << (log_depth ? "log-depth" : "all-gather") << " scan");
+    CHECK(rel_l2(r.o, token_slice(o, s)) <= 1e-10);
+    CHECK(rel_l2(r.ht, ht) <= 1e-10);
+    const auto got = r.grads.named();
+    const auto want = ref.named();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const Tensor<double> w =
+          got[i].first == "dh0" ? *want[i].second : token_slice(*want[i].second, s);
+      INFO(got[i].first);
+      CHECK(rel_l2(*got[i].second, w) <= 1e-10);
+    }
+  }
+}
+
+// T such that the last rank holds no token (ceil split).
+int length_with_empty_rank(int P) {
+  return P == 2 ? 1 : P == 3 ? 4 : (P - 1) * 2;
+}
+
+}  // namespace
+
+TEST_CASE("CP equals the single-rank oracle, forward and backward (fp64)", "[cp]") {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const int P = comm.size();
+  const std::vector<Case> cases = {
+      {"T not divisible by P, h0, dht", make_problem(2, 101, 1, 2, 8, 12, 16, true), true, true},
+      {"Hv = 4 Hk, K != V, C=32", make_problem(1, 157, 1, 4, 12, 6, 32), false, true},
+      {"a rank with no tokens", make_problem(1, length_with_empty_rank(P), 1, 2, 4, 4, 16), true,
+       true},
+      {"packed sequences crossing rank boundaries",
+       make_problem(1, 150, 1, 2, 8, 8, 16, true, {0, 10, 11, 80, 150}), true, true},
+      {"packed, a boundary on a shard boundary",
+       make_problem(1, 100, 1, 2, 8, 8, 16, false, {0, 25, 50, 60, 100}), true, true},
+      {"no h0, no dht", make_problem(1, 90, 2, 2, 8, 8, 64, true), false, false},
+  };
+  for (const Case& c : cases) check_case(comm, c);
+}
+
+TEST_CASE("CP in fp32 matches the fp32 single-rank chunked op", "[cp]") {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const Case c{"fp32", make_problem(1, 203, 1, 2, 16, 16, 64, true), true, true};
+  const GdnData<double> d64 = random_gdn_inputs<double>(c.p, 31, true);
+  const GdnData<float> d{cast<float>(d64.q), cast<float>(d64.k),    cast<float>(d64.v),
+                         cast<float>(d64.g), cast<float>(d64.beta), cast<float>(d64.h0)};
+  const Tensor<float> dO = random_tensor<float>(output_shape(c.p), 32);
+  const Tensor<float> dht = random_tensor<float>(state_shape(c.p), 33);
+  Tensor<float> o(output_shape(c.p)), ht(state_shape(c.p));
+  ChunkedGdn<float> single(c.p, d.view());
+  single.forward(o.ptr(), ht.ptr());
+  const Shard s = contiguous_shard(c.p.T, comm.size(), comm.rank());
+  const CpResult<float> r = run_cp(comm, c, d, dO, dht, {});
+  CHECK(rel_l2(r.o, token_slice(o, s)) <= 1e-5);
+  CHECK(rel_l2(r.ht, ht) <= 1e-5);
+}
+
+TEST_CASE("cross-rank payload is the fixed-size pairs, whatever the sequence length", "[payload]") {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const std::int64_t P = comm.size();
+  const int B = 1, Hv = 2, K = 16, V = 8;
+  const std::int64_t fwd = P * B * Hv * K * (K + V) * sizeof(double);
+  const std::int64_t bwd = P * B * Hv * K * V * sizeof(double);
+  for (int T : {256, 1024, 4096}) {
+    const Case c{"payload", make_problem(B, T, 1, Hv, K, V, 64, true), false, false};
+    const GdnData<double> d = random_gdn_inputs<double>(c.p, 41, false);
+    const Tensor<double> dO = random_tensor<double>(output_shape(c.p), 42);
+    comm.reset_counters();
+    run_cp(comm, c, d, dO, dO, {});
+    INFO("T=" << T << " P=" << P);
+    CHECK(comm.counter(cp_sites::kForwardPairs).calls == 1);
+    CHECK(comm.counter(cp_sites::kForwardPairs).bytes_received == fwd);
+    CHECK(comm.counter(cp_sites::kBackwardAdjoints).calls == 1);
+    CHECK(comm.counter(cp_sites::kBackwardAdjoints).bytes_received == bwd);
+    // Besides the pairs, only the final state asked for (run_cp passes ht) crosses ranks.
+    const std::int64_t final_state = B * Hv * K * V * sizeof(double);
+    CHECK(comm.counter(cp_sites::kFinalState).bytes_received == final_state);
+    std::int64_t total = 0;
+    for (const auto& [site, cnt] : comm.counters()) total += cnt.bytes_received;
+    CHECK(total == fwd + bwd + final_state);
+
+    // Log-depth: ceil(log2 P) rounds, at most one pair sent per round.
+    comm.reset_counters();
+    run_cp(comm, c, d, dO, dO, {true});
+    const std::int64_t rounds = std::int64_t(std::ceil(std::log2(double(P))));
+    const std::int64_t pair = B * Hv * K * (K + V) * sizeof(double);
+    const CommCounter& f = comm.counter(cp_sites::kForwardLogScan);
+    const CommCounter& b = comm.counter(cp_sites::kBackwardLogScan);
+    CHECK(f.calls == rounds);
+    CHECK(f.bytes_sent <= rounds * pair);
+    CHECK(b.bytes_sent <= rounds * pair);
+    CHECK(f.bytes_sent % pair == 0);
+  }
+}

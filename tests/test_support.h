@@ -1,0 +1,90 @@
+// Shared helpers for the GDN tests: problems, seeded inputs and cotangents, gradient
+// buffers and error norms.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "gdn/problem.h"
+#include "gdn/random_inputs.h"
+
+namespace gdn::test {
+
+// ||a - b|| / ||b|| (0 when both are zero).
+template <typename A, typename B>
+double rel_l2(const A* a, const B* b, std::size_t n) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+template <typename A, typename B>
+double rel_l2(const Tensor<A>& a, const Tensor<B>& b) {
+  return rel_l2(a.ptr(), b.ptr(), std::size_t(b.size()));
+}
+
+template <typename T>
+Tensor<T> random_tensor(Shape s, std::uint64_t seed, double scale = 1.0) {
+  Tensor<T> t(std::move(s));
+  Rng rng(seed);
+  for (T& x : t.data) x = T(scale * rng.normal());
+  return t;
+}
+
+inline Shape output_shape(const GdnProblem& p) {
+  return {p.B, p.T, p.Hv, p.V};
+}
+inline Shape state_shape(const GdnProblem& p) {
+  return {p.num_sequences(), p.Hv, p.K, p.V};
+}
+
+// Owned gradient tensors shaped like the inputs.
+template <typename T>
+struct Grads {
+  Tensor<T> dq, dk, dv, dg, dbeta, dh0;
+  Grads(const GdnProblem& p, bool with_h0)
+      : dq({p.B, p.T, p.Hk, p.K}),
+        dk({p.B, p.T, p.Hk, p.K}),
+        dv({p.B, p.T, p.Hv, p.V}),
+        dg({p.B, p.T, p.Hv}),
+        dbeta({p.B, p.T, p.Hv}),
+        dh0(with_h0 ? state_shape(p) : Shape{0}) {}
+  GdnGrads<T> view() {
+    return {dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.empty() ? nullptr : dh0.ptr()};
+  }
+  std::vector<std::pair<std::string, const Tensor<T>*>> named() const {
+    return {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dg", &dg}, {"dbeta", &dbeta}, {"dh0", &dh0}};
+  }
+};
+
+// A named test problem.
+struct Case {
+  std::string name;
+  GdnProblem p;
+  bool h0 = false;   // give an initial state
+  bool dht = false;  // give a final-state cotangent
+};
+
+inline GdnProblem make_problem(int B, int T, int Hk, int Hv, int K, int V, int C = 64,
+                               bool l2 = false, std::vector<std::int64_t> cu = {}) {
+  GdnProblem p;
+  p.B = B;
+  p.T = T;
+  p.Hk = Hk;
+  p.Hv = Hv;
+  p.K = K;
+  p.V = V;
+  p.chunk_size = C;
+  p.l2norm_qk = l2;
+  p.cu_seqlens = std::move(cu);
+  return p;
+}
+
+}  // namespace gdn::test
