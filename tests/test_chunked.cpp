@@ -81,10 +81,10 @@ TEST_CASE("chunk size does not change the result", "[chunked]") {
   GdnProblem p = make_problem(1, 150, 1, 2, 16, 16, 16, true);
   const GdnData<double> d = random_gdn_inputs<double>(p, 3, true);
   Tensor<double> o16(output_shape(p)), o(output_shape(p));
-  chunk_forward<double>(p, d.view(), o16.ptr(), nullptr);
+  chunk_forward(p, d.view(), o16.ptr(), nullptr);
   for (int C : {32, 64, 128}) {
     p.chunk_size = C;
-    chunk_forward<double>(p, d.view(), o.ptr(), nullptr);
+    chunk_forward(p, d.view(), o.ptr(), nullptr);
     INFO("C=" << C);
     CHECK(rel_l2(o, o16) <= 1e-12);
   }

@@ -2,7 +2,7 @@
 // Same interface as the recurrence (gdn/recurrent.h), so tests compare them directly.
 #pragma once
 
-#include <memory>
+#include <type_traits>
 
 #include "gdn/l2norm.h"
 #include "gdn/local_pass.h"
@@ -28,7 +28,8 @@ class ChunkedGdn {
 };
 
 template <typename T>
-void chunk_forward(const GdnProblem& p, const GdnTensors<T>& in, T* o, T* ht) {
+void chunk_forward(const GdnProblem& p, const GdnTensors<T>& in, T* o,
+                   std::type_identity_t<T>* ht) {
   ChunkedGdn<T>(p, in).forward(o, ht);
 }
 

@@ -28,7 +28,8 @@ struct Index {
 }  // namespace
 
 template <typename T>
-void recurrent_forward(const GdnProblem& p, const GdnTensors<T>& raw, T* o, T* ht) {
+void recurrent_forward(const GdnProblem& p, const GdnTensors<T>& raw, T* o,
+                       std::type_identity_t<T>* ht) {
   p.validate();
   const QKNormalizer<T> norm(p, p.T, raw);
   const GdnTensors<T>& in = norm.view();
@@ -67,8 +68,8 @@ void recurrent_forward(const GdnProblem& p, const GdnTensors<T>& raw, T* o, T* h
 }
 
 template <typename T>
-void recurrent_backward(const GdnProblem& p, const GdnTensors<T>& raw, const T* dO, const T* dht,
-                        GdnGrads<T>& gr) {
+void recurrent_backward(const GdnProblem& p, const GdnTensors<T>& raw, const T* dO,
+                        const std::type_identity_t<T>* dht, GdnGrads<T>& gr) {
   p.validate();
   const QKNormalizer<T> norm(p, p.T, raw);
   const GdnTensors<T>& in = norm.view();
