@@ -9,6 +9,37 @@ namespace gdn {
 
 using la::matmul;
 
+namespace {
+
+// Tinv = (I + L)^{-1} for strictly lower L (n x n, leading dimension ld; Tinv zeroed by
+// the caller). Recursive blocking: [A 0; B D]^{-1} = [A^-1 0; -D^-1 B A^-1  D^-1], so
+// all but the 16 x 16 diagonal blocks are GEMMs. tmp holds n x n / 4 elements.
+template <typename T>
+void unit_lower_inverse(const T* L, T* Tinv, int n, int ld, T* tmp) {
+  if (n <= 16) {
+    // Forward substitution, row by row: T_i = e_i - sum_{j<i} L_ij T_j.
+    for (int i = 0; i < n; ++i) {
+      T* Ti = Tinv + i * ld;
+      Ti[i] = 1;
+      for (int j = 0; j < i; ++j) {
+        const T l = L[i * ld + j];
+        const T* Tj = Tinv + j * ld;
+        for (int c = 0; c <= j; ++c) Ti[c] -= l * Tj[c];
+      }
+    }
+    return;
+  }
+  const int h = n / 2;
+  unit_lower_inverse(L, Tinv, h, ld, tmp);
+  unit_lower_inverse(L + h * ld + h, Tinv + h * ld + h, n - h, ld, tmp);
+  // Tinv_21 = -Tinv_22 (L_21 Tinv_11)
+  la::gemm(false, false, n - h, h, h, T(1), L + h * ld, ld, Tinv, ld, T(0), tmp, h);
+  la::gemm(false, false, n - h, h, n - h, T(-1), Tinv + h * ld + h, ld, tmp, h, T(0), Tinv + h * ld,
+           ld);
+}
+
+}  // namespace
+
 template <typename T>
 ChunkMath<T>::ChunkMath(int C, int K, int V, T scale)
     : C_(C), K_(K), V_(V), s_(scale), fl_{C, K, V} {
@@ -49,18 +80,8 @@ void ChunkMath<T>::wy(const ChunkRows<T>& r, T* w, T* u, T* kt, T* qg, T* P) {
       L_[ij] = j < i ? r.beta[i] * KK_[ij] * D_[ij] : T(0);
       P[ij] = QK_[ij] * D_[ij];  // D is zero above the diagonal
     }
-  // Forward substitution, row by row: T_i = e_i - sum_{j<i} L_ij T_j (T is unit lower).
   std::fill(Tm_.begin(), Tm_.end(), T(0));
-  for (int i = 0; i < C; ++i) {
-    T* Ti = Tm_.data() + i * C;
-    Ti[i] = 1;
-    for (int j = 0; j < i; ++j) {
-      const T l = L_[i * C + j];
-      if (l == T(0)) continue;
-      const T* Tj = Tm_.data() + j * C;
-      for (int c = 0; c <= j; ++c) Ti[c] -= l * Tj[c];
-    }
-  }
+  unit_lower_inverse(L_.data(), Tm_.data(), C, C, tmpCC_.data());
   for (int i = 0; i < C; ++i) {
     for (int d = 0; d < V; ++d) bV_[i * V + d] = r.beta[i] * r.v[i * V + d];
     for (int d = 0; d < K; ++d) {
