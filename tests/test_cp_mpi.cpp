@@ -9,6 +9,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "cp/gdn_cp.h"
+#include "gdn/local_pass.h"
 #include "gdn/op.h"
 #include "gdn/recurrent.h"
 #include "test_support.h"
@@ -61,7 +62,9 @@ CpResult<T> run_cp(Communicator& comm, const Case& c, const GdnData<T>& full, co
 
 void check_case(Communicator& comm, const Case& c) {
   const GdnProblem& p = c.p;
-  const GdnData<double> d = random_gdn_inputs<double>(p, 21, c.h0);
+  // A slow decay (g about -0.012 per token) so the state carries real weight across
+  // every shard boundary; with the default decay it fades within a shard.
+  const GdnData<double> d = random_gdn_inputs<double>(p, 21, c.h0, /*g_scale=*/0.05);
   const Tensor<double> dO = random_tensor<double>(output_shape(p), 22);
   const Tensor<double> dht = random_tensor<double>(state_shape(p), 23);
   // The oracle, on every rank, over the whole sequence.
@@ -72,6 +75,18 @@ void check_case(Communicator& comm, const Case& c) {
   recurrent_backward(p, d.view(), dO.ptr(), c.dht ? dht.ptr() : nullptr, rv);
 
   const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
+  // The test is only as good as the state crossing rank boundaries: on a shard that
+  // continues a sequence, starting from zero instead of h_in must change the output.
+  if (p.cu_seqlens.empty() && s.begin > 0 && s.size() > 0 && !p.l2norm_qk) {
+    const Tensor<double> q = token_slice(d.q, s), k = token_slice(d.k, s), v = token_slice(d.v, s),
+                         g = token_slice(d.g, s), beta = token_slice(d.beta, s);
+    LocalPass<double> alone(p, s.begin, s.end, {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr()});
+    alone.prepare();
+    Tensor<double> o_zero({p.B, s.size(), p.Hv, p.V});
+    alone.output(nullptr, o_zero.ptr(), nullptr);
+    INFO(c.name << ": rank " << comm.rank() << " output without the incoming state");
+    CHECK(rel_l2(o_zero, token_slice(o, s)) > 1e-2);
+  }
   for (bool log_depth : {false, true}) {
     const CpResult<double> r = run_cp(comm, c, d, dO, dht, {log_depth});
     INFO(c.name << " P=" << comm.size() << " rank " << comm.rank() << " shard [" << s.begin << ", "

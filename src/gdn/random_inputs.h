@@ -21,8 +21,11 @@ struct GdnData {
   }
 };
 
+// g_scale < 1 slows the decay (mean g is about -0.24 g_scale per token), so the state
+// reaches further: CP tests need it to cross rank boundaries with real weight.
 template <typename T>
-GdnData<T> random_gdn_inputs(const GdnProblem& p, std::uint64_t seed, bool with_h0) {
+GdnData<T> random_gdn_inputs(const GdnProblem& p, std::uint64_t seed, bool with_h0,
+                             double g_scale = 1.0) {
   Rng rng(seed);
   GdnData<T> d;
   const std::int64_t B = p.B, Tn = p.T;
@@ -34,7 +37,7 @@ GdnData<T> random_gdn_inputs(const GdnProblem& p, std::uint64_t seed, bool with_
   fill(d.q, {B, Tn, p.Hk, p.K}, [&] { return rng.normal() * kscale; });
   fill(d.k, {B, Tn, p.Hk, p.K}, [&] { return rng.normal() * kscale; });
   fill(d.v, {B, Tn, p.Hv, p.V}, [&] { return rng.normal(); });
-  fill(d.g, {B, Tn, p.Hv}, [&] { return -std::log1p(std::exp(rng.normal())) * 0.3; });
+  fill(d.g, {B, Tn, p.Hv}, [&] { return -std::log1p(std::exp(rng.normal())) * 0.3 * g_scale; });
   fill(d.beta, {B, Tn, p.Hv}, [&] { return 1.0 / (1.0 + std::exp(-rng.normal())); });
   if (with_h0) fill(d.h0, {p.num_sequences(), p.Hv, p.K, p.V}, [&] { return 0.5 * rng.normal(); });
   return d;

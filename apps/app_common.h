@@ -1,0 +1,30 @@
+// Helpers shared by the gdn-cp command-line tools: logging set-up and the collective
+// set-up phase that turns a failure on any rank into one message and a clean exit on all.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace gdn::app {
+
+// Routes spdlog to stderr (stdout stays free for data such as gdn_bench's JSON lines),
+// named after the tool, without colour codes (mpirun output is usually not a terminal).
+void setup_logging(const std::string& tool);
+
+// Runs `fn` (argument parsing, file reading, validation: no collectives inside) on every
+// rank, then agrees on the outcome with one all-reduce. If any rank threw, the lowest
+// failing rank logs its message once ("rank R: ...") and every rank gets false, so all can
+// exit with code 1 together instead of leaving the others waiting in a later collective.
+bool run_setup_collectively(Communicator& comm, const std::function<void()>& fn);
+
+// "0,100,250" -> {0, 100, 250}. Errors name `what` and the bad item.
+std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what);
+
+// Median of a non-empty sample (mean of the middle two for an even count).
+double median(std::vector<double> xs);
+
+}  // namespace gdn::app
