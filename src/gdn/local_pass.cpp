@@ -60,24 +60,33 @@ LocalPass<T>::LocalPass(const GdnProblem& p, std::int64_t t0, std::int64_t t1,
 }
 
 template <typename T>
+void LocalPass<T>::gather_rows(int bh, int c, RowBuffers& buf) const {
+  const int C = p_.chunk_size, K = p_.K, V = p_.V, b = bh / p_.Hv, hv = bh % p_.Hv;
+  const Chunk& ch = chunks_[c];
+  const std::int64_t t = std::int64_t(b) * tokens() + ch.begin;
+  const std::int64_t qk_at = (t * p_.Hk + hv / p_.group()) * K, v_at = (t * p_.Hv + hv) * V;
+  const std::int64_t qk_stride = std::int64_t(p_.Hk) * K, v_stride = std::int64_t(p_.Hv) * V;
+  gather(in_.q + qk_at, qk_stride, ch.rows, K, C, buf.q.data());
+  gather(in_.k + qk_at, qk_stride, ch.rows, K, C, buf.k.data());
+  gather(in_.v + v_at, v_stride, ch.rows, V, C, buf.v.data());
+  gather(in_.g + t * p_.Hv + hv, p_.Hv, ch.rows, 1, C, buf.g.data());
+  gather(in_.beta + t * p_.Hv + hv, p_.Hv, ch.rows, 1, C, buf.beta.data());
+}
+
+template <typename T>
 void LocalPass<T>::prepare() {
-  const int C = p_.chunk_size, K = p_.K, V = p_.V, G = p_.group();
-  const std::int64_t Tl = tokens(), nc = chunks_.size();
-  factors_.assign(std::size_t(p_.B) * p_.Hv * nc * fsize_, T(0));
+  const int C = p_.chunk_size, K = p_.K, V = p_.V;
+  const std::int64_t nc = chunks_.size();
+  factors_.resize(std::size_t(p_.B) * p_.Hv * nc * fsize_);
+  prepared_ = true;
 #pragma omp parallel
   {
     ChunkMath<T> math(C, K, V, scale_);
     RowBuffers buf(C, K, V);
 #pragma omp for schedule(dynamic)
     for (std::int64_t job = 0; job < std::int64_t(p_.B) * p_.Hv * nc; ++job) {
-      const int bh = int(job / nc), c = int(job % nc), b = bh / p_.Hv, h = bh % p_.Hv;
-      const Chunk& ch = chunks_[c];
-      const std::int64_t t = std::int64_t(b) * Tl + ch.begin;
-      gather(in_.q + (t * p_.Hk + h / G) * K, std::int64_t(p_.Hk) * K, ch.rows, K, C, buf.q.data());
-      gather(in_.k + (t * p_.Hk + h / G) * K, std::int64_t(p_.Hk) * K, ch.rows, K, C, buf.k.data());
-      gather(in_.v + (t * p_.Hv + h) * V, std::int64_t(p_.Hv) * V, ch.rows, V, C, buf.v.data());
-      gather(in_.g + t * p_.Hv + h, p_.Hv, ch.rows, 1, C, buf.g.data());
-      gather(in_.beta + t * p_.Hv + h, p_.Hv, ch.rows, 1, C, buf.beta.data());
+      const int bh = int(job / nc), c = int(job % nc);
+      gather_rows(bh, c, buf);
       math.prepare(buf.rows(), factors(bh, c));
     }
   }
@@ -85,6 +94,7 @@ void LocalPass<T>::prepare() {
 
 template <typename T>
 void LocalPass<T>::transition(T* M, T* U) {
+  GDN_CHECK(prepared_, "LocalPass::transition called before prepare()");
   const int K = p_.K, V = p_.V;
 #pragma omp parallel
   {
@@ -121,11 +131,12 @@ void LocalPass<T>::output(const T* h_in, T* o, T* ht) {
   const int C = p_.chunk_size, K = p_.K, V = p_.V;
   const std::int64_t Tl = tokens();
   states_.assign(std::size_t(p_.B) * p_.Hv * chunks_.size() * K * V, T(0));
+  const bool prepared = prepared_;
 #pragma omp parallel
   {
     ChunkMath<T> math(C, K, V, scale_);
     RowBuffers buf(C, K, V);
-    std::vector<T> h(std::size_t(K) * V);
+    std::vector<T> h(std::size_t(K) * V), fbuf(prepared ? 0 : fsize_);
 #pragma omp for schedule(static)
     for (int bh = 0; bh < p_.B * p_.Hv; ++bh) {
       const int b = bh / p_.Hv, hv = bh % p_.Hv;
@@ -139,7 +150,12 @@ void LocalPass<T>::output(const T* h_in, T* o, T* ht) {
           std::fill(h.begin(), h.end(), T(0));
         for (int c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
           std::copy(h.begin(), h.end(), entry_state(bh, c));
-          math.step(factors(bh, c), h.data(), buf.o.data());
+          const T* f = prepared ? factors(bh, c) : fbuf.data();
+          if (!prepared) {
+            gather_rows(bh, c, buf);
+            math.prepare(buf.rows(), fbuf.data());
+          }
+          math.step(f, h.data(), buf.o.data());
           const std::int64_t t = std::int64_t(b) * Tl + chunks_[c].begin;
           scatter(buf.o.data(), chunks_[c].rows, V, o + (t * p_.Hv + hv) * V,
                   std::int64_t(p_.Hv) * V);
@@ -152,6 +168,7 @@ void LocalPass<T>::output(const T* h_in, T* o, T* ht) {
 
 template <typename T>
 void LocalPass<T>::adjoint(const T* dO, const T* dht, T* D) {
+  GDN_CHECK(prepared_, "LocalPass::adjoint called before prepare()");
   const int C = p_.chunk_size, K = p_.K, V = p_.V;
   const std::int64_t Tl = tokens();
 #pragma omp parallel

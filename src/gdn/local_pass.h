@@ -26,7 +26,10 @@ class LocalPass {
 
   std::int64_t tokens() const { return t1_ - t0_; }
 
-  // WY factors of every chunk, kept for the passes below. Chunks are independent.
+  // WY factors of every chunk, kept for the passes below (chunks are independent, so
+  // this runs in parallel over chunks). transition() and adjoint() need it; output()
+  // without it computes each chunk's factors on the fly, which is faster when nothing
+  // reuses them (the single-rank op): the factors never leave the cache.
   void prepare();
   // Phase 1: the slice as one affine map h_out = M h_in + U, per (b, h):
   // M [B, Hv, K, K], U [B, Hv, K, V]. An empty slice is the identity (M = I, U = 0).
@@ -57,6 +60,9 @@ class LocalPass {
   };
   struct RowBuffers;  // per-thread gather buffers
 
+  // Gathers chunk c of (batch, value head) bh into buf's input rows.
+  void gather_rows(int bh, int c, RowBuffers& buf) const;
+
   int seq_of(const Segment& s, int b) const { return p_.cu_seqlens.empty() ? b : s.seq; }
   std::int64_t state_offset(int seq, int h) const {
     return (std::int64_t(seq) * p_.Hv + h) * p_.K * p_.V;
@@ -75,7 +81,8 @@ class LocalPass {
   std::vector<Segment> segments_;
   std::vector<Chunk> chunks_;
   std::size_t fsize_;
-  std::vector<T> factors_;  // [B * Hv, chunks, fsize]
+  bool prepared_ = false;
+  std::vector<T> factors_;  // [B * Hv, chunks, fsize], filled by prepare()
   std::vector<T> states_;   // [B * Hv, chunks, K, V], filled by output()
 };
 
