@@ -64,4 +64,14 @@ double median(std::vector<double> xs) {
   return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
 }
 
+int serial_main(const std::string& tool, int (*run)(int, char**), int argc, char** argv) {
+  setup_logging(tool);
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
 }  // namespace gdn::app

@@ -24,6 +24,10 @@ bool run_setup_collectively(Communicator& comm, const std::function<void()>& fn)
 // "0,100,250" -> {0, 100, 250}. Errors name `what` and the bad item.
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what);
 
+// main() of a serial tool: sets up logging, runs `run`, and turns an exception into one
+// error line and exit code 1.
+int serial_main(const std::string& tool, int (*run)(int, char**), int argc, char** argv);
+
 // Median of a non-empty sample (mean of the middle two for an even count).
 double median(std::vector<double> xs);
 

@@ -170,11 +170,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  app::setup_logging("gdn_bench");
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  return gdn::app::serial_main("gdn_bench", run, argc, argv);
 }

@@ -6,18 +6,11 @@
 
 namespace gdn {
 
-namespace {
-const GdnProblem& validated(const GdnProblem& p) {
-  p.validate();
-  return p;
-}
-}  // namespace
-
 template <typename T>
 GdnContextParallel<T>::GdnContextParallel(Communicator& comm, const GdnProblem& p,
                                           const GdnTensors<T>& local, CpOptions opt)
     : comm_(comm),
-      p_(validated(p)),
+      p_(p.validated()),
       opt_(opt),
       shard_(contiguous_shard(p.T, comm.size(), comm.rank())),
       norm_(p_, shard_.size(), local),

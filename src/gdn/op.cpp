@@ -4,16 +4,9 @@
 
 namespace gdn {
 
-namespace {
-const GdnProblem& validated(const GdnProblem& p) {
-  p.validate();
-  return p;
-}
-}  // namespace
-
 template <typename T>
 ChunkedGdn<T>::ChunkedGdn(const GdnProblem& p, const GdnTensors<T>& in)
-    : p_(validated(p)), norm_(p_, p_.T, in), pass_(p_, 0, p_.T, norm_.view()) {}
+    : p_(p.validated()), norm_(p_, p_.T, in), pass_(p_, 0, p_.T, norm_.view()) {}
 
 template <typename T>
 void ChunkedGdn<T>::forward(T* o, T* ht) {

@@ -26,6 +26,11 @@ struct GdnProblem {
 
   // Throws gdn::Error naming the bad value and what was expected.
   void validate() const;
+  // validate(), then *this: for member initialiser lists.
+  const GdnProblem& validated() const {
+    validate();
+    return *this;
+  }
 };
 
 // Read-only views of the inputs. h0 may be null (zero initial state).
