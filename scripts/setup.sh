@@ -3,7 +3,7 @@
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 pkgs=(build-essential cmake g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspdlog-dev
-      nlohmann-json3-dev catch2 jq)
+      nlohmann-json3-dev catch2 jq gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

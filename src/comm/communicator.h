@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "core/dtype.h"
@@ -43,6 +44,9 @@ class Communicator {
   virtual void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
                          std::size_t recv_bytes, int src, int tag, const std::string& site) = 0;
   virtual void barrier() = 0;
+  // Collective: a new communicator over the ranks with the same color, ordered by key
+  // (MPI_Comm_split semantics). Used to build the dp x cp mesh.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   // Ends every rank of the job now (used when one rank fails mid-collective).
   [[noreturn]] virtual void abort(int code) = 0;
 

@@ -257,6 +257,15 @@ void MpiCommunicator::barrier() {
   check(MPI_Barrier(comm_), "MPI_Barrier", "barrier");
 }
 
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm part = MPI_COMM_NULL;
+  check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split", "split");
+  // The new communicator duplicates `part` (and sets its error handler), so free ours.
+  auto out = std::make_unique<MpiCommunicator>(part);
+  MPI_Comm_free(&part);
+  return out;
+}
+
 void MpiCommunicator::abort(int code) {
   std::fflush(nullptr);
   MPI_Abort(comm_, code);

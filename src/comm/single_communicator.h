@@ -27,6 +27,7 @@ class SingleCommunicator : public Communicator {
   void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
                  std::size_t recv_bytes, int src, int tag, const std::string& site) override;
   void barrier() override {}
+  std::unique_ptr<Communicator> split(int color, int key) override;
   // Flushes stdio and exits with code without unwinding, like MPI_Abort.
   [[noreturn]] void abort(int code) override;
 

@@ -1,0 +1,58 @@
+// The GDN language model (Qwen3-Next style, every mixer a Gated DeltaNet layer):
+//
+//   token embedding -> L x [ x += GDN(RMSNorm(x));  x += MLP(RMSNorm(x)) ]
+//                   -> RMSNorm -> LM head (tied or not) -> cross-entropy
+//
+// with SwiGLU MLPs. Everything but the GDN layer is per token; under context
+// parallelism each rank runs its shard and the GDN layers exchange the conv halo and the
+// core's fixed-size pairs. Parameter names follow Hugging Face's Qwen3-Next.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/gdn_layer.h"
+#include "model/params.h"
+#include "train/config.h"
+
+namespace gdn {
+
+template <typename T>
+class GdnModel {
+ public:
+  GdnModel(const ModelConfig& c, int chunk_size);
+
+  ParamStore<T>& params() { return params_; }
+  const ParamStore<T>& params() const { return params_; }
+  const ModelConfig& config() const { return c_; }
+
+  // Qwen3-Next initialisation from one seed, in parameter order: identical on every rank
+  // and for every dp x cp layout.
+  void init(std::uint64_t seed);
+
+  // One shard: tokens and targets [B, Tl] (positions [t0, t0 + Tl) of B sequences of
+  // T_global tokens). Runs the forward and the backward, accumulating parameter
+  // gradients of (sum of this shard's token losses) * grad_scale; returns that sum
+  // (unscaled, in double). Collective over cp (every rank of the group must call).
+  double forward_backward(Communicator& cp, const std::int32_t* tokens, const std::int32_t* targets,
+                          int B, std::int64_t Tl, std::int64_t T_global, double grad_scale);
+
+ private:
+  struct Block {
+    Param<T>& input_norm;
+    std::unique_ptr<GdnLayer<T>> mixer;
+    Param<T>& post_norm;
+    Param<T>&gate_proj, &up_proj, &down_proj;
+  };
+
+  ModelConfig c_;
+  ParamStore<T> params_;
+  Param<T>* embed_ = nullptr;
+  std::vector<Block> blocks_;
+  Param<T>* final_norm_ = nullptr;
+  Param<T>* lm_head_ = nullptr;  // the embedding when tied
+};
+
+}  // namespace gdn
