@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job for now: gdn_kernel forward + backward on generated inputs (B=1, T=4096,
+# The GDN operator alone: gdn_kernel forward + backward on generated inputs (B=1, T=4096,
 # Hk=2, Hv=4, K=V=64, fp64, with h0 and dht; slow decay so the state carries across all
 # four shards instead of fading within one) on 1 rank and on 4 context-parallel ranks
 # (linear and log-depth scan), then the parity table of 4 ranks against 1 and the bytes
