@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Command-line tests of gdn_train under mpirun, run by ctest as
+#   bash tests/cli/test_gdn_train.sh <gdn_train> <mpirun> <source dir>
+# (1) loss curves of a 6-step f32 tiny run agree across cp = 1, 2, 4 and dp x cp = 2 x 2;
+# (2) the same run twice gives bit-identical losses;
+# (3) save at step 3 and resume: bit-identical at the same cp, within 1e-4 at another cp;
+# (4) bad input: non-zero exit on all ranks, no hang, the message exactly once per job;
+# (5) killing one rank ends the whole job within 30 s, and the last checkpoint loads;
+# (6) on the shipped text the loss falls well below the text's unigram entropy.
+# Losses are read from the --log JSON lines with jq; jq prints a double with 17
+# significant digits, so equal strings mean equal bits.
+set -uo pipefail
+
+TRAIN=$1
+MPIRUN=$2
+SRC=$3
+CONFIG="$SRC/configs/tiny.json"
+TEXT="$SRC/data/public_domain.txt"
+MPI_FLAGS=(--oversubscribe)
+[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)  # CI runs as root
+export OMP_NUM_THREADS=1
+SEQ=250  # not a multiple of cp * chunk_size (64) for any cp tested
+
+WORK=$(mktemp -d)
+KILL_PID=""
+cleanup() {
+  # The background job of check (5), if it is still there, and every process whose
+  # command line names this run's private directory (all started by this script).
+  if [ -n "$KILL_PID" ] && kill -0 "$KILL_PID" 2>/dev/null; then
+    kill -TERM "$KILL_PID" 2>/dev/null
+    sleep 1
+    kill -KILL "$KILL_PID" 2>/dev/null
+  fi
+  local pid
+  for pid in $(pgrep -f -- "$WORK/" 2>/dev/null); do
+    [ "$pid" != "$$" ] && kill -KILL "$pid" 2>/dev/null
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS: $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $1"; }
+
+train() {  # train NP ARGS...: gdn_train under mpirun, killed if it hangs
+  local np=$1
+  shift
+  timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" "$@"
+}
+
+# run_log NAME NP ARGS...: a tiny run logging to $WORK/NAME.jsonl (output in NAME.out);
+# prints the output and returns 1 when it fails.
+run_log() {
+  local name=$1 np=$2
+  shift 2
+  rm -f "$WORK/$name.jsonl"
+  if ! train "$np" --config "$CONFIG" --log "$WORK/$name.jsonl" "$@" >"$WORK/$name.out" 2>&1; then
+    cat "$WORK/$name.out"
+    return 1
+  fi
+}
+
+# losses NAME: "step loss" per line of $WORK/NAME.jsonl.
+losses() { jq -r '"\(.step) \(.loss)"' "$WORK/$1.jsonl" 2>/dev/null; }
+# steps_are NAME FIRST LAST: the log holds exactly steps FIRST..LAST, in order.
+steps_are() { [ "$(jq -r .step "$WORK/$1.jsonl" 2>/dev/null | tr '\n' ' ')" = "$(seq -s ' ' "$2" "$3") " ]; }
+# pick NAME FIRST LAST: the "step loss" lines of steps FIRST..LAST.
+pick() { losses "$1" | awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b'; }
+# maxdiff A B: largest |loss difference| of two "step loss" lists with the same steps
+# (prints "steps differ" instead when the step columns do not match).
+maxdiff() {
+  paste -d ' ' <(echo "$1") <(echo "$2") | awk '
+    $1 != $3 || NF != 4 { bad = 1 }
+    { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d }
+    END { if (bad || NR == 0) print "steps differ"; else printf "%.3g\n", m }'
+}
+# agree NAME REF A B TOL: pass when A and B hold the same steps and differ by <= TOL.
+agree() {
+  local name=$1 d
+  d=$(maxdiff "$3" "$4")
+  if [ "$d" != "steps differ" ] && awk -v d="$d" -v t="$5" 'BEGIN { exit !(d <= t) }'; then
+    pass "$name: max |loss diff| = $d vs $2 (<= $5)"
+  else
+    paste -d ' ' <(echo "$3") <(echo "$4")
+    fail "$name: max |loss diff| = $d vs $2 (tolerance $5)"
+  fi
+}
+
+# ---------------------------------------------------------------- (1) loss curves across cp
+for layout in "cp1 1 1 1" "cp2 2 1 2" "cp4 4 1 4" "dp2cp2 4 2 2"; do
+  read -r name np dp cp <<<"$layout"
+  if run_log "$name" "$np" --dp "$dp" --cp "$cp" --seq-len "$SEQ" && steps_are "$name" 0 5; then
+    pass "$name: 6-step f32 run (-np $np, dp $dp, cp $cp, seq_len $SEQ)"
+  else
+    fail "$name: the 6-step run failed or did not log steps 0..5"
+  fi
+done
+REF=$(losses cp1)
+for name in cp2 cp4 dp2cp2; do
+  agree "loss curve $name" "cp1" "$REF" "$(losses "$name")" 1e-4
+done
+
+# ---------------------------------------------------------------- (2) determinism
+if run_log cp2_again 2 --cp 2 --seq-len "$SEQ" && steps_are cp2_again 0 5 &&
+  [ "$(losses cp2_again)" = "$(losses cp2)" ]; then
+  pass "determinism: two cp=2 runs give bit-identical losses"
+else
+  paste -d ' ' <(losses cp2) <(losses cp2_again)
+  fail "determinism: two cp=2 runs differ"
+fi
+
+# ---------------------------------------------------------------- (3) resume
+# The uninterrupted run, checkpointing at steps 3 and 6.
+if run_log full 2 --cp 2 --seq-len "$SEQ" --steps 6 --checkpoint-dir "$WORK/ckpt_full" \
+  --checkpoint-every 3 && steps_are full 0 5 && [ -f "$WORK/ckpt_full/ckpt-00000003.bin" ] &&
+  [ -f "$WORK/ckpt_full/ckpt-00000006.bin" ]; then
+  pass "uninterrupted run wrote ckpt-00000003.bin and ckpt-00000006.bin"
+else
+  ls -la "$WORK/ckpt_full" 2>&1
+  fail "uninterrupted run with --checkpoint-every 3"
+fi
+# The interrupted one: 3 steps at cp=2, then a copy of the checkpoint directory per resume.
+if run_log part 2 --cp 2 --seq-len "$SEQ" --steps 3 --checkpoint-dir "$WORK/ckpt_part" \
+  --checkpoint-every 3 && steps_are part 0 2 && [ -f "$WORK/ckpt_part/ckpt-00000003.bin" ]; then
+  for cp in 1 4; do
+    cp -r "$WORK/ckpt_part" "$WORK/ckpt_part_cp$cp"
+    cp "$WORK/part.jsonl" "$WORK/part_cp$cp.jsonl"
+  done
+  # resume NAME NP CP: --resume --steps 6 at cp CP, appending to NAME.jsonl.
+  resume() {
+    local dir="$WORK/ckpt_part${4:-}"
+    if train "$2" --config "$CONFIG" --cp "$3" --seq-len "$SEQ" --steps 6 --resume \
+      --checkpoint-dir "$dir" --checkpoint-every 3 --log "$WORK/$1.jsonl" >"$WORK/$1.out" 2>&1 &&
+      grep -q "resumed from $dir/ckpt-00000003.bin at step 3" "$WORK/$1.out" && steps_are "$1" 0 5; then
+      return 0
+    fi
+    cat "$WORK/$1.out"
+    echo "logged steps: $(jq -r .step "$WORK/$1.jsonl" 2>/dev/null | tr '\n' ' ')"
+    return 1
+  }
+  if resume part 2 2; then
+    if [ "$(pick part 3 5)" = "$(pick full 3 5)" ] && [ "$(pick part 0 2)" = "$(pick full 0 2)" ]; then
+      pass "resume at cp=2 from step 3: steps 3..5 bit-identical to the uninterrupted run"
+    else
+      paste -d ' ' <(losses full) <(losses part)
+      fail "resume at cp=2: losses differ from the uninterrupted run"
+    fi
+  else
+    fail "resume at cp=2 failed (no 'resumed from ... at step 3', or the log is not steps 0..5)"
+  fi
+  for cp in 4 1; do
+    if resume "part_cp$cp" "$cp" "$cp" "_cp$cp"; then
+      agree "resume at cp=$cp from a cp=2 checkpoint (steps 3..5)" "the uninterrupted cp=2 run" \
+        "$(pick full 3 5)" "$(pick "part_cp$cp" 3 5)" 1e-4
+    else
+      fail "resume at cp=$cp from a cp=2 checkpoint failed"
+    fi
+  done
+else
+  fail "3-step run did not write ckpt-00000003.bin; resume checks skipped"
+  failed=$((failed + 3))
+fi
+
+# ---------------------------------------------------------------- (4) bad input
+# bad NAME PHRASE NP ARGS...: must exit non-zero (124 = hang) and the combined output
+# must hold PHRASE exactly once (every rank refuses, one rank reports).
+bad() {
+  local name=$1 phrase=$2 np=$3
+  shift 3
+  timeout 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" "$@" >"$WORK/bad.out" 2>&1
+  local rc=$?
+  local n
+  n=$(grep -cF -- "$phrase" "$WORK/bad.out")
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -eq 1 ]; then
+    pass "$name: exit $rc, message once"
+  else
+    cat "$WORK/bad.out"
+    fail "$name: exit $rc (0 = accepted, 124 = hang), '$phrase' seen $n times (expected 1)"
+  fi
+}
+ZIGZAG="requires contiguous, in-order shards"
+jq '.train.context_parallel_load_balance = true' "$CONFIG" >"$WORK/lb.json"
+jq '.train.stpes = 3' "$CONFIG" >"$WORK/typo.json"
+jq '.model.linear_num_value_heads = 3 | .model.linear_num_key_heads = 2' "$CONFIG" >"$WORK/heads.json"
+bad "--load-balance zigzag" "$ZIGZAG" 2 --config "$CONFIG" --cp 2 --load-balance zigzag
+bad "context_parallel_load_balance: true" "$ZIGZAG" 2 --config "$WORK/lb.json" --cp 2
+bad "unknown train key 'stpes'" "unknown train key 'stpes'" 2 --config "$WORK/typo.json" --cp 2
+bad "missing --config file" "$WORK/no_such_config.json" 2 --config "$WORK/no_such_config.json" --cp 2
+bad "Hv=3 not a multiple of Hk=2" "not a multiple of linear_num_key_heads" 2 \
+  --config "$WORK/heads.json" --cp 2
+bad "seq_len 1 below cp 2" "seq_len 1 is below cp 2" 2 --config "$CONFIG" --cp 2 --seq-len 1
+bad "dp*cp = 4 on 2 ranks" "but the job has world size 2" 2 --config "$CONFIG" --dp 2 --cp 2
+bad "dp*cp = 4 on 3 ranks" "but the job has world size 3" 3 --config "$CONFIG" --dp 2 --cp 2
+bad "missing --data file" "$WORK/no_such_text.txt" 2 --config "$CONFIG" --cp 2 \
+  --data "$WORK/no_such_text.txt"
+
+# ---------------------------------------------------------------- (5) kill one rank
+KDIR="$WORK/ckpt_kill"  # its path marks this job's processes for pgrep
+timeout 300 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$TRAIN" --config "$CONFIG" --cp 2 --steps 2000 \
+  --checkpoint-every 2 --checkpoint-dir "$KDIR" >"$WORK/kill.out" 2>&1 &
+KILL_PID=$!
+for _ in $(seq 600); do  # up to 60 s for the first checkpoint
+  compgen -G "$KDIR/ckpt-*.bin" >/dev/null && break
+  kill -0 "$KILL_PID" 2>/dev/null || break
+  sleep 0.1
+done
+victim=""
+for pid in $(pgrep -f -- "$KDIR" 2>/dev/null); do
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = gdn_train ] || continue  # not mpirun/timeout
+  victim=$pid
+  # Prefer rank 1, so the survivor is the rank that logs and writes checkpoints.
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && break
+done
+if ! compgen -G "$KDIR/ckpt-*.bin" >/dev/null || [ -z "$victim" ]; then
+  cat "$WORK/kill.out"
+  fail "kill: no checkpoint within 60 s or no running gdn_train rank found"
+else
+  t0=$(date +%s.%N)
+  kill -KILL "$victim"
+  for _ in $(seq 400); do  # up to 40 s
+    kill -0 "$KILL_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  t1=$(date +%s.%N)
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  left=$(pgrep -f -- "$KDIR" | tr '\n' ' ')
+  if kill -0 "$KILL_PID" 2>/dev/null; then
+    fail "kill -9 of rank pid $victim: the job still runs after $secs s"
+  elif [ -n "$left" ]; then
+    fail "kill -9 of rank pid $victim: mpirun exited after $secs s but left processes $left"
+  elif awk -v s="$secs" 'BEGIN { exit !(s <= 30) }'; then
+    pass "kill -9 of rank pid $victim: the whole job ended in $secs s (<= 30)"
+  else
+    fail "kill -9 of rank pid $victim: the job took $secs s to end (> 30)"
+  fi
+  # The newest complete checkpoint must load: resume for one more step.
+  last=$(find "$KDIR" -maxdepth 1 -name 'ckpt-*.bin' | sort | tail -n 1)
+  step=$((10#$(basename "$last" .bin | sed 's/^ckpt-//')))
+  if train 2 --config "$CONFIG" --cp 2 --steps $((step + 1)) --resume --checkpoint-dir "$KDIR" \
+    --log "$WORK/kill_resume.jsonl" >"$WORK/kill_resume.out" 2>&1 &&
+    grep -q "resumed from $last at step $step" "$WORK/kill_resume.out" &&
+    steps_are kill_resume "$step" "$step"; then
+    pass "after the kill, $(basename "$last") (step $step) resumes and runs step $((step + 1))"
+  else
+    cat "$WORK/kill_resume.out"
+    fail "after the kill, resuming from $(basename "$last") failed"
+  fi
+fi
+wait "$KILL_PID" 2>/dev/null
+KILL_PID=""
+
+# ---------------------------------------------------------------- (6) learns on real text
+# A model that only learned byte frequencies would sit at the unigram entropy; a loss
+# clearly below it shows it uses the context. 100 steps at cp=2 take ~6 s here.
+TEXT_STEPS=100
+MARGIN=0.5
+if run_log text 2 --cp 2 --data "$TEXT" --steps "$TEXT_STEPS" --seq-len 256 &&
+  steps_are text 0 $((TEXT_STEPS - 1)); then
+  H=$(grep -o 'unigram entropy [0-9.]*' "$WORK/text.out" | head -n 1 | awk '{ print $3 }')
+  final=$(jq -r .loss "$WORK/text.jsonl" | tail -n 1)
+  first=$(jq -r .loss "$WORK/text.jsonl" | head -n 1)
+  if [ -z "$H" ]; then
+    cat "$WORK/text.out"
+    fail "text: no 'unigram entropy X nats' in the startup line"
+  elif awk -v l="$final" -v h="$H" -v m="$MARGIN" 'BEGIN { exit !(l <= h - m) }'; then
+    pass "text: loss $first -> $final after $TEXT_STEPS steps, unigram entropy $H nats (>= $MARGIN below)"
+  else
+    fail "text: final loss $final is not $MARGIN nats below the unigram entropy $H"
+  fi
+else
+  fail "text: the run on $TEXT failed or did not log $TEXT_STEPS steps"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
