@@ -34,19 +34,9 @@ double dot(const Vec& a, const Vec& b) {
   return s;
 }
 
-// Central differences of loss() with respect to every element of x (perturbed in place).
+// Central differences of loss() with respect to every element of x (test_support.h).
 Vec finite_diff(Vec& x, const std::function<double()>& loss, double eps = 1e-6) {
-  Vec g(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + eps;
-    const double lp = loss();
-    x[i] = x0 - eps;
-    const double lm = loss();
-    x[i] = x0;
-    g[i] = (lp - lm) / (2 * eps);
-  }
-  return g;
+  return finite_differences(x, loss, eps);
 }
 
 void check_grad(const char* name, const Vec& analytic, Vec& x,

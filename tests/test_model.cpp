@@ -28,22 +28,6 @@ ModelConfig tiny_model() {
   return c;
 }
 
-// Central difference of f at every element of x (restored afterwards).
-template <typename F>
-std::vector<double> finite_differences(std::vector<double>& x, F f, double eps = 1e-6) {
-  std::vector<double> g(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + eps;
-    const double lp = f();
-    x[i] = x0 - eps;
-    const double lm = f();
-    x[i] = x0;
-    g[i] = (lp - lm) / (2 * eps);
-  }
-  return g;
-}
-
 }  // namespace
 
 TEST_CASE("GDN layer backward matches finite differences (fp64, input and every parameter)",

@@ -38,6 +38,23 @@ Tensor<T> random_tensor(Shape s, std::uint64_t seed, double scale = 1.0) {
   return t;
 }
 
+// Central differences of loss() with respect to every element of x (perturbed in place
+// and restored): the fp64 oracle for every hand-written backward.
+template <typename F>
+std::vector<double> finite_differences(std::vector<double>& x, F loss, double eps = 1e-6) {
+  std::vector<double> g(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + eps;
+    const double lp = loss();
+    x[i] = x0 - eps;
+    const double lm = loss();
+    x[i] = x0;
+    g[i] = (lp - lm) / (2 * eps);
+  }
+  return g;
+}
+
 inline Shape output_shape(const GdnProblem& p) {
   return {p.B, p.T, p.Hv, p.V};
 }

@@ -10,16 +10,10 @@ KERNEL=$1
 MAKE=$2
 MPIRUN=$3
 DIFF="$(dirname "$KERNEL")/gdn_npy_diff"
-MPI_FLAGS=(--oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)  # CI runs as root
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/common.sh"
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS: $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $1"; }
 
 kernel() {  # kernel NP ARGS...: gdn_kernel under mpirun, killed if it hangs
   local np=$1
@@ -197,5 +191,4 @@ bad "bad --dtype" "--dtype f16 is not supported" "$d" --dtype f16
 # Only rank 0 writes, so only rank 0 fails here: the others must not wait for it.
 bad "unwritable --out (rank 0 only)" "cannot create the output directory" "$d" --out /dev/null/x
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

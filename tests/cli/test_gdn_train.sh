@@ -16,9 +16,7 @@ MPIRUN=$2
 SRC=$3
 CONFIG="$SRC/configs/tiny.json"
 TEXT="$SRC/data/public_domain.txt"
-MPI_FLAGS=(--oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)  # CI runs as root
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/common.sh"
 SEQ=250  # not a multiple of cp * chunk_size (64) for any cp tested
 
 WORK=$(mktemp -d)
@@ -39,10 +37,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS: $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $1"; }
 
 train() {  # train NP ARGS...: gdn_train under mpirun, killed if it hangs
   local np=$1
@@ -273,5 +267,4 @@ else
   fail "text: the run on $TEXT failed or did not log $TEXT_STEPS steps"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
