@@ -11,10 +11,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "cp/host_space.h"
 #include "cp/pair_scan.h"
 #include "cp/shard.h"
-#include "gdn/l2norm.h"
-#include "gdn/local_pass.h"
 #include "gdn/problem.h"
 
 namespace gdn {
@@ -33,7 +32,9 @@ inline const char* const kFinalState = "cp.fwd.final_state";
 inline const char* const kInitialStateGrad = "cp.bwd.dh0";
 }  // namespace cp_sites
 
-template <typename T>
+// Space: where buffers live and the passes run (HostSpace, or the CUDA build's device
+// space); every pointer given to and returned by this class lives there.
+template <typename T, typename Space = HostSpace<T>>
 class GdnContextParallel {
  public:
   // p is the global problem (T the whole sequence); `local` views this rank's shard,
