@@ -1,0 +1,232 @@
+#include "comm/nccl_communicator.h"
+
+#include <cstdio>
+#include <exception>
+#include <thread>
+#include <utility>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+
+namespace gdn {
+
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+  }
+  throw_error("nccl_type: unknown DType ", static_cast<int>(t));
+}
+
+void check_mpi(int rc, const char* call, int rank) {
+  if (rc == MPI_SUCCESS) return;
+  char buf[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, buf, &len);
+  throw_error(call, " failed in NcclCommunicator on rank ", rank, ": ", std::string(buf, len),
+              " (error code ", rc, ")");
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, int device) : mpi_(comm), device_(device) {
+  // Local setup, then agree on success before the broadcast and ncclCommInitRank: a rank
+  // that threw here alone would leave the others waiting in those forever.
+  std::exception_ptr err;
+  ncclUniqueId id{};
+  try {
+    GDN_CHECK(device >= 0, "NcclCommunicator: device = ", device, ", expected >= 0");
+    GDN_CUDA_CHECK(cudaSetDevice(device_));
+    GDN_CUDA_CHECK(cudaStreamCreate(&stream_));
+    GDN_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(int)));
+    if (rank() == 0) GDN_NCCL_CHECK(ncclGetUniqueId(&id));
+  } catch (...) {
+    err = std::current_exception();
+  }
+  int failed = err ? 1 : 0, any_failed = 0;
+  check_mpi(MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, mpi_.comm()), "MPI_Allreduce",
+            rank());
+  if (any_failed) {
+    release();
+    if (err) std::rethrow_exception(err);
+    throw_error("NcclCommunicator: setup failed on another rank (rank ", rank(), " is fine)");
+  }
+  try {
+    check_mpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi_.comm()), "MPI_Bcast", rank());
+    GDN_NCCL_CHECK(ncclCommInitRank(&comm_, size(), id, rank()));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) {
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &async);
+    // A clean finalize waits for the peers; after an error, or while an exception unwinds
+    // the stack, they may never come, so abort (local, never blocks) instead.
+    if (async != ncclSuccess || std::uncaught_exceptions() > 0) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommFinalize(comm_);
+      ncclCommDestroy(comm_);
+    }
+    comm_ = nullptr;
+  }
+  release();
+}
+
+void NcclCommunicator::release() {
+  // Errors are ignored: this runs in destructors and on failure paths.
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  scratch_ = nullptr;
+  stream_ = nullptr;
+}
+
+void NcclCommunicator::wait(const std::string& site) {
+  // Poll instead of cudaStreamSynchronize: if a peer dies, NCCL kernels never finish and
+  // a plain synchronize would hang; the async error check turns that into an exception.
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream_);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady)
+      detail::throw_gpu_error("cudaStreamQuery(stream_)", detail::cuda_error_text(e), __FILE__,
+                              __LINE__, site);
+    ncclResult_t async = ncclSuccess;
+    GDN_NCCL_CHECK_AT(ncclCommGetAsyncError(comm_, &async), site);
+    if (async != ncclSuccess)
+      detail::throw_gpu_error("NCCL operation (asynchronous error)", detail::nccl_error_text(async),
+                              __FILE__, __LINE__, site);
+    std::this_thread::yield();
+  }
+}
+
+void NcclCommunicator::check_peer(int peer, bool allow_none, const char* what,
+                                  const std::string& site) const {
+  if (allow_none && peer == -1) return;
+  if (peer < 0 || peer >= size())
+    throw_error("NcclCommunicator at site '", site, "' on rank ", rank(), ": ", what, " = ", peer,
+                ", expected 0 .. ", size() - 1, allow_none ? " or -1 (none)" : "");
+}
+
+void NcclCommunicator::check_tag(int tag, const std::string& site) const {
+  GDN_CHECK(tag >= 0, "NcclCommunicator at site '", site, "' on rank ", rank(), ": tag = ", tag,
+            ", expected >= 0");
+}
+
+void NcclCommunicator::all_gather(const void* send, void* recv, std::size_t bytes,
+                                  const std::string& site) {
+  // NCCL handles the in-place case (send == recv + rank * bytes) itself. Zero bytes is
+  // skipped on every rank alike (all ranks pass the same size).
+  if (bytes > 0) {
+    GDN_NCCL_CHECK_AT(ncclAllGather(send, recv, bytes, ncclUint8, comm_, stream_), site);
+    wait(site);
+  }
+  count(site, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(bytes) * size());
+}
+
+void NcclCommunicator::all_reduce(void* buf, std::size_t n, DType t, ncclRedOp_t op,
+                                  const std::string& site) {
+  if (n > 0) {
+    GDN_NCCL_CHECK_AT(ncclAllReduce(buf, buf, n, nccl_type(t), op, comm_, stream_), site);
+    wait(site);
+  }
+  const auto b = static_cast<std::int64_t>(n * dtype_size(t));
+  count(site, b, b);
+}
+
+void NcclCommunicator::all_reduce_sum(void* buf, std::size_t n, DType t, const std::string& site) {
+  all_reduce(buf, n, t, ncclSum, site);
+}
+
+void NcclCommunicator::all_reduce_max(void* buf, std::size_t n, DType t, const std::string& site) {
+  all_reduce(buf, n, t, ncclMax, site);
+}
+
+void NcclCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,
+                            const std::string& site) {
+  check_peer(dest, false, "dest", site);
+  check_tag(tag, site);
+  if (bytes > 0) {
+    GDN_NCCL_CHECK_AT(ncclSend(buf, bytes, ncclUint8, dest, comm_, stream_), site);
+    wait(site);
+  }
+  count(site, static_cast<std::int64_t>(bytes), 0);
+}
+
+void NcclCommunicator::recv(void* buf, std::size_t bytes, int src, int tag,
+                            const std::string& site) {
+  check_peer(src, false, "src", site);
+  check_tag(tag, site);
+  if (bytes > 0) {
+    GDN_NCCL_CHECK_AT(ncclRecv(buf, bytes, ncclUint8, src, comm_, stream_), site);
+    wait(site);
+  }
+  count(site, 0, static_cast<std::int64_t>(bytes));
+}
+
+void NcclCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest,
+                                 void* recv_buf, std::size_t recv_bytes, int src, int tag,
+                                 const std::string& site) {
+  check_peer(dest, true, "dest", site);
+  check_peer(src, true, "src", site);
+  check_tag(tag, site);
+  const std::size_t sb = dest == -1 ? 0 : send_bytes;
+  const std::size_t rb = src == -1 ? 0 : recv_bytes;
+  if (sb > 0 || rb > 0) {
+    // One group: NCCL posts both sides together, so a ring shift cannot deadlock.
+    GDN_NCCL_CHECK_AT(ncclGroupStart(), site);
+    ncclResult_t rs = ncclSuccess, rr = ncclSuccess;
+    if (sb > 0) rs = ncclSend(send_buf, sb, ncclUint8, dest, comm_, stream_);
+    if (rb > 0 && rs == ncclSuccess) rr = ncclRecv(recv_buf, rb, ncclUint8, src, comm_, stream_);
+    // Close the group even when a call failed, or NCCL stays in group mode for good.
+    const ncclResult_t re = ncclGroupEnd();
+    for (const auto& [res, call] :
+         {std::pair{rs, "ncclSend"}, std::pair{rr, "ncclRecv"}, std::pair{re, "ncclGroupEnd"}})
+      if (res != ncclSuccess)
+        detail::throw_gpu_error(call, detail::nccl_error_text(res), __FILE__, __LINE__, site);
+    wait(site);
+  }
+  count(site, static_cast<std::int64_t>(sb), static_cast<std::int64_t>(rb));
+}
+
+void NcclCommunicator::barrier() {
+  // A one-int all-reduce completes only when every rank has joined: a barrier on the GPU
+  // side too, unlike MPI_Barrier, which would not order the device streams. Not counted.
+  GDN_NCCL_CHECK_AT(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclMax, comm_, stream_),
+                    "barrier");
+  wait("barrier");
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+  MPI_Comm part = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(mpi_.comm(), color, key, &part), "MPI_Comm_split", rank());
+  // The new communicator duplicates `part` (see MpiCommunicator), so free ours either way.
+  std::unique_ptr<Communicator> out;
+  try {
+    out = std::make_unique<NcclCommunicator>(part, device_);
+  } catch (...) {
+    if (part != MPI_COMM_NULL) MPI_Comm_free(&part);
+    throw;
+  }
+  MPI_Comm_free(&part);
+  return out;
+}
+
+void NcclCommunicator::abort(int code) {
+  if (comm_ != nullptr) ncclCommAbort(comm_);
+  comm_ = nullptr;
+  mpi_.abort(code);
+}
+
+}  // namespace gdn

@@ -1,0 +1,81 @@
+// The NCCL backend: collectives and point-to-point over DEVICE buffers, one GPU per rank.
+// Bootstrapped through MPI (rank 0 makes the unique id, MPI broadcasts it). Part of the
+// CUDA build only. NCCL refuses two ranks on one GPU: see make_device_communicator for
+// the choice between this and StagingCommunicator.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstddef>
+
+#include "comm/communicator.h"
+#include "comm/mpi_communicator.h"
+
+namespace gdn {
+
+// Every call enqueues on the communicator's own stream and synchronizes it before
+// returning, so results are ready and buffers reusable when a call returns, exactly as
+// with MpiCommunicator. Simple and safe for now; overlapping communication with compute
+// (taking the caller's stream, returning before completion) is a later optimization.
+//
+// Buffers must be ready when a call is made: the stream is a blocking one, so work on the
+// legacy default stream is ordered before it, but work on other streams must have been
+// synchronized by the caller.
+//
+// Differences from MpiCommunicator: NCCL has no tags (messages between two ranks match in
+// issue order; tags are validated and otherwise ignored) and cannot detect a size mismatch
+// between a send and its receive, so both sides must agree on the byte count.
+//
+// Construction and destruction are collective over `comm`.
+class NcclCommunicator : public Communicator {
+ public:
+  // device: the CUDA device this rank drives (from choose_gpu); made current here.
+  NcclCommunicator(MPI_Comm comm, int device);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return mpi_.rank(); }
+  int size() const override { return mpi_.size(); }
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  MPI_Comm mpi_comm() const { return mpi_.comm(); }
+
+  // Byte counts as MpiCommunicator: all_gather sent = bytes, received = bytes * size().
+  void all_gather(const void* send, void* recv, std::size_t bytes,
+                  const std::string& site) override;
+  void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void send(const void* buf, std::size_t bytes, int dest, int tag,
+            const std::string& site) override;
+  void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
+  void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                 std::size_t recv_bytes, int src, int tag, const std::string& site) override;
+  void barrier() override;
+  // MPI_Comm_split of the MPI communicator, then a fresh NCCL bootstrap on the same device.
+  std::unique_ptr<Communicator> split(int color, int key) override;
+  // ncclCommAbort (so peers' kernels do not wait forever on this rank), then MPI_Abort.
+  [[noreturn]] void abort(int code) override;
+
+  using Communicator::all_reduce_max;
+  using Communicator::all_reduce_sum;
+
+ private:
+  void all_reduce(void* buf, std::size_t count, DType t, ncclRedOp_t op, const std::string& site);
+  // Waits for the stream; throws if CUDA or NCCL (a dead peer, a network error) failed.
+  void wait(const std::string& site);
+  // Frees the stream and scratch buffer (not the NCCL comm); safe to call twice.
+  void release();
+  void check_peer(int peer, bool allow_none, const char* what, const std::string& site) const;
+  void check_tag(int tag, const std::string& site) const;
+
+  MpiCommunicator mpi_;  // a duplicate with MPI_ERRORS_RETURN: bootstrap, split, abort
+  int device_ = -1;
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  int* scratch_ = nullptr;  // one device int for barrier()
+};
+
+}  // namespace gdn

@@ -1,0 +1,133 @@
+#include "comm/staging_communicator.h"
+
+#include <cuda_runtime.h>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+
+namespace gdn {
+
+namespace {
+
+// The inner counter for a site, zero if the site has not been used yet.
+CommCounter inner_counter(const Communicator& c, const std::string& site) {
+  const auto it = c.counters().find(site);
+  return it == c.counters().end() ? CommCounter{} : it->second;
+}
+
+void to_host(void* host, const void* dev, std::size_t bytes, const std::string& site) {
+  if (bytes > 0) GDN_CUDA_CHECK_AT(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), site);
+}
+
+void to_device(void* dev, const void* host, std::size_t bytes, const std::string& site) {
+  if (bytes > 0) GDN_CUDA_CHECK_AT(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), site);
+}
+
+}  // namespace
+
+char* StagingCommunicator::Pinned::get(std::size_t bytes, const std::string& site) {
+  if (bytes > cap) {
+    if (p != nullptr) cudaFreeHost(p);
+    p = nullptr;
+    cap = 0;
+    GDN_CUDA_CHECK_AT(cudaMallocHost(&p, bytes), site);
+    cap = bytes;
+  }
+  return static_cast<char*>(p);
+}
+
+StagingCommunicator::Pinned::~Pinned() {
+  if (p != nullptr) cudaFreeHost(p);  // errors ignored: destructor
+}
+
+StagingCommunicator::StagingCommunicator(MPI_Comm comm) : mpi_(comm) {}
+
+StagingCommunicator::~StagingCommunicator() = default;
+
+void StagingCommunicator::count_like_inner(const std::string& site, const CommCounter& before) {
+  // Take the numbers from the inner backend rather than recomputing them, so the two can
+  // never disagree (e.g. on what a -1 peer counts).
+  const CommCounter after = inner_counter(mpi_, site);
+  count(site, after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received);
+}
+
+void StagingCommunicator::all_gather(const void* send, void* recv, std::size_t bytes,
+                                     const std::string& site) {
+  const std::size_t total = bytes * static_cast<std::size_t>(size());
+  char* hs = send_host_.get(bytes, site);
+  char* hr = recv_host_.get(total, site);
+  // Staging copies `send` out first, so the in-place case (send inside recv) needs nothing.
+  to_host(hs, send, bytes, site);
+  const CommCounter before = inner_counter(mpi_, site);
+  mpi_.all_gather(hs, hr, bytes, site);
+  count_like_inner(site, before);
+  to_device(recv, hr, total, site);
+}
+
+void StagingCommunicator::all_reduce(void* buf, std::size_t n, DType t, bool sum,
+                                     const std::string& site) {
+  const std::size_t bytes = n * dtype_size(t);
+  char* h = send_host_.get(bytes, site);
+  to_host(h, buf, bytes, site);
+  const CommCounter before = inner_counter(mpi_, site);
+  if (sum)
+    mpi_.all_reduce_sum(h, n, t, site);
+  else
+    mpi_.all_reduce_max(h, n, t, site);
+  count_like_inner(site, before);
+  to_device(buf, h, bytes, site);
+}
+
+void StagingCommunicator::all_reduce_sum(void* buf, std::size_t n, DType t,
+                                         const std::string& site) {
+  all_reduce(buf, n, t, true, site);
+}
+
+void StagingCommunicator::all_reduce_max(void* buf, std::size_t n, DType t,
+                                         const std::string& site) {
+  all_reduce(buf, n, t, false, site);
+}
+
+void StagingCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,
+                               const std::string& site) {
+  char* h = send_host_.get(bytes, site);
+  to_host(h, buf, bytes, site);
+  const CommCounter before = inner_counter(mpi_, site);
+  mpi_.send(h, bytes, dest, tag, site);
+  count_like_inner(site, before);
+}
+
+void StagingCommunicator::recv(void* buf, std::size_t bytes, int src, int tag,
+                               const std::string& site) {
+  char* h = recv_host_.get(bytes, site);
+  const CommCounter before = inner_counter(mpi_, site);
+  mpi_.recv(h, bytes, src, tag, site);
+  count_like_inner(site, before);
+  to_device(buf, h, bytes, site);
+}
+
+void StagingCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest,
+                                    void* recv_buf, std::size_t recv_bytes, int src, int tag,
+                                    const std::string& site) {
+  // A -1 side moves nothing, so it must not touch (possibly null) device pointers either.
+  const std::size_t sb = dest == -1 ? 0 : send_bytes;
+  const std::size_t rb = src == -1 ? 0 : recv_bytes;
+  char* hs = send_host_.get(sb, site);
+  char* hr = recv_host_.get(rb, site);
+  to_host(hs, send_buf, sb, site);
+  const CommCounter before = inner_counter(mpi_, site);
+  mpi_.send_recv(hs, sb, dest, hr, rb, src, tag, site);
+  count_like_inner(site, before);
+  to_device(recv_buf, hr, rb, site);
+}
+
+std::unique_ptr<Communicator> StagingCommunicator::split(int color, int key) {
+  // Split the inner MPI communicator and wrap the result; MpiCommunicator::split already
+  // checks errors and handles the communicator's lifetime.
+  auto part = mpi_.split(color, key);
+  auto* m = dynamic_cast<MpiCommunicator*>(part.get());
+  GDN_CHECK(m != nullptr, "StagingCommunicator::split: inner split did not return MPI");
+  return std::make_unique<StagingCommunicator>(m->comm());
+}
+
+}  // namespace gdn

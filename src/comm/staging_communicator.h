@@ -1,0 +1,64 @@
+// The fallback when ranks share a GPU: the MPI backend over DEVICE buffers, staged
+// through pinned host memory. NCCL refuses two ranks on one device, so this is what lets
+// CP be checked on a one-GPU machine (cp = 2 on one H200). Slower than NCCL: every call
+// copies device -> host -> MPI -> host -> device. Part of the CUDA build only.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+
+#include "comm/communicator.h"
+#include "comm/mpi_communicator.h"
+
+namespace gdn {
+
+// Same calls, semantics and byte counters as MpiCommunicator (counted in this object, per
+// call site, exactly as the wrapped call counts them); only the buffers live on the GPU.
+// Copies use cudaMemcpy (legacy default stream), so device work on the default stream is
+// ordered before them; work on other streams must be synchronized by the caller. Results
+// are on the device when a call returns. Construction and destruction are collective.
+class StagingCommunicator : public Communicator {
+ public:
+  explicit StagingCommunicator(MPI_Comm comm = MPI_COMM_WORLD);
+  ~StagingCommunicator() override;
+  StagingCommunicator(const StagingCommunicator&) = delete;
+  StagingCommunicator& operator=(const StagingCommunicator&) = delete;
+
+  int rank() const override { return mpi_.rank(); }
+  int size() const override { return mpi_.size(); }
+  MpiCommunicator& inner() { return mpi_; }
+
+  void all_gather(const void* send, void* recv, std::size_t bytes,
+                  const std::string& site) override;
+  void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void send(const void* buf, std::size_t bytes, int dest, int tag,
+            const std::string& site) override;
+  void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
+  void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                 std::size_t recv_bytes, int src, int tag, const std::string& site) override;
+  void barrier() override { mpi_.barrier(); }
+  std::unique_ptr<Communicator> split(int color, int key) override;
+  [[noreturn]] void abort(int code) override { mpi_.abort(code); }
+
+  using Communicator::all_reduce_max;
+  using Communicator::all_reduce_sum;
+
+ private:
+  // A pinned host buffer that only grows (pinned allocation is slow; reuse it).
+  struct Pinned {
+    void* p = nullptr;
+    std::size_t cap = 0;
+    char* get(std::size_t bytes, const std::string& site);
+    ~Pinned();
+  };
+  void all_reduce(void* buf, std::size_t count, DType t, bool sum, const std::string& site);
+  // Replays the inner call's counter increment for `site` on this object.
+  void count_like_inner(const std::string& site, const CommCounter& before);
+
+  MpiCommunicator mpi_;
+  Pinned send_host_, recv_host_;
+};
+
+}  // namespace gdn

@@ -1,0 +1,376 @@
+// Device selection and the device communicators under mpirun (1 and 2 ranks). The error
+// checks, local-rank and no-GPU parts run everywhere; the round trips on device buffers
+// need a GPU and are skipped with a warning (still passing) where none is visible, so the
+// CPU suite stays green. Value checks use CHECK, not REQUIRE: a rank that left a test case
+// early would leave the others waiting in the next collective.
+#include <cuda_runtime.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/device_communicator.h"
+#include "comm/nccl_communicator.h"
+#include "comm/staging_communicator.h"
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device_select.h"
+
+using namespace gdn;
+using Catch::Contains;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// The node-local rank and size straight from MPI, to compare node_local_rank against.
+LocalRank mpi_local() {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &node);
+  LocalRank lr;
+  MPI_Comm_rank(node, &lr.rank);
+  MPI_Comm_size(node, &lr.size);
+  MPI_Comm_free(&node);
+  return lr;
+}
+
+// Sets (or, with nullopt, unsets) an environment variable for one scope. mpirun itself
+// sets OMPI_COMM_WORLD_LOCAL_RANK, so the tests must put it back.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    set(value);
+  }
+  ~EnvGuard() { set(old_); }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  void set(const std::optional<std::string>& v) {
+    if (v)
+      setenv(name_, v->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// The message of the gdn::Error that f throws ("" if it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool skip_without_gpu() {
+  if (visible_gpu_count() > 0) return false;
+  WARN("no GPU visible: device communicator tests skipped");
+  SUCCEED("skipped: no GPU");
+  return true;
+}
+
+// A device array with host round trips, for the tests only.
+template <typename T>
+struct DeviceVec {
+  explicit DeviceVec(const std::vector<T>& host) : n(host.size()) {
+    GDN_CUDA_CHECK(cudaMalloc(&p, (n > 0 ? n : 1) * sizeof(T)));
+    GDN_CUDA_CHECK(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceVec() { cudaFree(p); }
+  DeviceVec(const DeviceVec&) = delete;
+  DeviceVec& operator=(const DeviceVec&) = delete;
+  std::vector<T> host() const {
+    std::vector<T> h(n);
+    GDN_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  T* p = nullptr;
+  std::size_t n;
+};
+
+// Value element i of rank r contributes; distinct across ranks and positions.
+template <typename T>
+T val(int r, std::size_t i) {
+  return static_cast<T>(1000 * (r + 1) + static_cast<int>(i));
+}
+
+// The same checks for every backend: data lands where the interface says and the byte
+// counters equal MpiCommunicator's.
+void check_round_trips(Communicator& c) {
+  const int r = c.rank(), n = c.size();
+  REQUIRE(n == world_size());
+  c.reset_counters();
+
+  std::int64_t gathered = 0;
+  for (std::size_t elems : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{33}}) {
+    CAPTURE(elems);
+    std::vector<double> mine(elems);
+    for (std::size_t i = 0; i < elems; ++i) mine[i] = val<double>(r, i);
+    DeviceVec<double> d_mine(mine), d_all(std::vector<double>(elems * n, -1.0));
+    c.all_gather(d_mine.p, d_all.p, elems * sizeof(double), "t.gather");
+    const auto all = d_all.host();
+    for (int q = 0; q < n; ++q)
+      for (std::size_t i = 0; i < elems; ++i) CHECK(all[q * elems + i] == val<double>(q, i));
+    gathered += static_cast<std::int64_t>(elems * sizeof(double));
+  }
+  CHECK(c.counter("t.gather").calls == 4);
+  CHECK(c.counter("t.gather").bytes_sent == gathered);
+  CHECK(c.counter("t.gather").bytes_received == gathered * n);
+
+  {  // in place: this rank's block already sits in the output
+    std::vector<float> all(3 * n, -1.0f);
+    for (std::size_t i = 0; i < 3; ++i) all[r * 3 + i] = val<float>(r, i);
+    DeviceVec<float> d(all);
+    c.all_gather(d.p + r * 3, d.p, 3 * sizeof(float), "t.gather_in_place");
+    const auto got = d.host();
+    for (int q = 0; q < n; ++q)
+      for (std::size_t i = 0; i < 3; ++i) CHECK(got[q * 3 + i] == val<float>(q, i));
+  }
+
+  {  // sums and maxima in all four types
+    std::vector<double> f64(7);
+    std::vector<std::int64_t> i64(7);
+    std::vector<float> f32(7);
+    std::vector<std::int32_t> i32(7);
+    for (std::size_t i = 0; i < 7; ++i) {
+      f64[i] = val<double>(r, i);
+      i64[i] = val<std::int64_t>(r, i) * 4000000000LL;  // beyond 32 bits
+      f32[i] = val<float>(r, i) * (r % 2 ? 1.0f : -1.0f);
+      i32[i] = val<std::int32_t>(r, i) * (r % 2 ? 1 : -1);
+    }
+    DeviceVec<double> d64(f64);
+    DeviceVec<std::int64_t> di64(i64);
+    DeviceVec<float> d32(f32);
+    DeviceVec<std::int32_t> di32(i32);
+    c.all_reduce_sum(d64.p, 7, "t.sum");
+    c.all_reduce_sum(di64.p, 7, "t.sum");
+    c.all_reduce_max(d32.p, 7, "t.max");
+    c.all_reduce_max(di32.p, 7, "t.max");
+    const auto s64 = d64.host();
+    const auto si64 = di64.host();
+    const auto m32 = d32.host();
+    const auto mi32 = di32.host();
+    for (std::size_t i = 0; i < 7; ++i) {
+      double es = 0;
+      std::int64_t ei = 0;
+      float em = -1e30f;
+      std::int32_t emi = INT32_MIN;
+      for (int q = 0; q < n; ++q) {
+        es += val<double>(q, i);
+        ei += val<std::int64_t>(q, i) * 4000000000LL;
+        em = std::max(em, val<float>(q, i) * (q % 2 ? 1.0f : -1.0f));
+        emi = std::max(emi, val<std::int32_t>(q, i) * (q % 2 ? 1 : -1));
+      }
+      CHECK(s64[i] == es);
+      CHECK(si64[i] == ei);
+      CHECK(m32[i] == em);
+      CHECK(mi32[i] == emi);
+    }
+    CHECK(c.counter("t.sum").calls == 2);
+    CHECK(c.counter("t.sum").bytes_sent == 7 * 8 * 2);
+    CHECK(c.counter("t.sum").bytes_received == 7 * 8 * 2);
+    CHECK(c.counter("t.max").bytes_sent == 7 * 4 * 2);
+  }
+
+  {  // a ring shift, then an open chain whose ends have no partner (-1)
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    std::vector<std::int32_t> mine(5);
+    for (std::size_t i = 0; i < 5; ++i) mine[i] = val<std::int32_t>(r, i);
+    DeviceVec<std::int32_t> d_send(mine), d_recv(std::vector<std::int32_t>(5, -1));
+    c.send_recv(d_send.p, 20, next, d_recv.p, 20, prev, 7, "t.ring");
+    auto got = d_recv.host();
+    for (std::size_t i = 0; i < 5; ++i) CHECK(got[i] == val<std::int32_t>(prev, i));
+    CHECK(c.counter("t.ring").bytes_sent == 20);
+    CHECK(c.counter("t.ring").bytes_received == 20);
+
+    const int dest = r + 1 < n ? r + 1 : -1, src = r > 0 ? r - 1 : -1;
+    DeviceVec<std::int32_t> d_recv2(std::vector<std::int32_t>(5, -1));
+    c.send_recv(d_send.p, 20, dest, d_recv2.p, 20, src, 8, "t.chain");
+    got = d_recv2.host();
+    for (std::size_t i = 0; i < 5; ++i)
+      CHECK(got[i] == (src == -1 ? -1 : val<std::int32_t>(src, i)));
+    CHECK(c.counter("t.chain").bytes_sent == (dest == -1 ? 0 : 20));
+    CHECK(c.counter("t.chain").bytes_received == (src == -1 ? 0 : 20));
+  }
+
+  if (n >= 2 && r < 2) {  // blocking point-to-point between ranks 0 and 1
+    std::vector<double> mine(4);
+    for (std::size_t i = 0; i < 4; ++i) mine[i] = val<double>(r, i);
+    DeviceVec<double> d(mine);
+    if (r == 0) {
+      c.send(d.p, 32, 1, 3, "t.p2p");
+      c.recv(d.p, 32, 1, 4, "t.p2p");
+    } else {
+      DeviceVec<double> tmp(std::vector<double>(4, 0.0));
+      c.recv(tmp.p, 32, 0, 3, "t.p2p");
+      c.send(d.p, 32, 0, 4, "t.p2p");
+      const auto got = tmp.host();
+      for (std::size_t i = 0; i < 4; ++i) CHECK(got[i] == val<double>(0, i));
+    }
+    if (r == 0) {
+      const auto got = d.host();
+      for (std::size_t i = 0; i < 4; ++i) CHECK(got[i] == val<double>(1, i));
+    }
+    CHECK(c.counter("t.p2p").calls == 2);
+    CHECK(c.counter("t.p2p").bytes_sent == 32);
+    CHECK(c.counter("t.p2p").bytes_received == 32);
+  }
+  c.barrier();
+
+  {  // split by parity, reversed order: the sub-communicator reduces only its own ranks
+    auto sub = c.split(r % 2, -r);
+    REQUIRE(sub != nullptr);
+    int expect_size = 0, expect_rank = 0;
+    for (int q = 0; q < n; ++q)
+      if (q % 2 == r % 2) {
+        ++expect_size;
+        if (q > r) ++expect_rank;
+      }
+    CHECK(sub->size() == expect_size);
+    CHECK(sub->rank() == expect_rank);
+    DeviceVec<std::int32_t> one(std::vector<std::int32_t>{r});
+    sub->all_reduce_sum(one.p, 1, "t.sub");
+    std::int32_t expect = 0;
+    for (int q = r % 2; q < n; q += 2) expect += q;
+    CHECK(one.host()[0] == expect);
+    CHECK(sub->counter("t.sub").bytes_sent == 4);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPU error checks throw naming call, error, file:line and rank", "[cuda]") {
+  set_message_rank(-1);
+  std::string m = error_of([] { GDN_CUDA_CHECK(cudaErrorInvalidValue); });
+  CHECK_THAT(m, Contains("cudaErrorInvalidValue") && Contains("failed") &&
+                    Contains("test_device_comm.cpp:") && Contains("on rank ?"));
+  CHECK_THAT(m, Contains(cudaGetErrorString(cudaErrorInvalidValue)));
+
+  set_message_rank(world_rank());
+  m = error_of([] { GDN_NCCL_CHECK_AT(ncclInvalidArgument, "t.site"); });
+  CHECK_THAT(m, Contains("ncclInvalidArgument") && Contains("at site 't.site'") &&
+                    Contains(ncclGetErrorString(ncclInvalidArgument)) &&
+                    Contains("on rank " + std::to_string(world_rank())));
+
+  m = error_of([] { GDN_CUBLAS_CHECK(CUBLAS_STATUS_INVALID_VALUE); });
+  CHECK_THAT(m, Contains("CUBLAS_STATUS_INVALID_VALUE") &&
+                    Contains(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE)));
+
+  CHECK(error_of([] { GDN_CUDA_CHECK(cudaSuccess); }).empty());
+  CHECK(error_of([] { GDN_NCCL_CHECK(ncclSuccess); }).empty());
+  CHECK(error_of([] { GDN_CUBLAS_CHECK(CUBLAS_STATUS_SUCCESS); }).empty());
+  set_message_rank(-1);
+}
+
+TEST_CASE("visible_gpu_count never throws and explains a zero", "[cuda]") {
+  std::string why;
+  int n = -1;
+  REQUIRE_NOTHROW(n = visible_gpu_count(&why));
+  CHECK(n >= 0);
+  if (n == 0) CHECK_FALSE(why.empty());
+  INFO("visible GPUs: " << n << (n == 0 ? " (" + why + ")" : std::string()));
+  SUCCEED();
+}
+
+TEST_CASE("node_local_rank matches the shared-memory split", "[cuda]") {
+  EnvGuard o("OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt);
+  EnvGuard s("SLURM_LOCALID", std::nullopt);
+  const LocalRank lr = node_local_rank(MPI_COMM_WORLD);
+  const LocalRank ref = mpi_local();
+  CHECK(lr.rank >= 0);
+  CHECK(lr.rank < lr.size);
+  CHECK(lr.size <= world_size());
+  CHECK(lr.rank == ref.rank);
+  CHECK(lr.size == ref.size);
+}
+
+TEST_CASE("node_local_rank prefers OMPI_COMM_WORLD_LOCAL_RANK, then SLURM_LOCALID", "[cuda]") {
+  const LocalRank ref = mpi_local();
+  // A valid value different from MPI's wherever the node has more than one rank.
+  const std::string other = std::to_string((ref.rank + 1) % ref.size);
+  const std::string other2 = std::to_string((ref.rank + ref.size - 1) % ref.size);
+  {
+    EnvGuard o("OMPI_COMM_WORLD_LOCAL_RANK", other);
+    EnvGuard s("SLURM_LOCALID", other2);
+    CHECK(node_local_rank(MPI_COMM_WORLD).rank == std::stoi(other));
+  }
+  {
+    EnvGuard o("OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt);
+    EnvGuard s("SLURM_LOCALID", other2);
+    CHECK(node_local_rank(MPI_COMM_WORLD).rank == std::stoi(other2));
+  }
+  {  // values that cannot describe this job are skipped, not trusted
+    for (const char* bad : {"junk", "-1", "7x", ""}) {
+      CAPTURE(bad);
+      EnvGuard o("OMPI_COMM_WORLD_LOCAL_RANK", std::string(bad));
+      EnvGuard s("SLURM_LOCALID", std::to_string(ref.size + 5));
+      CHECK(node_local_rank(MPI_COMM_WORLD).rank == ref.rank);
+    }
+  }
+  CHECK(node_local_rank(MPI_COMM_WORLD).size == ref.size);
+}
+
+TEST_CASE("without a GPU, choosing one fails on every rank with a clear message", "[cuda]") {
+  if (visible_gpu_count() > 0) {
+    SUCCEED("a GPU is visible: nothing to check here");
+    return;
+  }
+  CHECK_THAT(error_of([] { choose_gpu(MPI_COMM_WORLD); }), Contains("no GPU visible"));
+  CHECK_THAT(error_of([] { make_device_communicator(MPI_COMM_WORLD); }),
+             Contains("no GPU visible") && Contains("--device cpu"));
+}
+
+TEST_CASE("StagingCommunicator round trips on device buffers", "[cuda][gpu]") {
+  if (skip_without_gpu()) return;
+  choose_gpu(MPI_COMM_WORLD);  // makes this rank's device current
+  StagingCommunicator c(MPI_COMM_WORLD);
+  check_round_trips(c);
+}
+
+TEST_CASE("NcclCommunicator round trips on device buffers", "[cuda][gpu]") {
+  if (skip_without_gpu()) return;
+  const GpuChoice g = choose_gpu(MPI_COMM_WORLD);
+  if (g.shared) {  // agreed over all ranks, so every rank skips together
+    WARN("ranks share a GPU: NCCL refuses that; NcclCommunicator test skipped");
+    SUCCEED();
+    return;
+  }
+  NcclCommunicator c(MPI_COMM_WORLD, g.device);
+  CHECK(c.device() == g.device);
+  check_round_trips(c);
+}
+
+TEST_CASE("make_device_communicator picks NCCL, or staging when ranks share a GPU", "[cuda][gpu]") {
+  if (skip_without_gpu()) return;
+  const GpuChoice g = choose_gpu(MPI_COMM_WORLD);
+  auto c = make_device_communicator(MPI_COMM_WORLD);
+  REQUIRE(c != nullptr);
+  CHECK(c->size() == world_size());
+  CHECK(c->rank() == world_rank());
+  if (g.shared)
+    CHECK(dynamic_cast<StagingCommunicator*>(c.get()) != nullptr);
+  else
+    CHECK(dynamic_cast<NcclCommunicator*>(c.get()) != nullptr);
+  CHECK(message_rank() == world_rank());
+}
