@@ -53,7 +53,11 @@ cxxopts::Options make_options() {
       "load-balance",
       "sequence sharding: none (contiguous, in rank order) is the only one GDN allows; zigzag "
       "is refused with the reason",
-      cxxopts::value<std::string>()->default_value("none"))("h,help", "print this help");
+      cxxopts::value<std::string>()->default_value("none"))(
+      "device",
+      "auto | cpu | cuda. The trainer runs on CPU ranks: its GPU model is not written yet, so "
+      "auto means cpu and cuda is refused (gdn_kernel runs the GDN operator on the GPU)",
+      cxxopts::value<std::string>()->default_value("auto"))("h,help", "print this help");
   return o;
 }
 
@@ -74,6 +78,12 @@ Setup parse(int argc, char** argv, int world_size) {
   GDN_CHECK(res.unmatched().empty(), "unexpected argument '", res.unmatched().front(),
             "' (see --help)");
   GDN_CHECK(res.count("config"), "--config FILE is required (see configs/)");
+  const std::string device = res["device"].as<std::string>();
+  GDN_CHECK(device == "auto" || device == "cpu" || device == "cuda", "--device ", device,
+            " is not known: expected auto, cpu or cuda");
+  GDN_CHECK(device != "cuda",
+            "--device cuda: gdn_train has no GPU model yet (the CUDA path covers the GDN "
+            "operator, see gdn_kernel --device cuda); use --device cpu or auto");
   // Zigzag is refused before anything else, with the reason.
   require_contiguous_shards(parse_load_balance(res["load-balance"].as<std::string>()),
                             "--load-balance");
