@@ -30,6 +30,11 @@
 #include "core/npy.h"
 #include "cp/gdn_cp.h"
 #include "cp/shard.h"
+#include "device_flag.h"
+#if GDN_HAVE_CUDA
+#include "comm/device_communicator.h"
+#include "cuda/cuda_space.h"
+#endif
 
 namespace fs = std::filesystem;
 using namespace gdn;
@@ -42,6 +47,7 @@ struct Args {
   int chunk_size = 64;
   double scale = 0;
   std::string dtype;  // "" = the inputs' dtype
+  app::Device device = app::Device::cpu;
   bool help = false;
 };
 
@@ -75,7 +81,12 @@ cxxopts::Options make_options() {
       "load-balance",
       "sequence sharding: none (contiguous, in rank order) is the only one GDN allows; zigzag "
       "is refused with the reason",
-      cxxopts::value<std::string>()->default_value("none"))("h,help", "print this help");
+      cxxopts::value<std::string>()->default_value("none"))(
+      "device",
+      "where the op runs: auto (cuda when this build has the CUDA path and a GPU is visible), "
+      "cpu or cuda (one GPU per process; ranks sharing a GPU fall back to MPI with host "
+      "staging)",
+      cxxopts::value<std::string>()->default_value("auto"))("h,help", "print this help");
   return o;
 }
 
@@ -104,6 +115,7 @@ Args parse_args(int argc, char** argv) {
     GDN_CHECK(a.dtype == "f32" || a.dtype == "f64", "--dtype ", a.dtype,
               " is not supported: expected f32 or f64");
   }
+  a.device = app::resolve_device(res["device"].as<std::string>());
   // Refused on every rank before anything else: zigzag would silently compute garbage.
   require_contiguous_shards(parse_load_balance(res["load-balance"].as<std::string>()),
                             "--load-balance");
@@ -349,53 +361,91 @@ double max_over_ranks(Communicator& comm, double x) {
   return x;
 }
 
+// The CP op on this rank's shard, in Space (host, or the GPU in the CUDA build): inputs
+// moved in, outputs moved back to host tensors. comm carries the op's exchanges (device
+// buffers for the CUDA space); its counters before and after each pass go to stats.json.
 template <typename T>
-void run(Communicator& comm, const Args& a, const Inputs& in) {
+struct OpOutputs {
+  Tensor<T> o, ht, dq, dk, dv, dg, dbeta, dh0;
+  double fwd_s = 0, bwd_s = 0;
+  std::map<std::string, CommCounter> fwd_counters, bwd_counters;
+};
+
+template <typename T, typename Space>
+OpOutputs<T> run_op(Communicator& comm, const Args& a, const Inputs& in) {
   using clock = std::chrono::steady_clock;
+  using Vec = typename Space::Vector;
   const GdnProblem& p = in.problem;
-  const int P = comm.size();
-  const Shard sh = contiguous_shard(p.T, P, comm.rank());
+  const Shard sh = contiguous_shard(p.T, comm.size(), comm.rank());
   auto file = [&](const std::string& n) { return path_of(a, n); };
+  auto in_space = [](const Tensor<T>& t) { return Space::upload(t.ptr(), t.size()); };
   const Tensor<T> q = shard_of<T>(in.q, file("q"), sh), k = shard_of<T>(in.k, file("k"), sh),
                   v = shard_of<T>(in.v, file("v"), sh), g = shard_of<T>(in.g, file("g"), sh),
                   beta = shard_of<T>(in.beta, file("beta"), sh);
   const Tensor<T> h0 = in.h0 ? npy_to_tensor<T>(*in.h0, file("h0")) : Tensor<T>();
-  const GdnTensors<T> local{q.ptr(), k.ptr(),    v.ptr(),
-                            g.ptr(), beta.ptr(), in.h0 ? h0.ptr() : nullptr};
+  Vec q_s = in_space(q), k_s = in_space(k), v_s = in_space(v), g_s = in_space(g),
+      beta_s = in_space(beta), h0_s = in_space(h0);
+  const GdnTensors<T> local{q_s.data(), k_s.data(),    v_s.data(),
+                            g_s.data(), beta_s.data(), in.h0 ? h0_s.data() : nullptr};
   const Shape state = {p.num_sequences(), p.Hv, p.K, p.V};
+  OpOutputs<T> out;
+  out.o = Tensor<T>({p.B, sh.size(), p.Hv, p.V});
+  out.ht = Tensor<T>(state);
+  Vec o_s(out.o.size()), ht_s(out.ht.size());
 
   // Forward. Counters are reset around each pass so stats.json separates them and leaves
-  // out the set-up agreement and the output gathering below.
-  Tensor<T> o({p.B, sh.size(), p.Hv, p.V}), ht(state);
+  // out the set-up agreement and the output gathering.
   comm.barrier();
   comm.reset_counters();
   auto t0 = clock::now();
-  GdnContextParallel<T> cp(comm, p, local, CpOptions{a.log_depth_scan});
-  cp.forward(o.ptr(), ht.ptr());
-  const double fwd_s = std::chrono::duration<double>(clock::now() - t0).count();
-  const auto fwd_counters = comm.counters();
+  GdnContextParallel<T, Space> cp(comm, p, local, CpOptions{a.log_depth_scan});
+  cp.forward(o_s.data(), ht_s.data());
+  comm.barrier();  // the pass is done on every rank (and, on a GPU, its kernels)
+  out.fwd_s = std::chrono::duration<double>(clock::now() - t0).count();
+  out.fwd_counters = comm.counters();
+  Space::download(o_s, out.o.ptr());
+  Space::download(ht_s, out.ht.ptr());
+  if (!a.backward) return out;
 
-  Tensor<T> dq, dk, dv, dg, dbeta, dh0;
-  double bwd_s = 0;
-  std::map<std::string, CommCounter> bwd_counters;
-  if (a.backward) {
-    const Tensor<T> dO = shard_of<T>(*in.dO, file("do"), sh);
-    const Tensor<T> dht = in.dht ? npy_to_tensor<T>(*in.dht, file("dht")) : Tensor<T>();
-    dq = Tensor<T>(q.shape);
-    dk = Tensor<T>(k.shape);
-    dv = Tensor<T>(v.shape);
-    dg = Tensor<T>(g.shape);
-    dbeta = Tensor<T>(beta.shape);
-    if (in.h0) dh0 = Tensor<T>(state);
-    GdnGrads<T> grads{dq.ptr(), dk.ptr(),    dv.ptr(),
-                      dg.ptr(), dbeta.ptr(), in.h0 ? dh0.ptr() : nullptr};
-    comm.barrier();
-    comm.reset_counters();
-    t0 = clock::now();
-    cp.backward(dO.ptr(), in.dht ? dht.ptr() : nullptr, grads);
-    bwd_s = std::chrono::duration<double>(clock::now() - t0).count();
-    bwd_counters = comm.counters();
-  }
+  const Tensor<T> dO = shard_of<T>(*in.dO, file("do"), sh);
+  const Tensor<T> dht = in.dht ? npy_to_tensor<T>(*in.dht, file("dht")) : Tensor<T>();
+  Vec dO_s = in_space(dO), dht_s = in_space(dht);
+  Vec dq_s(q.size()), dk_s(k.size()), dv_s(v.size()), dg_s(g.size()), dbeta_s(beta.size()),
+      dh0_s(in.h0 ? numel(state) : 0);
+  GdnGrads<T> grads{dq_s.data(), dk_s.data(),    dv_s.data(),
+                    dg_s.data(), dbeta_s.data(), in.h0 ? dh0_s.data() : nullptr};
+  comm.barrier();
+  comm.reset_counters();
+  t0 = clock::now();
+  cp.backward(dO_s.data(), in.dht ? dht_s.data() : nullptr, grads);
+  comm.barrier();
+  out.bwd_s = std::chrono::duration<double>(clock::now() - t0).count();
+  out.bwd_counters = comm.counters();
+  auto to_host = [](const Vec& v, const Shape& shape) {
+    Tensor<T> t(shape);
+    Space::download(v, t.ptr());
+    return t;
+  };
+  out.dq = to_host(dq_s, q.shape);
+  out.dk = to_host(dk_s, k.shape);
+  out.dv = to_host(dv_s, v.shape);
+  out.dg = to_host(dg_s, g.shape);
+  out.dbeta = to_host(dbeta_s, beta.shape);
+  if (in.h0) out.dh0 = to_host(dh0_s, state);
+  return out;
+}
+
+// Gathers the outputs to rank 0, which writes them and stats.json; comm is the host MPI
+// communicator whatever space the op ran in.
+template <typename T>
+void write_outputs(Communicator& comm, const Args& a, const Inputs& in, const OpOutputs<T>& r) {
+  const GdnProblem& p = in.problem;
+  const int P = comm.size();
+  const double fwd_s = r.fwd_s, bwd_s = r.bwd_s;
+  const auto& fwd_counters = r.fwd_counters;
+  const auto& bwd_counters = r.bwd_counters;
+  const Tensor<T>&o = r.o, &ht = r.ht, &dq = r.dq, &dk = r.dk, &dv = r.dv, &dg = r.dg,
+        &dbeta = r.dbeta, &dh0 = r.dh0;
 
   // Gather and write. ht and dh0 are global and identical on every rank already.
   auto write = [&](const std::string& name, const Tensor<T>& t) {
@@ -423,6 +473,7 @@ void run(Communicator& comm, const Args& a, const Inputs& in) {
                     {"N", p.num_sequences()},
                     {"packed", !p.cu_seqlens.empty()}};
   stats["dtype"] = dtype_name(dtype_of<T>());
+  stats["device"] = app::device_name(a.device);
   stats["chunk_size"] = p.chunk_size;
   stats["scale"] = p.scale_value();
   stats["l2norm_qk"] = p.l2norm_qk;
@@ -452,6 +503,19 @@ void run(Communicator& comm, const Args& a, const Inputs& in) {
       a.backward ? fmt::format(", backward {:.4f} s", stats["seconds"]["backward"].get<double>())
                  : "",
       a.log_depth_scan ? " (log-depth scan)" : "", a.out);
+}
+
+template <typename T>
+void run(Communicator& comm, const Args& a, const Inputs& in) {
+#if GDN_HAVE_CUDA
+  if (a.device == app::Device::cuda) {
+    // NCCL over device buffers (or MPI with host staging when ranks share a GPU).
+    const auto device_comm = make_device_communicator(MPI_COMM_WORLD);
+    write_outputs(comm, a, in, run_op<T, CudaSpace<T>>(*device_comm, a, in));
+    return;
+  }
+#endif
+  write_outputs(comm, a, in, run_op<T, HostSpace<T>>(comm, a, in));
 }
 
 }  // namespace

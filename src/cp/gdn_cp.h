@@ -58,11 +58,11 @@ class GdnContextParallel {
   GdnProblem p_;
   CpOptions opt_;
   Shard shard_;
-  QKNormalizer<T> norm_;
-  LocalPass<T> pass_;
+  typename Space::Normalizer norm_;
+  typename Space::Pass pass_;
   PairDims dims_;
-  std::vector<T> own_M_;     // this rank's M (log-depth backward)
-  std::vector<T> gathered_;  // every rank's (M, U), kept for the backward's suffix scan
+  typename Space::Vector own_M_;     // this rank's M (log-depth backward)
+  typename Space::Vector gathered_;  // every rank's (M, U), kept for the backward's suffix scan
 };
 
 }  // namespace gdn

@@ -20,6 +20,11 @@ struct HostSpace {
   using Pass = LocalPass<T>;
   using Normalizer = QKNormalizer<T>;
 
+  // A copy of n host elements in this space, and back: what an app uses to move its
+  // inputs in and its outputs out (trivial here; host <-> device in the CUDA space).
+  static Vector upload(const T* host, std::size_t n) { return Vector(host, host + n); }
+  static void download(const Vector& v, T* host) { std::copy(v.begin(), v.end(), host); }
+
   static void fill(T* p, std::size_t n, T value) { std::fill(p, p + n, value); }
   static void copy(T* dst, const T* src, std::size_t n) { std::copy_n(src, n, dst); }
   // x = the state entering rank r: the maps (A[i], B[i]) of ranks 0 .. r-1 from zero.

@@ -42,27 +42,16 @@ void scatter(const T* src, int n, int width, T* dst, std::int64_t stride) {
 template <typename T>
 LocalPass<T>::LocalPass(const GdnProblem& p, std::int64_t t0, std::int64_t t1,
                         const GdnTensors<T>& in)
-    : p_(p), t0_(t0), t1_(t1), in_(in), scale_(T(p.scale_value())) {
-  GDN_CHECK(0 <= t0 && t0 <= t1 && t1 <= p.T, "slice [", t0, ", ", t1,
-            ") is not inside the sequence [0, ", p.T, ")");
-  const int C = p.chunk_size;
-  fsize_ = ChunkFactors<T>{C, p.K, p.V}.size();
-  // Segments: the slice cut at sequence boundaries; chunks restart at each segment.
-  for (const SequenceRange& r : sequences_of_row(p, 0)) {
-    const std::int64_t b = std::max(r.begin, t0), e = std::min(r.end, t1);
-    if (b >= e) continue;
-    Segment s{b - t0, e - t0, r.seq, r.begin >= t0, r.end <= t1, int(chunks_.size()), 0};
-    for (std::int64_t c = s.begin; c < s.end; c += C)
-      chunks_.push_back({c, int(std::min<std::int64_t>(C, s.end - c))});
-    s.num_chunks = int(chunks_.size()) - s.first_chunk;
-    segments_.push_back(s);
-  }
-}
+    : p_(p),
+      layout_(p, t0, t1),
+      in_(in),
+      scale_(T(p.scale_value())),
+      fsize_(ChunkFactors<T>{p.chunk_size, p.K, p.V}.size()) {}
 
 template <typename T>
 void LocalPass<T>::gather_rows(int bh, int c, RowBuffers& buf) const {
   const int C = p_.chunk_size, K = p_.K, V = p_.V, b = bh / p_.Hv, hv = bh % p_.Hv;
-  const Chunk& ch = chunks_[c];
+  const Chunk& ch = layout_.chunks[c];
   const std::int64_t t = std::int64_t(b) * tokens() + ch.begin;
   const std::int64_t qk_at = (t * p_.Hk + hv / p_.group()) * K, v_at = (t * p_.Hv + hv) * V;
   const std::int64_t qk_stride = std::int64_t(p_.Hk) * K, v_stride = std::int64_t(p_.Hv) * V;
@@ -76,7 +65,7 @@ void LocalPass<T>::gather_rows(int bh, int c, RowBuffers& buf) const {
 template <typename T>
 void LocalPass<T>::prepare() {
   const int C = p_.chunk_size, K = p_.K, V = p_.V;
-  const std::int64_t nc = chunks_.size();
+  const std::int64_t nc = layout_.chunks.size();
   factors_.resize(std::size_t(p_.B) * p_.Hv * nc * fsize_);
   prepared_ = true;
 #pragma omp parallel
@@ -106,13 +95,13 @@ void LocalPass<T>::transition(T* M, T* U) {
       T* u = U + std::size_t(bh) * K * V;
       std::fill(m, m + K * K, T(0));
       std::fill(u, u + K * V, T(0));
-      if (segments_.empty()) {  // no tokens: the identity map
+      if (layout_.segments.empty()) {  // no tokens: the identity map
         for (int i = 0; i < K; ++i) m[i * K + i] = 1;
         continue;
       }
       // Only the last segment reaches the slice's end; it depends on h_in only when it
       // continues a sequence from the previous slice (then it is the only segment).
-      const Segment& s = segments_.back();
+      const Segment& s = layout_.segments.back();
       const bool affine = !s.starts;
       if (affine)
         for (int i = 0; i < K; ++i) m[i * K + i] = 1;
@@ -130,7 +119,7 @@ template <typename T>
 void LocalPass<T>::output(const T* h_in, T* o, T* ht) {
   const int C = p_.chunk_size, K = p_.K, V = p_.V;
   const std::int64_t Tl = tokens();
-  states_.assign(std::size_t(p_.B) * p_.Hv * chunks_.size() * K * V, T(0));
+  states_.assign(std::size_t(p_.B) * p_.Hv * layout_.chunks.size() * K * V, T(0));
   const bool prepared = prepared_;
 #pragma omp parallel
   {
@@ -140,7 +129,7 @@ void LocalPass<T>::output(const T* h_in, T* o, T* ht) {
 #pragma omp for schedule(static)
     for (int bh = 0; bh < p_.B * p_.Hv; ++bh) {
       const int b = bh / p_.Hv, hv = bh % p_.Hv;
-      for (const Segment& s : segments_) {
+      for (const Segment& s : layout_.segments) {
         const int seq = seq_of(s, b);
         if (s.starts && in_.h0)
           std::copy_n(in_.h0 + state_offset(seq, hv), K * V, h.begin());
@@ -156,8 +145,8 @@ void LocalPass<T>::output(const T* h_in, T* o, T* ht) {
             math.prepare(buf.rows(), fbuf.data());
           }
           math.step(f, h.data(), buf.o.data());
-          const std::int64_t t = std::int64_t(b) * Tl + chunks_[c].begin;
-          scatter(buf.o.data(), chunks_[c].rows, V, o + (t * p_.Hv + hv) * V,
+          const std::int64_t t = std::int64_t(b) * Tl + layout_.chunks[c].begin;
+          scatter(buf.o.data(), layout_.chunks[c].rows, V, o + (t * p_.Hv + hv) * V,
                   std::int64_t(p_.Hv) * V);
         }
         if (s.ends && ht) std::copy(h.begin(), h.end(), ht + state_offset(seq, hv));
@@ -181,12 +170,12 @@ void LocalPass<T>::adjoint(const T* dO, const T* dht, T* D) {
       T* mu = D + std::size_t(bh) * K * V;
       std::fill(mu, mu + K * V, T(0));
       // Only a first segment that continues a sequence carries gradient to h_in.
-      if (segments_.empty() || segments_.front().starts) continue;
-      const Segment& s = segments_.front();
+      if (layout_.segments.empty() || layout_.segments.front().starts) continue;
+      const Segment& s = layout_.segments.front();
       if (s.ends && dht) std::copy_n(dht + state_offset(seq_of(s, b), hv), K * V, mu);
       for (int c = s.first_chunk + s.num_chunks - 1; c >= s.first_chunk; --c) {
-        const std::int64_t t = std::int64_t(b) * Tl + chunks_[c].begin;
-        gather(dO + (t * p_.Hv + hv) * V, std::int64_t(p_.Hv) * V, chunks_[c].rows, V, C,
+        const std::int64_t t = std::int64_t(b) * Tl + layout_.chunks[c].begin;
+        gather(dO + (t * p_.Hv + hv) * V, std::int64_t(p_.Hv) * V, layout_.chunks[c].rows, V, C,
                dOc.data());
         math.adjoint(factors(bh, c), mu, dOc.data());
       }
@@ -196,7 +185,7 @@ void LocalPass<T>::adjoint(const T* dO, const T* dht, T* D) {
 
 template <typename T>
 void LocalPass<T>::backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& gr) {
-  GDN_CHECK(states_.size() == std::size_t(p_.B) * p_.Hv * chunks_.size() * p_.K * p_.V,
+  GDN_CHECK(states_.size() == std::size_t(p_.B) * p_.Hv * layout_.chunks.size() * p_.K * p_.V,
             "LocalPass::backward called before output(): the chunk entry states are missing");
   const int C = p_.chunk_size, K = p_.K, V = p_.V, G = p_.group();
   const std::int64_t Tl = tokens();
@@ -211,7 +200,7 @@ void LocalPass<T>::backward(const T* lambda, const T* dO, const T* dht, GdnGrads
 #pragma omp for schedule(static)
     for (int bh = 0; bh < p_.B * p_.Hv; ++bh) {
       const int b = bh / p_.Hv, hv = bh % p_.Hv, hk = hv / G;
-      for (auto s = segments_.rbegin(); s != segments_.rend(); ++s) {
+      for (auto s = layout_.segments.rbegin(); s != layout_.segments.rend(); ++s) {
         const int seq = seq_of(*s, b);
         if (s->ends && dht)
           std::copy_n(dht + state_offset(seq, hv), K * V, dh.begin());
@@ -220,7 +209,7 @@ void LocalPass<T>::backward(const T* lambda, const T* dO, const T* dht, GdnGrads
         else
           std::fill(dh.begin(), dh.end(), T(0));
         for (int c = s->first_chunk + s->num_chunks - 1; c >= s->first_chunk; --c) {
-          const Chunk& ch = chunks_[c];
+          const Chunk& ch = layout_.chunks[c];
           const std::int64_t t = std::int64_t(b) * Tl + ch.begin;
           const std::int64_t qk_at = (t * p_.Hk + hk) * K, v_at = (t * p_.Hv + hv) * V;
           const std::int64_t qk_stride = std::int64_t(p_.Hk) * K,

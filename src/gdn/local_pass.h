@@ -13,6 +13,7 @@
 
 #include "gdn/chunk.h"
 #include "gdn/problem.h"
+#include "gdn/slice_layout.h"
 
 namespace gdn {
 
@@ -24,7 +25,7 @@ class LocalPass {
   // must outlive this object.
   LocalPass(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnTensors<T>& in);
 
-  std::int64_t tokens() const { return t1_ - t0_; }
+  std::int64_t tokens() const { return layout_.tokens(); }
 
   // WY factors of every chunk, kept for the passes below (chunks are independent, so
   // this runs in parallel over chunks). transition() and adjoint() need it; output()
@@ -48,38 +49,28 @@ class LocalPass {
   void backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g);
 
  private:
-  struct Segment {
-    std::int64_t begin, end;  // local token range
-    int seq;                  // packed sequence index (row index b when not packed)
-    bool starts, ends;        // the sequence starts / ends inside this slice
-    int first_chunk, num_chunks;
-  };
-  struct Chunk {
-    std::int64_t begin;  // local token of the first row
-    int rows;            // valid rows (<= C)
-  };
+  using Segment = SliceLayout::Segment;
+  using Chunk = SliceLayout::Chunk;
   struct RowBuffers;  // per-thread gather buffers
 
   // Gathers chunk c of (batch, value head) bh into buf's input rows.
   void gather_rows(int bh, int c, RowBuffers& buf) const;
 
-  int seq_of(const Segment& s, int b) const { return p_.cu_seqlens.empty() ? b : s.seq; }
+  int seq_of(const Segment& s, int b) const { return SliceLayout::seq_of(p_, s, b); }
   std::int64_t state_offset(int seq, int h) const {
     return (std::int64_t(seq) * p_.Hv + h) * p_.K * p_.V;
   }
   T* factors(int bh, int c) {
-    return factors_.data() + (std::size_t(bh) * chunks_.size() + c) * fsize_;
+    return factors_.data() + (std::size_t(bh) * layout_.chunks.size() + c) * fsize_;
   }
   T* entry_state(int bh, int c) {
-    return states_.data() + (std::size_t(bh) * chunks_.size() + c) * p_.K * p_.V;
+    return states_.data() + (std::size_t(bh) * layout_.chunks.size() + c) * p_.K * p_.V;
   }
 
   GdnProblem p_;
-  std::int64_t t0_, t1_;
+  SliceLayout layout_;
   GdnTensors<T> in_;
   T scale_;
-  std::vector<Segment> segments_;
-  std::vector<Chunk> chunks_;
   std::size_t fsize_;
   bool prepared_ = false;
   std::vector<T> factors_;  // [B * Hv, chunks, fsize], filled by prepare()
