@@ -13,35 +13,19 @@ int grid_for(std::int64_t rows) {
   return int(std::min<std::int64_t>((rows + kThreads - 1) / kThreads, 65535));
 }
 
-// The formulas of l2norm_rows / l2norm_rows_backward (src/gdn/l2norm.h), a row per thread.
+// l2norm_row / l2norm_row_backward (src/gdn/l2norm.h), a row per thread.
 template <typename T>
 __global__ void l2norm_kernel(const T* x, std::int64_t rows, int dim, T* y) {
   for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < rows;
-       r += std::int64_t(gridDim.x) * blockDim.x) {
-    const T* xr = x + r * dim;
-    T ss = 0;
-    for (int d = 0; d < dim; ++d) ss += xr[d] * xr[d];
-    const T inv = T(1) / hd::sqrt(ss + T(kL2NormEps));
-    for (int d = 0; d < dim; ++d) y[r * dim + d] = xr[d] * inv;
-  }
+       r += std::int64_t(gridDim.x) * blockDim.x)
+    l2norm_row(x + r * dim, dim, y + r * dim);
 }
 
-// dx may alias dy (each thread reads its row before writing it).
 template <typename T>
 __global__ void l2norm_backward_kernel(const T* x, const T* dy, std::int64_t rows, int dim, T* dx) {
   for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < rows;
-       r += std::int64_t(gridDim.x) * blockDim.x) {
-    const T* xr = x + r * dim;
-    const T* dyr = dy + r * dim;
-    T ss = 0, xdy = 0;
-    for (int d = 0; d < dim; ++d) {
-      ss += xr[d] * xr[d];
-      xdy += xr[d] * dyr[d];
-    }
-    const T n = hd::sqrt(ss + T(kL2NormEps));
-    const T inv = T(1) / n, c = xdy / (n * n * n);
-    for (int d = 0; d < dim; ++d) dx[r * dim + d] = dyr[d] * inv - xr[d] * c;
-  }
+       r += std::int64_t(gridDim.x) * blockDim.x)
+    l2norm_row_backward(x + r * dim, dy + r * dim, dim, dx + r * dim);
 }
 
 }  // namespace

@@ -6,40 +6,47 @@
 #include <cstdint>
 #include <vector>
 
+#include "gdn/hd.h"
 #include "gdn/problem.h"
 
 namespace gdn {
 
 inline constexpr double kL2NormEps = 1e-6;
 
+// One row (shared by the CPU loops below and the CUDA kernels of src/cuda).
+template <typename T>
+GDN_HD inline void l2norm_row(const T* x, int dim, T* y) {
+  T ss = 0;
+  for (int d = 0; d < dim; ++d) ss += x[d] * x[d];
+  const T inv = T(1) / hd::sqrt(ss + T(kL2NormEps));
+  for (int d = 0; d < dim; ++d) y[d] = x[d] * inv;
+}
+
+// dx may alias dy (the row is read before it is written).
+template <typename T>
+GDN_HD inline void l2norm_row_backward(const T* x, const T* dy, int dim, T* dx) {
+  T ss = 0, xdy = 0;
+  for (int d = 0; d < dim; ++d) {
+    ss += x[d] * x[d];
+    xdy += x[d] * dy[d];
+  }
+  const T n = hd::sqrt(ss + T(kL2NormEps));
+  const T inv = T(1) / n, c = xdy / (n * n * n);
+  for (int d = 0; d < dim; ++d) dx[d] = dy[d] * inv - x[d] * c;
+}
+
 template <typename T>
 void l2norm_rows(const T* x, std::int64_t rows, int dim, T* y) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * dim;
-    T ss = 0;
-    for (int d = 0; d < dim; ++d) ss += xr[d] * xr[d];
-    const T inv = T(1) / std::sqrt(ss + T(kL2NormEps));
-    for (int d = 0; d < dim; ++d) y[r * dim + d] = xr[d] * inv;
-  }
+  for (std::int64_t r = 0; r < rows; ++r) l2norm_row(x + r * dim, dim, y + r * dim);
 }
 
 // dx may alias dy.
 template <typename T>
 void l2norm_rows_backward(const T* x, const T* dy, std::int64_t rows, int dim, T* dx) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * dim;
-    const T* dyr = dy + r * dim;
-    T ss = 0, xdy = 0;
-    for (int d = 0; d < dim; ++d) {
-      ss += xr[d] * xr[d];
-      xdy += xr[d] * dyr[d];
-    }
-    const T n = std::sqrt(ss + T(kL2NormEps));
-    const T inv = T(1) / n, c = xdy / (n * n * n);
-    for (int d = 0; d < dim; ++d) dx[r * dim + d] = dyr[d] * inv - xr[d] * c;
-  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    l2norm_row_backward(x + r * dim, dy + r * dim, dim, dx + r * dim);
 }
 
 // Holds normalised copies of q and k when the problem asks for them; view() returns the
