@@ -1,7 +1,11 @@
 // gdn_bench: times the single-rank chunked gated delta rule against the token-by-token
 // recurrence, side by side in one run, and prints JSON lines on stdout:
 //   one per (shape, variant) with the median of --reps timed runs after --warmup, then one
-//   with the ratios recurrent / chunked. A benchmark, not a test: nothing is asserted.
+//   with the ratios recurrent / chunked (and CPU / CUDA when both ran). A benchmark, not a
+//   test: nothing is asserted.
+// --device cuda|all also times the same single-rank op on the GPU (CUDA build only): the
+// device equivalent of ChunkedGdn (CudaQKNormalizer + CudaLocalPass) on inputs uploaded
+// once, outside the timed region; each timed run ends with cudaDeviceSynchronize().
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
@@ -21,6 +25,16 @@
 #include "gdn/random_inputs.h"
 #include "gdn/recurrent.h"
 
+#if GDN_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_l2norm.h"
+#include "cuda/cuda_local_pass.h"
+#include "cuda/device_select.h"
+#include "cuda/device_vector.h"
+#endif
+
 using namespace gdn;
 using json = nlohmann::ordered_json;
 
@@ -28,7 +42,9 @@ namespace {
 
 struct Settings {
   int chunk_size = 64, reps = 5, recurrent_reps = 3, warmup = 1;
+  int cpu_reps = 5, cpu_warmup = 1;  // the CPU chunked variants (default: --reps, --warmup)
   std::int64_t skip_recurrent_above = 16384;
+  bool cpu = true, cuda = false;  // which devices to time (from --device)
 };
 
 json shape_json(const GdnProblem& p) {
@@ -48,76 +64,190 @@ double median_ms(const std::function<void()>& fn, int warmup, int reps) {
   return app::median(ms);
 }
 
-// Times every variant at one shape; prints a line per variant and returns the medians.
+using Variants = std::vector<std::pair<std::string, std::function<void()>>>;
+
+// Times each variant, prints its line and records its median in out.
 template <typename T>
-std::map<std::string, double> bench_shape(const GdnProblem& p, const Settings& s) {
-  const GdnData<T> d = random_gdn_inputs<T>(p, /*seed=*/1, /*with_h0=*/true);
-  const GdnTensors<T> in = d.view();
+void time_variants(const GdnProblem& p, const Settings& s, const char* device,
+                   const Variants& variants, std::map<std::string, double>& out) {
+  for (const auto& [name, fn] : variants) {
+    const bool recurrent = name.rfind("recurrent", 0) == 0;
+    const bool cpu = std::string(device) == "cpu";
+    const int reps = recurrent ? s.recurrent_reps : cpu ? s.cpu_reps : s.reps;
+    const int warmup = cpu && !recurrent ? s.cpu_warmup : s.warmup;
+    const double ms = median_ms(fn, warmup, reps);
+    out[name] = ms;
+    const json line = {{"shape", shape_json(p)},
+                       {"variant", name},
+                       {"device", device},
+                       {"dtype", dtype_name(dtype_of<T>())},
+                       {"chunk_size", p.chunk_size},
+                       {"median_ms", ms},
+                       {"tokens_per_s", double(p.B) * p.T / (ms * 1e-3)},
+                       {"reps", reps},
+                       {"warmup", warmup},
+                       {"threads", omp_get_max_threads()}};
+    std::cout << line.dump() << std::endl;
+  }
+}
+
+// The CPU variants: the chunked op, and the recurrence up to --skip-recurrent-above.
+template <typename T>
+void bench_cpu(const GdnProblem& p, const Settings& s, const GdnTensors<T>& in, const T* dO,
+               const T* dht, std::map<std::string, double>& out) {
   const Shape state = {p.num_sequences(), p.Hv, p.K, p.V};
-  Rng rng(2);
-  Tensor<T> o({p.B, p.T, p.Hv, p.V}), ht(state), dO(o.shape), dht(state);
-  for (T& x : dO.data) x = T(rng.normal());
-  for (T& x : dht.data) x = T(rng.normal());
-  Tensor<T> dq(d.q.shape), dk(d.k.shape), dv(d.v.shape), dg(d.g.shape), dbeta(d.beta.shape),
-      dh0(state);
+  Tensor<T> o({p.B, p.T, p.Hv, p.V}), ht(state);
+  Tensor<T> dq({p.B, p.T, p.Hk, p.K}), dk(dq.shape), dv(o.shape), dg({p.B, p.T, p.Hv}),
+      dbeta(dg.shape), dh0(state);
   GdnGrads<T> grads{dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.ptr()};
 
   // The chunked variants include the constructor: it does the L2 norm and allocations
   // that a caller pays on every call.
-  std::vector<std::pair<std::string, std::function<void()>>> variants = {
+  Variants variants = {
       {"chunked_fwd", [&] { ChunkedGdn<T>(p, in).forward(o.ptr(), ht.ptr()); }},
       {"chunked_fwd_bwd",
        [&] {
          ChunkedGdn<T> op(p, in);
          op.forward(o.ptr(), ht.ptr());
-         op.backward(dO.ptr(), dht.ptr(), grads);
+         op.backward(dO, dht, grads);
        }},
   };
   if (p.T <= s.skip_recurrent_above) {
     variants.push_back({"recurrent_fwd", [&] { recurrent_forward(p, in, o.ptr(), ht.ptr()); }});
     variants.push_back({"recurrent_fwd_bwd", [&] {
                           recurrent_forward(p, in, o.ptr(), ht.ptr());
-                          recurrent_backward(p, in, dO.ptr(), dht.ptr(), grads);
+                          recurrent_backward(p, in, dO, dht, grads);
                         }});
   }
-  std::map<std::string, double> out;
-  for (const auto& [name, fn] : variants) {
-    const bool recurrent = name.rfind("recurrent", 0) == 0;
-    const int reps = recurrent ? s.recurrent_reps : s.reps;
-    const double ms = median_ms(fn, s.warmup, reps);
-    out[name] = ms;
-    const json line = {{"shape", shape_json(p)},
-                       {"variant", name},
-                       {"dtype", dtype_name(dtype_of<T>())},
-                       {"chunk_size", p.chunk_size},
-                       {"median_ms", ms},
-                       {"tokens_per_s", double(p.B) * p.T / (ms * 1e-3)},
-                       {"reps", reps},
-                       {"warmup", s.warmup},
-                       {"threads", omp_get_max_threads()}};
-    std::cout << line.dump() << std::endl;
+  time_variants<T>(p, s, "cpu", variants, out);
+}
+
+#if GDN_HAVE_CUDA
+// ChunkedGdn (gdn/op.h) on the device: the same two parts, with device pointers.
+template <typename T>
+class CudaChunkedGdn {
+ public:
+  CudaChunkedGdn(const GdnProblem& p, const GdnTensors<T>& in)
+      : p_(p.validated()), norm_(p_, p_.T, in), pass_(p_, 0, p_.T, norm_.view()) {}
+  // As ChunkedGdn::forward, no prepare(); CudaLocalPass::output makes the factors of all
+  // chunks in parallel itself.
+  void forward(T* o, T* ht) { pass_.output(nullptr, o, ht); }
+  void backward(const T* dO, const T* dht, GdnGrads<T>& g) {
+    pass_.backward(nullptr, dO, dht, g);
+    norm_.backward(g.dq, g.dk);
   }
+
+ private:
+  GdnProblem p_;
+  CudaQKNormalizer<T> norm_;
+  CudaLocalPass<T> pass_;
+};
+
+template <typename T>
+DeviceVector<T> to_device(const Tensor<T>& t) {
+  DeviceVector<T> v(t.data.size());
+  v.upload(t.ptr());
+  return v;
+}
+
+// The CUDA variants, on inputs uploaded here, outside the timed region. Like the CPU ones
+// they include the constructor (device allocations); each run ends with a device sync.
+template <typename T>
+void bench_cuda(const GdnProblem& p, const Settings& s, const GdnData<T>& d, const Tensor<T>& dO_h,
+                const Tensor<T>& dht_h, std::map<std::string, double>& out) {
+  const DeviceVector<T> q = to_device(d.q), k = to_device(d.k), v = to_device(d.v),
+                        g = to_device(d.g), beta = to_device(d.beta), h0 = to_device(d.h0),
+                        dO = to_device(dO_h), dht = to_device(dht_h);
+  const GdnTensors<T> in{q.data(), k.data(),    v.data(),
+                         g.data(), beta.data(), d.h0.empty() ? nullptr : h0.data()};
+  const std::size_t states = std::size_t(p.num_sequences()) * p.Hv * p.K * p.V;
+  DeviceVector<T> o(std::size_t(p.B) * p.T * p.Hv * p.V), ht(states);
+  DeviceVector<T> dq(d.q.data.size()), dk(d.k.data.size()), dv(d.v.data.size()),
+      dg(d.g.data.size()), dbeta(d.beta.data.size()), dh0(states);
+  GdnGrads<T> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
+  GDN_CUDA_CHECK(cudaDeviceSynchronize());
+
+  const Variants variants = {
+      {"cuda_chunked_fwd",
+       [&] {
+         CudaChunkedGdn<T>(p, in).forward(o.data(), ht.data());
+         GDN_CUDA_CHECK(cudaDeviceSynchronize());
+       }},
+      {"cuda_chunked_fwd_bwd",
+       [&] {
+         CudaChunkedGdn<T> op(p, in);
+         op.forward(o.data(), ht.data());
+         op.backward(dO.data(), dht.data(), grads);
+         GDN_CUDA_CHECK(cudaDeviceSynchronize());
+       }},
+  };
+  time_variants<T>(p, s, "cuda", variants, out);
+}
+#endif
+
+// Times every variant of the chosen devices at one shape; returns the medians by name.
+template <typename T>
+std::map<std::string, double> bench_shape(const GdnProblem& p, const Settings& s) {
+  const GdnData<T> d = random_gdn_inputs<T>(p, /*seed=*/1, /*with_h0=*/true);
+  const Shape state = {p.num_sequences(), p.Hv, p.K, p.V};
+  Rng rng(2);
+  Tensor<T> dO({p.B, p.T, p.Hv, p.V}), dht(state);
+  for (T& x : dO.data) x = T(rng.normal());
+  for (T& x : dht.data) x = T(rng.normal());
+  std::map<std::string, double> out;
+  if (s.cpu) bench_cpu<T>(p, s, d.view(), dO.ptr(), dht.ptr(), out);
+#if GDN_HAVE_CUDA
+  if (s.cuda) bench_cuda<T>(p, s, d, dO, dht, out);
+#endif
   return out;
 }
 
+// --device cpu|cuda|all into s.cpu, s.cuda. Returns a warning when `all` finds no GPU
+// (the CPU is still timed); `cuda` without a GPU is an error.
+std::string resolve_devices(const std::string& flag, Settings& s) {
+  GDN_CHECK(flag == "cpu" || flag == "cuda" || flag == "all", "--device ", flag,
+            " is not known: expected cpu, cuda or all");
+  s.cpu = flag != "cuda";
+  s.cuda = false;
+  if (flag == "cpu") return {};
+  std::string why;
+#if GDN_HAVE_CUDA
+  s.cuda = visible_gpu_count(&why) > 0;
+#else
+  why = "this build has no CUDA path (nvcc or NCCL was not found when it was configured)";
+#endif
+  if (s.cuda) return {};
+  GDN_CHECK(flag == "all", "--device cuda: no GPU visible (", why,
+            "); use --device cpu or --device all");
+  return "no GPU visible: " + why + "; timing the CPU only";
+}
+
 int run(int argc, char** argv) {
-  cxxopts::Options o("gdn_bench",
-                     "Times the chunked gated delta rule (forward; forward+backward) against the "
-                     "token-by-token recurrence\nat a few shapes in one run. Prints one JSON line "
-                     "per (shape, variant) with the median of --reps runs,\nthen one line with "
-                     "the ratios recurrent / chunked. Threads: OMP_NUM_THREADS.");
+  cxxopts::Options o(
+      "gdn_bench",
+      "Times the chunked gated delta rule (forward; forward+backward) against the "
+      "token-by-token recurrence\nat a few shapes in one run, on the CPU and (--device cuda|all) "
+      "the GPU. Prints one JSON line per\n(shape, variant) with the median of --reps runs, then "
+      "one line with the ratios recurrent / chunked\nand CPU / CUDA. Threads: OMP_NUM_THREADS.");
   o.add_options()("shapes", "shapes as 'B,T,Hk,Hv,K,V;...'",
                   cxxopts::value<std::string>()->default_value(
                       "1,1024,2,4,64,64;1,4096,2,4,64,64;1,16384,2,4,64,64"))(
       "dtype", "f32 or f64", cxxopts::value<std::string>()->default_value("f32"))(
+      "device",
+      "cpu, cuda (the chunked op on the GPU only) or all (both; the CPU only, with a warning "
+      "line, when no GPU is visible)",
+      cxxopts::value<std::string>()->default_value("cpu"))(
       "chunk-size", "chunk size of the chunked op: a power of two in [16, 128]",
       cxxopts::value<int>()->default_value("64"))(
       "reps", "timed runs per chunked variant (the median is reported)",
       cxxopts::value<int>()->default_value("5"))(
+      "cpu-reps", "timed runs per CPU chunked variant (default: --reps)", cxxopts::value<int>())(
       "recurrent-reps", "timed runs per recurrent variant (it is slow at large T)",
       cxxopts::value<int>()->default_value("3"))("warmup",
                                                  "untimed runs before timing each variant",
                                                  cxxopts::value<int>()->default_value("1"))(
+      "cpu-warmup", "untimed runs before each CPU chunked variant (default: --warmup)",
+      cxxopts::value<int>())(
       "skip-recurrent-above", "skip the recurrence for shapes with T above this",
       cxxopts::value<std::int64_t>()->default_value("16384"))("h,help", "print this help");
   auto res = o.parse(argc, argv);
@@ -131,9 +261,13 @@ int run(int argc, char** argv) {
   s.reps = res["reps"].as<int>();
   s.recurrent_reps = res["recurrent-reps"].as<int>();
   s.warmup = res["warmup"].as<int>();
+  s.cpu_reps = res.count("cpu-reps") ? res["cpu-reps"].as<int>() : s.reps;
+  s.cpu_warmup = res.count("cpu-warmup") ? res["cpu-warmup"].as<int>() : s.warmup;
   s.skip_recurrent_above = res["skip-recurrent-above"].as<std::int64_t>();
-  GDN_CHECK(s.reps >= 1 && s.recurrent_reps >= 1 && s.warmup >= 0,
-            "--reps and --recurrent-reps must be >= 1 and --warmup >= 0");
+  GDN_CHECK(
+      s.reps >= 1 && s.cpu_reps >= 1 && s.recurrent_reps >= 1 && s.warmup >= 0 && s.cpu_warmup >= 0,
+      "--reps, --cpu-reps and --recurrent-reps must be >= 1, --warmup and --cpu-warmup "
+      ">= 0");
   const std::string dtype = res["dtype"].as<std::string>();
   GDN_CHECK(dtype == "f32" || dtype == "f64", "--dtype ", dtype, ": expected f32 or f64");
 
@@ -154,16 +288,27 @@ int run(int argc, char** argv) {
     pos = end + 1;
   }
 
-  json ratios = json::array();
+  const std::string warning = resolve_devices(res["device"].as<std::string>(), s);
+  if (!warning.empty()) std::cout << json{{"warning", warning}}.dump() << std::endl;
+
+  json recurrent_ratios = json::array(), device_ratios = json::array();
   for (const auto& p : shapes) {
     const auto ms = dtype == "f64" ? bench_shape<double>(p, s) : bench_shape<float>(p, s);
-    if (!ms.count("recurrent_fwd")) continue;
-    ratios.push_back({{"shape", shape_json(p)},
-                      {"fwd", ms.at("recurrent_fwd") / ms.at("chunked_fwd")},
-                      {"fwd_bwd", ms.at("recurrent_fwd_bwd") / ms.at("chunked_fwd_bwd")}});
+    if (ms.count("recurrent_fwd"))
+      recurrent_ratios.push_back(
+          {{"shape", shape_json(p)},
+           {"fwd", ms.at("recurrent_fwd") / ms.at("chunked_fwd")},
+           {"fwd_bwd", ms.at("recurrent_fwd_bwd") / ms.at("chunked_fwd_bwd")}});
+    if (ms.count("chunked_fwd") && ms.count("cuda_chunked_fwd"))
+      device_ratios.push_back(
+          {{"shape", shape_json(p)},
+           {"fwd", ms.at("chunked_fwd") / ms.at("cuda_chunked_fwd")},
+           {"fwd_bwd", ms.at("chunked_fwd_bwd") / ms.at("cuda_chunked_fwd_bwd")}});
   }
-  std::cout << json{{"ratios_recurrent_over_chunked", ratios}, {"dtype", dtype}}.dump()
-            << std::endl;
+  json ratios = {{"ratios_recurrent_over_chunked", recurrent_ratios}};
+  if (s.cpu && s.cuda) ratios["ratios_cpu_over_cuda"] = device_ratios;
+  ratios["dtype"] = dtype;
+  std::cout << ratios.dump() << std::endl;
   return 0;
 }
 
