@@ -2,6 +2,8 @@
 # Installs what gdn-cp needs to build and test, from Debian's packages.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
+# jq reads the JSON-lines logs and stats.json in the scripts and CLI tests (rather than a
+# hand-rolled parser in shell); gnuplot-nox draws the loss-curve PNG of the reproduction.
 pkgs=(build-essential cmake g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspdlog-dev
       nlohmann-json3-dev catch2 jq gnuplot-nox)
 missing=()
