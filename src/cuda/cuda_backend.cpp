@@ -72,6 +72,16 @@ void CudaBackend<T>::zero_grads(ParamStore<T>&) {
 }
 
 template <typename T>
+void CudaBackend<T>::upload(T* device, const T* host, std::size_t n) {
+  if (n > 0) GDN_CUDA_CHECK(cudaMemcpy(device, host, n * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+template <typename T>
+void CudaBackend<T>::download(T* host, const T* device, std::size_t n) {
+  if (n > 0) GDN_CUDA_CHECK(cudaMemcpy(host, device, n * sizeof(T), cudaMemcpyDeviceToHost));
+}
+
+template <typename T>
 void CudaBackend<T>::copy(T* dst, const T* src, std::size_t n) {
   if (n > 0 && dst != src)
     GDN_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice));

@@ -22,6 +22,7 @@ class CudaBackend {
  public:
   using Vector = DeviceVector<T>;
   using Space = CudaSpace<T>;
+  static constexpr bool kOnDevice = true;
 
   CudaBackend();  // a cuBLAS handle on the current device
 
@@ -38,6 +39,26 @@ class CudaBackend {
   void download_params(ParamStore<T>& ps) const;
   void download_grads(ParamStore<T>& ps) const;
   void zero_grads(ParamStore<T>& ps);  // the device gradients; the host ones are left alone
+
+  // Host <-> device copies of n elements (token ids, AdamW moments for checkpoints).
+  template <typename U>
+  static DeviceVector<U> upload(const U* host, std::size_t n) {
+    DeviceVector<U> v(n);
+    v.upload(host);
+    return v;
+  }
+  static void upload(T* device, const T* host, std::size_t n);
+  static void download(T* host, const T* device, std::size_t n);
+
+  // The optimizer's pieces (cuda/cuda_ops.h), for the trainer.
+  static double sum_squares(const T* g, std::size_t n) {
+    return cuda_ops::sum_squares<T>(g, std::int64_t(n));
+  }
+  static void scale(T* g, std::size_t n, double s) { cuda_ops::scale<T>(g, std::int64_t(n), s); }
+  template <typename... A>
+  static void adamw_update(A... a) {
+    cuda_ops::adamw_update<T>(a...);
+  }
 
   static void copy(T* dst, const T* src, std::size_t n);
   static void copy_rows(T* dst, std::int64_t dst_stride, const T* src, std::int64_t src_stride,

@@ -19,6 +19,7 @@ class HostBackend {
  public:
   using Vector = std::vector<T>;
   using Space = HostSpace<T>;  // of the GDN core and the conv halo
+  static constexpr bool kOnDevice = false;
 
   // Parameters: the ParamStore's own tensors are the working copy, so there is nothing to
   // mirror (the device backend keeps flat device copies, see cuda_backend.h).
