@@ -143,6 +143,17 @@ int train(const Setup& s, Communicator& world) {
   return 0;
 }
 
+// --device auto resolves on each rank: a job where only some ranks see a GPU must not
+// split into CPU and GPU ranks. Collective over world.
+void require_same_device(Communicator& world, app::Device d) {
+  int hi = int(d), neg_lo = -int(d);
+  world.all_reduce_max(&hi, 1, "app.device");
+  world.all_reduce_max(&neg_lo, 1, "app.device");
+  GDN_CHECK(hi == -neg_lo,
+            "--device: some ranks see a GPU and some do not; pass --device cpu "
+            "or run every rank where a GPU is visible");
+}
+
 // Dispatches on dtype and device.
 int run_training(const Setup& s, Communicator& world) {
   const bool f64 = s.cfg.train.dtype == "f64";
@@ -168,6 +179,8 @@ int main(int argc, char** argv) {
       rc = 1;
     } else if (s.help) {
       if (world.rank() == 0) std::cout << make_options().help() << std::endl;
+    } else if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); })) {
+      rc = 1;
     } else {
       if (world.rank() == 0) {
         if (!s.cfg.ignored_model_keys.empty()) {
