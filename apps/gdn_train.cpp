@@ -15,9 +15,14 @@
 #include "comm/mpi_communicator.h"
 #include "core/error.h"
 #include "cp/shard.h"
+#include "device_flag.h"
 #include "train/config.h"
 #include "train/data.h"
 #include "train/trainer.h"
+#if GDN_HAVE_CUDA
+#include "comm/device_communicator.h"
+#include "cuda/cuda_backend.h"
+#endif
 
 using namespace gdn;
 
@@ -55,8 +60,10 @@ cxxopts::Options make_options() {
       "is refused with the reason",
       cxxopts::value<std::string>()->default_value("none"))(
       "device",
-      "auto | cpu | cuda. The trainer runs on CPU ranks: its GPU model is not written yet, so "
-      "auto means cpu and cuda is refused (gdn_kernel runs the GDN operator on the GPU)",
+      "auto | cpu | cuda: where the model runs. auto is cuda when this build has the CUDA path "
+      "and a GPU is visible, else cpu. On cuda each rank takes a GPU; activations, parameters "
+      "and AdamW moments live there, gradients are summed by NCCL (or MPI with host staging "
+      "when ranks share a GPU)",
       cxxopts::value<std::string>()->default_value("auto"))("h,help", "print this help");
   return o;
 }
@@ -65,6 +72,7 @@ struct Setup {
   RunConfig cfg;
   bool resume = false;
   bool help = false;
+  app::Device device = app::Device::cpu;
 };
 
 Setup parse(int argc, char** argv, int world_size) {
@@ -78,12 +86,7 @@ Setup parse(int argc, char** argv, int world_size) {
   GDN_CHECK(res.unmatched().empty(), "unexpected argument '", res.unmatched().front(),
             "' (see --help)");
   GDN_CHECK(res.count("config"), "--config FILE is required (see configs/)");
-  const std::string device = res["device"].as<std::string>();
-  GDN_CHECK(device == "auto" || device == "cpu" || device == "cuda", "--device ", device,
-            " is not known: expected auto, cpu or cuda");
-  GDN_CHECK(device != "cuda",
-            "--device cuda: gdn_train has no GPU model yet (the CUDA path covers the GDN "
-            "operator, see gdn_kernel --device cuda); use --device cpu or auto");
+  s.device = app::resolve_device(res["device"].as<std::string>());
   // Zigzag is refused before anything else, with the reason.
   require_contiguous_shards(parse_load_balance(res["load-balance"].as<std::string>()),
                             "--load-balance");
@@ -112,12 +115,20 @@ Setup parse(int argc, char** argv, int world_size) {
 }
 
 // Returns the exit code: 1 when the trainer could not be built (one message printed).
-template <typename T>
+template <typename T, typename Backend>
 int train(const Setup& s, Communicator& world) {
-  std::unique_ptr<Trainer<T>> trainer;
+  std::unique_ptr<Communicator> device_world;
+  std::unique_ptr<Trainer<T, Backend>> trainer;
   // Building the mesh and loading a checkpoint can fail too: agree before training.
-  if (!app::run_setup_collectively(
-          world, [&] { trainer = std::make_unique<Trainer<T>>(s.cfg, world, s.resume); }))
+  if (!app::run_setup_collectively(world, [&] {
+        if constexpr (Backend::kOnDevice) {
+#if GDN_HAVE_CUDA
+          // Picks this rank's GPU before the model allocates anything there.
+          device_world = make_device_communicator(MPI_COMM_WORLD);
+#endif
+        }
+        trainer = std::make_unique<Trainer<T, Backend>>(s.cfg, world, s.resume, device_world.get());
+      }))
     return 1;
   const std::vector<StepRecord> steps = trainer->run();
   if (world.rank() != 0 || steps.empty()) return 0;
@@ -130,6 +141,29 @@ int train(const Setup& s, Communicator& world) {
                steps.size(), steps.back().loss, tokens / (ms / 1000.0), world.size(),
                s.cfg.train.dp, s.cfg.train.cp);
   return 0;
+}
+
+// --device auto resolves on each rank: a job where only some ranks see a GPU must not
+// split into CPU and GPU ranks. Collective over world.
+void require_same_device(Communicator& world, app::Device d) {
+  int hi = int(d), neg_lo = -int(d);
+  world.all_reduce_max(&hi, 1, "app.device");
+  world.all_reduce_max(&neg_lo, 1, "app.device");
+  GDN_CHECK(hi == -neg_lo,
+            "--device: some ranks see a GPU and some do not; pass --device cpu "
+            "or run every rank where a GPU is visible");
+}
+
+// Dispatches on dtype and device.
+int run_training(const Setup& s, Communicator& world) {
+  const bool f64 = s.cfg.train.dtype == "f64";
+#if GDN_HAVE_CUDA
+  if (s.device == app::Device::cuda)
+    return f64 ? train<double, CudaBackend<double>>(s, world)
+               : train<float, CudaBackend<float>>(s, world);
+#endif
+  return f64 ? train<double, HostBackend<double>>(s, world)
+             : train<float, HostBackend<float>>(s, world);
 }
 
 }  // namespace
@@ -145,6 +179,8 @@ int main(int argc, char** argv) {
       rc = 1;
     } else if (s.help) {
       if (world.rank() == 0) std::cout << make_options().help() << std::endl;
+    } else if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); })) {
+      rc = 1;
     } else {
       if (world.rank() == 0) {
         if (!s.cfg.ignored_model_keys.empty()) {
@@ -154,13 +190,14 @@ int main(int argc, char** argv) {
         }
         const auto src = make_token_source(s.cfg.train.data, s.cfg.model.vocab_size,
                                            s.cfg.train.seed, s.cfg.train.seq_len);
-        spdlog::info("{} ranks (dp={} cp={}), {}, seq_len {}, batch {}, {} steps, {}; data: {}",
-                     world.size(), s.cfg.train.dp, s.cfg.train.cp, s.cfg.train.dtype,
-                     s.cfg.train.seq_len, s.cfg.train.batch_size, s.cfg.train.steps, s.cfg.source,
-                     src->describe());
+        spdlog::info(
+            "{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",
+            world.size(), s.cfg.train.dp, s.cfg.train.cp, app::device_name(s.device),
+            s.cfg.train.dtype, s.cfg.train.seq_len, s.cfg.train.batch_size, s.cfg.train.steps,
+            s.cfg.source, src->describe());
       }
       try {
-        rc = s.cfg.train.dtype == "f64" ? train<double>(s, world) : train<float>(s, world);
+        rc = run_training(s, world);
       } catch (const std::exception& e) {
         // Past set-up another rank may wait in a collective: end the whole job.
         spdlog::error("rank {}: {}", world.rank(), e.what());

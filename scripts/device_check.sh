@@ -86,6 +86,11 @@ if ! "$BUILD/apps/gdn_train" --help 2>&1 | grep -q "GPU model is not written yet
   d=$(paste <(jq -r .loss "$W/cpu.jsonl") <(jq -r .loss "$W/gpu.jsonl") |
       awk '{x = $1 - $2; if (x < 0) x = -x; if (x > m) m = x} END {printf "%.3e", m}')
   row "gdn_train 20 steps GPU vs CPU (tol 1e-3)" "max |loss diff| $d"
+  # Two ranks on one GPU (staging communicator): the conv halo and pairs cross ranks.
+  "${MPI[@]}" -np 2 "$BUILD/apps/gdn_train" --config configs/tiny.json --steps 20 --cp 2 --device cuda --log "$W/gpu2.jsonl" >/dev/null 2>&1
+  d=$(paste <(jq -r .loss "$W/gpu.jsonl") <(jq -r .loss "$W/gpu2.jsonl") |
+      awk '{x = $1 - $2; if (x < 0) x = -x; if (x > m) m = x} END {printf "%.3e", m}')
+  row "gdn_train 20 steps GPU cp=2 vs GPU cp=1 (tol 1e-3)" "max |loss diff| $d"
 else
   row "gdn_train on the GPU" "not built yet (no --device flag)"
 fi

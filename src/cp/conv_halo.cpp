@@ -1,68 +1,14 @@
-#include "cp/conv_halo.h"
-
-#include <algorithm>
-#include <vector>
+#include "cp/conv_halo_impl.h"
 
 namespace gdn {
 
-namespace {
-constexpr int kHaloTag = 7001;
-
-// Row i (0 .. W - 2) of the outgoing halo of batch row b is row Tl - (W - 1) + i of the
-// sequence [halo_in; local]: from local when that index is >= 0, else from halo_in.
-template <typename P>
-P source_row(P halo_in, P local, int b, std::int64_t Tl, int C, int W, int i) {
-  const std::int64_t j = Tl - (W - 1) + i;
-  return j >= 0 ? local + (std::int64_t(b) * Tl + j) * C
-                : halo_in + (std::int64_t(b) * (W - 1) + (W - 1) + j) * C;
-}
-}  // namespace
-
-template <typename T>
-void conv_halo_forward(Communicator& comm, const T* local, int B, std::int64_t Tl, int C, int W,
-                       T* halo) {
-  const int r = comm.rank(), P = comm.size();
-  const std::size_t n = std::size_t(B) * (W - 1) * C;
-  if (n == 0) return;
-  std::fill(halo, halo + n, T(0));
-  if (r > 0) comm.recv(halo, n * sizeof(T), r - 1, kHaloTag, cp_sites::kConvHaloForward);
-  if (r + 1 < P) {
-    std::vector<T> out(n);
-    for (int b = 0; b < B; ++b)
-      for (int i = 0; i < W - 1; ++i)
-        std::copy_n(source_row<const T*>(halo, local, b, Tl, C, W, i), C,
-                    out.data() + (std::size_t(b) * (W - 1) + i) * C);
-    comm.send(out.data(), n * sizeof(T), r + 1, kHaloTag, cp_sites::kConvHaloForward);
-  }
-}
-
-template <typename T>
-void conv_halo_backward(Communicator& comm, int B, std::int64_t Tl, int C, int W, T* dhalo,
-                        T* dlocal) {
-  const int r = comm.rank(), P = comm.size();
-  const std::size_t n = std::size_t(B) * (W - 1) * C;
-  if (n == 0) return;
-  // Reverse chain: first take the gradient of what this rank sent forward...
-  if (r + 1 < P) {
-    std::vector<T> dout(n);
-    comm.recv(dout.data(), n * sizeof(T), r + 1, kHaloTag, cp_sites::kConvHaloBackward);
-    for (int b = 0; b < B; ++b)
-      for (int i = 0; i < W - 1; ++i) {
-        T* dst = source_row<T*>(dhalo, dlocal, b, Tl, C, W, i);
-        const T* src = dout.data() + (std::size_t(b) * (W - 1) + i) * C;
-        for (int c = 0; c < C; ++c) dst[c] += src[c];
-      }
-  }
-  // ...then pass the gradient of the received halo back to where it came from.
-  if (r > 0) comm.send(dhalo, n * sizeof(T), r - 1, kHaloTag, cp_sites::kConvHaloBackward);
-}
-
-template void conv_halo_forward<float>(Communicator&, const float*, int, std::int64_t, int, int,
-                                       float*);
-template void conv_halo_forward<double>(Communicator&, const double*, int, std::int64_t, int, int,
-                                        double*);
-template void conv_halo_backward<float>(Communicator&, int, std::int64_t, int, int, float*, float*);
-template void conv_halo_backward<double>(Communicator&, int, std::int64_t, int, int, double*,
-                                         double*);
+template void conv_halo_forward<float, HostSpace<float>>(Communicator&, const float*, int,
+                                                         std::int64_t, int, int, float*);
+template void conv_halo_forward<double, HostSpace<double>>(Communicator&, const double*, int,
+                                                           std::int64_t, int, int, double*);
+template void conv_halo_backward<float, HostSpace<float>>(Communicator&, int, std::int64_t, int,
+                                                          int, float*, float*);
+template void conv_halo_backward<double, HostSpace<double>>(Communicator&, int, std::int64_t, int,
+                                                            int, double*, double*);
 
 }  // namespace gdn

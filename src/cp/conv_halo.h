@@ -4,11 +4,16 @@
 // it received itself, so the halo travels as a chain in rank order (rank 0 starts from
 // zeros). Every rank but the last sends exactly B (W - 1) C elements, and every rank but
 // the first receives as much; the backward returns the halo's gradient the same way.
+//
+// Space (cp/host_space.h, or the CUDA build's CudaSpace) says where the buffers live; with
+// a device space the Communicator must take device buffers. The host space is
+// instantiated in conv_halo.cpp, the device one in the CUDA library (conv_halo_impl.h).
 #pragma once
 
 #include <cstdint>
 
 #include "comm/communicator.h"
+#include "cp/host_space.h"
 
 namespace gdn {
 
@@ -19,14 +24,14 @@ inline const char* const kConvHaloBackward = "cp.bwd.conv_halo";
 
 // local [B, Tl, C]: this shard's conv inputs. halo [B, W - 1, C]: written with the W - 1
 // rows before the shard (zeros on rank 0).
-template <typename T>
+template <typename T, typename Space = HostSpace<T>>
 void conv_halo_forward(Communicator& comm, const T* local, int B, std::int64_t Tl, int C, int W,
                        T* halo);
 
 // dhalo [B, W - 1, C]: on entry the gradient of this rank's halo rows from its own conv;
 // it is sent to the previous rank. dlocal [B, Tl, C]: on exit += the gradient of the rows
 // this rank sent forward, as returned by the next rank. Call on every rank.
-template <typename T>
+template <typename T, typename Space = HostSpace<T>>
 void conv_halo_backward(Communicator& comm, int B, std::int64_t Tl, int C, int W, T* dhalo,
                         T* dlocal);
 

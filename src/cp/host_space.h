@@ -27,6 +27,10 @@ struct HostSpace {
 
   static void fill(T* p, std::size_t n, T value) { std::fill(p, p + n, value); }
   static void copy(T* dst, const T* src, std::size_t n) { std::copy_n(src, n, dst); }
+  // dst += src over n elements.
+  static void add_into(T* dst, const T* src, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+  }
   // x = the state entering rank r: the maps (A[i], B[i]) of ranks 0 .. r-1 from zero.
   static void scan_states(const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
                           const PairDims& d, T* x) {

@@ -711,6 +711,9 @@ __global__ void cross_entropy_kernel(const T* logits, const std::int32_t* target
     const double lse = mx + ::log(s);
     const int t = targets[i];
     if (threadIdx.x == 0) row_loss[i] = lse - double(l[t]);
+    // The model computes dlogits in place (dlogits == logits): thread 0 must read l[t]
+    // before any thread overwrites it.
+    __syncthreads();
     if (!dlogits) continue;
     T* dl = dlogits + i * V;
     for (int j = int(threadIdx.x); j < V; j += int(blockDim.x)) {

@@ -16,6 +16,13 @@ __global__ void fill_kernel(T* p, std::size_t n, T value) {
     p[x] = value;
 }
 
+template <typename T>
+__global__ void add_into_kernel(T* dst, const T* src, std::size_t n) {
+  for (std::size_t x = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; x < n;
+       x += std::size_t(gridDim.x) * blockDim.x)
+    dst[x] += src[x];
+}
+
 // x_bh <- op(A_i) x_bh + B_i for the `count` maps i = first, first + dir, ..., from x = 0
 // (the loops of scan_states_from / scan_adjoints_from in src/cp/pair_scan.cpp).
 // tmp: [BH, K, V] scratch.
@@ -70,6 +77,15 @@ void CudaSpace<T>::fill(T* p, std::size_t n, T value) {
 template <typename T>
 void CudaSpace<T>::copy(T* dst, const T* src, std::size_t n) {
   if (n > 0) GDN_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice));
+}
+
+template <typename T>
+void CudaSpace<T>::add_into(T* dst, const T* src, std::size_t n) {
+  if (n == 0) return;
+  const std::size_t want = (n + kThreads - 1) / kThreads;
+  const int blocks = int(want < 65535 ? want : 65535);
+  add_into_kernel<T><<<blocks, kThreads>>>(dst, src, n);
+  GDN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>

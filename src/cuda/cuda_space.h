@@ -31,6 +31,7 @@ struct CudaSpace {
 
   static void fill(T* p, std::size_t n, T value);
   static void copy(T* dst, const T* src, std::size_t n);
+  static void add_into(T* dst, const T* src, std::size_t n);  // dst += src
   // As HostSpace: A[i], B[i] are device pointers to rank i's gathered pair; the pointer
   // lists themselves are host vectors (copied to the device here). One block per (b, h),
   // sequential over the ranks.

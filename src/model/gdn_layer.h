@@ -7,7 +7,9 @@
 //   o = GDN core with L2-normalised q, k (three-phase CP, cp/gdn_cp.h)
 //   y = out_proj( RMSNorm(o) * norm.weight * SiLU(z) )   (gated RMSNorm per value head)
 //
-// Only the conv halo and the core's fixed-size pairs cross ranks.
+// Only the conv halo and the core's fixed-size pairs cross ranks. Backend says where it
+// runs (model/host_backend.h; the CUDA build's CudaBackend): every pointer given to
+// forward / backward lives in its memory.
 #pragma once
 
 #include <cstdint>
@@ -18,16 +20,21 @@
 #include "comm/communicator.h"
 #include "core/rng.h"
 #include "cp/gdn_cp.h"
+#include "model/host_backend.h"
 #include "model/params.h"
 #include "train/config.h"
 
 namespace gdn {
 
-template <typename T>
+template <typename T, typename Backend = HostBackend<T>>
 class GdnLayer {
  public:
-  // Registers the parameters under `prefix` (e.g. "model.layers.0.linear_attn.").
-  GdnLayer(ParamStore<T>& params, const std::string& prefix, const ModelConfig& c, int chunk_size);
+  using Vector = typename Backend::Vector;
+
+  // Registers the parameters under `prefix` (e.g. "model.layers.0.linear_attn."). A device
+  // backend must be attached to the ParamStore (Backend::attach) before forward.
+  GdnLayer(ParamStore<T>& params, const std::string& prefix, const ModelConfig& c, int chunk_size,
+           Backend backend = Backend());
 
   // Qwen3-Next initialisation: projections and conv ~ N(0, std) / U(+-1/sqrt(W)),
   // A_log = log U(0, 16), dt_bias = 1, norm weight = 1.
@@ -40,6 +47,7 @@ class GdnLayer {
   void backward(Communicator& cp, const T* dy, T* dx);
 
  private:
+  Backend be_;
   int d_, Hk_, Hv_, K_, V_, W_, chunk_;
   double eps_;
   int qk_dim() const { return Hk_ * K_; }
@@ -52,8 +60,8 @@ class GdnLayer {
   // Activations of the last forward.
   int B_ = 0;
   std::int64_t Tl_ = 0, T_global_ = 0;
-  std::vector<T> x_, z_, b_, a_, conv_in_, q_, k_, v_, beta_, g_, o_, normed_;
-  std::unique_ptr<GdnContextParallel<T>> core_;
+  Vector x_, z_, b_, a_, conv_in_, q_, k_, v_, beta_, g_, o_, normed_;
+  std::unique_ptr<GdnContextParallel<T, typename Backend::Space>> core_;
 };
 
 }  // namespace gdn

@@ -19,6 +19,9 @@ struct Param {
   std::string name;
   Tensor<T> value, grad;
   bool decay = true;  // AdamW weight decay applies (matrices yes; norms, A_log, dt_bias no)
+  // Elements of the parameters added before this one: where it sits in a flat copy of all
+  // parameters in order (the device mirrors of the CUDA model, the packed all-reduce).
+  std::int64_t offset = 0;
 };
 
 template <typename T>
@@ -32,6 +35,7 @@ class ParamStore {
     p->value = Tensor<T>(shape);
     p->grad = Tensor<T>(shape);
     p->decay = decay;
+    p->offset = num_elements();
     params_.push_back(std::move(p));
     return *params_.back();
   }
