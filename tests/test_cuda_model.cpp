@@ -22,6 +22,7 @@
 #include "train/trainer.h"
 
 using namespace gdn;
+using gdn::test::make_model_config;
 using gdn::test::rel_l2;
 
 namespace {
@@ -49,19 +50,7 @@ class DeviceSelfCommunicator : public SingleCommunicator {
 };
 
 ModelConfig tiny_model(bool tied) {
-  ModelConfig c;
-  c.vocab_size = 23;
-  c.hidden_size = 12;
-  c.num_hidden_layers = 2;
-  c.intermediate_size = 10;
-  c.linear_num_key_heads = 1;
-  c.linear_num_value_heads = 2;
-  c.linear_key_head_dim = 4;
-  c.linear_value_head_dim = 3;
-  c.linear_conv_kernel_dim = 4;
-  c.tie_word_embeddings = tied;
-  c.initializer_range = 0.3;  // large enough that every path carries gradient
-  return c;
+  return make_model_config(23, 12, 2, 10, 1, 2, 4, 3, 0.3, tied);
 }
 
 template <typename T>

@@ -13,19 +13,7 @@ using namespace gdn::test;
 namespace {
 
 ModelConfig tiny_model() {
-  ModelConfig c;
-  c.vocab_size = 23;
-  c.hidden_size = 12;
-  c.num_hidden_layers = 2;
-  c.intermediate_size = 10;
-  c.linear_num_key_heads = 1;
-  c.linear_num_value_heads = 2;
-  c.linear_key_head_dim = 4;
-  c.linear_value_head_dim = 3;
-  c.linear_conv_kernel_dim = 4;
-  c.rms_norm_eps = 1e-6;
-  c.initializer_range = 0.3;  // large enough that every path carries gradient
-  return c;
+  return make_model_config(23, 12, 2, 10, 1, 2, 4, 3, 0.3);
 }
 
 }  // namespace

@@ -19,18 +19,7 @@ using namespace gdn::test;
 namespace {
 
 ModelConfig tiny_model() {
-  ModelConfig c;
-  c.vocab_size = 29;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 2;
-  c.intermediate_size = 24;
-  c.linear_num_key_heads = 1;
-  c.linear_num_value_heads = 2;
-  c.linear_key_head_dim = 8;
-  c.linear_value_head_dim = 6;
-  c.linear_conv_kernel_dim = 4;
-  c.initializer_range = 0.2;
-  return c;
+  return make_model_config(29, 16, 2, 24, 1, 2, 8, 6, 0.2);
 }
 
 struct Batch {

@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "gdn/problem.h"
 #include "gdn/random_inputs.h"
+#include "train/config.h"
 
 namespace gdn::test {
 
@@ -102,6 +103,26 @@ inline GdnProblem make_problem(int B, int T, int Hk, int Hv, int K, int V, int C
   p.l2norm_qk = l2;
   p.cu_seqlens = std::move(cu);
   return p;
+}
+
+// A small model config (conv kernel 4, eps 1e-6); init_range large enough that every path
+// carries gradient in the finite-difference tests.
+inline ModelConfig make_model_config(int vocab, int d, int layers, int I, int Hk, int Hv, int K,
+                                     int V, double init_range, bool tied = false) {
+  ModelConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = d;
+  c.num_hidden_layers = layers;
+  c.intermediate_size = I;
+  c.linear_num_key_heads = Hk;
+  c.linear_num_value_heads = Hv;
+  c.linear_key_head_dim = K;
+  c.linear_value_head_dim = V;
+  c.linear_conv_kernel_dim = 4;
+  c.rms_norm_eps = 1e-6;
+  c.tie_word_embeddings = tied;
+  c.initializer_range = init_range;
+  return c;
 }
 
 }  // namespace gdn::test
