@@ -3,9 +3,9 @@
 //   one per (shape, variant) with the median of --reps timed runs after --warmup, then one
 //   with the ratios recurrent / chunked (and CPU / CUDA when both ran). A benchmark, not a
 //   test: nothing is asserted.
-// --device cuda|all also times the same single-rank op on the GPU (CUDA build only): the
-// device equivalent of ChunkedGdn (CudaQKNormalizer + CudaLocalPass) on inputs uploaded
-// once, outside the timed region; each timed run ends with cudaDeviceSynchronize().
+// --device cuda|all also times the same single-rank op on the GPU (CUDA build only),
+// ChunkedGdn<T, Cuda>, on inputs uploaded once, outside the timed region; each timed run
+// ends with a device synchronisation.
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "app_common.h"
+#include "common/app_common.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "gdn/op.h"
@@ -26,13 +26,8 @@
 #include "gdn/recurrent.h"
 
 #if GDN_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_l2norm.h"
-#include "cuda/cuda_local_pass.h"
-#include "cuda/device_select.h"
-#include "cuda/device_vector.h"
+#include "runtime/cuda_device.h"
+#include "runtime/device_select.h"
 #endif
 
 using namespace gdn;
@@ -123,62 +118,36 @@ void bench_cpu(const GdnProblem& p, const Settings& s, const GdnTensors<T>& in, 
 }
 
 #if GDN_HAVE_CUDA
-// ChunkedGdn (gdn/op.h) on the device: the same two parts, with device pointers.
-template <typename T>
-class CudaChunkedGdn {
- public:
-  CudaChunkedGdn(const GdnProblem& p, const GdnTensors<T>& in)
-      : p_(p.validated()), norm_(p_, p_.T, in), pass_(p_, 0, p_.T, norm_.view()) {}
-  // As ChunkedGdn::forward, no prepare(); CudaLocalPass::output makes the factors of all
-  // chunks in parallel itself.
-  void forward(T* o, T* ht) { pass_.output(nullptr, o, ht); }
-  void backward(const T* dO, const T* dht, GdnGrads<T>& g) {
-    pass_.backward(nullptr, dO, dht, g);
-    norm_.backward(g.dq, g.dk);
-  }
-
- private:
-  GdnProblem p_;
-  CudaQKNormalizer<T> norm_;
-  CudaLocalPass<T> pass_;
-};
-
-template <typename T>
-DeviceVector<T> to_device(const Tensor<T>& t) {
-  DeviceVector<T> v(t.data.size());
-  v.upload(t.ptr());
-  return v;
-}
-
-// The CUDA variants, on inputs uploaded here, outside the timed region. Like the CPU ones
-// they include the constructor (device allocations); each run ends with a device sync.
+// The CUDA variants: ChunkedGdn<T, Cuda> on inputs uploaded here, outside the timed region.
+// Like the CPU ones they include the constructor (device allocations); each run ends with
+// a device sync.
 template <typename T>
 void bench_cuda(const GdnProblem& p, const Settings& s, const GdnData<T>& d, const Tensor<T>& dO_h,
                 const Tensor<T>& dht_h, std::map<std::string, double>& out) {
-  const DeviceVector<T> q = to_device(d.q), k = to_device(d.k), v = to_device(d.v),
-                        g = to_device(d.g), beta = to_device(d.beta), h0 = to_device(d.h0),
-                        dO = to_device(dO_h), dht = to_device(dht_h);
+  auto up = [](const Tensor<T>& t) { return to_device<Cuda>(t.ptr(), t.data.size()); };
+  const DeviceBuffer<T> q = up(d.q), k = up(d.k), v = up(d.v), g = up(d.g), beta = up(d.beta),
+                        h0 = up(d.h0), dO = up(dO_h), dht = up(dht_h);
   const GdnTensors<T> in{q.data(), k.data(),    v.data(),
                          g.data(), beta.data(), d.h0.empty() ? nullptr : h0.data()};
   const std::size_t states = std::size_t(p.num_sequences()) * p.Hv * p.K * p.V;
-  DeviceVector<T> o(std::size_t(p.B) * p.T * p.Hv * p.V), ht(states);
-  DeviceVector<T> dq(d.q.data.size()), dk(d.k.data.size()), dv(d.v.data.size()),
+  DeviceBuffer<T> o(std::size_t(p.B) * p.T * p.Hv * p.V), ht(states);
+  DeviceBuffer<T> dq(d.q.data.size()), dk(d.k.data.size()), dv(d.v.data.size()),
       dg(d.g.data.size()), dbeta(d.beta.data.size()), dh0(states);
   GdnGrads<T> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
-  GDN_CUDA_CHECK(cudaDeviceSynchronize());
+  Cuda::synchronize();
 
   const Variants variants = {
       {"cuda_chunked_fwd",
        [&] {
-         CudaChunkedGdn<T>(p, in).forward(o.data(), ht.data());
-         GDN_CUDA_CHECK(cudaDeviceSynchronize());
+         ChunkedGdn<T, Cuda>(p, in).forward(o.data(), ht.data());
+         Cuda::synchronize();
        }},
       {"cuda_chunked_fwd_bwd",
        [&] {
-         CudaChunkedGdn<T> op(p, in);
+         ChunkedGdn<T, Cuda> op(p, in);
          op.forward(o.data(), ht.data());
          op.backward(dO.data(), dht.data(), grads);
-         GDN_CUDA_CHECK(cudaDeviceSynchronize());
+         Cuda::synchronize();
        }},
   };
   time_variants<T>(p, s, "cuda", variants, out);
@@ -238,7 +207,7 @@ int run(int argc, char** argv) {
       "line, when no GPU is visible)",
       cxxopts::value<std::string>()->default_value("cpu"))(
       "chunk-size", "chunk size of the chunked op: a power of two in [16, 128]",
-      cxxopts::value<int>()->default_value("64"))(
+      cxxopts::value<int>()->default_value(std::to_string(kDefaultChunkSize)))(
       "reps", "timed runs per chunked variant (the median is reported)",
       cxxopts::value<int>()->default_value("5"))(
       "cpu-reps", "timed runs per CPU chunked variant (default: --reps)", cxxopts::value<int>())(
@@ -280,7 +249,7 @@ int run(int argc, char** argv) {
     GDN_CHECK(v.size() == 6, "--shapes: '", spec.substr(pos, end - pos), "' has ", v.size(),
               " numbers, expected 6: B,T,Hk,Hv,K,V");
     GdnProblem p;
-    p.B = int(v[0]), p.T = int(v[1]), p.Hk = int(v[2]), p.Hv = int(v[3]), p.K = int(v[4]),
+    p.B = int(v[0]), p.T = v[1], p.Hk = int(v[2]), p.Hv = int(v[3]), p.K = int(v[4]),
     p.V = int(v[5]);
     p.chunk_size = s.chunk_size;
     p.validate();

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "app_common.h"
+#include "common/app_common.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/rng.h"

@@ -1,27 +1,33 @@
-// gdn_train: trains a GDN language model with context parallelism, one process per rank.
+// gdn_train: trains a language model with context parallelism, one process per rank.
 //
 //   mpirun -np DP*CP gdn_train --config configs/tiny.json [--cp 2] [--dp 1] [--steps N] ...
 //
-// Flags override the config's "train" keys. Set-up (flags, config, layout, data, resume)
-// runs on every rank and the ranks agree on the outcome before training, so bad input
-// gives one message and exit code 1 everywhere; a failure during training aborts the job.
+// Every train key of the config has a flag (the table of train/train_config.h), with the
+// key's checks. Set-up (flags, config, layout, data, memory estimate, resume) runs on every
+// rank and the ranks agree on the outcome before training, so bad input gives one message
+// and exit code 1 everywhere. A non-finite loss stops the run on every rank at that step
+// (exit 1); any other failure during training, or a rank that stops making progress
+// (--watchdog-s), ends the whole job.
 #include <spdlog/spdlog.h>
 
 #include <cxxopts.hpp>
 #include <iostream>
 #include <memory>
+#include <new>
 
-#include "app_common.h"
 #include "comm/mpi_communicator.h"
+#include "common/app_common.h"
+#include "common/device_flag.h"
 #include "core/error.h"
+#include "core/host_memory.h"
+#include "core/watchdog.h"
 #include "cp/shard.h"
-#include "device_flag.h"
-#include "train/config.h"
 #include "train/data.h"
+#include "train/run_config.h"
 #include "train/trainer.h"
 #if GDN_HAVE_CUDA
 #include "comm/device_communicator.h"
-#include "cuda/cuda_backend.h"
+#include "runtime/cuda_device.h"
 #endif
 
 using namespace gdn;
@@ -33,28 +39,19 @@ cxxopts::Options make_options() {
       "gdn_train",
       "Trains a Gated DeltaNet language model with context parallelism: world = dp x cp ranks,\n"
       "each cp group holds its sequences in contiguous shards in rank order. Run under mpirun\n"
-      "with -np dp*cp. Flags override the same-named keys of the config's \"train\" object.");
+      "with -np dp*cp. Each train flag overrides the config's \"train\" key named in brackets\n"
+      "and gets the same checks.");
   o.add_options()("config",
                   "JSON config with \"model\" (Hugging Face Qwen3Next key names) and "
                   "\"train\" objects",
-                  cxxopts::value<std::string>())(
-      "cp", "context-parallel degree: ranks sharing each sequence", cxxopts::value<int>())(
-      "dp", "data-parallel degree: groups of ranks with different sequences",
-      cxxopts::value<int>())("steps",
-                             "optimizer steps to run in total (a resumed run stops "
-                             "there too)",
-                             cxxopts::value<int>())(
-      "seq-len", "tokens per sequence (split over the cp ranks)", cxxopts::value<std::int64_t>())(
-      "batch", "sequences per step over all dp groups (a multiple of dp)", cxxopts::value<int>())(
-      "seed", "seed of the initial weights and the data: same seed, same run",
-      cxxopts::value<std::uint64_t>())("dtype", "f32 or f64", cxxopts::value<std::string>())(
-      "data", "'synthetic' (seeded Markov chain) or a text file (byte-level tokens)",
-      cxxopts::value<std::string>())("log", "append one JSON line per step to this file",
-                                     cxxopts::value<std::string>())(
-      "checkpoint-dir", "directory for checkpoints (written atomically by rank 0)",
-      cxxopts::value<std::string>())("checkpoint-every", "save every N steps (0: only at the end)",
-                                     cxxopts::value<int>())(
-      "resume", "continue from the newest complete checkpoint in the checkpoint directory")(
+                  cxxopts::value<std::string>());
+  for (const TrainField& f : train_fields())
+    if (*f.flag)
+      o.add_options()(f.flag, std::string(f.help) + " [train." + f.key + "]",
+                      cxxopts::value<std::string>());
+  o.add_options()("resume",
+                  "continue from the newest complete checkpoint in the checkpoint directory; "
+                  "refused when it was written by another architecture")(
       "load-balance",
       "sequence sharding: none (contiguous, in rank order) is the only one GDN allows; zigzag "
       "is refused with the reason",
@@ -91,20 +88,10 @@ Setup parse(int argc, char** argv, int world_size) {
   require_contiguous_shards(parse_load_balance(res["load-balance"].as<std::string>()),
                             "--load-balance");
   s.cfg = load_config(res["config"].as<std::string>());
-  TrainConfig& t = s.cfg.train;
-  if (res.count("cp")) t.cp = res["cp"].as<int>();
-  if (res.count("dp")) t.dp = res["dp"].as<int>();
-  if (res.count("steps")) t.steps = res["steps"].as<int>();
-  if (res.count("seq-len")) t.seq_len = res["seq-len"].as<std::int64_t>();
-  if (res.count("batch")) t.batch_size = res["batch"].as<int>();
-  if (res.count("seed")) t.seed = res["seed"].as<std::uint64_t>();
-  if (res.count("dtype")) t.dtype = res["dtype"].as<std::string>();
-  if (res.count("data")) t.data = res["data"].as<std::string>();
-  if (res.count("log")) t.log = res["log"].as<std::string>();
-  if (res.count("checkpoint-dir")) t.checkpoint_dir = res["checkpoint-dir"].as<std::string>();
-  if (res.count("checkpoint-every")) t.checkpoint_every = res["checkpoint-every"].as<int>();
-  GDN_CHECK(t.dtype == "f32" || t.dtype == "f64", "--dtype ", t.dtype, ": expected f32 or f64");
-  GDN_CHECK(t.steps >= 0, "--steps ", t.steps, ": expected >= 0");
+  for (const TrainField& f : train_fields())
+    if (*f.flag && res.count(f.flag))
+      set_train_field_text(s.cfg.train, f, res[f.flag].as<std::string>());
+  const TrainConfig& t = s.cfg.train;
   s.resume = res.count("resume") > 0;
   GDN_CHECK(!s.resume || !t.checkpoint_dir.empty(),
             "--resume needs a checkpoint directory (--checkpoint-dir or train.checkpoint_dir)");
@@ -114,31 +101,59 @@ Setup parse(int argc, char** argv, int world_size) {
   return s;
 }
 
-// Returns the exit code: 1 when the trainer could not be built (one message printed).
-template <typename T, typename Backend>
-int train(const Setup& s, Communicator& world) {
+// Bytes this rank may allocate where the model runs: the GPU's free memory, or the host's
+// available memory shared by the ranks on this node.
+std::int64_t memory_for_this_rank(app::Device device, int ranks_on_node) {
+#if GDN_HAVE_CUDA
+  if (device == app::Device::cuda) {
+    std::size_t free_bytes = 0, total = 0;
+    Cuda::memory_info(&free_bytes, &total);
+    return std::int64_t(free_bytes);
+  }
+#endif
+  (void)device;
+  const std::int64_t host = available_host_memory();
+  return host < 0 ? -1 : host / std::max(1, ranks_on_node);
+}
+
+// Returns the exit code: 1 when the trainer could not be built or the run diverged (one
+// message printed either way).
+template <typename T, typename Dev>
+int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   std::unique_ptr<Communicator> device_world;
-  std::unique_ptr<Trainer<T, Backend>> trainer;
+  std::unique_ptr<Trainer<T, Dev>> trainer;
+  const int on_node = ranks_on_this_node(MPI_COMM_WORLD);
   // Building the mesh and loading a checkpoint can fail too: agree before training.
   if (!app::run_setup_collectively(world, [&] {
-        if constexpr (Backend::kOnDevice) {
 #if GDN_HAVE_CUDA
-          // Picks this rank's GPU before the model allocates anything there.
+        // Picks this rank's GPU before the model allocates anything there.
+        if constexpr (std::is_same_v<Dev, Cuda>)
           device_world = make_device_communicator(MPI_COMM_WORLD);
 #endif
-        }
-        trainer = std::make_unique<Trainer<T, Backend>>(s.cfg, world, s.resume, device_world.get());
+        TrainerOptions opt;
+        opt.resume = s.resume;
+        opt.watchdog = &watchdog;
+        opt.memory_available = memory_for_this_rank(s.device, on_node);
+        trainer = std::make_unique<Trainer<T, Dev>>(s.cfg, world,
+                                                    device_world ? *device_world : world, opt);
       }))
     return 1;
-  const std::vector<StepRecord> steps = trainer->run();
-  if (world.rank() != 0 || steps.empty()) return 0;
+  if (world.rank() == 0)
+    spdlog::info("memory per rank (estimate): {}", trainer->memory_estimate().describe());
+  const RunResult result = trainer->run();
+  if (!result.stopped.empty()) {
+    // Every rank saw the same non-finite value: one message, and all exit 1 together.
+    if (world.rank() == 0) spdlog::error("{}", result.stopped);
+    return 1;
+  }
+  if (world.rank() != 0 || result.steps.empty()) return 0;
   double tokens = 0, ms = 0;
-  for (const StepRecord& r : steps) {
+  for (const StepRecord& r : result.steps) {
     tokens += double(r.tokens);
     ms += r.step_ms;
   }
   spdlog::info("done: {} steps, final loss {:.6f}, {:.0f} tokens/s on {} ranks (dp={} cp={})",
-               steps.size(), steps.back().loss, tokens / (ms / 1000.0), world.size(),
+               result.steps.size(), result.steps.back().loss, tokens / (ms / 1000.0), world.size(),
                s.cfg.train.dp, s.cfg.train.cp);
   return 0;
 }
@@ -155,15 +170,26 @@ void require_same_device(Communicator& world, app::Device d) {
 }
 
 // Dispatches on dtype and device.
-int run_training(const Setup& s, Communicator& world) {
+int run_training(const Setup& s, Communicator& world, Watchdog& watchdog) {
   const bool f64 = s.cfg.train.dtype == "f64";
 #if GDN_HAVE_CUDA
   if (s.device == app::Device::cuda)
-    return f64 ? train<double, CudaBackend<double>>(s, world)
-               : train<float, CudaBackend<float>>(s, world);
+    return f64 ? train<double, Cuda>(s, world, watchdog) : train<float, Cuda>(s, world, watchdog);
 #endif
-  return f64 ? train<double, HostBackend<double>>(s, world)
-             : train<float, HostBackend<float>>(s, world);
+  return f64 ? train<double, Host>(s, world, watchdog) : train<float, Host>(s, world, watchdog);
+}
+
+void announce(const Setup& s, int world_size) {
+  if (!s.cfg.ignored_model_keys.empty()) {
+    std::string keys;
+    for (const auto& k : s.cfg.ignored_model_keys) keys += (keys.empty() ? "" : ", ") + k;
+    spdlog::warn("config {}: model keys not used by gdn-cp: {}", s.cfg.source, keys);
+  }
+  const TrainConfig& t = s.cfg.train;
+  const auto src = make_token_source(t.data, s.cfg.model.vocab_size, t.seed, t.seq_len);
+  spdlog::info("{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",
+               world_size, t.dp, t.cp, app::device_name(s.device), t.dtype, t.seq_len, t.batch_size,
+               t.steps, s.cfg.source, src->describe());
 }
 
 }  // namespace
@@ -179,30 +205,24 @@ int main(int argc, char** argv) {
       rc = 1;
     } else if (s.help) {
       if (world.rank() == 0) std::cout << make_options().help() << std::endl;
-    } else if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); })) {
-      rc = 1;
     } else {
-      if (world.rank() == 0) {
-        if (!s.cfg.ignored_model_keys.empty()) {
-          std::string keys;
-          for (const auto& k : s.cfg.ignored_model_keys) keys += (keys.empty() ? "" : ", ") + k;
-          spdlog::warn("config {}: model keys not used by gdn-cp: {}", s.cfg.source, keys);
+      Watchdog watchdog(s.cfg.train.watchdog_s, world.rank());
+      if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); })) {
+        rc = 1;
+      } else {
+        if (world.rank() == 0) announce(s, world.size());
+        try {
+          rc = run_training(s, world, watchdog);
+        } catch (const std::bad_alloc&) {
+          spdlog::error("rank {}: out of memory during training (std::bad_alloc)", world.rank());
+          spdlog::default_logger()->flush();
+          world.abort(1);
+        } catch (const std::exception& e) {
+          // Past set-up another rank may wait in a collective: end the whole job.
+          spdlog::error("rank {}: {}", world.rank(), e.what());
+          spdlog::default_logger()->flush();
+          world.abort(1);
         }
-        const auto src = make_token_source(s.cfg.train.data, s.cfg.model.vocab_size,
-                                           s.cfg.train.seed, s.cfg.train.seq_len);
-        spdlog::info(
-            "{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",
-            world.size(), s.cfg.train.dp, s.cfg.train.cp, app::device_name(s.device),
-            s.cfg.train.dtype, s.cfg.train.seq_len, s.cfg.train.batch_size, s.cfg.train.steps,
-            s.cfg.source, src->describe());
-      }
-      try {
-        rc = run_training(s, world);
-      } catch (const std::exception& e) {
-        // Past set-up another rank may wait in a collective: end the whole job.
-        spdlog::error("rank {}: {}", world.rank(), e.what());
-        spdlog::default_logger()->flush();
-        world.abort(1);
       }
     }
   }

@@ -3,7 +3,7 @@
 # Hk=2, Hv=4, K=V=64, fp64, with h0 and dht; slow decay so the state carries across all
 # four shards instead of fading within one) on 1 rank and on 4 context-parallel ranks
 # (linear and log-depth scan), then the parity table of 4 ranks against 1 and the bytes
-# each rank moved, against the sequence-length-independent formula of DESIGN.md section 7.
+# each rank moved, against the sequence-length-independent formula of docs/design.md §9.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "gdn/chunk.h"
+#include "ops/gdn_chunk/host_exec.h"
 #include "test_support.h"
 
 using namespace gdn;

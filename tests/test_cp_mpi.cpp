@@ -53,10 +53,11 @@ CpResult<T> run_cp(Communicator& comm, const Case& c, const GdnData<T>& full, co
   CpResult<T> r{Tensor<T>(output_shape(local_shape)), Tensor<T>(state_shape(p)),
                 Grads<T>(local_shape, false)};
   r.grads.dh0 = Tensor<T>(c.h0 ? state_shape(p) : Shape{0});
-  GdnContextParallel<T> op(comm, p, in, opt);
-  op.forward(r.o.ptr(), r.ht.ptr());
+  const CpContext cp = CpContext::contiguous(comm, p.T, opt);
+  GdnContextParallel<T, Host> op;
+  op.forward(cp, p, in, r.o.ptr(), r.ht.ptr());
   GdnGrads<T> gv = r.grads.view();
-  op.backward(dOl.ptr(), c.dht ? dht.ptr() : nullptr, gv);
+  op.backward(cp, dOl.ptr(), c.dht ? dht.ptr() : nullptr, gv);
   return r;
 }
 
@@ -80,7 +81,8 @@ void check_case(Communicator& comm, const Case& c) {
   if (p.cu_seqlens.empty() && s.begin > 0 && s.size() > 0 && !p.l2norm_qk) {
     const Tensor<double> q = token_slice(d.q, s), k = token_slice(d.k, s), v = token_slice(d.v, s),
                          g = token_slice(d.g, s), beta = token_slice(d.beta, s);
-    LocalPass<double> alone(p, s.begin, s.end, {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr()});
+    LocalPass<double, Host> alone(p, s.begin, s.end,
+                                  {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr()});
     alone.prepare();
     Tensor<double> o_zero({p.B, s.size(), p.Hv, p.V});
     alone.output(nullptr, o_zero.ptr(), nullptr);

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "comm/single_communicator.h"
-#include "model/gdn_layer.h"
+#include "model/gdn_mixer.h"
 #include "model/model.h"
 #include "test_support.h"
 
@@ -22,16 +22,20 @@ TEST_CASE("GDN layer backward matches finite differences (fp64, input and every 
           "[model][fd]") {
   SingleCommunicator comm;
   const ModelConfig c = tiny_model();
-  ParamStore<double> ps;
-  GdnLayer<double> layer(ps, "layer.", c, 16);
+  ParamStore<double, Host> ps;
+  GdnMixer<double, Host> layer(ps, "layer.", c, 16);
+  ps.allocate();
   Rng rng(3);
-  layer.init(rng, 0.3);
+  std::vector<double> init(ps.num_elements());
+  layer.init(rng, 0.3, init);
+  ps.set_values(init);
   const int B = 2, T = 19, d = c.hidden_size;
+  const CpContext cp = CpContext::contiguous(comm, T);
   Tensor<double> x = random_tensor<double>({B, T, d}, 4);
   const Tensor<double> r = random_tensor<double>({B, T, d}, 5);
   std::vector<double> y(B * T * d);
   auto loss = [&] {
-    layer.forward(comm, B, T, T, x.ptr(), y.data());
+    layer.forward(cp, B, x.ptr(), y.data());
     double s = 0;
     for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * r.data[i];
     return s;
@@ -39,15 +43,16 @@ TEST_CASE("GDN layer backward matches finite differences (fp64, input and every 
   loss();
   ps.zero_grad();
   std::vector<double> dx(x.data.size());
-  layer.backward(comm, r.ptr(), dx.data());
+  layer.backward(cp, r.ptr(), dx.data());
   CHECK(rel_l2(dx.data(), finite_differences(x.data, loss).data(), dx.size()) < 1e-7);
+  const std::vector<double> grads = ps.host_grads();
   for (std::size_t i = 0; i < ps.size(); ++i) {
-    Param<double>& p = ps[i];
-    const std::vector<double> fd = finite_differences(p.value.data, loss);
+    const ParamInfo& p = ps.info(i);
+    const std::vector<double> fd = finite_differences(ps.value(i), std::size_t(p.size), loss);
     INFO(p.name);
     // 1e-6: dt_bias moves g of every token at once, so the O(eps^2) term of the central
     // difference is larger there (2.5e-7 measured); a wrong gradient is off by O(1).
-    CHECK(rel_l2(p.grad.ptr(), fd.data(), fd.size()) < 1e-6);
+    CHECK(rel_l2(grads.data() + p.offset, fd.data(), fd.size()) < 1e-6);
   }
 }
 
@@ -57,37 +62,38 @@ TEST_CASE("whole-model gradients match finite differences (fp64, every parameter
   for (bool tied : {false, true}) {
     ModelConfig c = tiny_model();
     c.tie_word_embeddings = tied;
-    GdnModel<double> model(c, 16);
+    Model<double, Host> model(c, 16);
     model.init(7);
     const int B = 2, T = 9;
+    const CpContext cp = CpContext::contiguous(comm, T);
     std::vector<std::int32_t> tokens(B * T), targets(B * T);
     Rng rng(8);
     for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
     for (auto& t : targets) t = std::int32_t(rng.next_u64() % c.vocab_size);
     const double scale = 1.0 / (B * T);
-    ParamStore<double>& ps = model.params();
+    ParamStore<double, Host>& ps = model.params();
     auto loss = [&] {
-      const double s = model.forward_backward(comm, tokens.data(), targets.data(), B, T, T, scale);
+      const double s = model.forward_backward(cp, tokens.data(), targets.data(), B, scale);
       return s * scale;
     };
     ps.zero_grad();
     loss();
-    std::vector<std::vector<double>> grads;
-    for (std::size_t i = 0; i < ps.size(); ++i) grads.push_back(ps[i].grad.data);
+    const std::vector<double> grads = ps.host_grads();
     // Every parameter tensor; a few entries each keeps the run short.
     for (std::size_t i = 0; i < ps.size(); ++i) {
-      Param<double>& p = ps[i];
-      const std::size_t n = p.value.data.size(), stride = std::max<std::size_t>(1, n / 5);
+      const ParamInfo& p = ps.info(i);
+      double* w = ps.value(i);
+      const std::size_t n = std::size_t(p.size), stride = std::max<std::size_t>(1, n / 5);
       std::vector<double> fd, an;
       for (std::size_t e = 0; e < n; e += stride) {
-        const double x0 = p.value.data[e], eps = 1e-6;
-        p.value.data[e] = x0 + eps;
+        const double x0 = w[e], eps = 1e-6;
+        w[e] = x0 + eps;
         const double lp = loss();
-        p.value.data[e] = x0 - eps;
+        w[e] = x0 - eps;
         const double lm = loss();
-        p.value.data[e] = x0;
+        w[e] = x0;
         fd.push_back((lp - lm) / (2 * eps));
-        an.push_back(grads[i][e]);
+        an.push_back(grads[std::size_t(p.offset) + e]);
       }
       INFO((tied ? "tied " : "untied ") << p.name);
       CHECK(rel_l2(an.data(), fd.data(), fd.size()) < 1e-6);

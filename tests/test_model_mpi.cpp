@@ -7,9 +7,9 @@
 
 #include "comm/mpi_communicator.h"
 #include "comm/single_communicator.h"
-#include "cp/conv_halo.h"
 #include "cp/shard.h"
 #include "model/model.h"
+#include "ops/conv/conv_halo.h"
 #include "test_support.h"
 #include "train/mesh.h"
 
@@ -37,7 +37,7 @@ Batch make_batch(int B, std::int64_t T, int vocab) {
 
 struct Result {
   double loss = 0;
-  std::vector<double> grads;  // all parameters, packed in order
+  std::vector<double> grads;  // all parameters, flat in order
 };
 
 // Loss and gradients of the whole global batch on a dp x cp mesh of world, summed over
@@ -45,7 +45,7 @@ struct Result {
 Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch, int dp, int cp,
                   int chunk) {
   Mesh mesh = make_mesh(world, dp, cp);
-  GdnModel<double> model(c, chunk);
+  Model<double, Host> model(c, chunk);
   model.init(5);
   const int Bl = batch.B / dp;
   const Shard s = contiguous_shard(batch.T, cp, mesh.cp_rank);
@@ -57,14 +57,10 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   }
   const double scale = 1.0 / double(batch.B * batch.T);
   Result r;
-  r.loss = model.forward_backward(*mesh.cp_comm, tokens.data(), targets.data(), Bl, s.size(),
-                                  batch.T, scale) *
-           scale;
+  const CpContext ctx{*mesh.cp_comm, s, batch.T, {}};
+  r.loss = model.forward_backward(ctx, tokens.data(), targets.data(), Bl, scale) * scale;
   world.all_reduce_sum(&r.loss, 1, "test.loss");
-  for (std::size_t i = 0; i < model.params().size(); ++i) {
-    const auto& g = model.params()[i].grad.data;
-    r.grads.insert(r.grads.end(), g.begin(), g.end());
-  }
+  r.grads = model.params().host_grads();
   world.all_reduce_sum(r.grads.data(), r.grads.size(), "test.grads");
   return r;
 }
@@ -98,13 +94,14 @@ TEST_CASE("the conv halo moves exactly (W-1)(2 Hk K + Hv V) elements per rank pe
   const Batch batch = make_batch(1, 37, c.vocab_size);
   world.reset_counters();
   Mesh mesh = make_mesh(world, 1, P);
-  GdnModel<double> model(c, 16);
+  Model<double, Host> model(c, 16);
   model.init(5);
   const Shard s = contiguous_shard(batch.T, P, world.rank());
   std::vector<std::int32_t> tokens(batch.seq.begin() + s.begin, batch.seq.begin() + s.end);
   std::vector<std::int32_t> targets(batch.seq.begin() + s.begin + 1, batch.seq.begin() + s.end + 1);
   mesh.cp_comm->reset_counters();
-  model.forward_backward(*mesh.cp_comm, tokens.data(), targets.data(), 1, s.size(), batch.T, 1.0);
+  model.forward_backward(CpContext{*mesh.cp_comm, s, batch.T, {}}, tokens.data(), targets.data(), 1,
+                         1.0);
   const std::int64_t halo = std::int64_t(c.linear_conv_kernel_dim - 1) *
                             (2 * c.linear_num_key_heads * c.linear_key_head_dim +
                              c.linear_num_value_heads * c.linear_value_head_dim) *

@@ -237,6 +237,20 @@ TEST_CASE("read_npy reports every malformed input with a precise gdn::Error", "[
       REQUIRE_THROWS_WITH(read_npy(p), Contains("malformed header"));
     }
   }
+  SECTION("a binary header is shown escaped and cut, never raw") {
+    std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,) ";
+    for (int i = 0; i < 600; ++i) h += char(i % 256);
+    write_bytes(p, npy_v1(h + "\n", f32_bytes({1.f, 2.f})));
+    try {
+      read_npy(p);
+      FAIL("read_npy accepted a binary header");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      CHECK_THAT(m, Contains("malformed header") && Contains("\\x00") && Contains("bytes)"));
+      CHECK(m.size() < 1200);
+      for (char c : m) CHECK((static_cast<unsigned char>(c) >= 0x20 && c != 0x7f));
+    }
+  }
   SECTION("unsupported dtype") {
     for (const std::string d : {"<c8", "|u1", "<f2", "<U3", "|b1", "<u4"}) {
       CAPTURE(d);
@@ -293,18 +307,20 @@ TEST_CASE("read_npy_as converts within a kind and refuses across kinds", "[npy]"
   CHECK(read_npy_as<std::int64_t>(pi).data == std::vector<std::int64_t>{-1, 2147483647});
 }
 
-TEST_CASE("npy_has_nan finds NaNs in float data only", "[npy]") {
+TEST_CASE("first_nonfinite finds NaN and Inf in float data only, -inf when asked", "[npy]") {
   const std::string p = tmp().path("nan.npy");
   Tensor<float> f(Shape{4}, 1.f);
   write_npy(p, f);
-  CHECK_FALSE(npy_has_nan(read_npy(p)));
+  CHECK(first_nonfinite(read_npy(p)) == -1);
   f.data[3] = std::numeric_limits<float>::quiet_NaN();
   write_npy(p, f);
-  CHECK(npy_has_nan(read_npy(p)));
+  CHECK(first_nonfinite(read_npy(p)) == 3);
   Tensor<double> d(Shape{2, 2}, 0.0);
-  d.data[2] = std::nan("");
+  d.data[1] = -std::numeric_limits<double>::infinity();
+  d.data[2] = std::numeric_limits<double>::infinity();
   write_npy(p, d);
-  CHECK(npy_has_nan(read_npy(p)));
+  CHECK(first_nonfinite(read_npy(p)) == 1);
+  CHECK(first_nonfinite(read_npy(p), /*allow_neg_inf=*/true) == 2);
   write_npy(p, Tensor<std::int32_t>(Shape{3}, -1));  // all-ones bits: not a float NaN
-  CHECK_FALSE(npy_has_nan(read_npy(p)));
+  CHECK(first_nonfinite(read_npy(p)) == -1);
 }

@@ -23,7 +23,8 @@ TEST_CASE("a slice is an affine map of its entry state", "[pairs]") {
   };
   const Tensor<double> q = slice_of(d.q, K), k = slice_of(d.k, K), v = slice_of(d.v, 2 * V),
                        g = slice_of(d.g, 2), beta = slice_of(d.beta, 2);
-  LocalPass<double> slice(p, t0, p.T, {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), nullptr});
+  LocalPass<double, Host> slice(p, t0, p.T,
+                                {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), nullptr});
   slice.prepare();
   std::vector<double> M(BH * K * K), U(BH * K * V);
   slice.transition(M.data(), U.data());

@@ -11,7 +11,7 @@
 #include "core/tensor.h"
 #include "gdn/problem.h"
 #include "gdn/random_inputs.h"
-#include "train/config.h"
+#include "model/model_config.h"
 
 namespace gdn::test {
 
@@ -39,12 +39,12 @@ Tensor<T> random_tensor(Shape s, std::uint64_t seed, double scale = 1.0) {
   return t;
 }
 
-// Central differences of loss() with respect to every element of x (perturbed in place
-// and restored): the fp64 oracle for every hand-written backward.
+// Central differences of loss() with respect to each of the n elements at x (perturbed in
+// place and restored): the fp64 oracle for every hand-written backward.
 template <typename F>
-std::vector<double> finite_differences(std::vector<double>& x, F loss, double eps = 1e-6) {
-  std::vector<double> g(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
+std::vector<double> finite_differences(double* x, std::size_t n, F loss, double eps = 1e-6) {
+  std::vector<double> g(n);
+  for (std::size_t i = 0; i < n; ++i) {
     const double x0 = x[i];
     x[i] = x0 + eps;
     const double lp = loss();
@@ -54,6 +54,10 @@ std::vector<double> finite_differences(std::vector<double>& x, F loss, double ep
     g[i] = (lp - lm) / (2 * eps);
   }
   return g;
+}
+template <typename F>
+std::vector<double> finite_differences(std::vector<double>& x, F loss, double eps = 1e-6) {
+  return finite_differences(x.data(), x.size(), loss, eps);
 }
 
 inline Shape output_shape(const GdnProblem& p) {
@@ -90,7 +94,7 @@ struct Case {
   bool dht = false;  // give a final-state cotangent
 };
 
-inline GdnProblem make_problem(int B, int T, int Hk, int Hv, int K, int V, int C = 64,
+inline GdnProblem make_problem(int B, std::int64_t T, int Hk, int Hv, int K, int V, int C = 64,
                                bool l2 = false, std::vector<std::int64_t> cu = {}) {
   GdnProblem p;
   p.B = B;

@@ -1,5 +1,6 @@
 // The Communicator interface: the only way CP code talks to other ranks.
-// Backends (MPI, single rank, later NCCL) know nothing about GDN. Every call names its
+// Backends (single rank, MPI, and in CUDA builds NCCL and MPI with host staging) know
+// nothing about GDN. Every call names its
 // call site ("cp.fwd.allgather", ...) and is counted, so tests can assert payloads.
 #pragma once
 

@@ -6,8 +6,8 @@
 
 #include "comm/nccl_communicator.h"
 #include "comm/staging_communicator.h"
-#include "cuda/cuda_check.h"
-#include "cuda/device_select.h"
+#include "runtime/cuda_check.h"
+#include "runtime/device_select.h"
 
 namespace gdn {
 

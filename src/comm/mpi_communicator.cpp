@@ -44,12 +44,10 @@ std::size_t num_chunks(std::size_t n, std::size_t c) {
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int init = 0;
   MPI_Initialized(&init);
-  if (init) {
-    MPI_Query_thread(&thread_level);
-    return;
-  }
+  if (init) return;
   // FUNNELED: OpenMP threads compute, only the main thread talks to MPI.
-  const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &thread_level);
+  int provided = MPI_THREAD_SINGLE;
+  const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   if (rc != MPI_SUCCESS)
     throw_error("MPI_Init_thread failed: ", mpi_error_string(rc), " (error code ", rc, ")");
   initialized_here = true;
@@ -60,6 +58,18 @@ MpiRuntime::~MpiRuntime() {
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin) MPI_Finalize();
+}
+
+int ranks_on_this_node(MPI_Comm comm) {
+  int rank = 0, n = 1;
+  MPI_Comm node = MPI_COMM_NULL;
+  const int rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  if (rc != MPI_SUCCESS)
+    throw_error("MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed: ", mpi_error_string(rc));
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_size(node, &n);
+  MPI_Comm_free(&node);
+  return n;
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) : max_bytes_(INT_MAX) {

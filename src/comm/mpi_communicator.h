@@ -20,8 +20,10 @@ struct MpiRuntime {
   MpiRuntime& operator=(const MpiRuntime&) = delete;
 
   bool initialized_here = false;
-  int thread_level = MPI_THREAD_SINGLE;  // what MPI provided (FUNNELED requested)
 };
+
+// Collective over comm: how many of its ranks run on this node (they share its memory).
+int ranks_on_this_node(MPI_Comm comm);
 
 // Wraps a duplicate of the given communicator. The duplicate (a) keeps our tags apart
 // from any other traffic on the same ranks and (b) carries MPI_ERRORS_RETURN, so failed

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "cuda/cuda_check.h"
+#include "runtime/cuda_check.h"
 
 namespace gdn {
 

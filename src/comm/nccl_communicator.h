@@ -40,8 +40,6 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return mpi_.rank(); }
   int size() const override { return mpi_.size(); }
   int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
-  MPI_Comm mpi_comm() const { return mpi_.comm(); }
 
   // Byte counts as MpiCommunicator: all_gather sent = bytes, received = bytes * size().
   void all_gather(const void* send, void* recv, std::size_t bytes,

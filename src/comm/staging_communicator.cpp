@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "core/error.h"
-#include "cuda/cuda_check.h"
+#include "runtime/cuda_check.h"
 
 namespace gdn {
 

@@ -27,7 +27,6 @@ class StagingCommunicator : public Communicator {
 
   int rank() const override { return mpi_.rank(); }
   int size() const override { return mpi_.size(); }
-  MpiCommunicator& inner() { return mpi_; }
 
   void all_gather(const void* send, void* recv, std::size_t bytes,
                   const std::string& site) override;

@@ -25,6 +25,27 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
 constexpr const char* kSupported = "'<f4', '<f8', '<i4', '<i8'";
+// A malformed header may be binary garbage of any length: messages show at most this much.
+constexpr std::size_t kShownHeaderChars = 120;
+
+// s with every byte outside printable ASCII written as \xNN and cut to `max` characters
+// (then "... (N bytes)"), so a bad header never puts raw bytes on the terminal.
+std::string printable(const std::string& s, std::size_t max) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && out.size() < max; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += char(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (out.size() >= max && s.size() > max) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
 
 // A tiny parser for the header, which is a Python dict literal such as
 // {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }. Only the value kinds
@@ -55,7 +76,8 @@ class HeaderParser {
         shape = parse_tuple();
         have_shape = true;
       } else {
-        fail("unexpected key '", key, "' (expected 'descr', 'fortran_order', 'shape')");
+        fail("unexpected key '", printable(key, 40),
+             "' (expected 'descr', 'fortran_order', 'shape')");
       }
       skip_ws();
       if (peek() == ',') {
@@ -77,7 +99,7 @@ class HeaderParser {
   template <typename... Parts>
   [[noreturn]] void fail(Parts&&... parts) const {
     throw_error("read_npy: ", path_, ": malformed header: ", std::forward<Parts>(parts)...,
-                " (header: ", s_, ")");
+                " (header: ", printable(s_, kShownHeaderChars), ")");
   }
 
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
@@ -163,7 +185,8 @@ DType parse_descr(const std::string& descr, const std::string& path) {
       return DType::i64;
     }
   }
-  throw_error("read_npy: ", path, ": unsupported dtype '", descr, "'; supported: ", kSupported);
+  throw_error("read_npy: ", path, ": unsupported dtype '", printable(descr, 40),
+              "'; supported: ", kSupported);
 }
 
 std::uint32_t le_u32(const unsigned char* p, int n) {
@@ -339,6 +362,7 @@ void write_npy(const std::string& path, const Tensor<T>& t) {
   // Write then rename: a crash leaves the old file (or none), never a torn one.
   const std::string tmp = path + ".tmp";
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw_error("write_npy: cannot open '", tmp, "' for writing: ", std::strerror(errno));
     out.write(head.data(), static_cast<std::streamsize>(head.size()));
@@ -346,9 +370,10 @@ void write_npy(const std::string& path, const Tensor<T>& t) {
               static_cast<std::streamsize>(t.data.size() * sizeof(T)));
     out.close();
     if (!out) {
+      const std::string why = errno ? std::strerror(errno) : "an I/O error";
       std::error_code ec;
       std::filesystem::remove(tmp, ec);
-      throw_error("write_npy: error writing '", tmp, "' (disk full?)");
+      throw_error("write_npy: error writing '", tmp, "': ", why);
     }
   }
   std::error_code ec;
@@ -360,22 +385,23 @@ void write_npy(const std::string& path, const Tensor<T>& t) {
   }
 }
 
-bool npy_has_nan(const NpyArray& a) {
-  const std::size_t n = a.bytes.size() / dtype_size(a.dtype);
-  if (a.dtype == DType::f32) {
-    for (std::size_t i = 0; i < n; ++i) {
-      float v;
-      std::memcpy(&v, a.bytes.data() + i * 4, 4);
-      if (std::isnan(v)) return true;
-    }
-  } else if (a.dtype == DType::f64) {
-    for (std::size_t i = 0; i < n; ++i) {
-      double v;
-      std::memcpy(&v, a.bytes.data() + i * 8, 8);
-      if (std::isnan(v)) return true;
-    }
+namespace {
+template <typename F>
+std::int64_t first_nonfinite_as(const NpyArray& a, bool allow_neg_inf) {
+  const std::int64_t n = std::int64_t(a.bytes.size() / sizeof(F));
+  for (std::int64_t i = 0; i < n; ++i) {
+    F x;
+    std::memcpy(&x, a.bytes.data() + i * sizeof(F), sizeof(F));
+    if (!std::isfinite(x) && !(allow_neg_inf && std::isinf(x) && x < 0)) return i;
   }
-  return false;
+  return -1;
+}
+}  // namespace
+
+std::int64_t first_nonfinite(const NpyArray& a, bool allow_neg_inf) {
+  if (a.dtype == DType::f32) return first_nonfinite_as<float>(a, allow_neg_inf);
+  if (a.dtype == DType::f64) return first_nonfinite_as<double>(a, allow_neg_inf);
+  return -1;
 }
 
 #define GDN_NPY_INSTANTIATE(T)                                              \

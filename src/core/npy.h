@@ -3,6 +3,7 @@
 // supported; everything else is rejected with a gdn::Error naming the file and the fix.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,9 @@ Tensor<T> read_npy_as(const std::string& path);
 template <typename T>
 void write_npy(const std::string& path, const Tensor<T>& t);
 
-// True when a float array holds a NaN; always false for integer arrays.
-bool npy_has_nan(const NpyArray& a);
+// Flat index of the first element of a float array that is NaN or +-Inf (-Inf is
+// accepted when allow_neg_inf), or -1 when there is none; always -1 for integer arrays.
+std::int64_t first_nonfinite(const NpyArray& a, bool allow_neg_inf = false);
 
 // The descr string gdn-cp writes for a dtype ("<f4", ...).
 const char* npy_descr(DType t);

@@ -35,7 +35,6 @@ struct Tensor {
   bool empty() const { return data.empty(); }
   T* ptr() { return data.data(); }
   const T* ptr() const { return data.data(); }
-  std::int64_t dim(int i) const { return shape.at(i < 0 ? shape.size() + i : i); }
 };
 
 template <typename To, typename From>

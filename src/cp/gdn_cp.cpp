@@ -1,8 +1,101 @@
-#include "cp/gdn_cp_impl.h"
+#include "cp/gdn_cp.h"
+
+#include "core/error.h"
+#if GDN_HAVE_CUDA
+#include "runtime/cuda_device.h"
+#endif
 
 namespace gdn {
 
-template class GdnContextParallel<float>;
-template class GdnContextParallel<double>;
+template <typename T, typename Dev>
+void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& p,
+                                         const GdnTensors<T>& local, T* o, T* ht) {
+  p.validate();
+  GDN_CHECK(p.T == cp.T_global, "GdnContextParallel: problem T = ", p.T,
+            " but the CP context has T_global = ", cp.T_global);
+  p_ = p;
+  comm_ = &cp.comm;
+  dims_ = {p.B * p.Hv, p.K, p.V};
+  const int P = cp.comm.size(), r = cp.comm.rank();
+  const std::int64_t na = dims_.a_elems(), pair = dims_.pair_elems();
+  norm_.normalize(p_, cp.tokens(), local);
+  pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view());
+  const T* h_in = nullptr;  // one rank: every sequence starts in its slice
+  if (P > 1) {
+    // Phase 1: this shard as one affine map of its entry state.
+    pass_.prepare();
+    mine_.resize(pair);
+    h_in_.resize(dims_.b_elems());
+    pass_.transition(mine_.data(), mine_.data() + na);
+    // Phase 2: the entry state h_in_r from the pairs of the ranks before this one.
+    if (cp.options.log_depth_scan) {
+      own_M_.resize(na);
+      Dev::copy(own_M_.data(), mine_.data(), na);
+      log_depth_scan(Dev{}, cp.comm, mine_.data(), mine_.data() + na, dims_, /*reverse=*/false,
+                     cp_sites::kForwardLogScan, h_in_.data());
+    } else {
+      gathered_.resize(pair * P);
+      cp.comm.all_gather(mine_.data(), gathered_.data(), sizeof(T) * pair, cp_sites::kForwardPairs);
+      std::vector<const T*> A(P), B(P);
+      for (int i = 0; i < P; ++i) {
+        A[i] = gathered_.data() + i * pair;
+        B[i] = A[i] + na;
+      }
+      scan_states(Dev{}, A, B, r, dims_, h_in_.data());
+    }
+    h_in = h_in_.data();
+  }
+  // Phase 3: outputs from the true entry state.
+  const std::int64_t state_elems = std::int64_t(p_.num_sequences()) * p_.Hv * p_.K * p_.V;
+  if (ht) Dev::fill(ht, state_elems, T(0));
+  pass_.output(h_in, o, ht);
+  // Each sequence's final state is on the rank holding its last token; share it.
+  if (ht && P > 1) cp.comm.all_reduce_sum(ht, state_elems, cp_sites::kFinalState);
+}
+
+template <typename T, typename Dev>
+void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, const T* dht,
+                                          GdnGrads<T>& grads) {
+  GDN_CHECK(comm_ == &cp.comm, "GdnContextParallel::backward without a forward on this group");
+  const int P = cp.comm.size(), r = cp.comm.rank();
+  const std::int64_t nb = dims_.b_elems(), pair = dims_.pair_elems();
+  const T* lambda = nullptr;  // one rank: every sequence ends in its slice
+  if (P > 1) {
+    // Phase 1: D_r = dLoss/dh_in_r with a zero exit adjoint.
+    D_.resize(nb);
+    lambda_.resize(nb);
+    pass_.adjoint(dO, dht, D_.data());
+    // Phase 2: the exit adjoint lambda_r from the ranks after this one.
+    if (cp.options.log_depth_scan) {
+      log_depth_scan(Dev{}, cp.comm, own_M_.data(), D_.data(), dims_, /*reverse=*/true,
+                     cp_sites::kBackwardLogScan, lambda_.data());
+    } else {
+      all_D_.resize(nb * P);
+      cp.comm.all_gather(D_.data(), all_D_.data(), sizeof(T) * nb, cp_sites::kBackwardAdjoints);
+      std::vector<const T*> A(P), B(P);
+      for (int i = 0; i < P; ++i) {
+        A[i] = gathered_.data() + i * pair;
+        B[i] = all_D_.data() + i * nb;
+      }
+      scan_adjoints(Dev{}, A, B, r, dims_, lambda_.data());
+    }
+    lambda = lambda_.data();
+  }
+  // Phase 3: the exact local backward from the true h_in (kept) and lambda.
+  const std::int64_t state_elems = std::int64_t(p_.num_sequences()) * p_.Hv * p_.K * p_.V;
+  if (grads.dh0) Dev::fill(grads.dh0, state_elems, T(0));
+  pass_.backward(lambda, dO, dht, grads);
+  norm_.backward(grads.dq, grads.dk);
+  // Each sequence's dh0 is on the rank holding its first token; share it.
+  if (grads.dh0 && P > 1)
+    cp.comm.all_reduce_sum(grads.dh0, state_elems, cp_sites::kInitialStateGrad);
+}
+
+template class GdnContextParallel<float, Host>;
+template class GdnContextParallel<double, Host>;
+#if GDN_HAVE_CUDA
+template class GdnContextParallel<float, Cuda>;
+template class GdnContextParallel<double, Cuda>;
+#endif
 
 }  // namespace gdn

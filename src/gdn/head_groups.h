@@ -10,7 +10,7 @@ namespace gdn {
 // per_head holds G blocks of n elements (one per value head of a group, same layout as
 // dq); out[x] = sum over the G blocks.
 template <typename T>
-void sum_head_groups(const std::vector<T>& per_head, std::int64_t n, int G, T* out) {
+void sum_head_groups(const T* per_head, std::int64_t n, int G, T* out) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t x = 0; x < n; ++x) {
     T acc = 0;

@@ -1,36 +1,48 @@
 // The chunked gated delta rule over one contiguous slice [t0, t1) of the sequence: the
 // building block of both the single-rank op (the slice is everything) and context
-// parallelism (DESIGN.md sections 3-4). No communication in here: the slice's entry
-// state h_in and exit adjoint lambda come from the caller.
+// parallelism (docs/design.md §3-4). No communication in here: the slice's entry state
+// h_in and exit adjoint lambda come from the caller.
 //
 // The slice is split into segments at packed-sequence boundaries. A segment that starts
 // a sequence begins from that sequence's h0 (or zero); only a first segment that
 // continues a sequence from the previous slice depends on h_in.
+//
+// LocalPass<T, Dev> holds the slice's layout and buffers and is written once; the passes
+// themselves are per device (local_pass_host.cpp: OpenMP over (batch, head) and chunks;
+// local_pass_cuda.cu: one CUDA block per job), both running ChunkKernel of
+// ops/gdn_chunk. Every pointer lives in Dev's memory.
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <optional>
 
-#include "gdn/chunk.h"
+#include "core/device.h"
+#include "gdn/pass_args.h"
 #include "gdn/problem.h"
 #include "gdn/slice_layout.h"
 
 namespace gdn {
 
-template <typename T>
+template <typename T, typename Dev>
 class LocalPass {
  public:
-  // p is the global problem; `in` holds this slice's tokens ([B, t1 - t0, H, D]), q and k
-  // already L2-normalised if asked; in.h0, when set, is global [N, Hv, K, V]. The views
-  // must outlive this object.
-  LocalPass(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnTensors<T>& in);
+  LocalPass() = default;
+  LocalPass(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnTensors<T>& in) {
+    reset(p, t0, t1, in);
+  }
 
-  std::int64_t tokens() const { return layout_.tokens(); }
+  // Points the pass at a slice: p is the global problem; `in` holds this slice's tokens
+  // ([B, t1 - t0, H, D]), q and k already L2-normalised if asked; in.h0, when set, is
+  // global [N, Hv, K, V]. The views must outlive the calls below. Buffers are kept from
+  // call to call; the layout is rebuilt only when the slice or the sequences change.
+  void reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnTensors<T>& in);
+
+  std::int64_t tokens() const { return layout_ ? layout_->tokens() : 0; }
 
   // WY factors of every chunk, kept for the passes below (chunks are independent, so
   // this runs in parallel over chunks). transition() and adjoint() need it; output()
-  // without it computes each chunk's factors on the fly, which is faster when nothing
-  // reuses them (the single-rank op): the factors never leave the cache.
+  // without it makes each chunk's factors on the fly on the host, which is faster when
+  // nothing reuses them (the single-rank op): the factors never leave the cache.
   void prepare();
   // Phase 1: the slice as one affine map h_out = M h_in + U, per (b, h):
   // M [B, Hv, K, K], U [B, Hv, K, V]. An empty slice is the identity (M = I, U = 0).
@@ -44,37 +56,23 @@ class LocalPass {
   void adjoint(const T* dO, const T* dht, T* D);
   // Backward phase 3 (after output()): gradients for this slice's tokens, given the
   // exit adjoint lambda [B, Hv, K, V] (null: zero). g.dq and g.dk are with respect to the
-  // q and k given to the constructor. g.dh0 (global, may be null) gets the rows of the
-  // sequences that start in this slice; other rows are untouched.
+  // q and k of reset(). g.dh0 (global, may be null) gets the rows of the sequences that
+  // start in this slice; other rows are untouched.
   void backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g);
 
  private:
-  using Segment = SliceLayout::Segment;
-  using Chunk = SliceLayout::Chunk;
-  struct RowBuffers;  // per-thread gather buffers
-
-  // Gathers chunk c of (batch, value head) bh into buf's input rows.
-  void gather_rows(int bh, int c, RowBuffers& buf) const;
-
-  int seq_of(const Segment& s, int b) const { return SliceLayout::seq_of(p_, s, b); }
-  std::int64_t state_offset(int seq, int h) const {
-    return (std::int64_t(seq) * p_.Hv + h) * p_.K * p_.V;
-  }
-  T* factors(int bh, int c) {
-    return factors_.data() + (std::size_t(bh) * layout_.chunks.size() + c) * fsize_;
-  }
-  T* entry_state(int bh, int c) {
-    return states_.data() + (std::size_t(bh) * layout_.chunks.size() + c) * p_.K * p_.V;
-  }
+  PassArgs<T> args();
 
   GdnProblem p_;
-  SliceLayout layout_;
+  std::optional<SliceLayout> layout_;
   GdnTensors<T> in_;
-  T scale_;
-  std::size_t fsize_;
-  bool prepared_ = false;
-  std::vector<T> factors_;  // [B * Hv, chunks, fsize], filled by prepare()
-  std::vector<T> states_;   // [B * Hv, chunks, K, V], filled by output()
+  bool prepared_ = false, have_states_ = false;
+  Buffer<Dev, SliceLayout::Segment> segments_;  // the layout's tables in Dev's memory
+  Buffer<Dev, SliceLayout::Chunk> chunks_;
+  Buffer<Dev, T> factors_;    // [B * Hv, chunks, factor size], filled by prepare()
+  Buffer<Dev, T> states_;     // [B * Hv, chunks, K, V], filled by output()
+  Buffer<Dev, T> workspace_;  // per thread group scratch of the device's passes
+  Buffer<Dev, T> dqv_, dkv_;  // dq, dk per value head, summed per key head by backward()
 };
 
 }  // namespace gdn

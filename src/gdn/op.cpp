@@ -1,26 +1,33 @@
 #include "gdn/op.h"
 
-#include <vector>
+#if GDN_HAVE_CUDA
+#include "runtime/cuda_device.h"
+#endif
 
 namespace gdn {
 
-template <typename T>
-ChunkedGdn<T>::ChunkedGdn(const GdnProblem& p, const GdnTensors<T>& in)
+template <typename T, typename Dev>
+ChunkedGdn<T, Dev>::ChunkedGdn(const GdnProblem& p, const GdnTensors<T>& in)
     : p_(p.validated()), norm_(p_, p_.T, in), pass_(p_, 0, p_.T, norm_.view()) {}
 
-template <typename T>
-void ChunkedGdn<T>::forward(T* o, T* ht) {
-  // No prepare(): nothing reuses the factors here, so output() makes them chunk by chunk.
+template <typename T, typename Dev>
+void ChunkedGdn<T, Dev>::forward(T* o, T* ht) {
+  // No prepare(): nothing reuses the factors here, so output() makes them chunk by chunk
+  // where the device can.
   pass_.output(nullptr, o, ht);
 }
 
-template <typename T>
-void ChunkedGdn<T>::backward(const T* dO, const T* dht, GdnGrads<T>& grads) {
+template <typename T, typename Dev>
+void ChunkedGdn<T, Dev>::backward(const T* dO, const T* dht, GdnGrads<T>& grads) {
   pass_.backward(nullptr, dO, dht, grads);
   norm_.backward(grads.dq, grads.dk);
 }
 
-template class ChunkedGdn<float>;
-template class ChunkedGdn<double>;
+template class ChunkedGdn<float, Host>;
+template class ChunkedGdn<double, Host>;
+#if GDN_HAVE_CUDA
+template class ChunkedGdn<float, Cuda>;
+template class ChunkedGdn<double, Cuda>;
+#endif
 
 }  // namespace gdn

@@ -1,17 +1,19 @@
-// The single-rank chunked gated delta rule: the whole sequence is one slice.
+// The single-rank chunked gated delta rule: the whole sequence is one slice, on any device.
 // Same interface as the recurrence (gdn/recurrent.h), so tests compare them directly.
 #pragma once
 
 #include <type_traits>
 
-#include "gdn/l2norm.h"
+#include "core/device.h"
 #include "gdn/local_pass.h"
 #include "gdn/problem.h"
+#include "gdn/qk_norm.h"
 
 namespace gdn {
 
-// Forward, then (optionally) backward reusing what the forward kept.
-template <typename T>
+// Forward, then (optionally) backward reusing what the forward kept. Pointers live in
+// Dev's memory.
+template <typename T, typename Dev = Host>
 class ChunkedGdn {
  public:
   // The input views must outlive this object.
@@ -23,8 +25,8 @@ class ChunkedGdn {
 
  private:
   GdnProblem p_;
-  QKNormalizer<T> norm_;
-  LocalPass<T> pass_;
+  QKNormalizer<T, Dev> norm_;
+  LocalPass<T, Dev> pass_;
 };
 
 template <typename T>

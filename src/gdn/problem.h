@@ -1,6 +1,7 @@
 // The shape, options and sequence layout of one gated-delta-rule call, and the raw views
-// of its tensors. Layouts (DESIGN.md section 1): q, k [B, T, Hk, K]; v [B, T, Hv, V];
+// of its tensors. Layouts (docs/design.md §1): q, k [B, T, Hk, K]; v [B, T, Hv, V];
 // g, beta [B, T, Hv]; states [N, Hv, K, V] with N sequences (N = B unless packed).
+// Sequence lengths and token indices are int64 everywhere.
 #pragma once
 
 #include <cmath>
@@ -9,9 +10,14 @@
 
 namespace gdn {
 
+// The chunk size every tool and config defaults to.
+inline constexpr int kDefaultChunkSize = 64;
+
 struct GdnProblem {
-  int B = 1, T = 0, Hk = 1, Hv = 1, K = 64, V = 64;
-  int chunk_size = 64;
+  int B = 1;
+  std::int64_t T = 0;
+  int Hk = 1, Hv = 1, K = 64, V = 64;
+  int chunk_size = kDefaultChunkSize;
   double scale = 0;        // 0 means 1/sqrt(K)
   bool l2norm_qk = false;  // normalise q and k inside the op (gradient flows through)
   // Packed sequences (B must be 1): boundaries 0 = cu[0] < cu[1] < ... < cu[N] = T.

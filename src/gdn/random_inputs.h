@@ -1,4 +1,4 @@
-// Seeded GDN inputs in the value ranges the layer produces (DESIGN.md section 5):
+// Seeded GDN inputs in the value ranges the layer produces (docs/design.md §5):
 // g = -exp(A) softplus(.) <= 0, beta = sigmoid(.) in (0, 1), keys of norm about one.
 // Used by the tests, the benchmark and the demo; the same seed gives the same tensors.
 #pragma once

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gdn/head_groups.h"
-#include "gdn/l2norm.h"
+#include "gdn/qk_norm.h"
 
 namespace gdn {
 namespace {
@@ -31,7 +31,7 @@ template <typename T>
 void recurrent_forward(const GdnProblem& p, const GdnTensors<T>& raw, T* o,
                        std::type_identity_t<T>* ht) {
   p.validate();
-  const QKNormalizer<T> norm(p, p.T, raw);
+  const QKNormalizer<T, Host> norm(p, p.T, raw);
   const GdnTensors<T>& in = norm.view();
   const Index ix{p};
   const int K = p.K, V = p.V;
@@ -71,7 +71,7 @@ template <typename T>
 void recurrent_backward(const GdnProblem& p, const GdnTensors<T>& raw, const T* dO,
                         const std::type_identity_t<T>* dht, GdnGrads<T>& gr) {
   p.validate();
-  const QKNormalizer<T> norm(p, p.T, raw);
+  const QKNormalizer<T, Host> norm(p, p.T, raw);
   const GdnTensors<T>& in = norm.view();
   const Index ix{p};
   const int K = p.K, V = p.V, G = p.group();
@@ -171,8 +171,8 @@ void recurrent_backward(const GdnProblem& p, const GdnTensors<T>& raw, const T* 
       }
     }
   // Sum value-head gradients into their key head, then back through the L2 norm.
-  sum_head_groups(dqv, qk_elems, G, gr.dq);
-  sum_head_groups(dkv, qk_elems, G, gr.dk);
+  sum_head_groups(dqv.data(), qk_elems, G, gr.dq);
+  sum_head_groups(dkv.data(), qk_elems, G, gr.dk);
   norm.backward(gr.dq, gr.dk);
 }
 

@@ -1,4 +1,4 @@
-// The token-by-token gated delta rule (DESIGN.md section 1) and its hand-written
+// The token-by-token gated delta rule (docs/design.md §1) and its hand-written
 // backward: slow, obviously right, the oracle every faster path is tested against.
 #pragma once
 

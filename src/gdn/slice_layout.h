@@ -1,6 +1,6 @@
 // How a slice [t0, t1) of the sequence is cut for the chunked passes: into segments at
 // packed-sequence boundaries, and each segment into chunks of at most C rows (chunks
-// restart at every segment). The CPU and the CUDA local passes share it; the CUDA one
+// restart at every segment). The host and the CUDA local passes share it; the CUDA one
 // copies the two tables to the device, so both element types are trivially copyable.
 #pragma once
 
@@ -18,7 +18,7 @@ struct SliceLayout {
     std::int64_t begin, end;  // local token range
     int seq;                  // packed sequence index (row index b when not packed)
     bool starts, ends;        // the sequence starts / ends inside this slice
-    int first_chunk, num_chunks;
+    std::int64_t first_chunk, num_chunks;
   };
   struct Chunk {
     std::int64_t begin;  // local token of the first row
@@ -36,10 +36,10 @@ struct SliceLayout {
     for (const SequenceRange& r : sequences_of_row(p, 0)) {
       const std::int64_t b = std::max(r.begin, t0), e = std::min(r.end, t1);
       if (b >= e) continue;
-      Segment s{b - t0, e - t0, r.seq, r.begin >= t0, r.end <= t1, int(chunks.size()), 0};
+      Segment s{b - t0, e - t0, r.seq, r.begin >= t0, r.end <= t1, std::int64_t(chunks.size()), 0};
       for (std::int64_t c = s.begin; c < s.end; c += C)
         chunks.push_back({c, int(std::min<std::int64_t>(C, s.end - c))});
-      s.num_chunks = int(chunks.size()) - s.first_chunk;
+      s.num_chunks = std::int64_t(chunks.size()) - s.first_chunk;
       segments.push_back(s);
     }
   }

@@ -1,65 +1,81 @@
-// The model's parameters: named tensors with their gradients, in a fixed order.
-// Parameters are replicated on every rank; their order (the order of add()) is the same
-// everywhere, which is what makes the gradient all-reduce, initialisation and checkpoints
-// layout-independent.
+// The model's parameters: named tensors in one flat buffer of values and one of gradients
+// (docs/design.md §6), in the order they were added. Parameters are replicated
+// on every rank and that order is the same everywhere, which makes the one gradient
+// all-reduce, initialisation and checkpoints layout-independent. The buffers live in
+// Dev's memory; host copies are made only for initialisation and checkpoints.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
 namespace gdn {
 
-template <typename T>
-struct Param {
+using ParamId = std::size_t;
+
+struct ParamInfo {
   std::string name;
-  Tensor<T> value, grad;
-  bool decay = true;  // AdamW weight decay applies (matrices yes; norms, A_log, dt_bias no)
-  // Elements of the parameters added before this one: where it sits in a flat copy of all
-  // parameters in order (the device mirrors of the CUDA model, the packed all-reduce).
-  std::int64_t offset = 0;
+  Shape shape;
+  std::int64_t offset = 0;  // first element in the flat buffers
+  std::int64_t size = 0;    // elements
+  bool decay = true;        // AdamW weight decay applies (matrices yes; norms, A_log, dt_bias no)
 };
 
-template <typename T>
+template <typename T, typename Dev>
 class ParamStore {
  public:
-  // Adds a zero-initialised parameter; the returned reference stays valid.
-  Param<T>& add(const std::string& name, Shape shape, bool decay) {
-    for (const auto& p : params_) GDN_CHECK(p->name != name, "parameter '", name, "' added twice");
-    auto p = std::make_unique<Param<T>>();
-    p->name = name;
-    p->value = Tensor<T>(shape);
-    p->grad = Tensor<T>(shape);
-    p->decay = decay;
-    p->offset = num_elements();
-    params_.push_back(std::move(p));
-    return *params_.back();
+  // Adds a parameter; every add comes before allocate().
+  ParamId add(const std::string& name, Shape shape, bool decay) {
+    GDN_CHECK(values_.empty(), "parameter '", name, "' added after the storage was allocated");
+    for (const auto& p : info_) GDN_CHECK(p.name != name, "parameter '", name, "' added twice");
+    const std::int64_t n = numel(shape);
+    info_.push_back({name, std::move(shape), num_elements(), n, decay});
+    return info_.size() - 1;
+  }
+  // Allocates the flat values and gradients (zeros), once, after the last add.
+  void allocate() {
+    values_.resize(std::size_t(num_elements()));
+    grads_.resize(std::size_t(num_elements()));
   }
 
-  std::size_t size() const { return params_.size(); }
-  Param<T>& operator[](std::size_t i) { return *params_[i]; }
-  const Param<T>& operator[](std::size_t i) const { return *params_[i]; }
-  Param<T>& at(const std::string& name) {
-    for (auto& p : params_)
-      if (p->name == name) return *p;
+  std::size_t size() const { return info_.size(); }
+  const ParamInfo& info(ParamId id) const { return info_.at(id); }
+  const std::vector<ParamInfo>& infos() const { return info_; }
+  ParamId find(const std::string& name) const {
+    for (std::size_t i = 0; i < info_.size(); ++i)
+      if (info_[i].name == name) return i;
     throw_error("no parameter named '", name, "'");
   }
-
   std::int64_t num_elements() const {
-    std::int64_t n = 0;
-    for (const auto& p : params_) n += p->value.size();
-    return n;
+    return info_.empty() ? 0 : info_.back().offset + info_.back().size;
   }
-  void zero_grad() {
-    for (auto& p : params_) std::fill(p->grad.data.begin(), p->grad.data.end(), T(0));
+
+  T* value(ParamId id) { return values_.data() + info(id).offset; }
+  const T* value(ParamId id) const { return values_.data() + info(id).offset; }
+  T* grad(ParamId id) { return grads_.data() + info(id).offset; }
+  // The flat buffers: what the trainer all-reduces, clips and updates in one go.
+  T* values() { return values_.data(); }
+  T* grads() { return grads_.data(); }
+  const T* grads() const { return grads_.data(); }
+
+  void zero_grad() { Dev::fill(grads_.data(), grads_.size(), T(0)); }
+
+  // Host copies of the flat buffers, and back.
+  std::vector<T> host_values() const { return to_host<Dev>(values_); }
+  std::vector<T> host_grads() const { return to_host<Dev>(grads_); }
+  void set_values(const std::vector<T>& host) {
+    GDN_CHECK(host.size() == values_.size(), "set_values: ", host.size(), " values for ",
+              values_.size(), " parameter elements");
+    Dev::upload(values_.data(), host.data(), host.size());
   }
 
  private:
-  std::vector<std::unique_ptr<Param<T>>> params_;
+  std::vector<ParamInfo> info_;
+  Buffer<Dev, T> values_, grads_;
 };
 
 }  // namespace gdn

@@ -1,7 +1,8 @@
 // File layout (all integers little-endian):
 //   "GDNCKPT1" | u64 header length | JSON header | tensor data | u64 FNV-1a-64 of all
 //   bytes before it | "GDNCKEND"
-// The header lists every tensor (name, kind param|m|v, shape, byte offset into the data).
+// The header lists every tensor (name, kind param|m|v, shape, byte offset into the data),
+// the step and the run's config.
 #include "train/checkpoint.h"
 
 #include <fcntl.h>
@@ -12,9 +13,11 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
@@ -151,61 +154,101 @@ Parsed verify(const std::string& path, const std::vector<char>& b) {
   return p;
 }
 
-template <typename T>
 void append_tensor(json& list, std::uint64_t& offset, const std::string& name, const char* kind,
-                   const Tensor<T>& t) {
-  list.push_back({{"name", name}, {"kind", kind}, {"shape", t.shape}, {"offset", offset}});
-  offset += std::uint64_t(t.size()) * sizeof(T);
+                   const Shape& shape, std::size_t elem_bytes) {
+  list.push_back({{"name", name}, {"kind", kind}, {"shape", shape}, {"offset", offset}});
+  offset += std::uint64_t(numel(shape)) * elem_bytes;
 }
 
-// Copies one stored tensor into dst, converting from the file's element type.
+// The element type of a verified file's tensors.
+DType file_dtype(const std::string& path, const Parsed& p) {
+  try {
+    const std::string dt = p.header.at("dtype").get<std::string>();
+    GDN_CHECK(dt == "f32" || dt == "f64", "checkpoint '", path, "' has dtype '", dt,
+              "': expected f32 or f64");
+    return dt == "f32" ? DType::f32 : DType::f64;
+  } catch (const json::exception& e) {
+    throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
+  }
+}
+
+// Element i of the data section as a double.
+double data_at(const std::vector<char>& b, std::size_t at, DType t) {
+  if (t == DType::f32) {
+    float x;
+    std::memcpy(&x, b.data() + at, 4);
+    return x;
+  }
+  double x;
+  std::memcpy(&x, b.data() + at, 8);
+  return x;
+}
+
+// Throws unless every stored value is finite: a run that diverged must never be resumed
+// from, so such a file counts as not a checkpoint.
+void require_finite_data(const std::string& path, const Parsed& p, const std::vector<char>& b) {
+  const DType t = file_dtype(path, p);
+  const std::size_t es = dtype_size(t);
+  for (std::size_t at = p.data_begin; at + es <= p.data_end; at += es)
+    if (!std::isfinite(data_at(b, at, t)))
+      throw_error("checkpoint '", path, "' holds a non-finite value (at data byte ",
+                  at - p.data_begin, "): it was written by a run that diverged");
+}
+
+// Copies one stored tensor into dst (n elements), converting from the file's element type.
 template <typename T>
 void read_tensor(const std::string& path, const Parsed& p, const json& entry, DType file_type,
-                 const std::vector<char>& b, Tensor<T>& dst) {
+                 const std::vector<char>& b, std::size_t n, T* dst) {
   const std::size_t esize = dtype_size(file_type);
   const std::uint64_t offset = entry.at("offset").get<std::uint64_t>();
-  const std::size_t n = std::size_t(dst.size());
   GDN_CHECK(offset <= p.data_end - p.data_begin && n * esize <= p.data_end - p.data_begin - offset,
             "checkpoint '", path, "': tensor '", entry.at("name").get<std::string>(), "' (",
             entry.at("kind").get<std::string>(), ") lies beyond the data section");
-  const char* src = b.data() + p.data_begin + offset;
-  if (file_type == DType::f32) {
-    for (std::size_t i = 0; i < n; ++i) {
-      float x;
-      std::memcpy(&x, src + i * 4, 4);
-      dst.data[i] = T(x);
-    }
-  } else {
-    for (std::size_t i = 0; i < n; ++i) {
-      double x;
-      std::memcpy(&x, src + i * 8, 8);
-      dst.data[i] = T(x);
-    }
+  for (std::size_t i = 0; i < n; ++i)
+    dst[i] = T(data_at(b, p.data_begin + offset + i * esize, file_type));
+}
+
+// The complete checkpoints of dir, newest first (steps and paths; not verified).
+std::vector<std::pair<std::int64_t, std::string>> checkpoint_files(const std::string& dir) {
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return found;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::int64_t step = step_of(e.path().filename().string());
+    if (step >= 0 && e.is_regular_file(ec)) found.emplace_back(step, e.path().string());
   }
+  std::sort(found.begin(), found.end(), std::greater<>());
+  return found;
 }
 
 }  // namespace
 
 template <typename T>
 void save_checkpoint(const std::string& dir, const TrainingState& state,
-                     const ParamStore<T>& params, const AdamW<T>& opt) {
-  GDN_CHECK(opt.m().size() == params.size() && opt.v().size() == params.size(),
-            "AdamW holds moments for ", opt.m().size(), " parameters, the model has ",
-            params.size());
+                     const std::vector<ParamInfo>& params, const CheckpointData<T>& d) {
+  const std::size_t n = params.empty() ? 0 : std::size_t(params.back().offset + params.back().size);
+  GDN_CHECK(d.values.size() == n && d.m.size() == n && d.v.size() == n,
+            "save_checkpoint: ", d.values.size(), " values and ", d.m.size(), " + ", d.v.size(),
+            " moments for a model of ", n, " parameter elements");
+  // A non-finite value would poison every run resumed from it: refuse to write one.
+  for (const ParamInfo& p : params)
+    for (const std::vector<T>* x : {&d.values, &d.m, &d.v})
+      for (std::int64_t i = 0; i < p.size; ++i)
+        GDN_CHECK(std::isfinite(double((*x)[std::size_t(p.offset + i)])),
+                  "refusing to write a checkpoint at step ", state.step, ": ",
+                  x == &d.values ? "parameter" : "AdamW moment of", " '", p.name,
+                  "' holds a non-finite value");
   std::error_code ec;
   fs::create_directories(dir, ec);
   GDN_CHECK(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
 
   json tensors = json::array();
   std::uint64_t offset = 0;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    append_tensor(tensors, offset, params[i].name, "param", params[i].value);
-    append_tensor(tensors, offset, params[i].name, "m", opt.m()[i]);
-    append_tensor(tensors, offset, params[i].name, "v", opt.v()[i]);
-  }
+  for (const ParamInfo& p : params)
+    for (const char* kind : {"param", "m", "v"})
+      append_tensor(tensors, offset, p.name, kind, p.shape, sizeof(T));
   const json header = {{"format", 1},
                        {"step", state.step},
-                       {"rng_state", state.rng_state},
                        {"dtype", dtype_name(dtype_of<T>())},
                        {"config_json", state.config_json},
                        {"data_bytes", offset},
@@ -222,9 +265,9 @@ void save_checkpoint(const std::string& dir, const TrainingState& state,
     const std::uint64_t hlen = text.size();
     w.write(&hlen, 8);
     w.write(text.data(), text.size());
-    for (std::size_t i = 0; i < params.size(); ++i)
-      for (const Tensor<T>* t : {&params[i].value, &opt.m()[i], &opt.v()[i]})
-        w.write(t->ptr(), std::size_t(t->size()) * sizeof(T));
+    for (const ParamInfo& p : params)
+      for (const std::vector<T>* x : {&d.values, &d.m, &d.v})
+        w.write(x->data() + p.offset, std::size_t(p.size) * sizeof(T));
     const std::uint64_t sum = w.hash();
     w.write(&sum, 8, false);
     w.write(kEndMagic, 8, false);
@@ -246,44 +289,33 @@ void save_checkpoint(const std::string& dir, const TrainingState& state,
   fsync_dir(dir);
 }
 
-std::optional<std::string> latest_checkpoint(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return std::nullopt;
-  std::vector<std::pair<std::int64_t, std::string>> found;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::int64_t step = step_of(e.path().filename().string());
-    if (step >= 0 && e.is_regular_file(ec)) found.emplace_back(step, e.path().string());
-  }
-  std::sort(found.begin(), found.end(), std::greater<>());
-  for (const auto& [step, path] : found) {
+std::optional<std::string> latest_checkpoint(const std::string& dir, bool warn) {
+  for (const auto& [step, path] : checkpoint_files(dir)) {
     try {
-      verify(path, read_file(path));
+      const std::vector<char> bytes = read_file(path);
+      require_finite_data(path, verify(path, bytes), bytes);
       return path;
     } catch (const Error& e) {
-      spdlog::warn("skipping checkpoint {}: {}", path, e.what());
+      if (warn) spdlog::warn("skipping checkpoint {}: {}", path, e.what());
     }
   }
   return std::nullopt;
 }
 
 template <typename T>
-TrainingState load_checkpoint(const std::string& path, ParamStore<T>& params, AdamW<T>& opt) {
+TrainingState load_checkpoint(const std::string& path, const std::vector<ParamInfo>& params,
+                              CheckpointData<T>& out) {
   const std::vector<char> bytes = read_file(path);
   const Parsed p = verify(path, bytes);
+  require_finite_data(path, p, bytes);
+  const DType file_type = file_dtype(path, p);
   TrainingState state;
   // Everything is checked before the first value is written: a bad file changes nothing.
   std::vector<const json*> entries(params.size() * 3);
-  DType file_type{};
   try {
     const json& h = p.header;
-    const std::string dt = h.at("dtype").get<std::string>();
-    GDN_CHECK(dt == "f32" || dt == "f64", "checkpoint '", path, "' has dtype '", dt,
-              "': expected f32 or f64");
-    file_type = dt == "f32" ? DType::f32 : DType::f64;
     state.step = h.at("step").get<std::int64_t>();
-    state.rng_state = h.at("rng_state").get<std::uint64_t>();
     state.config_json = h.at("config_json").get<std::string>();
-
     const json& list = h.at("tensors");
     std::size_t np = 0;
     for (const json& e : list) np += e.at("kind").get<std::string>() == "param";
@@ -301,9 +333,8 @@ TrainingState load_checkpoint(const std::string& path, ParamStore<T>& params, Ad
       GDN_CHECK(name == params[i].name, "checkpoint '", path, "': parameter ", i, " is '", name,
                 "', the model's is '", params[i].name, "'");
       const Shape shape = e.at("shape").get<Shape>();
-      GDN_CHECK(shape == params[i].value.shape, "checkpoint '", path, "': parameter '", name, "' (",
-                kind, ") has shape ", shape_str(shape), ", the model's is ",
-                shape_str(params[i].value.shape));
+      GDN_CHECK(shape == params[i].shape, "checkpoint '", path, "': parameter '", name, "' (", kind,
+                ") has shape ", shape_str(shape), ", the model's is ", shape_str(params[i].shape));
       entries[i * 3 + k] = &e;
     }
     for (std::size_t i = 0; i < params.size(); ++i)
@@ -313,32 +344,59 @@ TrainingState load_checkpoint(const std::string& path, ParamStore<T>& params, Ad
   } catch (const json::exception& e) {
     throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
   }
-  GDN_CHECK(opt.m().size() == params.size() && opt.v().size() == params.size(),
-            "AdamW holds moments for ", opt.m().size(), " parameters, the model has ",
-            params.size());
-  // Reads into copies first, so an out-of-range offset leaves the model untouched.
-  std::vector<Tensor<T>> staged;
-  staged.reserve(entries.size());
-  for (std::size_t i = 0; i < params.size(); ++i)
-    for (int k = 0; k < 3; ++k) {
-      staged.emplace_back(params[i].value.shape);
-      read_tensor(path, p, *entries[i * 3 + k], file_type, bytes, staged.back());
-    }
+  // Reads into copies first, so an out-of-range offset leaves `out` untouched.
+  const std::size_t n = params.empty() ? 0 : std::size_t(params.back().offset + params.back().size);
+  CheckpointData<T> staged{std::vector<T>(n), std::vector<T>(n), std::vector<T>(n)};
   for (std::size_t i = 0; i < params.size(); ++i) {
-    params[i].value.data.swap(staged[i * 3].data);
-    opt.m()[i].data.swap(staged[i * 3 + 1].data);
-    opt.v()[i].data.swap(staged[i * 3 + 2].data);
+    std::vector<T>* dst[3] = {&staged.values, &staged.m, &staged.v};
+    for (int k = 0; k < 3; ++k)
+      read_tensor(path, p, *entries[i * 3 + k], file_type, bytes, std::size_t(params[i].size),
+                  dst[k]->data() + params[i].offset);
   }
+  out = std::move(staged);
   return state;
 }
 
-template void save_checkpoint<float>(const std::string&, const TrainingState&,
-                                     const ParamStore<float>&, const AdamW<float>&);
-template void save_checkpoint<double>(const std::string&, const TrainingState&,
-                                      const ParamStore<double>&, const AdamW<double>&);
-template TrainingState load_checkpoint<float>(const std::string&, ParamStore<float>&,
-                                              AdamW<float>&);
-template TrainingState load_checkpoint<double>(const std::string&, ParamStore<double>&,
-                                               AdamW<double>&);
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
+  std::vector<std::string> removed;
+  if (keep <= 0) return removed;
+  const auto found = checkpoint_files(dir);
+  for (std::size_t i = std::size_t(keep); i < found.size(); ++i) {
+    std::error_code ec;
+    if (fs::remove(found[i].second, ec))
+      removed.push_back(found[i].second);
+    else if (ec)
+      spdlog::warn("cannot delete old checkpoint {}: {}", found[i].second, ec.message());
+  }
+  return removed;
+}
+
+void check_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw_error("checkpoint directory '", dir,
+                "' exists and is not a directory: ", std::strerror(ENOTDIR));
+  fs::create_directories(dir, ec);
+  GDN_CHECK(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
+  // A probe file: the directory may exist and still refuse writes (permissions, a
+  // read-only or full file system). Finding out now beats losing a run at its first save.
+  const std::string probe = (fs::path(dir) / ".gdn_write_probe").string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  GDN_CHECK(fd >= 0, "checkpoint directory '", dir, "' is not writable: ", sys_error());
+  const bool wrote = ::write(fd, "ok", 2) == 2;
+  const std::string err = sys_error();
+  ::close(fd);
+  ::unlink(probe.c_str());
+  GDN_CHECK(wrote, "checkpoint directory '", dir, "' is not writable: ", err);
+}
+
+#define GDN_CHECKPOINT_INSTANTIATE(T)                                                          \
+  template void save_checkpoint<T>(const std::string&, const TrainingState&,                   \
+                                   const std::vector<ParamInfo>&, const CheckpointData<T>&);   \
+  template TrainingState load_checkpoint<T>(const std::string&, const std::vector<ParamInfo>&, \
+                                            CheckpointData<T>&);
+GDN_CHECKPOINT_INSTANTIATE(float)
+GDN_CHECKPOINT_INSTANTIATE(double)
+#undef GDN_CHECKPOINT_INSTANTIATE
 
 }  // namespace gdn

@@ -1,37 +1,52 @@
 // Checkpoints: parameters, AdamW moments, the step (which is also the data cursor) and
-// the RNG state, in one binary file per save, written atomically (temporary file, fsync,
-// rename, fsync of the directory) so a crash never leaves a torn one. Parameters are
-// replicated, so rank 0 writes and a checkpoint saved at one cp/dp layout loads at any.
+// the run's config, in one binary file per save, written atomically (temporary file,
+// fsync, rename, fsync of the directory) so a crash never leaves a torn one. Parameters
+// are replicated, so rank 0 writes, and a checkpoint saved at one cp/dp layout loads at
+// any. A file holding a non-finite value is never written and never loaded.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/params.h"
-#include "train/optimizer.h"
 
 namespace gdn {
 
 struct TrainingState {
-  std::int64_t step = 0;        // steps completed; the next step to run
-  std::uint64_t rng_state = 0;  // trainer RNG state (for anything stochastic)
-  std::string config_json;      // the run's config, for the record
+  std::int64_t step = 0;    // steps completed; the next step to run
+  std::string config_json;  // the run's config (to_json(RunConfig)): checked on resume
+};
+
+// Host copies of the flat parameter values and AdamW moments, in parameter order.
+template <typename T>
+struct CheckpointData {
+  std::vector<T> values, m, v;
 };
 
 // Writes DIR/ckpt-<step, 8 digits>.bin atomically. Tensors are stored in T with names and
-// shapes, plus a checksum of the whole file.
+// shapes, plus a checksum of the whole file. Refuses (gdn::Error) a non-finite value.
 template <typename T>
 void save_checkpoint(const std::string& dir, const TrainingState& state,
-                     const ParamStore<T>& params, const AdamW<T>& opt);
+                     const std::vector<ParamInfo>& params, const CheckpointData<T>& data);
 
-// The newest checkpoint in dir that is complete and whose checksum verifies (torn or
-// corrupt files are skipped with a warning); nullopt when there is none.
-std::optional<std::string> latest_checkpoint(const std::string& dir);
+// The newest checkpoint in dir that is complete, whose checksum verifies and whose values
+// are all finite; nullopt when there is none. Skipped files get a warning when `warn`.
+std::optional<std::string> latest_checkpoint(const std::string& dir, bool warn = true);
 
-// Loads into params and opt, converting from the stored dtype if it differs. Errors name
-// the file and the first parameter whose name or shape differs from the model's.
+// Loads into `out`, converting from the stored dtype if it differs. Errors name the file
+// and the first parameter whose name or shape differs from params; `out` is unchanged then.
 template <typename T>
-TrainingState load_checkpoint(const std::string& path, ParamStore<T>& params, AdamW<T>& opt);
+TrainingState load_checkpoint(const std::string& path, const std::vector<ParamInfo>& params,
+                              CheckpointData<T>& out);
+
+// Deletes all but the newest `keep` checkpoints of dir (keep <= 0: deletes nothing);
+// returns the deleted paths.
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
+
+// Makes sure checkpoints can be written to dir: creates it if missing, then writes and
+// removes a probe file. Errors name the directory and the OS's reason.
+void check_checkpoint_dir(const std::string& dir);
 
 }  // namespace gdn

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -151,6 +152,10 @@ class TextFileSource final : public TokenSource {
       : path_(path), seed_(seed) {
     GDN_CHECK(vocab >= 256, "data file '", path, "' gives byte-level tokens, which needs ",
               "model.vocab_size >= 256, got vocab_size = ", vocab);
+    std::error_code ec;
+    GDN_CHECK(!std::filesystem::is_directory(path, ec), "data file '", path,
+              "' is a directory: expected a text file (train.data is \"synthetic\" or the path "
+              "of a text file)");
     std::ifstream in(path, std::ios::binary);
     GDN_CHECK(in.good(), "cannot open data file '", path, "': ", std::strerror(errno),
               " (train.data is \"synthetic\" or the path of a text file)");

@@ -1,9 +1,10 @@
-// AdamW with linear warmup and cosine decay, and global-norm gradient clipping.
+// AdamW with linear warmup and cosine decay, and global-norm gradient clipping, on the
+// flat parameter and gradient buffers of a ParamStore (in Dev's memory).
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
+#include "core/device.h"
 #include "model/params.h"
 
 namespace gdn {
@@ -22,31 +23,31 @@ struct AdamWConfig {
 // Learning rate for 0-based `step`: (step + 1) / warmup * lr during warmup, then cosine.
 double learning_rate(const AdamWConfig& c, std::int64_t step);
 
-// Global L2 norm of all gradients (accumulated in double). The caller has already summed
-// gradients over ranks, so every rank computes the same norm. If max_norm > 0 and the
-// norm exceeds it, scales every gradient by max_norm / norm. Returns the norm before
-// clipping.
-template <typename T>
-double clip_grad_norm(ParamStore<T>& params, double max_norm);
+// Global L2 norm of all gradients (accumulated in double, in parameter order). The caller
+// has already summed gradients over ranks, so every rank computes the same norm. If
+// max_norm > 0 and the norm exceeds it, scales every gradient by max_norm / norm. Returns
+// the norm before clipping; a non-finite norm is returned and nothing is scaled.
+template <typename T, typename Dev>
+double clip_grad_norm(ParamStore<T, Dev>& params, double max_norm);
 
-template <typename T>
+template <typename T, typename Dev>
 class AdamW {
  public:
-  AdamW(const AdamWConfig& c, const ParamStore<T>& params);  // zero moments, one per param
+  AdamW(const AdamWConfig& c, const ParamStore<T, Dev>& params);  // zero moments
   // One update of every parameter with its gradient at learning rate lr; step is 0-based
   // (bias correction uses step + 1).
-  void step(ParamStore<T>& params, std::int64_t step, double lr);
+  void step(ParamStore<T, Dev>& params, std::int64_t step, double lr);
 
   const AdamWConfig& config() const { return c_; }
-  // First and second moments, in parameter order (for checkpoints).
-  std::vector<Tensor<T>>& m() { return m_; }
-  std::vector<Tensor<T>>& v() { return v_; }
-  const std::vector<Tensor<T>>& m() const { return m_; }
-  const std::vector<Tensor<T>>& v() const { return v_; }
+  // First and second moments, flat in parameter order (as the ParamStore's values).
+  Buffer<Dev, T>& m() { return m_; }
+  Buffer<Dev, T>& v() { return v_; }
+  const Buffer<Dev, T>& m() const { return m_; }
+  const Buffer<Dev, T>& v() const { return v_; }
 
  private:
   AdamWConfig c_;
-  std::vector<Tensor<T>> m_, v_;
+  Buffer<Dev, T> m_, v_;
 };
 
 }  // namespace gdn

@@ -1,8 +1,254 @@
-#include "train/trainer_impl.h"
+#include "train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "ops/adamw/adamw.h"
+#include "train/checkpoint.h"
+#if GDN_HAVE_CUDA
+#include "runtime/cuda_device.h"
+#endif
 
 namespace gdn {
 
-template class Trainer<float>;
-template class Trainer<double>;
+namespace {
+
+AdamWConfig adamw_config(const TrainConfig& t) {
+  AdamWConfig a;
+  a.lr = t.lr;
+  a.weight_decay = t.weight_decay;
+  a.warmup_steps = t.warmup_steps;
+  a.total_steps = t.steps;
+  return a;
+}
+
+std::string format_eta(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+// This rank's memory estimate; throws, with the numbers, when it exceeds `available`.
+MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64_t available) {
+  const TrainConfig& t = cfg.train;
+  ShardShape s;
+  s.B = t.batch_size / std::max(1, t.dp);
+  s.T = t.seq_len;
+  s.P = t.cp;
+  s.Tl = (t.seq_len + t.cp - 1) / t.cp;  // the largest shard
+  s.chunk_size = t.chunk_size;
+  const MemoryEstimate e = estimate_memory(cfg.model, s, elem_bytes);
+  if (available >= 0 && e.total() > available)
+    throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
+                " sequences of ", s.Tl, " tokens per rank, ", t.dtype, "), but only ",
+                format_bytes(double(available)),
+                " is available to it; use more cp ranks, a shorter seq_len or a smaller batch");
+  return e;
+}
+
+// The name of the first parameter whose values (or gradients) hold a non-finite number.
+template <typename T, typename Dev>
+std::string first_nonfinite(const ParamStore<T, Dev>& ps, bool grads) {
+  const std::vector<T> host = grads ? ps.host_grads() : ps.host_values();
+  for (const ParamInfo& p : ps.infos())
+    for (std::int64_t i = 0; i < p.size; ++i)
+      if (!std::isfinite(double(host[std::size_t(p.offset + i)]))) return p.name;
+  return "(none)";
+}
+
+}  // namespace
+
+template <typename T, typename Dev>
+Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator& dev_world,
+                         const TrainerOptions& opt)
+    : cfg_(cfg),
+      opt_(opt),
+      estimate_(checked_estimate(cfg, int(sizeof(T)), opt.memory_available)),
+      world_(world),
+      mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp)),
+      shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
+      model_(cfg.model, cfg.train.chunk_size),
+      adamw_(adamw_config(cfg.train), model_.params()),
+      data_(make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
+                              cfg.train.seq_len)) {
+  GDN_CHECK(dev_world.size() == world.size() && dev_world.rank() == world.rank(),
+            "Trainer: the device communicator must hold the same ranks as the world");
+  progress("initialising the model");
+  model_.init(cfg.train.seed);
+  const TrainConfig& t = cfg.train;
+  // Only rank 0 writes: it checks now that it can, instead of failing at the first save.
+  if (world.rank() == 0 && !t.checkpoint_dir.empty()) check_checkpoint_dir(t.checkpoint_dir);
+  if (opt.resume && !t.checkpoint_dir.empty()) resume();
+  if (world.rank() == 0 && !t.log.empty()) {
+    log_.open(t.log, std::ios::app);
+    GDN_CHECK(log_.good(), "cannot open the log file '", t.log, "'", t.origin("log"), ": ",
+              std::strerror(errno));
+  }
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::resume() {
+  progress("loading the checkpoint");
+  const std::string& dir = cfg_.train.checkpoint_dir;
+  const std::optional<std::string> path = latest_checkpoint(dir, /*warn=*/world_.rank() == 0);
+  if (!path) {
+    if (world_.rank() == 0)
+      spdlog::warn("--resume: no complete checkpoint in {}; starting from step 0", dir);
+    return;
+  }
+  ParamStore<T, Dev>& ps = model_.params();
+  CheckpointData<T> d;
+  const TrainingState s = load_checkpoint(*path, ps.infos(), d);
+  // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8): compare the
+  // architecture the checkpoint was written by.
+  std::vector<std::string> ignored;
+  ModelConfig saved;
+  try {
+    saved = parse_model_config(nlohmann::json::parse(s.config_json).at("model"), *path, ignored);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error("--resume: checkpoint '", *path, "' has no readable model config: ", e.what());
+  }
+  const std::vector<std::string> diff = architecture_differences(saved, cfg_.model);
+  if (!diff.empty()) {
+    std::string list;
+    for (const std::string& x : diff) list += (list.empty() ? "" : "; ") + ("model." + x);
+    throw_error("--resume: checkpoint '", *path,
+                "' was written by a different model (checkpoint vs this run): ", list,
+                ". Resume with the config it was trained with, or use another --checkpoint-dir");
+  }
+  ps.set_values(d.values);
+  Dev::upload(adamw_.m().data(), d.m.data(), d.m.size());
+  Dev::upload(adamw_.v().data(), d.v.data(), d.v.size());
+  step_ = s.step;
+  if (world_.rank() == 0) spdlog::info("resumed from {} at step {}", *path, step_);
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::progress(const char* phase) {
+  if (opt_.watchdog) opt_.watchdog->progress(step_, phase);
+}
+
+template <typename T, typename Dev>
+StepRecord Trainer<T, Dev>::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const TrainConfig& t = cfg_.train;
+  const int Bl = t.batch_size / t.dp;
+  progress("reading data");
+  // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one.
+  const std::int64_t n = shard_.size();
+  std::vector<std::int32_t> seq(t.seq_len + 1), tokens(Bl * n), targets(Bl * n);
+  for (int b = 0; b < Bl; ++b) {
+    data_->sequence(step_, std::int64_t(mesh_.dp_rank) * Bl + b, t.seq_len + 1, seq.data());
+    std::copy_n(seq.data() + shard_.begin, n, tokens.data() + b * n);
+    std::copy_n(seq.data() + shard_.begin + 1, n, targets.data() + b * n);
+  }
+  const Buffer<Dev, std::int32_t> d_tokens = to_device<Dev>(tokens.data(), tokens.size());
+  const Buffer<Dev, std::int32_t> d_targets = to_device<Dev>(targets.data(), targets.size());
+  const std::int64_t global_tokens = std::int64_t(t.batch_size) * t.seq_len;
+  const double grad_scale = 1.0 / double(global_tokens);
+  ParamStore<T, Dev>& ps = model_.params();
+  ps.zero_grad();
+  StepRecord r;
+  r.step = step_;
+  r.lr = learning_rate(adamw_.config(), step_);
+  progress("forward and backward");
+  const CpContext cp{*mesh_.cp_comm, shard_, t.seq_len, {}};
+  double loss = model_.forward_backward(cp, d_tokens.data(), d_targets.data(), Bl, grad_scale);
+  // Parameters are replicated: sum their gradients over every rank (dp and cp alike).
+  progress(train_sites::kGradAllReduce);
+  mesh_.world->all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()),
+                              train_sites::kGradAllReduce);
+  progress(train_sites::kLossAllReduce);
+  world_.all_reduce_sum(&loss, 1, train_sites::kLossAllReduce);
+  progress("optimizer");
+  r.grad_norm = clip_grad_norm(ps, t.grad_clip);
+  r.loss = loss / double(global_tokens);
+  // After the all-reduces every rank holds the same loss and gradients, so every rank
+  // takes the same decision here.
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    r.diverged = "step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(r.loss) +
+                 " and the gradient norm " + std::to_string(r.grad_norm) +
+                 "; the first non-finite gradient is '" + first_nonfinite(ps, /*grads=*/true) + "'";
+  } else {
+    adamw_.step(ps, step_, r.lr);
+    const double sq = ops::sum_squares(Dev{}, ps.values(), ps.num_elements());
+    if (!std::isfinite(sq))
+      r.diverged = "step " + std::to_string(step_ + 1) + ": the update made parameter '" +
+                   first_nonfinite(ps, /*grads=*/false) + "' non-finite";
+  }
+  r.tokens = global_tokens;
+  r.step_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ++step_;
+  return r;
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::log_step(const StepRecord& r, double seconds_per_step) {
+  if (world_.rank() != 0) return;
+  const double remaining = double(cfg_.train.steps - (r.step + 1));
+  spdlog::info(
+      "step {:>5}/{} | loss {:.6f} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | ETA "
+      "{}",
+      r.step + 1, cfg_.train.steps, r.loss, r.grad_norm, r.lr, r.step_ms,
+      double(r.tokens) / (r.step_ms / 1000.0), format_eta(seconds_per_step * remaining));
+  if (log_.is_open()) {
+    nlohmann::json j{{"step", r.step}, {"loss", r.loss},     {"grad_norm", r.grad_norm},
+                     {"lr", r.lr},     {"tokens", r.tokens}, {"step_ms", r.step_ms}};
+    log_ << j.dump() << '\n';
+    log_.flush();
+  }
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::save() {
+  if (cfg_.train.checkpoint_dir.empty() || world_.rank() != 0) return;
+  progress("writing a checkpoint");
+  const ParamStore<T, Dev>& ps = model_.params();
+  const CheckpointData<T> d{ps.host_values(), to_host<Dev>(adamw_.m()), to_host<Dev>(adamw_.v())};
+  TrainingState s;
+  s.step = step_;
+  s.config_json = to_json(cfg_).dump();
+  save_checkpoint(cfg_.train.checkpoint_dir, s, ps.infos(), d);
+  prune_checkpoints(cfg_.train.checkpoint_dir, cfg_.train.keep_checkpoints);
+  spdlog::info("checkpoint at step {} in {}", step_, cfg_.train.checkpoint_dir);
+}
+
+template <typename T, typename Dev>
+RunResult Trainer<T, Dev>::run() {
+  RunResult out;
+  const auto start = std::chrono::steady_clock::now();
+  while (step_ < cfg_.train.steps) {
+    out.steps.push_back(step());
+    const StepRecord& r = out.steps.back();
+    if (!r.diverged.empty()) {
+      out.stopped = r.diverged + ": stopping; no checkpoint was written for this step";
+      break;
+    }
+    // ETA from the mean step time of this process (a resumed run starts its clock anew).
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    log_step(r, elapsed / double(out.steps.size()));
+    const int every = cfg_.train.checkpoint_every;
+    if ((every > 0 && step_ % every == 0) || step_ == cfg_.train.steps) save();
+  }
+  progress("done");
+  return out;
+}
+
+template class Trainer<float, Host>;
+template class Trainer<double, Host>;
+#if GDN_HAVE_CUDA
+template class Trainer<float, Cuda>;
+template class Trainer<double, Cuda>;
+#endif
 
 }  // namespace gdn

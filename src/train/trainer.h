@@ -1,25 +1,27 @@
 // The training loop: per step, shard the global batch over the dp x cp mesh, run the
-// model's forward and backward on each shard, sum the gradients over all ranks, clip,
-// take an AdamW step, log, and checkpoint.
-//
-// Backend says where the model runs (model/host_backend.h, or the CUDA build's
-// CudaBackend). On a device backend the gradients are summed over a device communicator,
-// clipped and applied on the device (AdamW moments live there too); the loss is summed
-// over the host world, and the ParamStore / AdamW moments on the host are refreshed from
-// the device only to write a checkpoint.
+// model's forward and backward on each shard, sum the gradients over all ranks in one
+// all-reduce of the flat gradient buffer, clip, take an AdamW step, log, and checkpoint.
+// Written once over the device policy Dev: on a GPU, gradients are summed over a device
+// communicator and the update runs on the device; host copies are made only for
+// checkpoints. A non-finite loss, gradient norm or parameter stops the run at that step
+// on every rank, before anything non-finite can reach a checkpoint.
 #pragma once
 
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/watchdog.h"
+#include "cp/shard.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
-#include "train/config.h"
 #include "train/data.h"
 #include "train/mesh.h"
 #include "train/optimizer.h"
+#include "train/run_config.h"
 
 namespace gdn {
 
@@ -28,6 +30,14 @@ struct StepRecord {
   double loss = 0, grad_norm = 0, lr = 0;
   std::int64_t tokens = 0;  // tokens in the global batch
   double step_ms = 0;
+  // Non-empty when the step found a non-finite value (the same on every rank): the run
+  // stops there; the message names the step and the first non-finite tensor.
+  std::string diverged;
+};
+
+struct RunResult {
+  std::vector<StepRecord> steps;  // the steps that ran (the last one may have diverged)
+  std::string stopped;            // why the run stopped early ("" when it ran to the end)
 };
 
 namespace train_sites {
@@ -35,43 +45,49 @@ inline const char* const kGradAllReduce = "train.grad_allreduce";
 inline const char* const kLossAllReduce = "train.loss_allreduce";
 }  // namespace train_sites
 
-template <typename T, typename Backend = HostBackend<T>>
+struct TrainerOptions {
+  bool resume = false;                 // continue from the newest complete checkpoint
+  Watchdog* watchdog = nullptr;        // told of every step and phase, when set
+  std::int64_t memory_available = -1;  // bytes this rank may use (-1: not checked)
+};
+
+template <typename T, typename Dev>
 class Trainer {
  public:
-  // Collective over world. With resume, continues from the newest complete checkpoint in
-  // train.checkpoint_dir (if there is one). A device backend needs device_world: the same
-  // ranks as world, on a communicator that takes device buffers (make_device_communicator);
-  // the host backend ignores it.
-  Trainer(const RunConfig& cfg, Communicator& world, bool resume,
-          Communicator* device_world = nullptr);
+  // Collective over world (the host communicator); dev_world holds the same ranks and
+  // takes Dev's buffers (world itself on the host). First estimates this rank's memory
+  // and refuses, with the numbers, a run that cannot fit in opt.memory_available; then
+  // builds the mesh, model and optimizer, and resumes when asked (refusing a checkpoint
+  // of another architecture, naming the key and both values).
+  Trainer(const RunConfig& cfg, Communicator& world, Communicator& dev_world,
+          const TrainerOptions& opt = {});
 
-  // Runs the remaining steps up to train.steps; returns their records (on every rank).
-  std::vector<StepRecord> run();
+  // Runs the remaining steps up to train.steps (on every rank).
+  RunResult run();
   // One step (used by run() and tests).
   StepRecord step();
 
   std::int64_t next_step() const { return step_; }
-  GdnModel<T, Backend>& model() { return model_; }
+  const MemoryEstimate& memory_estimate() const { return estimate_; }
+  Model<T, Dev>& model() { return model_; }
   const Mesh& mesh() const { return mesh_; }
 
  private:
+  void progress(const char* phase);
   void log_step(const StepRecord& r, double seconds_per_step);
   void save();
-  // The device backend's share of a step: gradients summed and clipped, AdamW applied.
-  void device_update(StepRecord& r);
-  void upload_moments();
-  void download_moments();
+  void resume();
 
   RunConfig cfg_;
-  Mesh mesh_;
-  Mesh device_mesh_;  // the same mesh over device_world (device backend only)
-  GdnModel<T, Backend> model_;
-  AdamW<T> opt_;
+  TrainerOptions opt_;
+  MemoryEstimate estimate_;  // first: computed and checked before anything is allocated
+  Communicator& world_;
+  Mesh mesh_;  // over dev_world
+  Shard shard_;
+  Model<T, Dev> model_;
+  AdamW<T, Dev> adamw_;
   std::unique_ptr<TokenSource> data_;
   std::int64_t step_ = 0;
-  std::uint64_t rng_state_ = 0;
-  std::vector<T> flat_;             // packed gradients for the all-reduce (host backend)
-  typename Backend::Vector m_, v_;  // flat AdamW moments (device backend)
   std::ofstream log_;
 };
 

@@ -183,7 +183,7 @@ bad "integer q.npy" "q.npy: dtype i32 is not supported here" "$d"
 d=$(fresh fortran) && craft_npy "$d/q.npy" '<f8' True '(1, 20, 2, 8)' 2560
 bad "Fortran order" "q.npy: Fortran order is not supported" "$d"
 d=$(fresh nan) && put_nan "$d/g.npy" 7
-bad "NaN with --check-nan" "g.npy: element [0, 1, 3] (flat index 7) is NaN" "$d" --check-nan
+bad "NaN in g (refused by default)" "g.npy: element [0, 1, 3] (flat index 7) is NaN" "$d"
 d=$(fresh zigzag)
 bad "--load-balance zigzag" "requires contiguous, in-order shards" "$d" --load-balance zigzag
 bad "unknown --load-balance" "load balance 'striped' is not known" "$d" --load-balance striped

@@ -184,7 +184,7 @@ bad "unknown train key 'stpes'" "unknown train key 'stpes'" 2 --config "$WORK/ty
 bad "missing --config file" "$WORK/no_such_config.json" 2 --config "$WORK/no_such_config.json" --cp 2
 bad "Hv=3 not a multiple of Hk=2" "not a multiple of linear_num_key_heads" 2 \
   --config "$WORK/heads.json" --cp 2
-bad "seq_len 1 below cp 2" "seq_len 1 is below cp 2" 2 --config "$CONFIG" --cp 2 --seq-len 1
+bad "seq_len 1 below cp 2" "seq_len 1 (--seq-len) is below cp 2 (--cp)" 2 --config "$CONFIG" --cp 2 --seq-len 1
 bad "dp*cp = 4 on 2 ranks" "but the job has world size 2" 2 --config "$CONFIG" --dp 2 --cp 2
 bad "dp*cp = 4 on 3 ranks" "but the job has world size 3" 3 --config "$CONFIG" --dp 2 --cp 2
 bad "missing --data file" "$WORK/no_such_text.txt" 2 --config "$CONFIG" --cp 2 \

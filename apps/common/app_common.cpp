@@ -1,0 +1,83 @@
+#include "common/app_common.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <exception>
+#include <new>
+
+#include "core/error.h"
+
+namespace gdn::app {
+
+void setup_logging(const std::string& tool) {
+  auto logger = spdlog::stderr_logger_mt(tool);
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%n] [%l] %v");
+}
+
+bool run_setup_collectively(Communicator& comm, const std::function<void()>& fn) {
+  std::string message;
+  bool failed = false;
+  try {
+    fn();
+  } catch (const std::bad_alloc&) {
+    failed = true;
+    message =
+        "out of memory during set-up (std::bad_alloc): the run needs more memory than "
+        "this rank could get";
+  } catch (const std::exception& e) {
+    failed = true;
+    message = e.what();
+  }
+  // max over ranks of (P - rank) for failing ranks identifies the lowest failing rank,
+  // and 0 means nobody failed. The one all-reduce is also the agreement point.
+  const int P = comm.size(), r = comm.rank();
+  std::int32_t flag = failed ? P - r : 0;
+  comm.all_reduce_max(&flag, 1, "app.setup_agree");
+  if (flag == 0) return true;
+  if (failed && P - flag == r) spdlog::error("rank {}: {}", r, message);
+  return false;
+}
+
+std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what) {
+  std::vector<std::int64_t> out;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    std::size_t end = s.find(sep, pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    GDN_CHECK(!item.empty() && used == item.size(), what, ": '", item, "' in '", s,
+              "' is not an integer (expected integers separated by '", sep, "')");
+    out.push_back(v);
+    pos = end + 1;
+  }
+  return out;
+}
+
+double median(std::vector<double> xs) {
+  GDN_CHECK(!xs.empty(), "median of an empty sample");
+  std::sort(xs.begin(), xs.end());
+  const std::size_t n = xs.size();
+  return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+}
+
+int serial_main(const std::string& tool, int (*run)(int, char**), int argc, char** argv) {
+  setup_logging(tool);
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+}  // namespace gdn::app

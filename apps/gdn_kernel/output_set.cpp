@@ -1,0 +1,79 @@
+#include "gdn_kernel/output_set.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/npy.h"
+
+namespace fs = std::filesystem;
+
+namespace gdn::kernel_app {
+
+void make_output_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  GDN_CHECK(!ec && fs::is_directory(dir), "--out ", dir, ": cannot create the output directory",
+            ec ? ": " + ec.message() : std::string(": it exists and is not a directory"));
+}
+
+OutputSet::OutputSet(std::string dir) : dir_(std::move(dir)) {
+  make_output_dir(dir_);
+  std::error_code ec;
+  fs::remove(path("stats.json"), ec);
+  GDN_CHECK(!ec, "--out ", dir_, ": cannot remove the previous stats.json: ", ec.message());
+}
+
+OutputSet::~OutputSet() {
+  if (committed_) return;
+  for (const std::string& p : written_) {
+    std::error_code ec;
+    fs::remove(p, ec);  // best effort: the run is failing already
+  }
+}
+
+std::string OutputSet::path(const std::string& file) const {
+  return (fs::path(dir_) / file).string();
+}
+
+template <typename T>
+void OutputSet::npy(const std::string& name, const Tensor<T>& t) {
+  const std::string p = path(name + ".npy");
+  write_npy<T>(p, t);  // temporary, every write and the close checked, then rename
+  written_.push_back(p);
+}
+
+void OutputSet::commit(const std::string& stats_json) {
+  const std::string final_path = path("stats.json"), tmp = final_path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  GDN_CHECK(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
+  std::size_t done = 0;
+  int err = 0;
+  while (done < stats_json.size()) {
+    const ssize_t w = ::write(fd, stats_json.data() + done, stats_json.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      err = errno;
+      break;
+    }
+    done += std::size_t(w);
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), final_path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw_error("cannot write '", final_path, "': ", std::strerror(err),
+                "; the outputs of this run were removed");
+  }
+  committed_ = true;
+}
+
+template void OutputSet::npy<float>(const std::string&, const Tensor<float>&);
+template void OutputSet::npy<double>(const std::string&, const Tensor<double>&);
+
+}  // namespace gdn::kernel_app

@@ -1,0 +1,46 @@
+// Host/device portability: the same source compiles as plain C++ (the CPU path) and as
+// CUDA device code (the *_cuda.cu files of src/ops and src/gdn). GDN_HD marks functions callable
+// from both; the math wrappers pick the device intrinsic or the std:: overload.
+#pragma once
+
+#include <cmath>
+
+#ifdef __CUDACC__
+#define GDN_HD __host__ __device__
+#else
+#define GDN_HD
+#endif
+
+namespace gdn::hd {
+
+// In device code std::exp has no device overload; ::exp / ::expf are CUDA's.
+GDN_HD inline float exp(float x) {
+#ifdef __CUDA_ARCH__
+  return ::expf(x);
+#else
+  return std::exp(x);
+#endif
+}
+GDN_HD inline double exp(double x) {
+#ifdef __CUDA_ARCH__
+  return ::exp(x);
+#else
+  return std::exp(x);
+#endif
+}
+GDN_HD inline float sqrt(float x) {
+#ifdef __CUDA_ARCH__
+  return ::sqrtf(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+GDN_HD inline double sqrt(double x) {
+#ifdef __CUDA_ARCH__
+  return ::sqrt(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+
+}  // namespace gdn::hd

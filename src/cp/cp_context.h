@@ -1,0 +1,30 @@
+// What every context-parallel layer needs to know about the layout, built once per step
+// and handed to each mixer: the cp group's communicator, this rank's shard, the global
+// sequence length, and the options of the exchange (docs/design.md §3).
+#pragma once
+
+#include <cstdint>
+
+#include "comm/communicator.h"
+#include "cp/shard.h"
+
+namespace gdn {
+
+struct CpOptions {
+  bool log_depth_scan = false;  // the Hillis-Steele point-to-point scan instead of all-gather
+};
+
+struct CpContext {
+  Communicator& comm;  // the cp group; takes buffers of the device the layers run on
+  Shard shard;         // this rank's tokens [begin, end) of every sequence
+  std::int64_t T_global = 0;
+  CpOptions options;
+
+  // The contiguous shard of rank comm.rank() of comm.size() (shard.h).
+  static CpContext contiguous(Communicator& comm, std::int64_t T_global, CpOptions opt = {}) {
+    return {comm, contiguous_shard(T_global, comm.size(), comm.rank()), T_global, opt};
+  }
+  std::int64_t tokens() const { return shard.size(); }
+};
+
+}  // namespace gdn

@@ -1,0 +1,109 @@
+#include <algorithm>
+
+#include "cp/pair_scan.h"
+#include "ops/gemm/gemm.h"
+
+namespace gdn {
+
+namespace {
+
+// x (K x V) <- op(A) x + B for one (batch, head), op(A) = A or A^T.
+template <typename T>
+void apply(bool transpose, const T* A, const T* B, int K, int V, T* x, T* tmp) {
+  la::matmul(transpose, false, K, V, K, T(1), A, x, T(0), tmp);
+  for (int i = 0; i < K * V; ++i) x[i] = tmp[i] + B[i];
+}
+
+}  // namespace
+
+template <typename T>
+void scan_states(Host, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
+                 const PairDims& d, T* x) {
+  const int K = d.K, V = d.V;
+#pragma omp parallel for schedule(static)
+  for (int bh = 0; bh < d.BH; ++bh) {
+    std::vector<T> tmp(std::size_t(K) * V);
+    T* xb = x + std::size_t(bh) * K * V;
+    std::fill(xb, xb + K * V, T(0));
+    for (int i = 0; i < r; ++i)
+      apply(false, A[i] + std::size_t(bh) * K * K, B[i] + std::size_t(bh) * K * V, K, V, xb,
+            tmp.data());
+  }
+}
+
+template <typename T>
+void scan_adjoints(Host, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
+                   const PairDims& d, T* lambda) {
+  const int K = d.K, V = d.V, P = int(A.size());
+#pragma omp parallel for schedule(static)
+  for (int bh = 0; bh < d.BH; ++bh) {
+    std::vector<T> tmp(std::size_t(K) * V);
+    T* yb = lambda + std::size_t(bh) * K * V;
+    std::fill(yb, yb + K * V, T(0));
+    for (int i = P - 1; i > r; --i)
+      apply(true, A[i] + std::size_t(bh) * K * K, B[i] + std::size_t(bh) * K * V, K, V, yb,
+            tmp.data());
+  }
+}
+
+// Pairs below are (A, B) with the map x -> A x + B in the *forward* orientation; the
+// reverse scan transposes A once on entry so the same composition serves both.
+template <typename T>
+void log_depth_scan(Host, Communicator& comm, const T* A_in, const T* B_in, const PairDims& d,
+                    bool reverse, const std::string& site, T* out) {
+  const int P = comm.size(), r = comm.rank(), K = d.K, V = d.V;
+  const std::int64_t na = d.a_elems(), nb = d.b_elems();
+  // own: this rank's map; excl: composition of the maps before it (identity at first);
+  // incl = own after excl, the block a rank sends on.
+  std::vector<T> own(d.pair_elems()), excl(d.pair_elems(), T(0)), incl, recv(d.pair_elems());
+  for (int bh = 0; bh < d.BH; ++bh)
+    for (int i = 0; i < K; ++i) {
+      for (int j = 0; j < K; ++j)
+        own[bh * K * K + i * K + j] =
+            reverse ? A_in[bh * K * K + j * K + i] : A_in[bh * K * K + i * K + j];
+      excl[bh * K * K + i * K + i] = 1;
+    }
+  std::copy_n(B_in, nb, own.begin() + na);
+  incl = own;
+  // compose(outer, inner) = outer after inner: (Ao Ai, Ao Bi + Bo), written into dst.
+  std::vector<T> tmp(d.pair_elems());
+  auto compose = [&](const T* outer, const T* inner, T* dst) {
+    for (int bh = 0; bh < d.BH; ++bh) {
+      const T* Ao = outer + bh * K * K;
+      la::matmul(false, false, K, K, K, T(1), Ao, inner + bh * K * K, T(0),
+                 tmp.data() + bh * K * K);
+      T* Bd = tmp.data() + na + bh * K * V;
+      std::copy_n(outer + na + bh * K * V, K * V, Bd);
+      la::matmul(false, false, K, V, K, T(1), Ao, inner + na + bh * K * V, T(1), Bd);
+    }
+    std::copy(tmp.begin(), tmp.end(), dst);
+  };
+  // Position in scan order: rank order forward, reverse rank order backward.
+  const int pos = reverse ? P - 1 - r : r;
+  auto rank_at = [&](int q) { return reverse ? P - 1 - q : q; };
+  const std::size_t bytes = sizeof(T) * d.pair_elems();
+  for (int dist = 1; dist < P; dist *= 2) {
+    const int to = pos + dist < P ? rank_at(pos + dist) : -1;
+    const int from = pos - dist >= 0 ? rank_at(pos - dist) : -1;
+    comm.send_recv(incl.data(), to >= 0 ? bytes : 0, to, recv.data(), from >= 0 ? bytes : 0, from,
+                   /*tag=*/dist, site);
+    if (from < 0) continue;
+    compose(excl.data(), recv.data(), excl.data());  // excl <- excl after received
+    if (2 * dist < P) compose(own.data(), excl.data(), incl.data());
+  }
+  // The scan starts from a zero state: the result is the composed offset.
+  std::copy_n(excl.begin() + na, nb, out);
+}
+
+#define GDN_PAIR_SCAN_HOST(T)                                                                      \
+  template void scan_states<T>(Host, const std::vector<const T*>&, const std::vector<const T*>&,   \
+                               int, const PairDims&, T*);                                          \
+  template void scan_adjoints<T>(Host, const std::vector<const T*>&, const std::vector<const T*>&, \
+                                 int, const PairDims&, T*);                                        \
+  template void log_depth_scan<T>(Host, Communicator&, const T*, const T*, const PairDims&, bool,  \
+                                  const std::string&, T*);
+GDN_PAIR_SCAN_HOST(float)
+GDN_PAIR_SCAN_HOST(double)
+#undef GDN_PAIR_SCAN_HOST
+
+}  // namespace gdn

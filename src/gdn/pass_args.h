@@ -1,0 +1,86 @@
+// What the per-device passes of LocalPass (local_pass.h) work on: a view of the slice's
+// layout, inputs and buffers, by value, plus the declarations of the passes for each
+// device. local_pass_host.cpp and local_pass_cuda.cu define them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+#include "core/hd.h"
+#include "gdn/problem.h"
+#include "gdn/slice_layout.h"
+
+namespace gdn {
+
+template <typename T>
+struct PassArgs {
+  using Segment = SliceLayout::Segment;
+  using Chunk = SliceLayout::Chunk;
+
+  int B, Hk, Hv, K, V, C, G;  // G = Hv / Hk
+  bool packed;                // cu_seqlens given
+  std::int64_t Tl;            // tokens of the slice
+  std::int64_t num_segments, num_chunks;
+  const Segment* segments;  // the layout's tables, in the device's memory
+  const Chunk* chunks;
+  GdnTensors<T> in;
+  T scale;
+  std::size_t fsize;  // elements of one chunk's factors
+  T* factors;         // [B * Hv, chunks, fsize]; valid when `prepared`
+  bool prepared;
+  T* states;     // [B * Hv, chunks, K, V]
+  T* workspace;  // the device's scratch (workspace_elems of it)
+
+  GDN_HD int seq_of(const Segment& s, int b) const { return packed ? s.seq : b; }
+  GDN_HD std::int64_t state_offset(int seq, int h) const {
+    return (std::int64_t(seq) * Hv + h) * K * V;
+  }
+  GDN_HD T* factors_of(int bh, std::int64_t c) const {
+    return factors + (std::size_t(bh) * num_chunks + c) * fsize;
+  }
+  GDN_HD T* entry_state(int bh, std::int64_t c) const {
+    return states + (std::size_t(bh) * num_chunks + c) * K * V;
+  }
+};
+
+// The passes of LocalPass on one device, same meaning as its members. backward gets
+// scratch dqv, dkv of G x [B, Tl, Hk, K] elements each.
+namespace pass {
+// Whether output() needs prepare() first: the host can make each chunk's factors on the
+// fly; the CUDA passes read them from the factor buffer.
+inline bool output_needs_factors(Host) {
+  return false;
+}
+bool output_needs_factors(Cuda);
+
+template <typename T>
+std::size_t workspace_elems(Host, const PassArgs<T>& a);
+template <typename T>
+void prepare(Host, const PassArgs<T>& a);
+template <typename T>
+void transition(Host, const PassArgs<T>& a, T* M, T* U);
+template <typename T>
+void output(Host, const PassArgs<T>& a, const T* h_in, T* o, T* ht);
+template <typename T>
+void adjoint(Host, const PassArgs<T>& a, const T* dO, const T* dht, T* D);
+template <typename T>
+void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
+              GdnGrads<T>& g, T* dqv, T* dkv);
+
+template <typename T>
+std::size_t workspace_elems(Cuda, const PassArgs<T>& a);
+template <typename T>
+void prepare(Cuda, const PassArgs<T>& a);
+template <typename T>
+void transition(Cuda, const PassArgs<T>& a, T* M, T* U);
+template <typename T>
+void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht);
+template <typename T>
+void adjoint(Cuda, const PassArgs<T>& a, const T* dO, const T* dht, T* D);
+template <typename T>
+void backward(Cuda, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
+              GdnGrads<T>& g, T* dqv, T* dkv);
+}  // namespace pass
+
+}  // namespace gdn

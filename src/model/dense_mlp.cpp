@@ -1,0 +1,72 @@
+#include "model/dense_mlp.h"
+
+#include "ops/elementwise/elementwise.h"
+#include "ops/linear/linear.h"
+#include "ops/swiglu/swiglu.h"
+#if GDN_HAVE_CUDA
+#include "runtime/cuda_device.h"
+#endif
+
+namespace gdn {
+
+template <typename T, typename Dev>
+DenseMlp<T, Dev>::DenseMlp(ParamStore<T, Dev>& ps, const std::string& prefix, int hidden,
+                           int intermediate)
+    : ps_(ps), d_(hidden), I_(intermediate) {
+  gate_proj_ = ps.add(prefix + "mlp.gate_proj.weight", {I_, d_}, true);
+  up_proj_ = ps.add(prefix + "mlp.up_proj.weight", {I_, d_}, true);
+  down_proj_ = ps.add(prefix + "mlp.down_proj.weight", {d_, I_}, true);
+}
+
+template <typename T, typename Dev>
+void DenseMlp<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
+  for (ParamId id : {gate_proj_, up_proj_, down_proj_}) {
+    T* w = host.data() + ps_.info(id).offset;
+    for (std::int64_t i = 0; i < ps_.info(id).size; ++i) w[i] = T(std * rng.normal());
+  }
+}
+
+template <typename T, typename Dev>
+ActivationElems DenseMlp<T, Dev>::activations(int hidden, int intermediate, std::int64_t N) {
+  // gate, up, act are kept; the backward's dact, dgate, dup and tmp are scratch.
+  return {3 * N * intermediate, N * (3 * std::int64_t(intermediate) + hidden)};
+}
+
+template <typename T, typename Dev>
+void DenseMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
+  const Dev dev{};
+  N_ = N;
+  x_ = x;
+  gate_.resize(N * I_);
+  up_.resize(N * I_);
+  act_.resize(N * I_);
+  ops::linear_forward(dev, x, ps_.value(gate_proj_), N, d_, I_, gate_.data());
+  ops::linear_forward(dev, x, ps_.value(up_proj_), N, d_, I_, up_.data());
+  ops::swiglu_forward(dev, gate_.data(), up_.data(), N * I_, act_.data());
+  ops::linear_forward(dev, act_.data(), ps_.value(down_proj_), N, I_, d_, y);
+}
+
+template <typename T, typename Dev>
+void DenseMlp<T, Dev>::backward(const T* dy, T* dx) {
+  const Dev dev{};
+  const std::int64_t N = N_;
+  Buffer<Dev, T> dact(N * I_), dgate(N * I_), dup(N * I_), tmp(N * d_);
+  ops::linear_backward(dev, act_.data(), ps_.value(down_proj_), dy, N, I_, d_, dact.data(),
+                       ps_.grad(down_proj_));
+  ops::swiglu_backward(dev, gate_.data(), up_.data(), dact.data(), N * I_, dgate.data(),
+                       dup.data());
+  ops::linear_backward(dev, x_, ps_.value(gate_proj_), dgate.data(), N, d_, I_, dx,
+                       ps_.grad(gate_proj_));
+  ops::linear_backward(dev, x_, ps_.value(up_proj_), dup.data(), N, d_, I_, tmp.data(),
+                       ps_.grad(up_proj_));
+  ops::add(dev, dx, dx, tmp.data(), N * d_);
+}
+
+template class DenseMlp<float, Host>;
+template class DenseMlp<double, Host>;
+#if GDN_HAVE_CUDA
+template class DenseMlp<float, Cuda>;
+template class DenseMlp<double, Cuda>;
+#endif
+
+}  // namespace gdn

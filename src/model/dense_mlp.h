@@ -1,0 +1,32 @@
+// The dense SwiGLU MLP: y = down_proj( silu(gate_proj(x)) * up_proj(x) ).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/mlp.h"
+
+namespace gdn {
+
+template <typename T, typename Dev>
+class DenseMlp final : public Mlp<T, Dev> {
+ public:
+  // Registers gate_proj, up_proj, down_proj under prefix + "mlp.".
+  DenseMlp(ParamStore<T, Dev>& ps, const std::string& prefix, int hidden, int intermediate);
+
+  void init(Rng& rng, double std, std::vector<T>& host) const override;
+  static ActivationElems activations(int hidden, int intermediate, std::int64_t N);
+  void forward(std::int64_t N, const T* x, T* y) override;
+  void backward(const T* dy, T* dx) override;
+
+ private:
+  ParamStore<T, Dev>& ps_;
+  int d_, I_;
+  ParamId gate_proj_, up_proj_, down_proj_;
+  std::int64_t N_ = 0;
+  const T* x_ = nullptr;
+  Buffer<Dev, T> gate_, up_, act_;
+};
+
+}  // namespace gdn

@@ -1,8 +1,0 @@
-#include "model/gdn_layer_impl.h"
-
-namespace gdn {
-
-template class GdnLayer<float>;
-template class GdnLayer<double>;
-
-}  // namespace gdn

@@ -1,0 +1,199 @@
+#include "model/gdn_mixer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/conv/conv.h"
+#include "ops/conv/conv_halo.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/gating/gating.h"
+#include "ops/linear/linear.h"
+#if GDN_HAVE_CUDA
+#include "runtime/cuda_device.h"
+#endif
+
+namespace gdn {
+
+template <typename T, typename Dev>
+GdnMixer<T, Dev>::GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
+                           int chunk_size)
+    : ps_(ps),
+      d_(c.hidden_size),
+      Hk_(c.linear_num_key_heads),
+      Hv_(c.linear_num_value_heads),
+      K_(c.linear_key_head_dim),
+      V_(c.linear_value_head_dim),
+      W_(c.linear_conv_kernel_dim),
+      chunk_(chunk_size),
+      eps_(c.rms_norm_eps) {
+  const std::string p = prefix + "linear_attn.";
+  // Rows of in_proj_qkvz: [q (Hk K) | k (Hk K) | v (Hv V) | z (Hv V)]; of in_proj_ba:
+  // [b (Hv) | a (Hv)]. Row blocks are contiguous, so each part is its own GEMM.
+  in_proj_qkvz_ = ps.add(p + "in_proj_qkvz.weight", {qkvz_dim(), d_}, true);
+  in_proj_ba_ = ps.add(p + "in_proj_ba.weight", {2 * Hv_, d_}, true);
+  conv1d_ = ps.add(p + "conv1d.weight", {conv_dim(), W_}, true);
+  A_log_ = ps.add(p + "A_log", {Hv_}, false);
+  dt_bias_ = ps.add(p + "dt_bias", {Hv_}, false);
+  norm_ = ps.add(p + "norm.weight", {V_}, false);
+  out_proj_ = ps.add(p + "out_proj.weight", {d_, v_dim()}, true);
+}
+
+template <typename T, typename Dev>
+void GdnMixer<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
+  auto span = [&](ParamId id) {
+    T* p = host.data() + ps_.info(id).offset;
+    return std::pair{p, p + ps_.info(id).size};
+  };
+  auto normal = [&](ParamId id) {
+    for (auto [w, end] = span(id); w != end; ++w) *w = T(std * rng.normal());
+  };
+  normal(in_proj_qkvz_);
+  normal(in_proj_ba_);
+  // PyTorch's default Conv1d init for a depthwise kernel: U(-1/sqrt(W), 1/sqrt(W)).
+  const double bound = 1.0 / std::sqrt(double(W_));
+  for (auto [w, end] = span(conv1d_); w != end; ++w) *w = T(rng.uniform(-bound, bound));
+  for (auto [w, end] = span(A_log_); w != end; ++w)
+    *w = T(std::log(16.0 * (1.0 - rng.uniform())));  // U(0, 16]
+  for (auto [w, end] = span(dt_bias_); w != end; ++w) *w = T(1);
+  for (auto [w, end] = span(norm_); w != end; ++w) *w = T(1);
+  normal(out_proj_);
+}
+
+template <typename T, typename Dev>
+ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardShape& s) {
+  const std::int64_t N = s.tokens(), Hv = c.linear_num_value_heads, G = Hv / c.linear_num_key_heads;
+  const std::int64_t qk = std::int64_t(c.linear_num_key_heads) * c.linear_key_head_dim;
+  const std::int64_t vd = Hv * c.linear_value_head_dim, Cc = 2 * qk + vd;
+  const std::int64_t K = c.linear_key_head_dim, V = c.linear_value_head_dim, C = s.chunk_size;
+  const std::int64_t chunks = (s.Tl + C - 1) / C;
+  const std::int64_t factors = 1 + 3 * C * K + C * V + C * C;
+  ActivationElems a;
+  // z, o, normed, v; q, k; b, a, beta, g; conv_in (with the halo rows).
+  a.kept = N * (4 * vd + 2 * qk + 4 * Hv) +
+           (N + std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1)) * Cc;
+  // The CP core: normalised q, k; per-chunk entry states; factors when P > 1; the per
+  // value head dq, dk scratch of the backward (kept by the pass); gathered pairs.
+  a.kept += 2 * N * qk + s.B * Hv * chunks * K * V + 2 * G * N * qk;
+  if (s.P > 1) a.kept += s.B * Hv * chunks * factors + std::int64_t(s.P) * s.B * Hv * K * (K + V);
+  // Backward scratch: dnormed, d_o, dz, dv; dq, dk; dg, dbeta, db, da; dconv_out,
+  // dconv_in, dmixed; dx_part.
+  a.transient = N * (4 * vd + 2 * qk + 4 * Hv + 3 * Cc + c.hidden_size);
+  return a;
+}
+
+template <typename T, typename Dev>
+void GdnMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* y) {
+  B_ = B;
+  x_ = x;
+  const std::int64_t Tl = cp.tokens(), N = std::int64_t(B) * Tl, H = W_ - 1;
+  const int Cc = conv_dim();
+  const Dev dev{};
+  const T* Wq = ps_.value(in_proj_qkvz_);
+  const T* Wba = ps_.value(in_proj_ba_);
+  // Projections: the conv channels [q|k|v], the gate z, and b, a.
+  Buffer<Dev, T> mixed(N * Cc);
+  z_.resize(N * v_dim());
+  b_.resize(N * Hv_);
+  a_.resize(N * Hv_);
+  ops::linear_forward(dev, x, Wq, N, d_, Cc, mixed.data());
+  ops::linear_forward(dev, x, Wq + std::int64_t(Cc) * d_, N, d_, v_dim(), z_.data());
+  ops::linear_forward(dev, x, Wba, N, d_, Hv_, b_.data());
+  ops::linear_forward(dev, x, Wba + std::int64_t(Hv_) * d_, N, d_, Hv_, a_.data());
+  // Causal conv over [halo; shard] per sequence, then SiLU.
+  Buffer<Dev, T> halo(std::size_t(B) * H * Cc);
+  conv_halo_forward<T, Dev>(cp.comm, mixed.data(), B, Tl, Cc, W_, halo.data());
+  conv_in_.resize(std::size_t(B) * (H + Tl) * Cc);
+  Dev::copy_rows(conv_in_.data(), (H + Tl) * Cc, halo.data(), H * Cc, H * Cc, B);
+  Dev::copy_rows(conv_in_.data() + H * Cc, (H + Tl) * Cc, mixed.data(), Tl * Cc, Tl * Cc, B);
+  Buffer<Dev, T> conv_out(N * Cc);
+  ops::causal_conv_silu_forward(dev, conv_in_.data(), ps_.value(conv1d_), B, Tl, Cc, W_,
+                                conv_out.data());
+  // The core wants q, k [B, Tl, Hk, K] and v [B, Tl, Hv, V] as separate tensors.
+  q_.resize(N * qk_dim());
+  k_.resize(N * qk_dim());
+  v_.resize(N * v_dim());
+  Dev::copy_rows(q_.data(), qk_dim(), conv_out.data(), Cc, qk_dim(), N);
+  Dev::copy_rows(k_.data(), qk_dim(), conv_out.data() + qk_dim(), Cc, qk_dim(), N);
+  Dev::copy_rows(v_.data(), v_dim(), conv_out.data() + 2 * qk_dim(), Cc, v_dim(), N);
+  beta_.resize(N * Hv_);
+  g_.resize(N * Hv_);
+  ops::gdn_gating_forward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_), N, Hv_,
+                          beta_.data(), g_.data());
+  // The GDN core with context parallelism; q and k are L2-normalised inside.
+  GdnProblem p;
+  p.B = B;
+  p.T = cp.T_global;
+  p.Hk = Hk_;
+  p.Hv = Hv_;
+  p.K = K_;
+  p.V = V_;
+  p.chunk_size = chunk_;
+  p.l2norm_qk = true;
+  o_.resize(N * v_dim());
+  core_.forward(cp, p,
+                GdnTensors<T>{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
+                o_.data(), nullptr);
+  // Gated RMSNorm per value head, then out_proj.
+  normed_.resize(N * v_dim());
+  ops::gated_rmsnorm_forward(dev, o_.data(), z_.data(), ps_.value(norm_), N * Hv_, V_, eps_,
+                             normed_.data());
+  ops::linear_forward(dev, normed_.data(), ps_.value(out_proj_), N, v_dim(), d_, y);
+}
+
+template <typename T, typename Dev>
+void GdnMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
+  const int B = B_;
+  const std::int64_t Tl = cp.tokens(), N = std::int64_t(B) * Tl, H = W_ - 1;
+  const int Cc = conv_dim();
+  const Dev dev{};
+  Buffer<Dev, T> dnormed(N * v_dim()), d_o(N * v_dim()), dz(N * v_dim());
+  ops::linear_backward(dev, normed_.data(), ps_.value(out_proj_), dy, N, v_dim(), d_,
+                       dnormed.data(), ps_.grad(out_proj_));
+  ops::gated_rmsnorm_backward(dev, o_.data(), z_.data(), ps_.value(norm_), dnormed.data(), N * Hv_,
+                              V_, eps_, d_o.data(), dz.data(), ps_.grad(norm_));
+  // The core's adjoint (three-phase CP backward).
+  Buffer<Dev, T> dq(N * qk_dim()), dk(N * qk_dim()), dv(N * v_dim()), dg(N * Hv_), dbeta(N * Hv_);
+  GdnGrads<T> cg{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), nullptr};
+  core_.backward(cp, d_o.data(), nullptr, cg);
+  Buffer<Dev, T> db(N * Hv_), da(N * Hv_);
+  ops::gdn_gating_backward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_),
+                           dbeta.data(), dg.data(), N, Hv_, db.data(), da.data(), ps_.grad(A_log_),
+                           ps_.grad(dt_bias_));
+  // Back through the conv (and its halo) to the projected channels.
+  Buffer<Dev, T> dconv_out(N * Cc);
+  Dev::copy_rows(dconv_out.data(), Cc, dq.data(), qk_dim(), qk_dim(), N);
+  Dev::copy_rows(dconv_out.data() + qk_dim(), Cc, dk.data(), qk_dim(), qk_dim(), N);
+  Dev::copy_rows(dconv_out.data() + 2 * qk_dim(), Cc, dv.data(), v_dim(), v_dim(), N);
+  Buffer<Dev, T> dconv_in(std::size_t(B) * (H + Tl) * Cc);
+  ops::causal_conv_silu_backward(dev, conv_in_.data(), ps_.value(conv1d_), dconv_out.data(), B, Tl,
+                                 Cc, W_, dconv_in.data(), ps_.grad(conv1d_));
+  Buffer<Dev, T> dhalo(std::size_t(B) * H * Cc), dmixed(N * Cc);
+  Dev::copy_rows(dhalo.data(), H * Cc, dconv_in.data(), (H + Tl) * Cc, H * Cc, B);
+  Dev::copy_rows(dmixed.data(), Tl * Cc, dconv_in.data() + H * Cc, (H + Tl) * Cc, Tl * Cc, B);
+  conv_halo_backward<T, Dev>(cp.comm, B, Tl, Cc, W_, dhalo.data(), dmixed.data());
+  // The four input projections share x: their input gradients add up.
+  const T* Wq = ps_.value(in_proj_qkvz_);
+  T* dWq = ps_.grad(in_proj_qkvz_);
+  const T* Wba = ps_.value(in_proj_ba_);
+  T* dWba = ps_.grad(in_proj_ba_);
+  Buffer<Dev, T> dx_part(N * d_);
+  ops::linear_backward(dev, x_, Wq, dmixed.data(), N, d_, Cc, dx, dWq);
+  ops::linear_backward(dev, x_, Wq + std::int64_t(Cc) * d_, dz.data(), N, d_, v_dim(),
+                       dx_part.data(), dWq + std::int64_t(Cc) * d_);
+  ops::add(dev, dx, dx, dx_part.data(), N * d_);
+  ops::linear_backward(dev, x_, Wba, db.data(), N, d_, Hv_, dx_part.data(), dWba);
+  ops::add(dev, dx, dx, dx_part.data(), N * d_);
+  ops::linear_backward(dev, x_, Wba + std::int64_t(Hv_) * d_, da.data(), N, d_, Hv_, dx_part.data(),
+                       dWba + std::int64_t(Hv_) * d_);
+  ops::add(dev, dx, dx, dx_part.data(), N * d_);
+}
+
+template class GdnMixer<float, Host>;
+template class GdnMixer<double, Host>;
+#if GDN_HAVE_CUDA
+template class GdnMixer<float, Cuda>;
+template class GdnMixer<double, Cuda>;
+#endif
+
+}  // namespace gdn

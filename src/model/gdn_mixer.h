@@ -1,0 +1,54 @@
+// The Qwen3-Next Gated DeltaNet layer (docs/design.md §5), forward and backward, on one
+// context-parallel shard:
+//
+//   x -> in_proj_qkvz -> q, k (Hk K each), v, z (Hv V each);  x -> in_proj_ba -> b, a (Hv)
+//   causal depthwise conv1d (kernel W, halo from the previous rank) over [q|k|v], SiLU
+//   beta = sigmoid(b);  g = -exp(A_log) softplus(a + dt_bias)
+//   o = GDN core with L2-normalised q, k (three-phase CP, cp/gdn_cp.h)
+//   y = out_proj( RMSNorm(o) * norm.weight * SiLU(z) )   (gated RMSNorm per value head)
+//
+// Only the conv halo and the core's fixed-size pairs cross ranks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cp/gdn_cp.h"
+#include "model/mixer.h"
+
+namespace gdn {
+
+template <typename T, typename Dev>
+class GdnMixer final : public Mixer<T, Dev> {
+ public:
+  // Registers the parameters under prefix + "linear_attn.".
+  GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c, int chunk_size);
+
+  // Qwen3-Next initialisation: projections ~ N(0, std), conv ~ U(+-1/sqrt(W)),
+  // A_log = log U(0, 16], dt_bias = 1, norm weight = 1.
+  void init(Rng& rng, double std, std::vector<T>& host) const override;
+  // What forward keeps for backward, and backward's scratch, on a shard.
+  static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
+  void forward(const CpContext& cp, int B, const T* x, T* y) override;
+  void backward(const CpContext& cp, const T* dy, T* dx) override;
+
+ private:
+  int qk_dim() const { return Hk_ * K_; }
+  int v_dim() const { return Hv_ * V_; }
+  int conv_dim() const { return 2 * qk_dim() + v_dim(); }
+  int qkvz_dim() const { return 2 * qk_dim() + 2 * v_dim(); }
+
+  ParamStore<T, Dev>& ps_;
+  int d_, Hk_, Hv_, K_, V_, W_, chunk_;
+  double eps_;
+  ParamId in_proj_qkvz_, in_proj_ba_, conv1d_, A_log_, dt_bias_, norm_, out_proj_;
+
+  // The last forward: its input and activations, and the CP core (kept for the run).
+  int B_ = 0;
+  const T* x_ = nullptr;
+  Buffer<Dev, T> z_, b_, a_, conv_in_, q_, k_, v_, beta_, g_, o_, normed_;
+  GdnContextParallel<T, Dev> core_;
+};
+
+}  // namespace gdn

@@ -1,0 +1,41 @@
+// What one rank's training step holds in memory, from the config alone, so the trainer
+// can refuse a model that cannot fit before it allocates anything (docs/design.md §6):
+// parameters, gradients and AdamW moments (replicated), the activations kept
+// from the forward for the backward, and the largest buffers alive at once on top.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/model_config.h"
+
+namespace gdn {
+
+// Elements of activations: kept from forward to backward, and the most held at once
+// beyond those (a layer's backward scratch, the logits).
+struct ActivationElems {
+  std::int64_t kept = 0, transient = 0;
+};
+
+// The shard a rank holds: B sequences of Tl of T tokens, at cp degree P.
+struct ShardShape {
+  int B = 1;
+  std::int64_t Tl = 0, T = 0;
+  int P = 1;
+  int chunk_size = 64;
+  std::int64_t tokens() const { return std::int64_t(B) * Tl; }
+};
+
+struct MemoryEstimate {
+  std::int64_t params = 0, grads = 0, moments = 0, activations = 0, transient = 0;  // bytes
+  std::int64_t total() const { return params + grads + moments + activations + transient; }
+  // "12.3 GiB: parameters 1.2 GiB, gradients ..., activations ... (kept) + ... (transient)"
+  std::string describe() const;
+};
+
+// elem_bytes: 4 for f32, 8 for f64.
+MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes);
+
+std::string format_bytes(double bytes);
+
+}  // namespace gdn

@@ -1,0 +1,43 @@
+// The token mixer of a layer (docs/design.md §6): the only part of a block that
+// talks across the sequence, and so across context-parallel ranks. One implementation
+// per LayerType (gdn_mixer.h now; gated full attention next), made by make_mixer, the one
+// registration point. Pointers live in Dev's memory.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "cp/cp_context.h"
+#include "model/memory_estimate.h"
+#include "model/model_config.h"
+#include "model/params.h"
+
+namespace gdn {
+
+template <typename T, typename Dev>
+class Mixer {
+ public:
+  virtual ~Mixer() = default;
+  // Writes this mixer's initial parameter values into `host` (a host copy of the flat
+  // values), drawing from rng in parameter order.
+  virtual void init(Rng& rng, double std, std::vector<T>& host) const = 0;
+  // x [B, Tl, d] -> y [B, Tl, d] on this rank's shard (Tl = cp.tokens() tokens of B
+  // sequences). Keeps what backward needs; x must stay valid until then.
+  virtual void forward(const CpContext& cp, int B, const T* x, T* y) = 0;
+  // dy [B, Tl, d] -> dx [B, Tl, d] (overwritten); parameter gradients accumulate.
+  virtual void backward(const CpContext& cp, const T* dy, T* dx) = 0;
+};
+
+// The mixer of one layer; its parameters are added to ps under prefix
+// ("model.layers.3.") and the Hugging Face name of its kind ("linear_attn.").
+// The activations a layer of this type holds on a shard (memory_estimate.h).
+ActivationElems mixer_activations(LayerType type, const ModelConfig& c, const ShardShape& s);
+
+template <typename T, typename Dev>
+std::unique_ptr<Mixer<T, Dev>> make_mixer(LayerType type, ParamStore<T, Dev>& ps,
+                                          const std::string& prefix, const ModelConfig& c,
+                                          int chunk_size);
+
+}  // namespace gdn

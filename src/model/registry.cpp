@@ -1,0 +1,55 @@
+// The one place that maps a layer's config to its mixer and MLP implementations.
+#include "core/error.h"
+#include "model/dense_mlp.h"
+#include "model/gdn_mixer.h"
+#include "model/mixer.h"
+#include "model/mlp.h"
+#if GDN_HAVE_CUDA
+#include "runtime/cuda_device.h"
+#endif
+
+namespace gdn {
+
+ActivationElems mixer_activations(LayerType type, const ModelConfig& c, const ShardShape& s) {
+  switch (type) {
+    case LayerType::linear_attention:
+      return GdnMixer<float, Host>::activations(c, s);
+  }
+  throw_error("mixer_activations: layer type ", int(type), " has no mixer");
+}
+
+ActivationElems mlp_activations(const ModelConfig& c, int /*layer*/, std::int64_t N) {
+  return DenseMlp<float, Host>::activations(c.hidden_size, c.intermediate_size, N);
+}
+
+template <typename T, typename Dev>
+std::unique_ptr<Mixer<T, Dev>> make_mixer(LayerType type, ParamStore<T, Dev>& ps,
+                                          const std::string& prefix, const ModelConfig& c,
+                                          int chunk_size) {
+  switch (type) {
+    case LayerType::linear_attention:
+      return std::make_unique<GdnMixer<T, Dev>>(ps, prefix, c, chunk_size);
+  }
+  throw_error("make_mixer: layer type ", int(type), " has no mixer");
+}
+
+template <typename T, typename Dev>
+std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string& prefix,
+                                      const ModelConfig& c, int /*layer*/) {
+  return std::make_unique<DenseMlp<T, Dev>>(ps, prefix, c.hidden_size, c.intermediate_size);
+}
+
+#define GDN_REGISTRY_INSTANTIATE(T, Dev)                                                          \
+  template std::unique_ptr<Mixer<T, Dev>> make_mixer<T, Dev>(                                     \
+      LayerType, ParamStore<T, Dev>&, const std::string&, const ModelConfig&, int);               \
+  template std::unique_ptr<Mlp<T, Dev>> make_mlp<T, Dev>(ParamStore<T, Dev>&, const std::string&, \
+                                                         const ModelConfig&, int);
+GDN_REGISTRY_INSTANTIATE(float, Host)
+GDN_REGISTRY_INSTANTIATE(double, Host)
+#if GDN_HAVE_CUDA
+GDN_REGISTRY_INSTANTIATE(float, Cuda)
+GDN_REGISTRY_INSTANTIATE(double, Cuda)
+#endif
+#undef GDN_REGISTRY_INSTANTIATE
+
+}  // namespace gdn

@@ -1,0 +1,34 @@
+// The optimizer's element-wise pieces: one AdamW update, the sum of squares behind the
+// global gradient norm, and the clipping scale. Math in double on both devices.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace gdn::ops {
+
+// One AdamW update of n elements: p *= 1 - lr * wd (pass wd = 0 for parameters without
+// decay), then m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+// p -= lr * (m / bc1) / (sqrt(v / bc2) + eps) with bc = 1 - beta^(step + 1); step is 0-based.
+template <typename T>
+void adamw_update(Host, T* p, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1,
+                  double beta2, double eps, double wd, std::int64_t step);
+template <typename T>
+void adamw_update(Cuda, T* p, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1,
+                  double beta2, double eps, double wd, std::int64_t step);
+
+// sum_i double(g_i)^2. Host: one sequential sum in order. CUDA: fixed per-block partials,
+// then one block sums them in a fixed order. Either way the bits depend on n alone.
+template <typename T>
+double sum_squares(Host, const T* g, std::int64_t n);
+template <typename T>
+double sum_squares(Cuda, const T* g, std::int64_t n);
+
+// g = T(double(g) * s).
+template <typename T>
+void scale(Host, T* g, std::int64_t n, double s);
+template <typename T>
+void scale(Cuda, T* g, std::int64_t n, double s);
+
+}  // namespace gdn::ops

@@ -1,0 +1,112 @@
+// The causal depthwise conv + SiLU on the host. dw is split by channels, each unit summing
+// every (b, t) in order, so results are bit-identical for any OMP_NUM_THREADS.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/conv/conv.h"
+#include "ops/host_util.h"
+
+namespace gdn::ops {
+
+using i64 = std::int64_t;
+using namespace host;
+
+namespace {
+
+constexpr int kChanChunk = 64;  // channels per work unit of the conv weight gradient
+
+// Pre-activation of the conv at (b, t): sum_j w[c, j] x[b, t + j, c] for all c.
+template <typename T>
+inline void conv_pre(const T* xb, const T* w, i64 t, int C, int W, double* pre) {
+  for (int c = 0; c < C; ++c) {
+    double s = 0;
+    for (int j = 0; j < W; ++j) s += double(w[c * W + j]) * double(xb[(t + j) * C + c]);
+    pre[c] = s;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, int C, int W, T* y) {
+  const i64 rows = T_len + W - 1;  // rows of x per batch row, halo included
+#pragma omp parallel
+  {
+    std::vector<double> pre(static_cast<std::size_t>(C));
+#pragma omp for schedule(static)
+    for (i64 bt = 0; bt < B * T_len; ++bt) {
+      const i64 b = bt / T_len, t = bt % T_len;
+      conv_pre(x + b * rows * C, w, t, C, W, pre.data());
+      for (int c = 0; c < C; ++c) y[bt * C + c] = T(pre[c] * sigmoid(pre[c]));
+    }
+  }
+}
+
+template <typename T>
+void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B, i64 T_len, int C,
+                               int W, T* dx, T* dw) {
+  const i64 rows = T_len + W - 1;
+  // dpre = dy * silu'(pre), silu'(p) = sig(p) (1 + p (1 - sig(p))), kept in double.
+  std::vector<double> dpre(static_cast<std::size_t>(B * T_len * C));
+#pragma omp parallel
+  {
+    std::vector<double> pre(static_cast<std::size_t>(C));
+#pragma omp for schedule(static)
+    for (i64 bt = 0; bt < B * T_len; ++bt) {
+      const i64 b = bt / T_len, t = bt % T_len;
+      conv_pre(x + b * rows * C, w, t, C, W, pre.data());
+      for (int c = 0; c < C; ++c) {
+        const double s = sigmoid(pre[c]);
+        dpre[bt * C + c] = double(dy[bt * C + c]) * s * (1.0 + pre[c] * (1.0 - s));
+      }
+    }
+  }
+  if (dx) {
+    // Gather form, one x row per iteration (no races): x row r feeds outputs t = r - j.
+#pragma omp parallel for schedule(static)
+    for (i64 br = 0; br < B * rows; ++br) {
+      const i64 b = br / rows, r = br % rows;
+      for (int c = 0; c < C; ++c) {
+        double s = 0;
+        for (int j = 0; j < W; ++j) {
+          const i64 t = r - j;
+          if (t >= 0 && t < T_len) s += double(w[c * W + j]) * dpre[(b * T_len + t) * C + c];
+        }
+        dx[br * C + c] = T(s);
+      }
+    }
+  }
+  if (dw) {
+    // dw[c, j] += sum_{b, t} dpre[b, t, c] x[b, t + j, c]: split by channels, each unit
+    // sums all (b, t) in order.
+    const int chunks = (C + kChanChunk - 1) / kChanChunk;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < chunks; ++ch) {
+      const int c0 = ch * kChanChunk, c1 = std::min(C, c0 + kChanChunk);
+      std::vector<double> acc(static_cast<std::size_t>((c1 - c0) * W), 0.0);
+      for (i64 b = 0; b < B; ++b)
+        for (i64 t = 0; t < T_len; ++t) {
+          const double* dp = &dpre[(b * T_len + t) * C];
+          for (int j = 0; j < W; ++j) {
+            const T* xr = x + (b * rows + t + j) * C;
+            for (int c = c0; c < c1; ++c) acc[(c - c0) * W + j] += dp[c] * double(xr[c]);
+          }
+        }
+      for (int c = c0; c < c1; ++c)
+        for (int j = 0; j < W; ++j) dw[c * W + j] += T(acc[(c - c0) * W + j]);
+    }
+  }
+}
+
+#define GDN_CONV_HOST(T)                                                                        \
+  template void causal_conv_silu_forward<T>(Host, const T*, const T*, int, i64, int, int, T*);  \
+  template void causal_conv_silu_backward<T>(Host, const T*, const T*, const T*, int, i64, int, \
+                                             int, T*, T*);
+GDN_CONV_HOST(float)
+GDN_CONV_HOST(double)
+#undef GDN_CONV_HOST
+
+}  // namespace gdn::ops

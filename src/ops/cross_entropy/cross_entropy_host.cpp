@@ -1,0 +1,50 @@
+// Cross-entropy on the host.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/cross_entropy/cross_entropy.h"
+#include "ops/host_util.h"
+
+namespace gdn::ops {
+
+using i64 = std::int64_t;
+using namespace host;
+
+template <typename T>
+double cross_entropy(Host, const T* logits, const std::int32_t* targets, i64 N, int V,
+                     double grad_scale, T* dlogits) {
+  for (i64 i = 0; i < N; ++i)
+    GDN_CHECK(targets[i] >= 0 && targets[i] < V, "cross_entropy: target ", targets[i], " at row ",
+              i, " is out of range [0, ", V, ")");
+  // Per-row losses summed serially afterwards: the total does not depend on the threads.
+  std::vector<double> row_loss(static_cast<std::size_t>(N));
+#pragma omp parallel for schedule(static)
+  for (i64 i = 0; i < N; ++i) {
+    const T* l = logits + i * V;
+    double mx = -INFINITY;
+    for (int j = 0; j < V; ++j) mx = std::max(mx, double(l[j]));
+    double s = 0;
+    for (int j = 0; j < V; ++j) s += std::exp(double(l[j]) - mx);
+    const double lse = mx + std::log(s);
+    const int t = targets[i];
+    row_loss[std::size_t(i)] = lse - double(l[t]);
+    if (!dlogits) continue;
+    T* dl = dlogits + i * V;
+    for (int j = 0; j < V; ++j) dl[j] = T(std::exp(double(l[j]) - lse) * grad_scale);
+    dl[t] = T(double(dl[t]) - grad_scale);
+  }
+  double total = 0;
+  for (double v : row_loss) total += v;
+  return total;
+}
+
+#define GDN_CROSS_ENTROPY_HOST(T) \
+  template double cross_entropy<T>(Host, const T*, const std::int32_t*, i64, int, double, T*);
+GDN_CROSS_ENTROPY_HOST(float)
+GDN_CROSS_ENTROPY_HOST(double)
+#undef GDN_CROSS_ENTROPY_HOST
+
+}  // namespace gdn::ops

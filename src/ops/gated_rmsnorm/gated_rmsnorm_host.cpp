@@ -1,0 +1,83 @@
+// Gated RMSNorm on the host; dw is a column-chunked reduction in row order.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/host_util.h"
+
+namespace gdn::ops {
+
+using i64 = std::int64_t;
+using namespace host;
+
+template <typename T>
+void gated_rmsnorm_forward(Host, const T* x, const T* z, const T* w, i64 N, int d, double eps,
+                           T* y) {
+#pragma omp parallel for schedule(static)
+  for (i64 i = 0; i < N; ++i) {
+    const T* xi = x + i * d;
+    const double r = inv_rms(xi, d, eps);
+    for (int j = 0; j < d; ++j) {
+      const double zj = z[i * d + j];
+      const double silu = zj * sigmoid(zj);
+      y[i * d + j] = T(double(xi[j]) * r * double(w[j]) * silu);
+    }
+  }
+}
+
+template <typename T>
+void gated_rmsnorm_backward(Host, const T* x, const T* z, const T* w, const T* dy, i64 N, int d,
+                            double eps, T* dx, T* dz, T* dw) {
+  // With s_j = w_j silu(z_j): dx as in rmsnorm with s; dz_j = dy_j x_j r w_j silu'(z_j),
+  // silu'(z) = sig(z) (1 + z (1 - sig(z))); dw_j += sum_rows dy_j x_j r silu(z_j).
+  std::vector<double> rs(static_cast<std::size_t>(N));
+#pragma omp parallel for schedule(static)
+  for (i64 i = 0; i < N; ++i) {
+    const T *xi = x + i * d, *zi = z + i * d, *gi = dy + i * d;
+    const double r = inv_rms(xi, d, eps);
+    rs[std::size_t(i)] = r;
+    double dot = 0;
+    for (int j = 0; j < d; ++j) {
+      const double zj = zi[j], sg = sigmoid(zj);
+      const double s = double(w[j]) * zj * sg;
+      dot += double(gi[j]) * s * double(xi[j]);
+      if (dz)
+        dz[i * d + j] =
+            T(double(gi[j]) * double(xi[j]) * r * double(w[j]) * sg * (1.0 + zj * (1.0 - sg)));
+    }
+    if (!dx) continue;
+    const double c = r * r * r / d * dot;
+    for (int j = 0; j < d; ++j) {
+      const double zj = zi[j], s = double(w[j]) * zj * sigmoid(zj);
+      dx[i * d + j] = T(r * s * double(gi[j]) - c * double(xi[j]));
+    }
+  }
+  if (!dw) return;
+  const int chunks = col_chunks(d);
+#pragma omp parallel for schedule(static)
+  for (int ch = 0; ch < chunks; ++ch) {
+    const int c0 = ch * kColChunk, c1 = std::min(d, c0 + kColChunk);
+    double acc[kColChunk] = {};
+    for (i64 i = 0; i < N; ++i)
+      for (int c = c0; c < c1; ++c) {
+        const double zc = z[i * d + c];
+        acc[c - c0] +=
+            double(dy[i * d + c]) * double(x[i * d + c]) * rs[std::size_t(i)] * zc * sigmoid(zc);
+      }
+    for (int c = c0; c < c1; ++c) dw[c] += T(acc[c - c0]);
+  }
+}
+
+#define GDN_GATED_RMSNORM_HOST(T)                                                                 \
+  template void gated_rmsnorm_forward<T>(Host, const T*, const T*, const T*, i64, int, double,    \
+                                         T*);                                                     \
+  template void gated_rmsnorm_backward<T>(Host, const T*, const T*, const T*, const T*, i64, int, \
+                                          double, T*, T*, T*);
+GDN_GATED_RMSNORM_HOST(float)
+GDN_GATED_RMSNORM_HOST(double)
+#undef GDN_GATED_RMSNORM_HOST
+
+}  // namespace gdn::ops

@@ -1,0 +1,396 @@
+// The chunked gated delta rule on one chunk of one (batch row, value head)
+// (docs/design.md §2 and §2b). Every function works on C contiguous, zero-padded rows:
+// the callers gather them from the [B, T, H, D] layouts. Padded rows carry g = 0,
+// beta = 0 and zero q, k, v, which makes them an identity map with no output.
+//
+// One source for the CPU and the GPU: ChunkKernel<T, Exec> is written against an
+// execution policy Exec that runs one chunk's math either on one CPU thread (HostExec,
+// host_exec.h) or on the threads of one CUDA block (CudaExec, cuda_exec.cuh). Scratch
+// comes from a caller-provided workspace so that a CUDA block can use global memory.
+#pragma once
+
+#include <cstddef>
+
+#include "core/hd.h"
+
+namespace gdn {
+
+// One chunk's rows, gathered and padded to C.
+template <typename T>
+struct ChunkRows {
+  const T* q;     // C x K
+  const T* k;     // C x K
+  const T* v;     // C x V
+  const T* g;     // C
+  const T* beta;  // C
+};
+
+// Gradients of one chunk's rows (C rows; padded rows are written too and ignored).
+template <typename T>
+struct ChunkRowGrads {
+  T* dq;     // C x K, overwritten
+  T* dk;     // C x K, overwritten
+  T* dv;     // C x V, overwritten
+  T* dg;     // C, overwritten
+  T* dbeta;  // C, overwritten
+};
+
+// The WY factors of a chunk, stored in one flat block of factor_size() elements:
+// gamma, w (C x K), k~ (C x K), q_g (C x K), u (C x V), P (C x C).
+template <typename T>
+struct ChunkFactors {
+  int C, K, V;
+  GDN_HD std::size_t size() const {
+    return 1 + 3 * std::size_t(C) * K + std::size_t(C) * V + std::size_t(C) * C;
+  }
+  GDN_HD static T gamma(const T* f) { return f[0]; }
+  // Accessors work on const and mutable blocks alike (F is T* or const T*).
+  template <typename F>
+  GDN_HD F w(F f) const {
+    return f + 1;
+  }
+  template <typename F>
+  GDN_HD F kt(F f) const {
+    return f + 1 + C * K;
+  }
+  template <typename F>
+  GDN_HD F qg(F f) const {
+    return f + 1 + 2 * C * K;
+  }
+  template <typename F>
+  GDN_HD F u(F f) const {
+    return f + 1 + 3 * C * K;
+  }
+  template <typename F>
+  GDN_HD F P(F f) const {
+    return f + 1 + 3 * C * K + C * V;
+  }
+};
+
+// The execution policy of one chunk's math. Every thread of the group calls every
+// ChunkKernel function with the same arguments (uniform control flow). An Exec has:
+//   static constexpr bool serial   true when nthreads() is 1 (plain nested loops then)
+//   tid(), nthreads()              this thread and the group size
+//   sync()                         a barrier of the group
+//   gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+//       C = beta C + alpha op(A) op(B), row-major (la::gemm's contract), called by all
+//       threads; it is a barrier on entry and on exit, so its inputs written by any
+//       thread before the call are read, and its result is visible to all threads after.
+//       beta == 0 never reads C.
+// HostExec (host_exec.h) and CudaExec (cuda_exec.cuh) are the two.
+
+// The simple cooperative GEMM: thread tid computes the entries tid, tid + nt, ... of C
+// (row-major), each a whole dot product accumulated in Acc. CudaExec uses it; so does the
+// CPU test that emulates a block with threads, which is how it is checked without a GPU.
+template <typename Acc, typename T>
+GDN_HD void block_gemm(int tid, int nt, bool ta, bool tb, int m, int n, int k, T alpha, const T* A,
+                       int lda, const T* B, int ldb, T beta, T* C, int ldc) {
+  for (int x = tid; x < m * n; x += nt) {
+    const int i = x / n, j = x % n;
+    Acc acc = 0;
+    for (int p = 0; p < k; ++p)
+      acc += Acc(ta ? A[p * lda + i] : A[i * lda + p]) * Acc(tb ? B[j * ldb + p] : B[p * ldb + j]);
+    T& c = C[i * ldc + j];
+    c = (beta == T(0) ? T(0) : beta * c) + alpha * T(acc);
+  }
+}
+
+// The chunk math of docs/design.md §2 and §2b for one Exec. Cheap to construct (it only carves
+// the workspace): make one per thread group and chunk job.
+template <typename T, typename Exec>
+class ChunkKernel {
+ public:
+  // Elements of scratch the kernel needs; the workspace must stay valid while it is used.
+  GDN_HD static std::size_t workspace_size(int C, int K, int V) {
+    const std::size_t CC = std::size_t(C) * C, CK = std::size_t(C) * K, CV = std::size_t(C) * V;
+    return 5 * std::size_t(C) + K + 10 * CC + 5 * CK + 4 * CV + ChunkFactors<T>{C, K, V}.size();
+  }
+
+  GDN_HD ChunkKernel(int C, int K, int V, T scale, T* workspace, Exec ex = Exec())
+      : ex_(ex), C_(C), K_(K), V_(V), s_(scale), fl_{C, K, V} {
+    const std::size_t CC = std::size_t(C) * C, CK = std::size_t(C) * K, CV = std::size_t(C) * V;
+    T* p = workspace;
+    auto take = [&p](std::size_t n) {
+      T* r = p;
+      p += n;
+      return r;
+    };
+    G_ = take(C), Gam_ = take(C), e_ = take(C), dGam_ = take(C), redC_ = take(C), redK_ = take(K);
+    D_ = take(CC), KK_ = take(CC), QK_ = take(CC), L_ = take(CC), Tm_ = take(CC);
+    dP_ = take(CC), dD_ = take(CC), dT_ = take(CC), tmpCC_ = take(CC), dL_ = take(CC);
+    bGK_ = take(CK), tmpCK_ = take(CK), dkt_ = take(CK), X_ = take(CK), dKb_ = take(CK);
+    bV_ = take(CV), vnew_ = take(CV), dvn_ = take(CV), dVb_ = take(CV);
+    f_ = take(fl_.size());
+  }
+
+  GDN_HD const ChunkFactors<T>& layout() const { return fl_; }
+
+  // WY factors of one chunk into f (layout().size() elements).
+  GDN_HD void prepare(const ChunkRows<T>& rows, T* f);
+  // h (K x V) <- gamma h + k~^T (u - w h); o (C x V) = s (q_g h + P (u - w h)) if o != null.
+  GDN_HD void step(const T* f, T* h, T* o);
+  // M (K x K) <- gamma M - k~^T (w M): the low-rank transition update, 2 K^2 C flops.
+  GDN_HD void compose(const T* f, T* M);
+  // mu (K x V) <- M_c^T mu + A_c^T dO: the adjoint of the chunk's entry state.
+  GDN_HD void adjoint(const T* f, T* mu, const T* dO);
+  // Full backward of one chunk. h: state entering the chunk; dh: on entry the adjoint of
+  // the state leaving it, on return the adjoint of the state entering it.
+  GDN_HD void backward(const ChunkRows<T>& rows, const T* h, const T* dO, T* dh,
+                       const ChunkRowGrads<T>& out);
+
+ private:
+  GDN_HD void decay_terms(const T* g);  // G, Gamma, e, masked D
+  GDN_HD void wy(const ChunkRows<T>& rows, T* w, T* u, T* kt, T* qg, T* P);
+  GDN_HD void unit_lower_inverse(const T* L, T* Tinv, int n, int ld, T* tmp);
+
+  // Dense, tightly packed operands (la::matmul's contract).
+  GDN_HD void mm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, const T* B, T beta,
+                 T* C) {
+    ex_.gemm(ta, tb, m, n, k, alpha, A, ta ? m : k, B, tb ? k : n, beta, C, n);
+  }
+  // f(i, j) for every cell of an m x n grid, split over the threads. A serial Exec keeps
+  // the nested loops (no index division in the hot path of the CPU build).
+  template <typename F>
+  GDN_HD void each2d(int m, int n, F f) {
+    if constexpr (Exec::serial) {
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) f(i, j);
+    } else {
+      for (int x = ex_.tid(); x < m * n; x += ex_.nthreads()) f(x / n, x % n);
+    }
+  }
+
+  Exec ex_;
+  int C_, K_, V_;
+  T s_;
+  ChunkFactors<T> fl_;
+  // Scratch carved from the workspace (sizes in the constructor). redC_, redK_ hold
+  // per-row partial sums that one thread then adds up in a fixed order.
+  T *G_, *Gam_, *e_, *dGam_, *redC_, *redK_;
+  T *D_, *KK_, *QK_, *L_, *Tm_, *dP_, *dD_, *dT_, *tmpCC_, *dL_;
+  T *bGK_, *tmpCK_, *dkt_, *X_, *dKb_, *bV_, *vnew_, *dvn_, *dVb_, *f_;
+};
+
+// ---- ChunkKernel bodies (templates: the CUDA build instantiates them for CudaExec) ----
+
+// G = cumsum(g), Gamma = exp(G), e = exp(G_C - G), D_ij = exp(G_i - G_j) for i >= j and 0
+// above the diagonal (where the exponent is positive and could overflow).
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::decay_terms(const T* g) {
+  const int C = C_;
+  if (ex_.tid() == 0) {  // a prefix sum: sequential, C steps
+    T acc = 0;
+    for (int i = 0; i < C; ++i) {
+      acc += g[i];
+      G_[i] = acc;
+      Gam_[i] = hd::exp(acc);
+    }
+  }
+  ex_.sync();
+  for (int i = ex_.tid(); i < C; i += ex_.nthreads()) e_[i] = hd::exp(G_[C - 1] - G_[i]);
+  each2d(C, C, [&](int i, int j) { D_[i * C + j] = j <= i ? hd::exp(G_[i] - G_[j]) : T(0); });
+  ex_.sync();
+}
+
+// Tinv = (I + L)^{-1} for strictly lower L (n x n, leading dimension ld; Tinv zeroed by
+// the caller). Recursive blocking: [A 0; B D]^{-1} = [A^-1 0; -D^-1 B A^-1  D^-1], so
+// all but the 16 x 16 diagonal blocks are GEMMs. tmp holds n x n / 4 elements.
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::unit_lower_inverse(const T* L, T* Tinv, int n, int ld, T* tmp) {
+  if (n <= 16) {
+    // Forward substitution, T_i = e_i - sum_{j<i} L_ij T_j: rows in order (row i reads
+    // rows j < i), the columns c < i of a row in parallel (T_jc = 0 for c > j).
+    for (int i = 0; i < n; ++i) {
+      T* Ti = Tinv + i * ld;
+      for (int c = ex_.tid(); c < i; c += ex_.nthreads()) {
+        T acc = 0;
+        for (int j = c; j < i; ++j) acc -= L[i * ld + j] * Tinv[j * ld + c];
+        Ti[c] = acc;
+      }
+      if (ex_.tid() == 0) Ti[i] = 1;
+      ex_.sync();
+    }
+    return;
+  }
+  const int h = n / 2;
+  unit_lower_inverse(L, Tinv, h, ld, tmp);
+  unit_lower_inverse(L + h * ld + h, Tinv + h * ld + h, n - h, ld, tmp);
+  // Tinv_21 = -Tinv_22 (L_21 Tinv_11)
+  ex_.gemm(false, false, n - h, h, h, T(1), L + h * ld, ld, Tinv, ld, T(0), tmp, h);
+  ex_.gemm(false, false, n - h, h, n - h, T(-1), Tinv + h * ld + h, ld, tmp, h, T(0), Tinv + h * ld,
+           ld);
+}
+
+// L = strict_lower(diag(beta) K K^T .* D), T = (I + L)^{-1}, u = T (beta V),
+// w = T (beta Gamma K), k~ = e K, P = lower_incl(Q K^T .* D), q_g = Gamma Q.
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::wy(const ChunkRows<T>& r, T* w, T* u, T* kt, T* qg, T* P) {
+  const int C = C_, K = K_, V = V_;
+  mm(false, true, C, C, K, T(1), r.k, r.k, T(0), KK_);
+  mm(false, true, C, C, K, T(1), r.q, r.k, T(0), QK_);
+  each2d(C, C, [&](int i, int j) {
+    const int ij = i * C + j;
+    L_[ij] = j < i ? r.beta[i] * KK_[ij] * D_[ij] : T(0);
+    P[ij] = QK_[ij] * D_[ij];  // D is zero above the diagonal
+    Tm_[ij] = 0;
+  });
+  ex_.sync();
+  unit_lower_inverse(L_, Tm_, C, C, tmpCC_);
+  each2d(C, V, [&](int i, int d) { bV_[i * V + d] = r.beta[i] * r.v[i * V + d]; });
+  each2d(C, K, [&](int i, int d) {
+    bGK_[i * K + d] = r.beta[i] * Gam_[i] * r.k[i * K + d];
+    kt[i * K + d] = e_[i] * r.k[i * K + d];
+    qg[i * K + d] = Gam_[i] * r.q[i * K + d];
+  });
+  mm(false, false, C, V, C, T(1), Tm_, bV_, T(0), u);
+  mm(false, false, C, K, C, T(1), Tm_, bGK_, T(0), w);
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::prepare(const ChunkRows<T>& rows, T* f) {
+  decay_terms(rows.g);
+  if (ex_.tid() == 0) f[0] = Gam_[C_ - 1];
+  wy(rows, fl_.w(f), fl_.u(f), fl_.kt(f), fl_.qg(f), fl_.P(f));  // ends in a gemm: a barrier
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::step(const T* f, T* h, T* o) {
+  const int C = C_, K = K_, V = V_;
+  const T* u = fl_.u(f);
+  for (int x = ex_.tid(); x < C * V; x += ex_.nthreads()) vnew_[x] = u[x];
+  mm(false, false, C, V, K, T(-1), fl_.w(f), h, T(1), vnew_);  // v_new = u - w h
+  if (o) {
+    mm(false, false, C, V, K, s_, fl_.qg(f), h, T(0), o);
+    mm(false, false, C, V, C, s_, fl_.P(f), vnew_, T(1), o);
+  }
+  mm(true, false, K, V, C, T(1), fl_.kt(f), vnew_, ChunkFactors<T>::gamma(f), h);
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::compose(const T* f, T* M) {
+  const int C = C_, K = K_;
+  mm(false, false, C, K, K, T(1), fl_.w(f), M, T(0), tmpCK_);  // w M
+  mm(true, false, K, K, C, T(-1), fl_.kt(f), tmpCK_, ChunkFactors<T>::gamma(f), M);
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::adjoint(const T* f, T* mu, const T* dO) {
+  const int C = C_, K = K_, V = V_;
+  // dv_new = k~ mu + s P^T dO;  mu <- gamma mu + s q_g^T dO - w^T dv_new
+  mm(false, false, C, V, K, T(1), fl_.kt(f), mu, T(0), dvn_);
+  mm(true, false, C, V, C, s_, fl_.P(f), dO, T(1), dvn_);
+  mm(true, false, K, V, C, s_, fl_.qg(f), dO, ChunkFactors<T>::gamma(f), mu);
+  mm(true, false, K, V, C, T(-1), fl_.w(f), dvn_, T(1), mu);
+}
+
+// docs/design.md §2b, line by line.
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::backward(const ChunkRows<T>& r, const T* h, const T* dO, T* dh,
+                                           const ChunkRowGrads<T>& out) {
+  const int C = C_, K = K_, V = V_;
+  const T s = s_;
+  decay_terms(r.g);
+  T* f = f_;
+  T *w = fl_.w(f), *kt = fl_.kt(f), *qg = fl_.qg(f), *u = fl_.u(f), *P = fl_.P(f);
+  wy(r, w, u, kt, qg, P);
+  const T gamma = Gam_[C - 1];
+  for (int x = ex_.tid(); x < C * V; x += ex_.nthreads()) vnew_[x] = u[x];
+  mm(false, false, C, V, K, T(-1), w, h, T(1), vnew_);
+
+  // h_next = gamma h + k~^T v_new. dgamma = <h, dh_next>: row sums now, their sum below.
+  for (int i = ex_.tid(); i < K; i += ex_.nthreads()) {
+    T acc = 0;
+    for (int d = 0; d < V; ++d) acc += h[i * V + d] * dh[i * V + d];
+    redK_[i] = acc;
+  }
+  mm(false, true, C, K, V, T(1), vnew_, dh, T(0), dkt_);  // dk~ = v_new dh_next^T
+  mm(false, false, C, V, K, T(1), kt, dh, T(0), dvn_);    // dv_new = k~ dh_next
+  for (int x = ex_.tid(); x < K * V; x += ex_.nthreads()) dh[x] *= gamma;
+  // o = s (q_g h + P v_new)
+  mm(false, true, C, K, V, s, dO, h, T(0), X_);  // X = s dO h^T = d(q_g)
+  for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
+    T acc = 0;
+    for (int d = 0; d < K; ++d) {
+      out.dq[i * K + d] = Gam_[i] * X_[i * K + d];
+      acc += r.q[i * K + d] * X_[i * K + d];
+    }
+    dGam_[i] = acc;
+  }
+  mm(true, false, K, V, C, s, qg, dO, T(1), dh);
+  mm(false, true, C, C, V, s, dO, vnew_, T(0), dP_);
+  mm(true, false, C, V, C, s, P, dO, T(1), dvn_);
+  each2d(C, C, [&](int i, int j) {
+    const int ij = i * C + j;
+    const T dp = j <= i ? dP_[ij] : T(0);
+    dD_[ij] = dp * QK_[ij];
+    dP_[ij] = dp * D_[ij];  // now dP .* D
+  });
+  mm(false, false, C, K, C, T(1), dP_, r.k, T(1), out.dq);
+  mm(true, false, C, K, C, T(1), dP_, r.q, T(0), out.dk);
+  // v_new = u - w h
+  const T* du = dvn_;
+  T* dw = tmpCK_;
+  mm(false, true, C, K, V, T(-1), du, h, T(0), dw);
+  mm(true, false, K, V, C, T(-1), w, du, T(1), dh);
+  // u = T (beta V), w = T (beta Gamma K)
+  mm(false, true, C, C, V, T(1), du, bV_, T(0), dT_);
+  mm(false, true, C, C, K, T(1), dw, bGK_, T(1), dT_);
+  mm(true, false, C, V, C, T(1), Tm_, du, T(0), dVb_);
+  mm(true, false, C, K, C, T(1), Tm_, dw, T(0), dKb_);
+  // T = (I + L)^{-1}: dL = strict_lower(-T^T dT T^T)
+  mm(true, false, C, C, C, T(1), Tm_, dT_, T(0), tmpCC_);
+  mm(false, true, C, C, C, T(-1), tmpCC_, Tm_, T(0), dL_);
+  for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
+    T db = 0;
+    for (int j = 0; j < C; ++j) {
+      const int ij = i * C + j;
+      const T dl = j < i ? dL_[ij] : T(0);
+      const T dld = dl * D_[ij];
+      db += dld * KK_[ij];
+      dD_[ij] += dl * r.beta[i] * KK_[ij];
+      dL_[ij] = r.beta[i] * dld;  // now beta .* (dL .* D): the gradient of K K^T
+    }
+    out.dbeta[i] = db;
+  }
+  mm(false, false, C, K, C, T(1), dL_, r.k, T(1), out.dk);
+  mm(true, false, C, K, C, T(1), dL_, r.k, T(1), out.dk);
+  for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
+    T rv = 0, rk = 0, de = 0;
+    for (int d = 0; d < V; ++d) {
+      out.dv[i * V + d] = r.beta[i] * dVb_[i * V + d];
+      rv += r.v[i * V + d] * dVb_[i * V + d];
+    }
+    for (int d = 0; d < K; ++d) {
+      const T kx = r.k[i * K + d];
+      rk += kx * dKb_[i * K + d];
+      de += kx * dkt_[i * K + d];
+      out.dk[i * K + d] += r.beta[i] * Gam_[i] * dKb_[i * K + d] + e_[i] * dkt_[i * K + d];
+    }
+    out.dbeta[i] += rv + Gam_[i] * rk;
+    dGam_[i] += r.beta[i] * rk;
+    // dG without the column sums of dD .* D, added below.
+    T rowsum = 0;
+    for (int j = 0; j <= i; ++j) rowsum += dD_[i * C + j] * D_[i * C + j];
+    out.dg[i] = Gam_[i] * dGam_[i] + rowsum - e_[i] * de;
+    redC_[i] = e_[i] * de;
+  }
+  // The column sums read the dD rows of every thread (complete since the gemms above)
+  // and add to dg; the barrier keeps that right whatever the loops' split.
+  ex_.sync();
+  for (int j = ex_.tid(); j < C; j += ex_.nthreads()) {
+    T colsum = 0;
+    for (int i = j; i < C; ++i) colsum += dD_[i * C + j] * D_[i * C + j];
+    out.dg[j] -= colsum;
+  }
+  ex_.sync();
+  if (ex_.tid() == 0) {  // the scalar tail and the reverse cumulative sum: sequential
+    T sum_ede = 0, dgamma = 0;
+    for (int i = 0; i < C; ++i) sum_ede += redC_[i];
+    for (int i = 0; i < K; ++i) dgamma += redK_[i];
+    out.dg[C - 1] += sum_ede + gamma * dgamma;
+    for (int i = C - 2; i >= 0; --i) out.dg[i] += out.dg[i + 1];
+  }
+  ex_.sync();
+}
+
+}  // namespace gdn

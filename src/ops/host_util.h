@@ -1,0 +1,33 @@
+// Small helpers shared by the host ops (the *_host.cpp files of src/ops).
+#pragma once
+
+#include <cmath>
+
+namespace gdn::ops::host {
+
+// Column chunk for reductions over rows that are split by column (dW of the norms, dE):
+// a work unit's size depends on the shapes only, so sums are bit-identical for any
+// OMP_NUM_THREADS.
+inline constexpr int kColChunk = 64;
+inline int col_chunks(int d) {
+  return (d + kColChunk - 1) / kColChunk;
+}
+
+template <typename T>
+inline T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+// log(1 + e^x) without overflow; above 20 it equals x to double precision's taste.
+inline double softplus(double x) {
+  return x > 20.0 ? x : std::log1p(std::exp(x));
+}
+
+// 1 / sqrt(mean(x^2) + eps) of one row, accumulated in double.
+template <typename T>
+inline double inv_rms(const T* x, int d, double eps) {
+  double s = 0;
+  for (int j = 0; j < d; ++j) s += double(x[j]) * double(x[j]);
+  return 1.0 / std::sqrt(s / d + eps);
+}
+
+}  // namespace gdn::ops::host

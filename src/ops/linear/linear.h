@@ -1,0 +1,30 @@
+// Linear layers without bias, y = x W^T with W [out, in] (the PyTorch layout), and their
+// backward. The conventions of every op in src/ops (docs/design.md §7): the first
+// argument is the device tag (Host{} or Cuda{}, pointers in that device's memory); N is
+// the number of rows (tokens); backward functions overwrite input gradients and
+// accumulate (+=) into parameter gradients, so a parameter used twice (a tied embedding)
+// sums correctly; a null gradient pointer is skipped. The host version is bit-identical
+// for any OMP_NUM_THREADS; the CUDA version uses cuBLAS (N must fit an int).
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace gdn::ops {
+
+// y[N, out] = x[N, in] W^T.
+template <typename T>
+void linear_forward(Host, const T* x, const T* W, std::int64_t N, int in, int out, T* y);
+template <typename T>
+void linear_forward(Cuda, const T* x, const T* W, std::int64_t N, int in, int out, T* y);
+
+// dx[N, in] = dy W;  dW[out, in] += dy^T x.
+template <typename T>
+void linear_backward(Host, const T* x, const T* W, const T* dy, std::int64_t N, int in, int out,
+                     T* dx, T* dW);
+template <typename T>
+void linear_backward(Cuda, const T* x, const T* W, const T* dy, std::int64_t N, int in, int out,
+                     T* dx, T* dW);
+
+}  // namespace gdn::ops

@@ -1,0 +1,83 @@
+// Linear on the GPU through cuBLAS (the handle of runtime/cublas.h).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/cuda_util.cuh"
+#include "ops/linear/linear.h"
+#include "runtime/cublas.h"
+#include "runtime/cuda_check.h"
+
+namespace gdn::ops {
+
+using namespace cuda_util;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Linear (cuBLAS, column-major: a row-major [r, c] array is a column-major [c, r] one)
+
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                    float beta, float* C, int ldc) {
+  return cublasSgemm(h, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc);
+}
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, double alpha, const double* A, int lda, const double* B, int ldb,
+                    double beta, double* C, int ldc) {
+  return cublasDgemm(h, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc);
+}
+
+void check_rows(i64 N, const char* what) {
+  GDN_CHECK(N >= 0 && N <= INT_MAX, what, ": ", N, " rows do not fit cuBLAS's int dimensions");
+}
+
+}  // namespace
+
+template <typename T>
+void linear_forward(Cuda, const T* x, const T* W, i64 N, int in, int out, T* y) {
+  cublasHandle_t h = cublas_handle();
+  check_rows(N, "linear_forward");
+  if (N == 0 || out == 0) return;
+  if (in == 0) {  // an empty sum: y = 0 (and cuBLAS wants ld >= 1)
+    GDN_CUDA_CHECK(cudaMemset(y, 0, std::size_t(N) * out * sizeof(T)));
+    return;
+  }
+  // y^T [out, N] = W [out, in] x^T [in, N]; W's buffer is W^T column-major (ld in).
+  GDN_CUBLAS_CHECK(
+      gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, out, int(N), in, T(1), W, in, x, in, T(0), y, out));
+}
+
+template <typename T>
+void linear_backward(Cuda, const T* x, const T* W, const T* dy, i64 N, int in, int out, T* dx,
+                     T* dW) {
+  cublasHandle_t h = cublas_handle();
+  check_rows(N, "linear_backward");
+  if (dx && N > 0 && in > 0) {
+    if (out == 0) {
+      GDN_CUDA_CHECK(cudaMemset(dx, 0, std::size_t(N) * in * sizeof(T)));
+    } else {
+      // dx^T [in, N] = W^T [in, out] dy^T [out, N].
+      GDN_CUBLAS_CHECK(
+          gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, int(N), out, T(1), W, in, dy, out, T(0), dx, in));
+    }
+  }
+  if (dW && N > 0 && in > 0 && out > 0) {
+    // dW^T [in, out] += x^T [in, N] dy [N, out] (beta = 1: accumulate).
+    GDN_CUBLAS_CHECK(
+        gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, int(N), T(1), x, in, dy, out, T(1), dW, in));
+  }
+}
+
+#define GDN_LINEAR_CUDA(T)                                                      \
+  template void linear_forward<T>(Cuda, const T*, const T*, i64, int, int, T*); \
+  template void linear_backward<T>(Cuda, const T*, const T*, const T*, i64, int, int, T*, T*);
+GDN_LINEAR_CUDA(float)
+GDN_LINEAR_CUDA(double)
+#undef GDN_LINEAR_CUDA
+
+}  // namespace gdn::ops

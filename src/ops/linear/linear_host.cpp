@@ -1,0 +1,151 @@
+// Linear on the host: a packed, register-blocked GEMM over row blocks (ops/gemm/gemm.h),
+// bit-identical for any OMP_NUM_THREADS (rounding depends on the tile constants only).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/gemm/gemm.h"
+#include "ops/host_util.h"
+#include "ops/linear/linear.h"
+
+namespace gdn::ops {
+
+using i64 = std::int64_t;
+using namespace host;
+
+namespace {
+
+// GEMM tiles. The micro-kernel keeps a 4-row x one-vector tile of C in registers over the
+// reduction and streams the matching column strip of B, so B is packed into strips of one
+// vector width (kb x L contiguous: no power-of-two strides that alias in L1) and each strip
+// is swept over a whole row block while it sits in L1. Rounding depends on these constants
+// (the k blocks are summed into C one after another), never on the thread count.
+constexpr int kRows = 128;   // rows of C per parallel work unit (A block: kRows x kDepth)
+constexpr int kDepth = 256;  // reduction length per micro-kernel call
+constexpr int kTileO = 256;  // dW rows per work unit
+constexpr int kTileI = 128;  // dW columns per work unit
+
+// op(B) is packed in panels of at most kPanelDepth x kPanelCols, which bounds the scratch
+// (a tied LM head has k or n = vocab). Both are multiples of kDepth and of any vector
+// width, so the panels change neither the strips nor the order of the sums.
+constexpr int kPanelCols = 2048;
+constexpr int kPanelDepth = 2048;
+
+template <typename T>
+constexpr int kL = la::detail::kLanes<T>;
+
+// Packs strip s0 / L of rows [p0, p0 + k) x columns [j0, j0 + n) of op(B) (B is
+// [n_total, ldb] holding op(B)^T when trans): the k rows of columns [s0, s0 + w) (w = L, or
+// the tail) contiguously at P + s0 k. A whole panel is the strips s0 = 0, L, 2L, ...
+template <typename T>
+void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, int s0, T* P) {
+  const int w = std::min(kL<T>, n - s0);
+  T* dst = P + i64(s0) * k;
+  for (int p = 0; p < k; ++p)
+    for (int j = 0; j < w; ++j)
+      dst[i64(p) * w + j] =
+          trans ? B[(j0 + s0 + j) * ldb + p0 + p] : B[(p0 + p) * ldb + j0 + s0 + j];
+}
+
+// C[N, n] = A[N, k] op(B), all row-major and packed; op(B) given as B (see pack_strip).
+// Per panel of op(B): pack it, then run the row blocks in parallel; each row block sums
+// its kDepth blocks into C in order (the first one overwrites C).
+template <typename T>
+void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C) {
+  constexpr int L = kL<T>;
+  if (k == 0) {
+    std::fill(C, C + N * n, T(0));
+    return;
+  }
+  const i64 ldb = trans ? k : n;
+  std::vector<T> P(std::size_t(std::min(k, kPanelDepth)) * std::min(n, kPanelCols));
+  const i64 blocks = (N + kRows - 1) / kRows;
+  for (int j0 = 0; j0 < n; j0 += kPanelCols) {
+    const int nc = std::min(kPanelCols, n - j0);
+    for (int p0 = 0; p0 < k; p0 += kPanelDepth) {
+      const int kc = std::min(kPanelDepth, k - p0);
+#pragma omp parallel
+      {
+        const int strips = (nc + L - 1) / L;
+#pragma omp for schedule(static)
+        for (int s = 0; s < strips; ++s) pack_strip(B, ldb, trans, p0, kc, j0, nc, s * L, P.data());
+#pragma omp for schedule(static)
+        for (i64 rb = 0; rb < blocks; ++rb) {
+          const i64 r0 = rb * kRows;
+          const int m = int(std::min<i64>(kRows, N - r0));
+          for (int k0 = 0; k0 < kc; k0 += kDepth) {
+            const int kb = std::min(kDepth, kc - k0);
+            for (int s0 = 0; s0 < nc; s0 += L) {
+              const int w = std::min(L, nc - s0);
+              la::gemm(false, false, m, w, kb, T(1), A + r0 * k + p0 + k0, k,
+                       P.data() + i64(s0) * kc + i64(k0) * w, w, p0 + k0 == 0 ? T(0) : T(1),
+                       C + r0 * n + j0 + s0, n);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void linear_forward(Host, const T* x, const T* W, i64 N, int in, int out, T* y) {
+  gemm_rows(x, W, /*trans=*/true, N, in, out, y);  // op(B) = W^T [in, out]
+}
+
+template <typename T>
+void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, int out, T* dx,
+                     T* dW) {
+  if (dx) gemm_rows(dy, W, /*trans=*/false, N, out, in, dx);  // dx = dy W, W is [out, in]
+  if (!dW) return;
+  // dW += dy^T x, a reduction over N. Each tile of dW is owned by one work unit that sums
+  // all N rows in a fixed order into scratch, then adds it to dW once (so dW += G exactly
+  // and a second call adds the identical G).
+  constexpr int L = kL<T>;
+  const int to = (out + kTileO - 1) / kTileO, ti = (in + kTileI - 1) / kTileI;
+#pragma omp parallel
+  {
+    // Scratch sized to the problem, not the tile: small layers call this often.
+    const std::size_t to_rows = std::min(kTileO, out), ti_cols = std::min(kTileI, in),
+                      depth = std::size_t(std::min<i64>(kDepth, N));
+    std::vector<T> G(to_rows * ti_cols), Ap(depth * to_rows), Bp(depth * ti_cols);
+#pragma omp for schedule(static)
+    for (int t = 0; t < to * ti; ++t) {
+      const int o0 = (t / ti) * kTileO, i0 = (t % ti) * kTileI;
+      const int m = std::min(kTileO, out - o0), nb = std::min(kTileI, in - i0);
+      std::fill(G.begin(), G.end(), T(0));
+      for (i64 k0 = 0; k0 < N; k0 += kDepth) {
+        const int kb = int(std::min<i64>(kDepth, N - k0));
+        // dy^T block packed as [kb, m] rows (the micro-kernel's transposed-A layout) and
+        // the x block in strips: both contiguous, whatever out and in are.
+        for (int p = 0; p < kb; ++p)
+          std::copy_n(dy + (k0 + p) * out + o0, m, &Ap[std::size_t(p) * m]);
+        for (int s0 = 0; s0 < nb; s0 += L)
+          pack_strip(x, in, /*trans=*/false, k0, kb, i0, nb, s0, Bp.data());
+        for (int s0 = 0; s0 < nb; s0 += L) {
+          const int w = std::min(L, nb - s0);
+          la::gemm(true, false, m, w, kb, T(1), Ap.data(), m, Bp.data() + i64(s0) * kb, w, T(1),
+                   G.data() + s0, nb);
+        }
+      }
+      for (int r = 0; r < m; ++r) {
+        T* d = dW + i64(o0 + r) * in + i0;
+        const T* g = G.data() + std::size_t(r) * nb;
+        for (int c = 0; c < nb; ++c) d[c] += g[c];
+      }
+    }
+  }
+}
+
+#define GDN_LINEAR_HOST(T)                                                      \
+  template void linear_forward<T>(Host, const T*, const T*, i64, int, int, T*); \
+  template void linear_backward<T>(Host, const T*, const T*, const T*, i64, int, int, T*, T*);
+GDN_LINEAR_HOST(float)
+GDN_LINEAR_HOST(double)
+#undef GDN_LINEAR_HOST
+
+}  // namespace gdn::ops

@@ -1,0 +1,34 @@
+// A run config: {"model": {...}, "train": {...}} (model/model_config.h, train_config.h),
+// from a JSON file, then flags on top (apps/gdn_train), then the checks that need the
+// mesh and the model together.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "train/train_config.h"
+
+namespace gdn {
+
+struct RunConfig {
+  ModelConfig model;
+  TrainConfig train;
+  std::vector<std::string> ignored_model_keys;  // present in "model" but not used
+  std::string source;                           // file name, for messages
+};
+
+// Parses and checks types and ranges; errors name the file, the key, the value and what
+// was expected. Does not check the layout against the world size (see validate_layout).
+RunConfig parse_config(const nlohmann::json& j, const std::string& source);
+RunConfig load_config(const std::string& path);
+
+// Checks everything that depends on the mesh and model together: dp * cp == world_size,
+// batch_size divisible by dp, seq_len >= cp, Hv % Hk == 0, chunk size, load balance.
+// Messages name where each value came from (the key in the file, or the flag).
+void validate_layout(const RunConfig& c, int world_size);
+
+nlohmann::json to_json(const RunConfig& c);
+
+}  // namespace gdn

@@ -1,0 +1,291 @@
+#include "train/train_config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/json_reader.h"
+
+namespace gdn {
+
+namespace {
+
+using nlohmann::json;
+using T = TrainConfig;
+
+constexpr double kNoUpper = 0;
+
+std::string what_is_expected(const TrainField& f) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        using V = std::remove_reference_t<decltype(std::declval<T>().*member)>;
+        if constexpr (std::is_same_v<V, bool>) {
+          return "true or false";
+        } else if constexpr (std::is_same_v<V, std::string>) {
+          if (!f.choices.empty()) {
+            std::string s;
+            for (const auto& c : f.choices) s += (s.empty() ? "" : " or ") + ("\"" + c + "\"");
+            return s;
+          }
+          return f.nonempty ? "a non-empty string" : "a string";
+        } else if constexpr (std::is_same_v<V, std::uint64_t>) {
+          return "a non-negative integer";
+        } else if constexpr (std::is_integral_v<V>) {
+          return integer_range_text(
+              std::int64_t(f.lo),
+              f.hi == kNoUpper ? std::numeric_limits<std::int64_t>::max() : std::int64_t(f.hi));
+        } else {
+          std::string s = real_range_text(f.lo, f.lo_open);
+          if (f.hi != kNoUpper) s += " and <= " + std::to_string(f.hi);
+          return s;
+        }
+      },
+      f.member);
+}
+
+// A value, parsed from JSON or from a flag's text, before the range check.
+using Value = std::variant<std::int64_t, std::uint64_t, double, bool, std::string>;
+
+// nullopt when the JSON value has the wrong type.
+std::optional<Value> from_json(const TrainField& f, const json& v) {
+  return std::visit(
+      [&](auto member) -> std::optional<Value> {
+        using V = std::remove_reference_t<decltype(std::declval<T>().*member)>;
+        if constexpr (std::is_same_v<V, bool>) {
+          if (v.is_boolean()) return Value(v.get<bool>());
+        } else if constexpr (std::is_same_v<V, std::string>) {
+          if (v.is_string()) return Value(v.get<std::string>());
+        } else if constexpr (std::is_same_v<V, std::uint64_t>) {
+          if (v.is_number_unsigned()) return Value(v.get<std::uint64_t>());
+        } else if constexpr (std::is_integral_v<V>) {
+          if (v.is_number_unsigned() &&
+              v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+            return std::nullopt;
+          if (v.is_number_integer()) return Value(v.get<std::int64_t>());
+        } else {
+          if (v.is_number()) return Value(v.get<double>());
+        }
+        return std::nullopt;
+      },
+      f.member);
+}
+
+// nullopt when the text is not a value of the field's type.
+std::optional<Value> from_text(const TrainField& f, const std::string& s) {
+  return std::visit(
+      [&](auto member) -> std::optional<Value> {
+        using V = std::remove_reference_t<decltype(std::declval<T>().*member)>;
+        if constexpr (std::is_same_v<V, bool>) {
+          if (s == "true" || s == "1") return Value(true);
+          if (s == "false" || s == "0") return Value(false);
+        } else if constexpr (std::is_same_v<V, std::string>) {
+          return Value(s);
+        } else if constexpr (std::is_integral_v<V>) {
+          using I =
+              std::conditional_t<std::is_same_v<V, std::uint64_t>, std::uint64_t, std::int64_t>;
+          I x{};
+          const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+          if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) return Value(x);
+        } else {
+          char* end = nullptr;
+          errno = 0;
+          const double x = std::strtod(s.c_str(), &end);
+          if (!s.empty() && errno == 0 && end == s.c_str() + s.size()) return Value(x);
+        }
+        return std::nullopt;
+      },
+      f.member);
+}
+
+// Range and choice checks, then the assignment; false when the value is out of range.
+bool assign(T& t, const TrainField& f, const Value& value) {
+  return std::visit(
+      [&](auto member) -> bool {
+        using V = std::remove_reference_t<decltype(t.*member)>;
+        if constexpr (std::is_same_v<V, bool> || std::is_same_v<V, std::string> ||
+                      std::is_same_v<V, std::uint64_t>) {
+          const V& x = std::get<V>(value);
+          if constexpr (std::is_same_v<V, std::string>) {
+            if (f.nonempty && x.empty()) return false;
+            if (!f.choices.empty() &&
+                std::find(f.choices.begin(), f.choices.end(), x) == f.choices.end())
+              return false;
+          }
+          t.*member = x;
+          return true;
+        } else if constexpr (std::is_integral_v<V>) {
+          const std::int64_t x = std::get<std::int64_t>(value);
+          const std::int64_t hi =
+              f.hi == kNoUpper ? std::numeric_limits<V>::max() : std::int64_t(f.hi);
+          if (x < std::int64_t(f.lo) || x > hi) return false;
+          t.*member = V(x);
+          return true;
+        } else {
+          const double x = std::get<double>(value);
+          if (!std::isfinite(x) || x < f.lo || (f.lo_open && x == f.lo) ||
+              (f.hi != kNoUpper && x > f.hi))
+            return false;
+          t.*member = x;
+          return true;
+        }
+      },
+      f.member);
+}
+
+json member_json(const T& t, const TrainField& f) {
+  return std::visit([&](auto member) { return json(t.*member); }, f.member);
+}
+
+}  // namespace
+
+std::string TrainConfig::origin(const std::string& key) const {
+  const auto it = set_by.find(key);
+  return it == set_by.end() ? std::string() : " (" + it->second + ")";
+}
+
+const std::vector<TrainField>& train_fields() {
+  static const std::vector<TrainField> fields = {
+      {.key = "seq_len",
+       .flag = "seq-len",
+       .help = "tokens per sequence (split over the cp ranks)",
+       .member = &T::seq_len,
+       .lo = 1},
+      {.key = "batch_size",
+       .flag = "batch",
+       .help = "sequences per step over all dp groups (a multiple of dp)",
+       .member = &T::batch_size,
+       .lo = 1},
+      {.key = "steps",
+       .flag = "steps",
+       .help = "optimizer steps to run in total (a resumed run stops there too)",
+       .member = &T::steps},
+      {.key = "lr", .flag = "lr", .help = "peak learning rate (AdamW)", .member = &T::lr},
+      {.key = "warmup_steps",
+       .flag = "warmup-steps",
+       .help = "linear warmup steps, then cosine decay",
+       .member = &T::warmup_steps},
+      {.key = "weight_decay",
+       .flag = "weight-decay",
+       .help = "decoupled AdamW weight decay (matrices only)",
+       .member = &T::weight_decay},
+      {.key = "grad_clip",
+       .flag = "grad-clip",
+       .help = "clip the global gradient norm to this (0: no clipping)",
+       .member = &T::grad_clip},
+      {.key = "seed",
+       .flag = "seed",
+       .help = "seed of the initial weights and the data: same seed, same run",
+       .member = &T::seed},
+      {.key = "dtype",
+       .flag = "dtype",
+       .help = "f32 or f64",
+       .member = &T::dtype,
+       .choices = {"f32", "f64"}},
+      {.key = "cp",
+       .flag = "cp",
+       .help = "context-parallel degree: ranks sharing each sequence",
+       .member = &T::cp,
+       .lo = 1},
+      {.key = "dp",
+       .flag = "dp",
+       .help = "data-parallel degree: groups of ranks with different sequences",
+       .member = &T::dp,
+       .lo = 1},
+      {.key = "chunk_size",
+       .flag = "chunk-size",
+       .help = "tokens per chunk of the GDN core: 16, 32, 64 or 128",
+       .member = &T::chunk_size,
+       .lo = 1},
+      {.key = "context_parallel_load_balance",
+       .flag = "",
+       .help = "MaxText's name for zigzag load balancing: refused (see --load-balance)",
+       .member = &T::context_parallel_load_balance},
+      {.key = "data",
+       .flag = "data",
+       .help = "'synthetic' (seeded Markov chain) or a text file (byte-level tokens)",
+       .member = &T::data,
+       .choices = {},
+       .nonempty = true},
+      {.key = "log",
+       .flag = "log",
+       .help = "append one JSON line per step to this file",
+       .member = &T::log},
+      {.key = "checkpoint_dir",
+       .flag = "checkpoint-dir",
+       .help = "directory for checkpoints (written atomically by rank 0)",
+       .member = &T::checkpoint_dir},
+      {.key = "checkpoint_every",
+       .flag = "checkpoint-every",
+       .help = "save every N steps (0: only at the end)",
+       .member = &T::checkpoint_every},
+      {.key = "keep_checkpoints",
+       .flag = "keep-checkpoints",
+       .help = "keep the newest N complete checkpoints, delete older ones (0: keep all)",
+       .member = &T::keep_checkpoints},
+      {.key = "watchdog_s",
+       .flag = "watchdog-s",
+       .help =
+           "end the job when a rank makes no progress for this many seconds, naming the rank and "
+           "step (0: off); must exceed the slowest step and checkpoint write",
+       .member = &T::watchdog_s},
+  };
+  return fields;
+}
+
+const TrainField* find_train_field(const std::string& key) {
+  for (const TrainField& f : train_fields())
+    if (key == f.key) return &f;
+  return nullptr;
+}
+
+void set_train_field(TrainConfig& t, const TrainField& f, const json& value,
+                     const std::string& source) {
+  const std::optional<Value> v = from_json(f, value);
+  if (!v || !assign(t, f, *v))
+    throw_error("train.", f.key, " = ", value.dump(), " in ", source, ": expected ",
+                what_is_expected(f));
+  t.set_by[f.key] = "train." + std::string(f.key) + " in " + source;
+}
+
+void set_train_field_text(TrainConfig& t, const TrainField& f, const std::string& text) {
+  const std::string flag = std::string("--") + f.flag;
+  const std::optional<Value> v = from_text(f, text);
+  if (!v || !assign(t, f, *v))
+    throw_error(flag, " ", text.empty() ? "''" : text, ": expected ", what_is_expected(f),
+                " (the flag of train.", f.key, ")");
+  t.set_by[f.key] = flag;
+}
+
+TrainConfig parse_train_config(const json& j, const std::string& source) {
+  GDN_CHECK(j.is_object(), "\"train\" in ", source, " is ", j.type_name(), ": expected an object");
+  std::vector<std::string> known;
+  for (const TrainField& f : train_fields()) known.emplace_back(f.key);
+  TrainConfig t;
+  for (const auto& [key, value] : j.items()) {
+    const TrainField* f = find_train_field(key);
+    if (!f) {
+      std::string keys;
+      for (const auto& k : known) keys += (keys.empty() ? "" : ", ") + k;
+      const std::string best = closest_key(key, known);
+      throw_error("unknown train key '", key, "' in ", source,
+                  best.empty() ? std::string() : " (did you mean '" + best + "'?)",
+                  " (known: ", keys, ")");
+    }
+    set_train_field(t, *f, value, source);
+  }
+  return t;
+}
+
+json to_json(const TrainConfig& t) {
+  json j = json::object();
+  for (const TrainField& f : train_fields()) j[f.key] = member_json(t, f);
+  return j;
+}
+
+}  // namespace gdn

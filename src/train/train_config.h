@@ -1,0 +1,73 @@
+// The "train" object of a run config, and gdn_train's flags for it. One table of fields
+// (train_fields()) drives everything: JSON parsing with the range checks, the flags with
+// exactly the same checks, to_json, and the --help text. A message names where the bad
+// value came from: "train.batch_size in FILE" or "--batch".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "gdn/problem.h"
+
+namespace gdn {
+
+struct TrainConfig {
+  std::int64_t seq_len = 0;
+  int batch_size = 1;  // sequences per step, over all data-parallel groups
+  int steps = 0;
+  double lr = 1e-3;
+  int warmup_steps = 0;
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;  // 0: no clipping
+  std::uint64_t seed = 0;
+  std::string dtype = "f32";  // f32 | f64
+  int cp = 1;
+  int dp = 1;
+  int chunk_size = kDefaultChunkSize;
+  bool context_parallel_load_balance = false;  // MaxText's name; true is refused
+  std::string data = "synthetic";              // "synthetic" or a path to a text file
+  std::string log;                             // JSON-lines log file ("" = none)
+  std::string checkpoint_dir;                  // "" = no checkpoints
+  int checkpoint_every = 0;                    // steps; 0 = only at the end
+  int keep_checkpoints = 3;                    // the newest N complete ones; 0 = all
+  double watchdog_s = 600;                     // no progress this long ends the job; 0 = off
+
+  // Where each key was last set: "--batch", or "train.batch_size in FILE". Absent: default.
+  std::map<std::string, std::string> set_by;
+  // " (--batch)" for messages about a key's value, or "" when it is the default.
+  std::string origin(const std::string& key) const;
+};
+
+struct TrainField {
+  using Member =
+      std::variant<std::int64_t TrainConfig::*, int TrainConfig::*, std::uint64_t TrainConfig::*,
+                   double TrainConfig::*, bool TrainConfig::*, std::string TrainConfig::*>;
+  const char* key;   // in "train"
+  const char* flag;  // gdn_train's flag, without "--"; "" for none
+  const char* help;
+  Member member;
+  double lo = 0, hi = 0;                  // numbers: the allowed range (hi = 0: no upper bound)
+  bool lo_open = false;                   // numbers: lo itself is excluded
+  std::vector<std::string> choices = {};  // strings: the allowed values (empty: any)
+  bool nonempty = false;                  // strings: "" is refused
+};
+
+const std::vector<TrainField>& train_fields();
+const TrainField* find_train_field(const std::string& key);
+
+// Sets one field from a JSON value of the config file `source`, or from the text of its
+// flag, with the field's checks. Errors name the key or the flag, the value and what was
+// expected; set_by records where the value came from.
+void set_train_field(TrainConfig& t, const TrainField& f, const nlohmann::json& value,
+                     const std::string& source);
+void set_train_field_text(TrainConfig& t, const TrainField& f, const std::string& text);
+
+// Parses a whole "train" object (unknown keys are errors, with a suggestion).
+TrainConfig parse_train_config(const nlohmann::json& j, const std::string& source);
+nlohmann::json to_json(const TrainConfig& t);
+
+}  // namespace gdn

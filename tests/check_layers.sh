@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The layer rules of docs/design.md §7, checked on the source tree; ctest runs it.
+#   1. Folders are libraries in one order: core < runtime < comm < ops < gdn < cp < model
+#      < train < apps. A file may include only its own folder and the folders before it,
+#      and a folder's CMakeLists may link only the libraries of the folders before it.
+#   2. No file includes another folder's *_impl.h.
+#   3. Only src/comm and src/runtime talk to MPI (<mpi.h>); src/gdn has no communication
+#      at all (no comm/); everything else reaches other ranks through the Communicator.
+# Prints every violation with its file and line; exits 1 if there is one.
+set -uo pipefail
+ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$ROOT" || exit 2
+order=(core runtime comm ops gdn cp model train)
+declare -A rank lib
+for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
+lib=([core]=gdn_core [runtime]=gdn_runtime [comm]=gdn_comm [ops]=gdn_ops [gdn]=gdn_gdn
+     [cp]=gdn_cp [model]=gdn_model [train]=gdn_training)
+bad=0
+violation() { echo "layer rule: $*"; bad=1; }
+
+for folder in "${order[@]}" apps; do
+  if [ "$folder" = apps ]; then dir=apps; r=${#order[@]}; else dir=src/$folder; r=${rank[$folder]}; fi
+  [ -d "$dir" ] || { violation "$dir is missing"; continue; }
+  while IFS= read -r file; do
+    while IFS=: read -r line inc; do
+      [ -n "$line" ] || continue
+      target=${inc%%/*}
+      if [ -n "${rank[$target]+x}" ] && [ "${rank[$target]}" -gt "$r" ]; then
+        violation "$file:$line includes \"$inc\": $folder may not use $target (it comes later)"
+      fi
+      if [[ "$inc" == *_impl.h ]] && [ "$target" != "$folder" ]; then
+        violation "$file:$line includes another folder's $inc"
+      fi
+      if [ "$folder" = gdn ] && [ "$target" = comm ]; then
+        violation "$file:$line includes \"$inc\": src/gdn has no communication"
+      fi
+    done < <(grep -n '^#include "' "$file" | sed -E 's/^([0-9]+):#include "([^"]+)".*/\1:\2/')
+    if [ "$folder" != comm ] && [ "$folder" != runtime ] && [ "$folder" != apps ]; then
+      grep -n '#include <mpi.h>' "$file" | while IFS=: read -r line _; do
+        echo "layer rule: $file:$line includes <mpi.h>: only src/comm and src/runtime talk to MPI"
+      done | grep . && bad=1
+    fi
+  done < <(find "$dir" -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \))
+  # Link edges of the folder's library.
+  [ "$folder" = apps ] && continue
+  cm="$dir/CMakeLists.txt"
+  [ -f "$cm" ] || { violation "$cm is missing: every folder is a library"; continue; }
+  grep -q "add_library(${lib[$folder]}" "$cm" || violation "$cm does not define ${lib[$folder]}"
+  for other in "${order[@]}"; do
+    if [ "${rank[$other]}" -ge "$r" ] && [ "$other" != "$folder" ] &&
+      grep -E "target_link_libraries\(${lib[$folder]}" -A3 "$cm" | grep -qw "${lib[$other]}"; then
+      violation "$cm links ${lib[$other]}: $folder may not depend on $other"
+    fi
+  done
+done
+if [ "$bad" -eq 0 ]; then
+  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only"
+fi
+exit "$bad"
