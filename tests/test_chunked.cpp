@@ -1,6 +1,8 @@
 // The chunked gated delta rule against the token-by-token recurrence (the oracle),
 // forward and backward, in fp64 (<= 1e-10) and fp32 (<= 1e-5, against the fp64 oracle).
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 
 #include "gdn/op.h"
 #include "gdn/recurrent.h"
@@ -40,8 +42,9 @@ Reference oracle(const Case& c, const GdnData<double>& d, const Tensor<double>& 
 }
 
 template <typename T>
-void check_chunked(const Case& c, double tol) {
-  const GdnData<double> d = random_gdn_inputs<double>(c.p, 7, c.h0);
+void check_chunked(const Case& c, double tol, const std::vector<std::int64_t>& forget = {}) {
+  GdnData<double> d = random_gdn_inputs<double>(c.p, 7, c.h0);
+  forget_at(d, forget);
   const Tensor<double> dO = random_tensor<double>(output_shape(c.p), 8);
   const Tensor<double> dht = random_tensor<double>(state_shape(c.p), 9);
   const Reference ref = oracle(c, d, dO, dht);
@@ -64,6 +67,7 @@ void check_chunked(const Case& c, double tol) {
     const double err = rel_l2(*got[i].second, *want[i].second);
     INFO(got[i].first << " rel err " << err);
     CHECK(err <= tol);
+    for (const T x : got[i].second->data) REQUIRE(std::isfinite(double(x)));
   }
 }
 
@@ -75,6 +79,38 @@ TEST_CASE("chunked matches the recurrence in fp64", "[chunked]") {
 
 TEST_CASE("chunked fp32 matches the fp64 recurrence", "[chunked]") {
   for (const Case& c : kCases) check_chunked<float>(c, 1e-5);
+}
+
+TEST_CASE("g = -inf forgets the state: finite and exact against the recurrence", "[chunked]") {
+  // Chunk starts and ends, two in a row, the very first token, a chunk with several.
+  const std::vector<std::int64_t> forget = {0, 15, 16, 17, 40, 44, 47, 63, 64, 99};
+  for (const Case& c : kCases) {
+    if (c.p.T < 100) continue;
+    check_chunked<double>(c, 1e-10, forget);
+    check_chunked<float>(c, 1e-5, forget);
+  }
+  // The test can fail: forgetting changes the output.
+  const Case& c = kCases[0];
+  GdnData<double> d = random_gdn_inputs<double>(c.p, 7, false, /*g_scale=*/0.05);
+  Tensor<double> o(output_shape(c.p)), o_forget(output_shape(c.p));
+  chunk_forward(c.p, d.view(), o.ptr(), nullptr);
+  forget_at(d, {40});
+  chunk_forward(c.p, d.view(), o_forget.ptr(), nullptr);
+  CHECK(rel_l2(o_forget, o) > 1e-2);
+}
+
+TEST_CASE("zero-length packed sequences: their final state is h0, dh0 is dht", "[chunked]") {
+  const Case c{"empty sequences at the start, middle and end",
+               make_problem(1, 70, 1, 2, 8, 8, 16, true, {0, 0, 10, 10, 10, 70, 70}), true, true};
+  check_chunked<double>(c, 1e-10);
+  check_chunked<float>(c, 1e-5);
+  // The oracle itself says so: the empty sequence 3 ends where it started.
+  const GdnData<double> d = random_gdn_inputs<double>(c.p, 7, true);
+  Tensor<double> o(output_shape(c.p)), ht(state_shape(c.p));
+  chunk_forward(c.p, d.view(), o.ptr(), ht.ptr());
+  const std::int64_t block = std::int64_t(c.p.Hv) * c.p.K * c.p.V;
+  for (const int n : {0, 2, 3, 5})
+    CHECK(rel_l2(ht.ptr() + n * block, d.h0.ptr() + n * block, std::size_t(block)) == 0.0);
 }
 
 TEST_CASE("chunk size does not change the result", "[chunked]") {
@@ -98,7 +134,11 @@ TEST_CASE("bad problems are refused with a message naming the value", "[chunked]
   p = make_problem(1, 10, 1, 1, 4, 4, 256);
   CHECK_THROWS_WITH(p.validate(), Catch::Contains("power of two in [16, 128]"));
   p = make_problem(1, 10, 1, 1, 4, 4, 64, false, {0, 6, 4, 10});
-  CHECK_THROWS_WITH(p.validate(), Catch::Contains("not strictly increasing"));
+  CHECK_THROWS_WITH(p.validate(), Catch::Contains("cu_seqlens decreases: cu[1]=6, cu[2]=4"));
+  p = make_problem(1, 10, 1, 1, 4, 4, 64, false, {0, 6, 6, 10});
+  CHECK_NOTHROW(p.validate());  // a zero-length sequence
+  p = make_problem(1, 10, 1, 1, 4, 4, 64, false, {0});
+  CHECK_THROWS_WITH(p.validate(), Catch::Contains("cu_seqlens has 1 entries"));
   p = make_problem(1, 10, 1, 1, 4, 4, 64, false, {0, 4, 9});
   CHECK_THROWS_WITH(p.validate(), Catch::Contains("expected the sequence length T=10"));
   p = make_problem(2, 10, 1, 1, 4, 4, 64, false, {0, 4, 10});

@@ -65,7 +65,8 @@ void check_case(Communicator& comm, const Case& c) {
   const GdnProblem& p = c.p;
   // A slow decay (g about -0.012 per token) so the state carries real weight across
   // every shard boundary; with the default decay it fades within a shard.
-  const GdnData<double> d = random_gdn_inputs<double>(p, 21, c.h0, /*g_scale=*/0.05);
+  GdnData<double> d = random_gdn_inputs<double>(p, 21, c.h0, /*g_scale=*/0.05);
+  forget_at(d, c.forget);
   const Tensor<double> dO = random_tensor<double>(output_shape(p), 22);
   const Tensor<double> dht = random_tensor<double>(state_shape(p), 23);
   // The oracle, on every rank, over the whole sequence.
@@ -78,7 +79,7 @@ void check_case(Communicator& comm, const Case& c) {
   const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
   // The test is only as good as the state crossing rank boundaries: on a shard that
   // continues a sequence, starting from zero instead of h_in must change the output.
-  if (p.cu_seqlens.empty() && s.begin > 0 && s.size() > 0 && !p.l2norm_qk) {
+  if (p.cu_seqlens.empty() && c.forget.empty() && s.begin > 0 && s.size() > 0 && !p.l2norm_qk) {
     const Tensor<double> q = token_slice(d.q, s), k = token_slice(d.k, s), v = token_slice(d.v, s),
                          g = token_slice(d.g, s), beta = token_slice(d.beta, s);
     LocalPass<double, Host> alone(p, s.begin, s.end,
@@ -126,6 +127,10 @@ TEST_CASE("CP equals the single-rank oracle, forward and backward (fp64)", "[cp]
       {"packed, a boundary on a shard boundary",
        make_problem(1, 100, 1, 2, 8, 8, 16, false, {0, 25, 50, 60, 100}), true, true},
       {"no h0, no dht", make_problem(1, 90, 2, 2, 8, 8, 64, true), false, false},
+      {"zero-length sequences, one on a shard boundary",
+       make_problem(1, 96, 1, 2, 8, 8, 16, true, {0, 0, 24, 24, 48, 48, 96, 96}), true, true},
+      {"g = -inf on and next to shard boundaries", make_problem(2, 101, 1, 2, 8, 8, 16), true, true,
+       {0, 24, 25, 26, 50, 51, 76, 100}},
   };
   for (const Case& c : cases) check_case(comm, c);
 }

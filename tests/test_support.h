@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -90,9 +91,21 @@ struct Grads {
 struct Case {
   std::string name;
   GdnProblem p;
-  bool h0 = false;   // give an initial state
-  bool dht = false;  // give a final-state cotangent
+  bool h0 = false;                    // give an initial state
+  bool dht = false;                   // give a final-state cotangent
+  std::vector<std::int64_t> forget = {};  // tokens with g = -inf (forget_at)
 };
+
+// Sets g = -inf ("forget the state") at the given tokens of every batch row and head.
+inline void forget_at(GdnData<double>& d, const std::vector<std::int64_t>& tokens) {
+  const std::int64_t B = d.g.shape[0], T = d.g.shape[1], H = d.g.shape[2];
+  for (std::int64_t b = 0; b < B; ++b)
+    for (const std::int64_t t : tokens)
+      for (std::int64_t h = 0; h < H; ++h)
+        d.g.data[(b * T + t) * H + h] = -std::numeric_limits<double>::infinity();
+}
+
+
 
 inline GdnProblem make_problem(int B, std::int64_t T, int Hk, int Hv, int K, int V, int C = 64,
                                bool l2 = false, std::vector<std::int64_t> cu = {}) {

@@ -43,4 +43,14 @@ GDN_HD inline double sqrt(double x) {
 #endif
 }
 
+// x == -inf (a NaN is not).
+template <typename T>
+GDN_HD inline bool is_minus_inf(T x) {
+#ifdef __CUDA_ARCH__
+  return isinf(x) && x < T(0);
+#else
+  return std::isinf(x) && x < T(0);
+#endif
+}
+
 }  // namespace gdn::hd

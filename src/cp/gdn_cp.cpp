@@ -1,6 +1,7 @@
 #include "cp/gdn_cp.h"
 
 #include "core/error.h"
+#include "gdn/empty_sequences.h"
 #if GDN_HAVE_CUDA
 #include "runtime/cuda_device.h"
 #endif
@@ -49,6 +50,7 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   const std::int64_t state_elems = std::int64_t(p_.num_sequences()) * p_.Hv * p_.K * p_.V;
   if (ht) Dev::fill(ht, state_elems, T(0));
   pass_.output(h_in, o, ht);
+  if (ht && r == 0) copy_empty_sequence_states<Dev>(p_, local.h0, ht);
   // Each sequence's final state is on the rank holding its last token; share it.
   if (ht && P > 1) cp.comm.all_reduce_sum(ht, state_elems, cp_sites::kFinalState);
 }
@@ -85,6 +87,7 @@ void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, cons
   const std::int64_t state_elems = std::int64_t(p_.num_sequences()) * p_.Hv * p_.K * p_.V;
   if (grads.dh0) Dev::fill(grads.dh0, state_elems, T(0));
   pass_.backward(lambda, dO, dht, grads);
+  if (grads.dh0 && r == 0) copy_empty_sequence_states<Dev>(p_, dht, grads.dh0);
   norm_.backward(grads.dq, grads.dk);
   // Each sequence's dh0 is on the rank holding its first token; share it.
   if (grads.dh0 && P > 1)

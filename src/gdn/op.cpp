@@ -1,5 +1,7 @@
 #include "gdn/op.h"
 
+#include "gdn/empty_sequences.h"
+
 #if GDN_HAVE_CUDA
 #include "runtime/cuda_device.h"
 #endif
@@ -15,11 +17,13 @@ void ChunkedGdn<T, Dev>::forward(T* o, T* ht) {
   // No prepare(): nothing reuses the factors here, so output() makes them chunk by chunk
   // where the device can.
   pass_.output(nullptr, o, ht);
+  if (ht) copy_empty_sequence_states<Dev>(p_, norm_.view().h0, ht);
 }
 
 template <typename T, typename Dev>
 void ChunkedGdn<T, Dev>::backward(const T* dO, const T* dht, GdnGrads<T>& grads) {
   pass_.backward(nullptr, dO, dht, grads);
+  if (grads.dh0) copy_empty_sequence_states<Dev>(p_, dht, grads.dh0);
   norm_.backward(grads.dq, grads.dk);
 }
 

@@ -18,9 +18,11 @@ void GdnProblem::validate() const {
     GDN_CHECK(cu_seqlens.size() >= 2, "cu_seqlens has ", cu_seqlens.size(),
               " entries: expected at least 2 ([0, ..., T])");
     GDN_CHECK(cu_seqlens.front() == 0, "cu_seqlens[0]=", cu_seqlens.front(), ": expected 0");
+    // Equal neighbours are a zero-length sequence, as fla accepts: its final state is its h0.
     for (std::size_t i = 1; i < cu_seqlens.size(); ++i)
-      GDN_CHECK(cu_seqlens[i] > cu_seqlens[i - 1], "cu_seqlens is not strictly increasing: cu[",
-                i - 1, "]=", cu_seqlens[i - 1], ", cu[", i, "]=", cu_seqlens[i]);
+      GDN_CHECK(cu_seqlens[i] >= cu_seqlens[i - 1], "cu_seqlens decreases: cu[", i - 1,
+                "]=", cu_seqlens[i - 1], ", cu[", i, "]=", cu_seqlens[i],
+                ": expected non-decreasing boundaries");
     GDN_CHECK(cu_seqlens.back() == T, "cu_seqlens ends at ", cu_seqlens.back(),
               ": expected the sequence length T=", T);
   }

@@ -20,8 +20,8 @@ struct GdnProblem {
   int chunk_size = kDefaultChunkSize;
   double scale = 0;        // 0 means 1/sqrt(K)
   bool l2norm_qk = false;  // normalise q and k inside the op (gradient flows through)
-  // Packed sequences (B must be 1): boundaries 0 = cu[0] < cu[1] < ... < cu[N] = T.
-  // Empty: every batch row is one sequence.
+  // Packed sequences (B must be 1): boundaries 0 = cu[0] <= cu[1] <= ... <= cu[N] = T
+  // (equal neighbours: a zero-length sequence). Empty: every batch row is one sequence.
   std::vector<std::int64_t> cu_seqlens;
 
   int num_sequences() const {
@@ -70,6 +70,14 @@ struct SequenceRange {
   std::int64_t begin, end;
   int seq;
 };
+
+// The packed sequences with no tokens (their final state is their initial one).
+inline std::vector<int> empty_sequences(const GdnProblem& p) {
+  std::vector<int> out;
+  for (std::size_t n = 0; n + 1 < p.cu_seqlens.size(); ++n)
+    if (p.cu_seqlens[n] == p.cu_seqlens[n + 1]) out.push_back(int(n));
+  return out;
+}
 
 inline std::vector<SequenceRange> sequences_of_row(const GdnProblem& p, int b) {
   std::vector<SequenceRange> out;

@@ -161,7 +161,7 @@ d=$(fresh chunk)
 bad "chunk size 48" "chunk_size=48 is not supported" "$d" --chunk-size 48
 bad "chunk size 256" "chunk_size=256 is not supported" "$d" --chunk-size 256
 d=$(fresh cu_order) && write_i64_npy "$d/cu_seqlens.npy" 0 10 5 20
-bad "cu_seqlens not increasing" "cu_seqlens is not strictly increasing" "$d"
+bad "cu_seqlens decreasing" "cu_seqlens decreases: cu[1]=10, cu[2]=5" "$d"
 d=$(fresh cu_end) && write_i64_npy "$d/cu_seqlens.npy" 0 10 15
 bad "cu_seqlens not ending at T" "cu_seqlens ends at 15: expected the sequence length T=20" "$d"
 d=$(fresh cu_batch --B 2) && write_i64_npy "$d/cu_seqlens.npy" 0 10 20

@@ -103,7 +103,7 @@ class ChunkKernel {
   // Elements of scratch the kernel needs; the workspace must stay valid while it is used.
   GDN_HD static std::size_t workspace_size(int C, int K, int V) {
     const std::size_t CC = std::size_t(C) * C, CK = std::size_t(C) * K, CV = std::size_t(C) * V;
-    return 5 * std::size_t(C) + K + 10 * CC + 5 * CK + 4 * CV + ChunkFactors<T>{C, K, V}.size();
+    return 6 * std::size_t(C) + K + 10 * CC + 5 * CK + 4 * CV + ChunkFactors<T>{C, K, V}.size();
   }
 
   GDN_HD ChunkKernel(int C, int K, int V, T scale, T* workspace, Exec ex = Exec())
@@ -116,6 +116,7 @@ class ChunkKernel {
       return r;
     };
     G_ = take(C), Gam_ = take(C), e_ = take(C), dGam_ = take(C), redC_ = take(C), redK_ = take(K);
+    seg_ = take(C);
     D_ = take(CC), KK_ = take(CC), QK_ = take(CC), L_ = take(CC), Tm_ = take(CC);
     dP_ = take(CC), dD_ = take(CC), dT_ = take(CC), tmpCC_ = take(CC), dL_ = take(CC);
     bGK_ = take(CK), tmpCK_ = take(CK), dkt_ = take(CK), X_ = take(CK), dKb_ = take(CK);
@@ -166,7 +167,7 @@ class ChunkKernel {
   ChunkFactors<T> fl_;
   // Scratch carved from the workspace (sizes in the constructor). redC_, redK_ hold
   // per-row partial sums that one thread then adds up in a fixed order.
-  T *G_, *Gam_, *e_, *dGam_, *redC_, *redK_;
+  T *G_, *Gam_, *e_, *dGam_, *redC_, *redK_, *seg_;
   T *D_, *KK_, *QK_, *L_, *Tm_, *dP_, *dD_, *dT_, *tmpCC_, *dL_;
   T *bGK_, *tmpCK_, *dkt_, *X_, *dKb_, *bV_, *vnew_, *dvn_, *dVb_, *f_;
 };
@@ -175,20 +176,35 @@ class ChunkKernel {
 
 // G = cumsum(g), Gamma = exp(G), e = exp(G_C - G), D_ij = exp(G_i - G_j) for i >= j and 0
 // above the diagonal (where the exponent is positive and could overflow).
+// A row with g = -inf forgets the state (docs/design.md §2c): the running sum restarts
+// there (G = 0 on that row, seg_ counts such rows), and a decay across it is zero: D_ij = 0
+// when rows i and j lie in different segments, Gamma = 0 from the first such row on, and
+// e_i = 0 before the last one. Without -inf every row is in segment 0 and these are the
+// plain formulas, bit for bit.
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::decay_terms(const T* g) {
   const int C = C_;
   if (ex_.tid() == 0) {  // a prefix sum: sequential, C steps
     T acc = 0;
+    int seg = 0;
     for (int i = 0; i < C; ++i) {
-      acc += g[i];
+      if (hd::is_minus_inf(g[i])) {
+        acc = 0;
+        ++seg;
+      } else {
+        acc += g[i];
+      }
       G_[i] = acc;
-      Gam_[i] = hd::exp(acc);
+      seg_[i] = T(seg);
+      Gam_[i] = seg == 0 ? hd::exp(acc) : T(0);
     }
   }
   ex_.sync();
-  for (int i = ex_.tid(); i < C; i += ex_.nthreads()) e_[i] = hd::exp(G_[C - 1] - G_[i]);
-  each2d(C, C, [&](int i, int j) { D_[i * C + j] = j <= i ? hd::exp(G_[i] - G_[j]) : T(0); });
+  for (int i = ex_.tid(); i < C; i += ex_.nthreads())
+    e_[i] = seg_[i] == seg_[C - 1] ? hd::exp(G_[C - 1] - G_[i]) : T(0);
+  each2d(C, C, [&](int i, int j) {
+    D_[i * C + j] = j <= i && seg_[i] == seg_[j] ? hd::exp(G_[i] - G_[j]) : T(0);
+  });
   ex_.sync();
 }
 
@@ -388,7 +404,15 @@ GDN_HD void ChunkKernel<T, Exec>::backward(const ChunkRows<T>& r, const T* h, co
     for (int i = 0; i < C; ++i) sum_ede += redC_[i];
     for (int i = 0; i < K; ++i) dgamma += redK_[i];
     out.dg[C - 1] += sum_ede + gamma * dgamma;
-    for (int i = C - 2; i >= 0; --i) out.dg[i] += out.dg[i + 1];
+    // The reverse cumulative sum, restarting where the forward's sum restarted: a g = -inf
+    // row gets no gradient (exp(g) dg = 0 there) and cuts the rows before it off from the
+    // rows after it.
+    for (int i = C - 1; i >= 0; --i) {
+      if (hd::is_minus_inf(r.g[i]))
+        out.dg[i] = 0;
+      else if (i + 1 < C && seg_[i + 1] == seg_[i])
+        out.dg[i] += out.dg[i + 1];
+    }
   }
   ex_.sync();
 }
