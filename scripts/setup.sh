@@ -3,9 +3,11 @@
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 # jq reads the JSON-lines logs and stats.json in the scripts and CLI tests (rather than a
-# hand-rolled parser in shell); gnuplot-nox draws the loss-curve PNG of the reproduction.
+# hand-rolled parser in shell); gnuplot-nox draws the loss-curve PNG of the reproduction;
+# python3 (standard library only) runs tests/cli/npy_tool.py, which edits .npy files and
+# checkpoints for the CLI tests.
 pkgs=(build-essential cmake g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspdlog-dev
-      nlohmann-json3-dev catch2 jq gnuplot-nox)
+      nlohmann-json3-dev catch2 jq gnuplot-nox python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -129,7 +129,10 @@ TEST_CASE("CP equals the single-rank oracle, forward and backward (fp64)", "[cp]
       {"no h0, no dht", make_problem(1, 90, 2, 2, 8, 8, 64, true), false, false},
       {"zero-length sequences, one on a shard boundary",
        make_problem(1, 96, 1, 2, 8, 8, 16, true, {0, 0, 24, 24, 48, 48, 96, 96}), true, true},
-      {"g = -inf on and next to shard boundaries", make_problem(2, 101, 1, 2, 8, 8, 16), true, true,
+      {"g = -inf on and next to shard boundaries",
+       make_problem(2, 101, 1, 2, 8, 8, 16),
+       true,
+       true,
        {0, 24, 25, 26, 50, 51, 76, 100}},
   };
   for (const Case& c : cases) check_case(comm, c);

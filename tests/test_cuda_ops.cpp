@@ -98,21 +98,21 @@ TEMPLATE_TEST_CASE("cuda linear matches the host, dW accumulates", "[cuda_ops]",
     DeviceBuffer<T> y_(ny);
     ops::linear_forward(Cuda{}, x_.data(), W_.data(), s.N, s.in, s.out, y_.data());
     check_close("y", y_, y);
-    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out,
-                         dx_.data(), dW_.data());
+    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, dx_.data(),
+                         dW_.data());
     check_close("dx", dx_, dx);
     check_close("dW", dW_, dW);
 
     // A second call with dx skipped adds the same dW again.
     ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), s.N, s.in, s.out, (T*)nullptr,
                          dW.data());
-    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out,
-                         (T*)nullptr, dW_.data());
+    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, (T*)nullptr,
+                         dW_.data());
     check_close("dW after two calls", dW_, dW);
     // dW skipped: dx still overwritten.
     auto dx2_ = to_device(random_vec<T>(nx, 6));
-    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out,
-                         dx2_.data(), (T*)nullptr);
+    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, dx2_.data(),
+                         (T*)nullptr);
     check_close("dx without dW", dx2_, dx);
   }
 }

@@ -91,8 +91,8 @@ struct Grads {
 struct Case {
   std::string name;
   GdnProblem p;
-  bool h0 = false;                    // give an initial state
-  bool dht = false;                   // give a final-state cotangent
+  bool h0 = false;                        // give an initial state
+  bool dht = false;                       // give a final-state cotangent
   std::vector<std::int64_t> forget = {};  // tokens with g = -inf (forget_at)
 };
 
@@ -104,8 +104,6 @@ inline void forget_at(GdnData<double>& d, const std::vector<std::int64_t>& token
       for (std::int64_t h = 0; h < H; ++h)
         d.g.data[(b * T + t) * H + h] = -std::numeric_limits<double>::infinity();
 }
-
-
 
 inline GdnProblem make_problem(int B, std::int64_t T, int Hk, int Hv, int K, int V, int C = 64,
                                bool l2 = false, std::vector<std::int64_t> cu = {}) {

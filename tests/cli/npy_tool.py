@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Small helpers of the CLI tests, standard library only (no numpy):
+
+  set FILE INDEX VALUE       overwrite float element INDEX (flat) of a .npy file
+                             (VALUE: a number, nan, inf or -inf)
+  same-rows A B ROW...       exit 1 unless the given rows (first axis) of two .npy files
+                             hold the same bits
+  finite FILE...             exit 1 when a .npy file holds NaN or +-Inf
+  ckpt-finite FILE...        exit 1 when a gdn-cp checkpoint holds NaN or +-Inf
+  ckpt-poison SRC DST        copy a checkpoint with its first value set to NaN and the
+                             checksum recomputed, so only its values are wrong
+"""
+import json
+import math
+import struct
+import sys
+
+
+def read_npy(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:6] == b"\x93NUMPY", path + ": not a .npy file"
+    major = data[6]
+    hlen_size = 2 if major == 1 else 4
+    hlen = int.from_bytes(data[8:8 + hlen_size], "little")
+    start = 8 + hlen_size + hlen
+    header = eval(data[8 + hlen_size:start].decode("latin1"))  # numpy's dict literal
+    return data, start, header
+
+
+def fmt_of(descr):
+    return {"<f4": "<f", "<f8": "<d"}[descr]
+
+
+def floats(path):
+    data, start, header = read_npy(path)
+    fmt = fmt_of(header["descr"])
+    size = struct.calcsize(fmt)
+    return [x[0] for x in struct.iter_unpack(fmt, data[start:])], header, size
+
+
+def cmd_set(path, index, value):
+    data, start, header = read_npy(path)
+    fmt = fmt_of(header["descr"])
+    size = struct.calcsize(fmt)
+    at = start + int(index) * size
+    blob = bytearray(data)
+    blob[at:at + size] = struct.pack(fmt, float(value))
+    with open(path, "wb") as f:
+        f.write(blob)
+    return 0
+
+
+def cmd_same_rows(a, b, *rows):
+    da, sa, ha = read_npy(a)
+    db, sb, hb = read_npy(b)
+    row_a = len(da[sa:]) // ha["shape"][0]
+    row_b = len(db[sb:]) // hb["shape"][0]
+    assert row_a == row_b, "rows differ in size"
+    for r in map(int, rows):
+        if da[sa + r * row_a:sa + (r + 1) * row_a] != db[sb + r * row_b:sb + (r + 1) * row_b]:
+            print(f"row {r} of {a} and {b} differ")
+            return 1
+    return 0
+
+
+def cmd_finite(*paths):
+    for p in paths:
+        values, _, _ = floats(p)
+        bad = [i for i, x in enumerate(values) if not math.isfinite(x)]
+        if bad:
+            print(f"{p}: element {bad[0]} is {values[bad[0]]}")
+            return 1
+    return 0
+
+
+def read_ckpt(path):
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    assert data[:8] == b"GDNCKPT1", path + ": not a checkpoint"
+    hlen = struct.unpack_from("<Q", data, 8)[0]
+    header = json.loads(data[16:16 + hlen].decode())
+    fmt = "<f" if header["dtype"] == "f32" else "<d"
+    return data, 16 + hlen, header, fmt
+
+
+def cmd_ckpt_finite(*paths):
+    for p in paths:
+        data, start, header, fmt = read_ckpt(p)
+        end = start + header["data_bytes"]
+        for i, (x,) in enumerate(struct.iter_unpack(fmt, data[start:end])):
+            if not math.isfinite(x):
+                print(f"{p}: value {i} is {x}")
+                return 1
+    return 0
+
+
+def fnv1a64(blob):
+    h = 0xCBF29CE484222325
+    for byte in blob:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def cmd_ckpt_poison(src, dst):
+    data, start, _, fmt = read_ckpt(src)
+    struct.pack_into(fmt, data, start, float("nan"))
+    body = len(data) - 16
+    struct.pack_into("<Q", data, body, fnv1a64(data[:body]))
+    with open(dst, "wb") as f:
+        f.write(data)
+    return 0
+
+
+COMMANDS = {"set": cmd_set, "same-rows": cmd_same_rows, "finite": cmd_finite,
+            "ckpt-finite": cmd_ckpt_finite, "ckpt-poison": cmd_ckpt_poison}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        print(__doc__)
+        sys.exit(2)
+    sys.exit(COMMANDS[sys.argv[1]](*sys.argv[2:]))

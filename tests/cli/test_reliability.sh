@@ -1,0 +1,393 @@
+#!/usr/bin/env bash
+# The reliability cases of issue 7 (docs/design.md §8), one ctest entry each:
+#   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
+# Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
+# kernel_outputs, watchdog, memory, messages. Each runs the real tools under mpirun and
+# checks what a user sees: the exit code, that nothing hangs, the message (once), and the
+# files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
+set -uo pipefail
+
+BIN=$1
+MPIRUN=$2
+SRC=$3
+CASE=$4
+TRAIN="$BIN/gdn_train"
+KERNEL="$BIN/gdn_kernel"
+MAKE="$BIN/gdn_make_inputs"
+DIFF="$BIN/gdn_npy_diff"
+TOOL="python3 $(dirname "$0")/npy_tool.py"
+CONFIG="$SRC/configs/tiny.json"
+source "$(dirname "$0")/common.sh"
+
+WORK=$(mktemp -d)
+cleanup() {
+  local pid
+  for pid in $(pgrep -f -- "$WORK/" 2>/dev/null); do
+    [ "$pid" != "$$" ] && kill -CONT "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+  done
+  chmod -R u+w "$WORK" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+# run NP TIMEOUT TOOL ARGS...: the tool under mpirun; output in $WORK/out, exit code in $rc.
+run() {
+  local np=$1 secs=$2 tool=$3
+  shift 3
+  timeout "$secs" "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$tool" "$@" >"$WORK/out" 2>&1
+  rc=$?
+}
+# expect_failure NAME PHRASE: the last run exited non-zero without a hang (124) and its
+# output holds PHRASE exactly once (every rank refuses, one rank reports).
+expect_failure() {
+  local n
+  n=$(grep -cF -- "$2" "$WORK/out")
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -eq 1 ]; then
+    pass "$1: exit $rc, message once"
+  else
+    cat "$WORK/out"
+    fail "$1: exit $rc (0 = accepted, 124 = hang), '$2' seen $n times (expected 1)"
+  fi
+}
+# check NAME CONDITION...: pass when the command succeeds.
+check() {
+  local name=$1
+  shift
+  if "$@"; then pass "$name"; else fail "$name"; fi
+}
+# train_ok NAME NP ARGS...: a tiny run that must succeed.
+train_ok() {
+  local name=$1 np=$2
+  shift 2
+  run "$np" 120 "$TRAIN" --config "$CONFIG" "$@"
+  if [ "$rc" -ne 0 ]; then
+    cat "$WORK/out"
+    fail "$name: the run failed (exit $rc)"
+    return 1
+  fi
+}
+ckpts() { find "$1" -maxdepth 1 -name 'ckpt-*.bin' -printf '%f\n' 2>/dev/null | sort | tr '\n' ' '; }
+
+case "$CASE" in
+  # ------------------------------------------------------------------ B1
+  nonfinite)
+    # lr 1e4 blows the weights up within a few steps: the run must stop at the first
+    # non-finite step on every rank (exit 1, one message naming the step and a tensor),
+    # and every checkpoint it left must be finite.
+    D="$WORK/ckpt"
+    jq '.train.lr = 1e4' "$CONFIG" >"$WORK/lr.json"
+    run 2 120 "$TRAIN" --config "$WORK/lr.json" --cp 2 --steps 40 --checkpoint-every 1 \
+      --checkpoint-dir "$D" --log "$WORK/log.jsonl"
+    expect_failure "lr 1e4 stops at the first non-finite step" "stopping; no checkpoint was written for this step"
+    check "the message names the step and the first non-finite tensor" \
+      grep -qE "\] step [0-9]+: .*(gradient is|parameter) 'model\." "$WORK/out"
+    check "no step was logged with a non-finite loss" \
+      bash -c "! grep -q null '$WORK/log.jsonl'"
+    files=$(ckpts "$D")
+    check "checkpoints were written before the divergence ($files)" [ -n "$files" ]
+    # shellcheck disable=SC2086
+    check "every checkpoint left is finite" $TOOL ckpt-finite "$D"/ckpt-*.bin
+    # --resume never loads a non-finite checkpoint, even one whose checksum is right.
+    R="$WORK/resume"
+    mkdir -p "$R"
+    train_ok "a 2-step run with checkpoints" 2 --cp 2 --steps 2 --checkpoint-every 1 \
+      --checkpoint-dir "$R" && {
+      $TOOL ckpt-poison "$R/ckpt-00000002.bin" "$R/ckpt-00000009.bin"
+      run 2 120 "$TRAIN" --config "$CONFIG" --cp 2 --steps 3 --resume --checkpoint-dir "$R"
+      if [ "$rc" -eq 0 ] && grep -q "resumed from $R/ckpt-00000002.bin at step 2" "$WORK/out" &&
+        [ "$(grep -c "skipping checkpoint $R/ckpt-00000009.bin" "$WORK/out")" -eq 1 ]; then
+        pass "--resume passes over a non-finite checkpoint (warned once) and loads the newest finite one"
+      else
+        cat "$WORK/out"
+        fail "--resume loaded a non-finite checkpoint, or did not say so once"
+      fi
+    }
+    ;;
+  # ------------------------------------------------------------------ B2
+  resume_config)
+    # Hk 2 x K 16 and Hk 4 x K 8 have the same parameter shapes: only the config tells.
+    D="$WORK/ckpt"
+    train_ok "a 2-step run with Hk = 2, K = 16" 2 --cp 2 --steps 2 --checkpoint-dir "$D" && {
+      jq '.model.linear_num_key_heads = 4 | .model.linear_key_head_dim = 8' "$CONFIG" >"$WORK/other.json"
+      run 2 60 "$TRAIN" --config "$WORK/other.json" --cp 2 --steps 4 --resume --checkpoint-dir "$D"
+      expect_failure "resume with Hk = 4, K = 8 is refused" "was written by a different model"
+      check "the message names both keys and both values" grep -q \
+        "model.linear_key_head_dim: 16 vs 8; model.linear_num_key_heads: 2 vs 4" "$WORK/out"
+      jq '.model.rms_norm_eps = 1e-5' "$CONFIG" >"$WORK/eps.json"
+      run 2 60 "$TRAIN" --config "$WORK/eps.json" --cp 2 --steps 4 --resume --checkpoint-dir "$D"
+      expect_failure "resume with another rms_norm_eps is refused" "model.rms_norm_eps: 1e-06 vs 1e-05"
+      train_ok "resume with the same model at another cp" 4 --cp 4 --steps 3 --resume \
+        --checkpoint-dir "$D" && check "it resumed" grep -q "resumed from" "$WORK/out"
+    }
+    ;;
+  # ------------------------------------------------------------------ B3
+  flag_checks)
+    # A flag gets exactly the checks of its config key, and the message names the flag.
+    for args in "--batch 0|--batch 0: expected an integer >= 1" \
+      "--batch -2|--batch -2: expected an integer >= 1" \
+      "--cp -1 --dp -2|: expected an integer >= 1 (the flag of train." \
+      "--checkpoint-every -1|--checkpoint-every -1: expected an integer >= 0" \
+      "--seq-len 0|--seq-len 0: expected an integer >= 1" \
+      "--lr -1|--lr -1: expected a number >= 0"; do
+      IFS='|' read -r flags phrase <<<"$args"
+      # shellcheck disable=SC2086
+      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 $flags
+      expect_failure "$flags" "$phrase"
+      check "$flags: not blamed on the config file" bash -c "! grep -q 'in $CONFIG' '$WORK/out'"
+    done
+    ;;
+  # ------------------------------------------------------------------ B4
+  startup_paths)
+    # A file as the checkpoint directory, and a directory as the log, are refused before
+    # the first step, with the OS's reason.
+    touch "$WORK/a_file"
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 50 --checkpoint-dir "$WORK/a_file"
+    expect_failure "--checkpoint-dir is a file" "'$WORK/a_file' exists and is not a directory: Not a directory"
+    check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 50 --checkpoint-dir "$WORK/a_file/sub"
+    expect_failure "--checkpoint-dir under a file" "cannot create checkpoint directory '$WORK/a_file/sub': Not a directory"
+    mkdir -p "$WORK/log_dir"
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 50 --log "$WORK/log_dir"
+    expect_failure "--log is a directory" "cannot open the log file '$WORK/log_dir' (--log): Is a directory"
+    check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
+    ;;
+  # ------------------------------------------------------------------ B5
+  retention)
+    D="$WORK/ckpt"
+    train_ok "6 steps, a checkpoint every step" 2 --cp 2 --steps 6 --checkpoint-every 1 \
+      --checkpoint-dir "$D" &&
+      check "the newest 3 are kept by default: $(ckpts "$D")" \
+        [ "$(ckpts "$D")" = "ckpt-00000004.bin ckpt-00000005.bin ckpt-00000006.bin " ]
+    D="$WORK/ckpt2"
+    train_ok "--keep-checkpoints 2" 2 --cp 2 --steps 5 --checkpoint-every 1 --checkpoint-dir "$D" \
+      --keep-checkpoints 2 &&
+      check "the newest 2 are kept: $(ckpts "$D")" \
+        [ "$(ckpts "$D")" = "ckpt-00000004.bin ckpt-00000005.bin " ]
+    D="$WORK/ckpt3"
+    train_ok "--keep-checkpoints 0" 2 --cp 2 --steps 4 --checkpoint-every 1 --checkpoint-dir "$D" \
+      --keep-checkpoints 0 && check "0 keeps all: $(ckpts "$D")" [ "$(ckpts "$D" | wc -w)" -eq 4 ]
+    ;;
+  # ------------------------------------------------------------------ B6
+  kernel_inputs)
+    kernel() {
+      local np=$1
+      shift
+      run "$np" 60 "$KERNEL" "$@"
+    }
+    fresh() {  # fresh DIR ARGS...: seeded f64 inputs, h0 and cotangents
+      rm -rf "$1"
+      "$MAKE" --out "$1" --B 1 --T 40 --Hk 1 --Hv 2 --K 8 --V 8 --h0 --backward --seed 5 \
+        --g-scale 0.1 "${@:2}" >/dev/null
+    }
+    # Non-finite inputs are refused by default.
+    fresh "$WORK/nan"
+    $TOOL set "$WORK/nan/q.npy" 11 nan
+    kernel 3 --in "$WORK/nan" --out "$WORK/o"
+    expect_failure "NaN in q is refused" "q.npy: element [0, 1, 0, 3] (flat index 11) is NaN"
+    fresh "$WORK/inf"
+    $TOOL set "$WORK/inf/k.npy" 2 inf
+    kernel 3 --in "$WORK/inf" --out "$WORK/o"
+    expect_failure "+Inf in k is refused" "k.npy: element [0, 0, 0, 2] (flat index 2) is +Inf"
+    $TOOL set "$WORK/inf/k.npy" 2 0.5
+    $TOOL set "$WORK/inf/g.npy" 3 inf
+    kernel 3 --in "$WORK/inf" --out "$WORK/o"
+    expect_failure "+Inf in g is refused" "g.npy: element [0, 1, 1] (flat index 3) is +Inf"
+    # g = -inf forgets the state: accepted, finite outputs, the same on 1 and 3 ranks.
+    fresh "$WORK/forget"
+    for i in 0 30 31 47 48 79; do $TOOL set "$WORK/forget/g.npy" "$i" -inf; done
+    kernel 1 --in "$WORK/forget" --out "$WORK/f1" --backward
+    rc1=$rc
+    kernel 3 --in "$WORK/forget" --out "$WORK/f3" --backward
+    if [ "$rc1" -eq 0 ] && [ "$rc" -eq 0 ] && "$DIFF" "$WORK/f1" "$WORK/f3" --tol 1e-10 >"$WORK/diff" 2>&1 &&
+      $TOOL finite "$WORK"/f1/*.npy; then
+      pass "g = -inf: finite outputs and gradients, np 1 = np 3 (rel_l2 <= 1e-10)"
+    else
+      cat "$WORK/out" "$WORK/diff"
+      fail "g = -inf: the run failed, gave non-finite values, or np 1 and np 3 differ"
+    fi
+    # beta in [0, 2] (fla's negative eigenvalues) is computed; beyond is refused.
+    fresh "$WORK/beta"
+    $TOOL set "$WORK/beta/beta.npy" 5 1.75
+    kernel 1 --in "$WORK/beta" --out "$WORK/b1" --backward
+    rc1=$rc
+    kernel 3 --in "$WORK/beta" --out "$WORK/b3" --backward
+    if [ "$rc1" -eq 0 ] && [ "$rc" -eq 0 ] && "$DIFF" "$WORK/b1" "$WORK/b3" --tol 1e-10 >/dev/null; then
+      pass "beta = 1.75 is accepted, np 1 = np 3"
+    else
+      cat "$WORK/out"
+      fail "beta = 1.75 was refused or np 1 and np 3 differ"
+    fi
+    $TOOL set "$WORK/beta/beta.npy" 5 2.5
+    kernel 3 --in "$WORK/beta" --out "$WORK/o"
+    expect_failure "beta = 2.5 is refused" "beta.npy: element [0, 2, 1] (flat index 5) is 2.5: expected beta in [0, 2]"
+    # An empty cu_seqlens.npy is an error; zero-length sequences inside it are fine, and
+    # their final state is their h0.
+    fresh "$WORK/cu_empty"
+    python3 - "$WORK/cu_empty/cu_seqlens.npy" <<'PY'
+import sys
+h = "{'descr': '<i8', 'fortran_order': False, 'shape': (0,), }"
+h += " " * (63 - (10 + len(h)) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode())
+PY
+    kernel 3 --in "$WORK/cu_empty" --out "$WORK/o"
+    expect_failure "an empty cu_seqlens.npy is refused" "holds 0 boundaries: expected at least 2"
+    fresh "$WORK/zero" --cu-seqlens 0,0,14,14,27,40,40 --allow-invalid
+    kernel 1 --in "$WORK/zero" --out "$WORK/z1" --backward
+    rc1=$rc
+    kernel 3 --in "$WORK/zero" --out "$WORK/z3" --backward
+    if [ "$rc1" -eq 0 ] && [ "$rc" -eq 0 ] && "$DIFF" "$WORK/z1" "$WORK/z3" --tol 1e-10 >/dev/null &&
+      $TOOL same-rows "$WORK/z1/ht.npy" "$WORK/zero/h0.npy" 0 2 5 &&
+      $TOOL same-rows "$WORK/z1/dh0.npy" "$WORK/zero/dht.npy" 0 2 5; then
+      pass "zero-length sequences: accepted, np 1 = np 3, their ht is their h0 and dh0 their dht"
+    else
+      cat "$WORK/out"
+      fail "zero-length sequences were refused, or np 1 and np 3 differ, or ht != h0"
+    fi
+    ;;
+  # ------------------------------------------------------------------ B7
+  kernel_outputs)
+    IN="$WORK/in"
+    "$MAKE" --out "$IN" --B 1 --T 40 --Hk 1 --Hv 2 --K 8 --V 8 --backward --seed 2 >/dev/null
+    O="$WORK/out_dir"
+    run 2 60 "$KERNEL" --in "$IN" --out "$O" --backward
+    check "a good run writes the set with stats.json" [ "$rc" -eq 0 ] && [ -f "$O/stats.json" ]
+    # The disk fills up while dq.npy is written: the new o.npy must not stay next to the
+    # old stats.json. (Files are written as NAME.tmp and renamed: /dev/full there.)
+    rm -f "$O/o.npy"
+    ln -s /dev/full "$O/dq.npy.tmp"
+    run 2 60 "$KERNEL" --in "$IN" --out "$O" --backward
+    expect_failure "disk full during dq.npy" "dq.npy.tmp"
+    check "no stale stats.json is left" [ ! -e "$O/stats.json" ]
+    check "no new o.npy is left" [ ! -e "$O/o.npy" ]
+    rm -f "$O/dq.npy.tmp"
+    # The disk fills up while stats.json itself is written.
+    P="$WORK/out_stats"
+    mkdir -p "$P"
+    ln -s /dev/full "$P/stats.json"
+    ln -s /dev/full "$P/stats.json.tmp"
+    run 2 60 "$KERNEL" --in "$IN" --out "$P"
+    expect_failure "disk full during stats.json" "No space left on device"
+    check "no stats.json is left" [ ! -e "$P/stats.json" ]
+    check "no o.npy is left" [ ! -e "$P/o.npy" ]
+    ;;
+  # ------------------------------------------------------------------ B8
+  watchdog)
+    # Rank 1 is stopped mid-run: rank 0 waits in a collective; its watchdog must end the
+    # job after --watchdog-s with a line naming the rank and the step.
+    run_bg() {
+      timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$TRAIN" --config "$CONFIG" --cp 2 \
+        --steps 100000 --watchdog-s 3 --log "$WORK/wd.jsonl" >"$WORK/out" 2>&1 &
+      JOB=$!
+    }
+    run_bg
+    for _ in $(seq 300); do  # up to 30 s for the first step
+      [ -s "$WORK/wd.jsonl" ] && break
+      kill -0 "$JOB" 2>/dev/null || break
+      sleep 0.1
+    done
+    victim=""
+    for pid in $(pgrep -f -- "$WORK/wd.jsonl" 2>/dev/null); do
+      [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = gdn_train ] || continue
+      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$pid
+    done
+    if [ ! -s "$WORK/wd.jsonl" ] || [ -z "$victim" ]; then
+      cat "$WORK/out"
+      fail "watchdog: the run did not start or rank 1 was not found"
+    else
+      t0=$(date +%s.%N)
+      kill -STOP "$victim"
+      for _ in $(seq 300); do  # up to 30 s
+        kill -0 "$JOB" 2>/dev/null || break
+        sleep 0.1
+      done
+      secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      kill -CONT "$victim" 2>/dev/null
+      if kill -0 "$JOB" 2>/dev/null; then
+        fail "watchdog: the job still runs $secs s after rank 1 was stopped"
+      elif grep -qE "rank 0 made no progress for [0-9]+ s \(--watchdog-s 3\) at step [0-9]+" "$WORK/out"; then
+        pass "watchdog: the job ended $secs s after rank 1 was stopped, naming rank 0 and the step"
+      else
+        cat "$WORK/out"
+        fail "watchdog: the job ended after $secs s without the watchdog's message"
+      fi
+    fi
+    wait "$JOB" 2>/dev/null
+    ;;
+  # ------------------------------------------------------------------ B9
+  memory)
+    # Qwen3.5-397B's shapes cannot fit on a CPU rank of this machine: refused before any
+    # allocation, with the numbers, and never as a bare std::bad_alloc.
+    run 2 60 "$TRAIN" --config "$SRC/configs/qwen3.5-397b-a17b.json" --cp 2 --seq-len 4096
+    expect_failure "a model that cannot fit is refused" "the model does not fit: this rank needs an estimated"
+    check "the message gives the parts and what is available" \
+      grep -qE "parameters [0-9.]+ GiB, gradients .* AdamW moments .* activations .* is available" "$WORK/out"
+    check "no bad_alloc" bash -c "! grep -q bad_alloc '$WORK/out'"
+    train_ok "the tiny model fits and says its estimate" 2 --cp 2 --steps 1 &&
+      check "the estimate is printed" grep -q "memory per rank (estimate)" "$WORK/out"
+    ;;
+  # ------------------------------------------------------------------ B10
+  messages)
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps abc
+    expect_failure "an unparsable flag value names the flag" "--steps abc: expected an integer >= 0"
+    mkdir -p "$WORK/data_dir"
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --data "$WORK/data_dir"
+    expect_failure "--data DIR names the path" "data file '$WORK/data_dir' is a directory"
+    jq -c . "$CONFIG" | sed 's/"seq_len":256/"seq_len":1e400/' >"$WORK/overflow.json"
+    run 2 60 "$TRAIN" --config "$WORK/overflow.json" --cp 2
+    expect_failure "a JSON number overflow names the file and key" "'$WORK/overflow.json': the value of 'train.seq_len' is out of range"
+    # A binary .npy header: shown escaped and cut.
+    IN="$WORK/in"
+    "$MAKE" --out "$IN" --B 1 --T 20 --Hk 1 --Hv 1 --K 8 --V 8 >/dev/null
+    python3 - "$IN/q.npy" <<'PY'
+import sys
+h = b"{'descr': '<f8', 'fortran_order': False, 'shape': (1, 20, 1, 8) " + bytes(range(256)) * 4
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h)
+PY
+    run 2 60 "$KERNEL" --in "$IN" --out "$WORK/o"
+    expect_failure "a bad .npy header is reported" "q.npy: malformed header"
+    check "the header is shown escaped (\\x00) and cut" grep -qF '\x00\x01\x02' "$WORK/out"
+    check "no raw control bytes reach the terminal" \
+      bash -c "! LC_ALL=C grep -qP '[\\x00-\\x08\\x0e-\\x1f\\x7f]' '$WORK/out'"
+    check "the message is cut short" [ "$(grep -F 'malformed header' "$WORK/out" | wc -c)" -lt 600 ]
+    # 64-bit shapes are reported as read: T = 2^40 (with K = 0 and Hv = 0, so the files
+    # hold no data and the shape check is what answers).
+    S="$WORK/huge"
+    mkdir -p "$S"
+    python3 - "$S" <<'PY'
+import sys
+def npy(path, shape):
+    h = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s,), }" % ", ".join(map(str, shape))
+    h += " " * (63 - (10 + len(h)) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode())
+T = 2 ** 40
+for name, shape in [("q", (1, T, 1, 0)), ("k", (1, T, 1, 0)), ("v", (1, T, 0, 0)),
+                    ("g", (1, T, 0)), ("beta", (1, T, 0))]:
+    npy(f"{sys.argv[1]}/{name}.npy", shape)
+PY
+    run 2 60 "$KERNEL" --in "$S" --out "$WORK/o"
+    expect_failure "T = 2^40 is reported as read" "T=1099511627776"
+    # The checkpoint-skip warning prints once, not once per rank.
+    D="$WORK/ckpt"
+    train_ok "two checkpoints" 3 --cp 3 --steps 2 --checkpoint-every 1 --checkpoint-dir "$D" && {
+      printf 'torn' >>"$D/ckpt-00000002.bin"
+      run 3 60 "$TRAIN" --config "$CONFIG" --cp 3 --steps 3 --resume --checkpoint-dir "$D"
+      expect_failure_or_ok() {
+        local n
+        n=$(grep -c "skipping checkpoint $D/ckpt-00000002.bin" "$WORK/out")
+        if [ "$rc" -eq 0 ] && [ "$n" -eq 1 ] && grep -q "resumed from $D/ckpt-00000001.bin" "$WORK/out"; then
+          pass "the checkpoint-skip warning prints once on 3 ranks, and the older one is loaded"
+        else
+          cat "$WORK/out"
+          fail "the checkpoint-skip warning printed $n times (expected 1), exit $rc"
+        fi
+      }
+      expect_failure_or_ok
+    }
+    ;;
+  *)
+    echo "test_reliability.sh: unknown case '$CASE'"
+    exit 2
+    ;;
+esac
+finish
