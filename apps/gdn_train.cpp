@@ -13,7 +13,6 @@
 #include <cxxopts.hpp>
 #include <iostream>
 #include <memory>
-#include <new>
 
 #include "comm/mpi_communicator.h"
 #include "common/app_common.h"
@@ -74,14 +73,13 @@ struct Setup {
 
 Setup parse(int argc, char** argv, int world_size) {
   auto options = make_options();
-  const auto res = options.parse(argc, argv);
+  const auto parsed = app::parse_command_line(options, argc, argv);
   Setup s;
-  if (res.count("help")) {
+  if (!parsed) {
     s.help = true;
     return s;
   }
-  GDN_CHECK(res.unmatched().empty(), "unexpected argument '", res.unmatched().front(),
-            "' (see --help)");
+  const cxxopts::ParseResult& res = *parsed;
   GDN_CHECK(res.count("config"), "--config FILE is required (see configs/)");
   s.device = app::resolve_device(res["device"].as<std::string>());
   // Zigzag is refused before anything else, with the reason.
@@ -211,18 +209,7 @@ int main(int argc, char** argv) {
         rc = 1;
       } else {
         if (world.rank() == 0) announce(s, world.size());
-        try {
-          rc = run_training(s, world, watchdog);
-        } catch (const std::bad_alloc&) {
-          spdlog::error("rank {}: out of memory during training (std::bad_alloc)", world.rank());
-          spdlog::default_logger()->flush();
-          world.abort(1);
-        } catch (const std::exception& e) {
-          // Past set-up another rank may wait in a collective: end the whole job.
-          spdlog::error("rank {}: {}", world.rank(), e.what());
-          spdlog::default_logger()->flush();
-          world.abort(1);
-        }
+        app::run_or_abort_job(world, [&] { rc = run_training(s, world, watchdog); });
       }
     }
   }

@@ -41,6 +41,30 @@ bool run_setup_collectively(Communicator& comm, const std::function<void()>& fn)
   return false;
 }
 
+std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, int argc,
+                                                       char** argv) {
+  auto res = options.parse(argc, argv);
+  if (res.count("help")) return std::nullopt;
+  GDN_CHECK(res.unmatched().empty(), "unexpected argument '", res.unmatched().front(),
+            "' (see --help)");
+  return res;
+}
+
+void run_or_abort_job(Communicator& comm, const std::function<void()>& fn) {
+  std::string message;
+  try {
+    fn();
+    return;
+  } catch (const std::bad_alloc&) {
+    message = "out of memory (std::bad_alloc)";
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  spdlog::error("rank {}: {}", comm.rank(), message);
+  spdlog::default_logger()->flush();
+  comm.abort(1);
+}
+
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what) {
   std::vector<std::int64_t> out;
   std::size_t pos = 0;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cxxopts.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,16 @@ void setup_logging(const std::string& tool);
 // failing rank logs its message once ("rank R: ...") and every rank gets false, so all can
 // exit with code 1 together instead of leaving the others waiting in a later collective.
 bool run_setup_collectively(Communicator& comm, const std::function<void()>& fn);
+
+// Parses the command line; nullopt when --help was asked for. Arguments that are not
+// options are an error naming the first one.
+std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, int argc,
+                                                       char** argv);
+
+// Past set-up, another rank may be waiting in a collective, so a failure on one rank must
+// end them all: runs fn, and on an exception prints "rank R: <what>" once from this rank
+// (std::bad_alloc as an out-of-memory message) and aborts the whole job.
+void run_or_abort_job(Communicator& comm, const std::function<void()>& fn);
 
 // "0,100,250" -> {0, 100, 250}. Errors name `what` and the bad item.
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what);

@@ -101,17 +101,12 @@ int main(int argc, char** argv) {
       if (comm.rank() == 0) std::cout << make_options().help() << std::endl;
     } else {
       Watchdog watchdog(args.watchdog_s, comm.rank());
-      try {
+      app::run_or_abort_job(comm, [&] {
         if (in.compute == DType::f64)
           run<double>(comm, args, in, watchdog);
         else
           run<float>(comm, args, in, watchdog);
-      } catch (const std::exception& e) {
-        // Past set-up, other ranks may be inside a collective: end the whole job.
-        spdlog::error("rank {}: {}", comm.rank(), e.what());
-        spdlog::default_logger()->flush();
-        comm.abort(1);
-      }
+      });
     }
   }
   return rc;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/app_common.h"
 #include "core/error.h"
 #include "cp/shard.h"
 #include "gdn/problem.h"
@@ -71,14 +72,13 @@ double number_flag(const cxxopts::ParseResult& res, const char* flag, const char
 
 Args parse_args(int argc, char** argv) {
   auto options = make_options();
-  auto res = options.parse(argc, argv);
+  const auto parsed = app::parse_command_line(options, argc, argv);
   Args a;
-  if (res.count("help")) {
+  if (!parsed) {
     a.help = true;
     return a;
   }
-  GDN_CHECK(res.unmatched().empty(), "unexpected argument '", res.unmatched().front(),
-            "' (see --help)");
+  const cxxopts::ParseResult& res = *parsed;
   GDN_CHECK(res.count("in"), "--in DIR is required (the directory holding q.npy, k.npy, ...)");
   GDN_CHECK(res.count("out"), "--out DIR is required (where o.npy, ht.npy, ... are written)");
   a.in = res["in"].as<std::string>();

@@ -2,9 +2,7 @@
 
 #include "core/error.h"
 #include "gdn/empty_sequences.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -94,11 +92,8 @@ void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, cons
     cp.comm.all_reduce_sum(grads.dh0, state_elems, cp_sites::kInitialStateGrad);
 }
 
-template class GdnContextParallel<float, Host>;
-template class GdnContextParallel<double, Host>;
-#if GDN_HAVE_CUDA
-template class GdnContextParallel<float, Cuda>;
-template class GdnContextParallel<double, Cuda>;
-#endif
+#define GDN_INSTANTIATE(T, Dev) template class GdnContextParallel<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

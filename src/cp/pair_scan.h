@@ -21,32 +21,22 @@ struct PairDims {
   std::int64_t pair_elems() const { return a_elems() + b_elems(); }
 };
 
-// Linear scans over pairs every rank already holds (from an all-gather): A[i], B[i] is
-// rank i's map. Forward: x = f_{r-1}(... f_0(0)), the state entering rank r.
-template <typename T>
-void scan_states(Host, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
-                 const PairDims& d, T* x);
-template <typename T>
-void scan_states(Cuda, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
-                 const PairDims& d, T* x);
-// Backward: lambda = g_{r+1}(... g_{P-1}(0)) with g_i(y) = A_i^T y + B_i.
-template <typename T>
-void scan_adjoints(Host, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
-                   const PairDims& d, T* lambda);
-template <typename T>
-void scan_adjoints(Cuda, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
-                   const PairDims& d, T* lambda);
-
-// The same two results by a Hillis-Steele scan over point-to-point messages:
-// ceil(log2 P) rounds, at most one pair sent per round. A, B: this rank's map.
-// reverse = false: x -> A x + B, composed in rank order (forward states).
-// reverse = true:  y -> A^T y + B, composed in reverse rank order (backward adjoints).
-// Not on the GPU yet: the Cuda overload throws gdn::Error saying so.
-template <typename T>
-void log_depth_scan(Host, Communicator& comm, const T* A, const T* B, const PairDims& d,
-                    bool reverse, const std::string& site, T* out);
-template <typename T>
-void log_depth_scan(Cuda, Communicator& comm, const T* A, const T* B, const PairDims& d,
-                    bool reverse, const std::string& site, T* out);
+// scan_states and scan_adjoints: linear scans over pairs every rank already holds (from
+// an all-gather): A[i], B[i] is rank i's map.
+//   scan_states:   x = f_{r-1}(... f_0(0)), the state entering rank r.
+//   scan_adjoints: lambda = g_{r+1}(... g_{P-1}(0)) with g_i(y) = A_i^T y + B_i.
+// log_depth_scan: the same two results by a Hillis-Steele scan over point-to-point
+// messages: ceil(log2 P) rounds, at most one pair sent per round. A, B: this rank's map.
+//   reverse = false: x -> A x + B, composed in rank order (forward states).
+//   reverse = true:  y -> A^T y + B, composed in reverse rank order (backward adjoints).
+//   Not on the GPU yet: the Cuda overload throws gdn::Error saying so.
+#define GDN_PAIR_SCAN_OPS(PREFIX, Dev, T)                                                        \
+  PREFIX void scan_states(Dev, const std::vector<const T*>& A, const std::vector<const T*>& B,   \
+                          int r, const PairDims& d, T* x);                                       \
+  PREFIX void scan_adjoints(Dev, const std::vector<const T*>& A, const std::vector<const T*>& B, \
+                            int r, const PairDims& d, T* lambda);                                \
+  PREFIX void log_depth_scan(Dev, Communicator& comm, const T* A, const T* B, const PairDims& d, \
+                             bool reverse, const std::string& site, T* out);
+GDN_DECLARE_ON_DEVICES(GDN_PAIR_SCAN_OPS)
 
 }  // namespace gdn

@@ -72,15 +72,6 @@ void log_depth_scan(Cuda, Communicator&, const T*, const T*, const PairDims&, bo
   throw Error("--log-depth-scan is not available on the CUDA path yet: use the all-gather scan");
 }
 
-#define GDN_PAIR_SCAN_CUDA(T)                                                                      \
-  template void scan_states<T>(Cuda, const std::vector<const T*>&, const std::vector<const T*>&,   \
-                               int, const PairDims&, T*);                                          \
-  template void scan_adjoints<T>(Cuda, const std::vector<const T*>&, const std::vector<const T*>&, \
-                                 int, const PairDims&, T*);                                        \
-  template void log_depth_scan<T>(Cuda, Communicator&, const T*, const T*, const PairDims&, bool,  \
-                                  const std::string&, T*);
-GDN_PAIR_SCAN_CUDA(float)
-GDN_PAIR_SCAN_CUDA(double)
-#undef GDN_PAIR_SCAN_CUDA
+GDN_INSTANTIATE_ON(GDN_PAIR_SCAN_OPS, Cuda)
 
 }  // namespace gdn

@@ -95,15 +95,6 @@ void log_depth_scan(Host, Communicator& comm, const T* A_in, const T* B_in, cons
   std::copy_n(excl.begin() + na, nb, out);
 }
 
-#define GDN_PAIR_SCAN_HOST(T)                                                                      \
-  template void scan_states<T>(Host, const std::vector<const T*>&, const std::vector<const T*>&,   \
-                               int, const PairDims&, T*);                                          \
-  template void scan_adjoints<T>(Host, const std::vector<const T*>&, const std::vector<const T*>&, \
-                                 int, const PairDims&, T*);                                        \
-  template void log_depth_scan<T>(Host, Communicator&, const T*, const T*, const PairDims&, bool,  \
-                                  const std::string&, T*);
-GDN_PAIR_SCAN_HOST(float)
-GDN_PAIR_SCAN_HOST(double)
-#undef GDN_PAIR_SCAN_HOST
+GDN_INSTANTIATE_ON(GDN_PAIR_SCAN_OPS, Host)
 
 }  // namespace gdn

@@ -2,9 +2,7 @@
 
 #include "core/error.h"
 #include "ops/gdn_chunk/chunk_kernel.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -102,11 +100,8 @@ void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, Gdn
   pass::backward(Dev{}, args(), lambda, dO, dht, g, dqv_.data(), dkv_.data());
 }
 
-template class LocalPass<float, Host>;
-template class LocalPass<double, Host>;
-#if GDN_HAVE_CUDA
-template class LocalPass<float, Cuda>;
-template class LocalPass<double, Cuda>;
-#endif
+#define GDN_INSTANTIATE(T, Dev) template class LocalPass<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

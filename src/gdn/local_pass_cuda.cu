@@ -315,16 +315,6 @@ void backward(Cuda, const PassArgs<T>& a, const T* lambda, const T* dO, const T*
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 
-#define GDN_PASS_CUDA_INSTANTIATE(T)                                                              \
-  template std::size_t workspace_elems<T>(Cuda, const PassArgs<T>&);                              \
-  template void prepare<T>(Cuda, const PassArgs<T>&);                                             \
-  template void transition<T>(Cuda, const PassArgs<T>&, T*, T*);                                  \
-  template void output<T>(Cuda, const PassArgs<T>&, const T*, T*, T*);                            \
-  template void adjoint<T>(Cuda, const PassArgs<T>&, const T*, const T*, T*);                     \
-  template void backward<T>(Cuda, const PassArgs<T>&, const T*, const T*, const T*, GdnGrads<T>&, \
-                            T*, T*);
-GDN_PASS_CUDA_INSTANTIATE(float)
-GDN_PASS_CUDA_INSTANTIATE(double)
-#undef GDN_PASS_CUDA_INSTANTIATE
+GDN_INSTANTIATE_ON(GDN_PASS_OPS, Cuda)
 
 }  // namespace gdn::pass

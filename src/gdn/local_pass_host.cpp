@@ -226,16 +226,6 @@ void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T*
   sum_head_groups(dkv, qk_elems, G, gr.dk);
 }
 
-#define GDN_PASS_HOST_INSTANTIATE(T)                                                              \
-  template std::size_t workspace_elems<T>(Host, const PassArgs<T>&);                              \
-  template void prepare<T>(Host, const PassArgs<T>&);                                             \
-  template void transition<T>(Host, const PassArgs<T>&, T*, T*);                                  \
-  template void output<T>(Host, const PassArgs<T>&, const T*, T*, T*);                            \
-  template void adjoint<T>(Host, const PassArgs<T>&, const T*, const T*, T*);                     \
-  template void backward<T>(Host, const PassArgs<T>&, const T*, const T*, const T*, GdnGrads<T>&, \
-                            T*, T*);
-GDN_PASS_HOST_INSTANTIATE(float)
-GDN_PASS_HOST_INSTANTIATE(double)
-#undef GDN_PASS_HOST_INSTANTIATE
+GDN_INSTANTIATE_ON(GDN_PASS_OPS, Host)
 
 }  // namespace gdn::pass

@@ -1,10 +1,7 @@
 #include "gdn/op.h"
 
 #include "gdn/empty_sequences.h"
-
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -27,11 +24,8 @@ void ChunkedGdn<T, Dev>::backward(const T* dO, const T* dht, GdnGrads<T>& grads)
   norm_.backward(grads.dq, grads.dk);
 }
 
-template class ChunkedGdn<float, Host>;
-template class ChunkedGdn<double, Host>;
-#if GDN_HAVE_CUDA
-template class ChunkedGdn<float, Cuda>;
-template class ChunkedGdn<double, Cuda>;
-#endif
+#define GDN_INSTANTIATE(T, Dev) template class ChunkedGdn<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

@@ -44,8 +44,9 @@ struct PassArgs {
   }
 };
 
-// The passes of LocalPass on one device, same meaning as its members. backward gets
-// scratch dqv, dkv of G x [B, Tl, Hk, K] elements each.
+// The passes of LocalPass on one device, same meaning as its members; backward gets
+// scratch dqv, dkv of G x [B, Tl, Hk, K] elements each. workspace_elems is how much scratch
+// the device's passes want in PassArgs::workspace.
 namespace pass {
 // Whether output() needs prepare() first: the host can make each chunk's factors on the
 // fly; the CUDA passes read them from the factor buffer.
@@ -54,33 +55,15 @@ inline bool output_needs_factors(Host) {
 }
 bool output_needs_factors(Cuda);
 
-template <typename T>
-std::size_t workspace_elems(Host, const PassArgs<T>& a);
-template <typename T>
-void prepare(Host, const PassArgs<T>& a);
-template <typename T>
-void transition(Host, const PassArgs<T>& a, T* M, T* U);
-template <typename T>
-void output(Host, const PassArgs<T>& a, const T* h_in, T* o, T* ht);
-template <typename T>
-void adjoint(Host, const PassArgs<T>& a, const T* dO, const T* dht, T* D);
-template <typename T>
-void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
-              GdnGrads<T>& g, T* dqv, T* dkv);
-
-template <typename T>
-std::size_t workspace_elems(Cuda, const PassArgs<T>& a);
-template <typename T>
-void prepare(Cuda, const PassArgs<T>& a);
-template <typename T>
-void transition(Cuda, const PassArgs<T>& a, T* M, T* U);
-template <typename T>
-void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht);
-template <typename T>
-void adjoint(Cuda, const PassArgs<T>& a, const T* dO, const T* dht, T* D);
-template <typename T>
-void backward(Cuda, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
-              GdnGrads<T>& g, T* dqv, T* dkv);
+#define GDN_PASS_OPS(PREFIX, Dev, T)                                                          \
+  PREFIX std::size_t workspace_elems(Dev, const PassArgs<T>& a);                              \
+  PREFIX void prepare(Dev, const PassArgs<T>& a);                                             \
+  PREFIX void transition(Dev, const PassArgs<T>& a, T* M, T* U);                              \
+  PREFIX void output(Dev, const PassArgs<T>& a, const T* h_in, T* o, T* ht);                  \
+  PREFIX void adjoint(Dev, const PassArgs<T>& a, const T* dO, const T* dht, T* D);            \
+  PREFIX void backward(Dev, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht, \
+                       GdnGrads<T>& g, T* dqv, T* dkv);
+GDN_DECLARE_ON_DEVICES(GDN_PASS_OPS)
 }  // namespace pass
 
 }  // namespace gdn

@@ -3,9 +3,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/linear/linear.h"
 #include "ops/swiglu/swiglu.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -62,11 +60,8 @@ void DenseMlp<T, Dev>::backward(const T* dy, T* dx) {
   ops::add(dev, dx, dx, tmp.data(), N * d_);
 }
 
-template class DenseMlp<float, Host>;
-template class DenseMlp<double, Host>;
-#if GDN_HAVE_CUDA
-template class DenseMlp<float, Cuda>;
-template class DenseMlp<double, Cuda>;
-#endif
+#define GDN_INSTANTIATE(T, Dev) template class DenseMlp<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

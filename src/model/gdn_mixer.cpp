@@ -9,9 +9,7 @@
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/gating/gating.h"
 #include "ops/linear/linear.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -189,11 +187,8 @@ void GdnMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
   ops::add(dev, dx, dx, dx_part.data(), N * d_);
 }
 
-template class GdnMixer<float, Host>;
-template class GdnMixer<double, Host>;
-#if GDN_HAVE_CUDA
-template class GdnMixer<float, Cuda>;
-template class GdnMixer<double, Cuda>;
-#endif
+#define GDN_INSTANTIATE(T, Dev) template class GdnMixer<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

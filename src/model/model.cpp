@@ -8,9 +8,7 @@
 #include "ops/embedding/embedding.h"
 #include "ops/linear/linear.h"
 #include "ops/rmsnorm/rmsnorm.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -111,11 +109,8 @@ double Model<T, Dev>::forward_backward(const CpContext& cp, const std::int32_t* 
   return loss_sum;
 }
 
-template class Model<float, Host>;
-template class Model<double, Host>;
-#if GDN_HAVE_CUDA
-template class Model<float, Cuda>;
-template class Model<double, Cuda>;
-#endif
+#define GDN_INSTANTIATE(T, Dev) template class Model<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

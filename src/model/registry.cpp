@@ -4,9 +4,7 @@
 #include "model/gdn_mixer.h"
 #include "model/mixer.h"
 #include "model/mlp.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -44,12 +42,7 @@ std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string&
       LayerType, ParamStore<T, Dev>&, const std::string&, const ModelConfig&, int);               \
   template std::unique_ptr<Mlp<T, Dev>> make_mlp<T, Dev>(ParamStore<T, Dev>&, const std::string&, \
                                                          const ModelConfig&, int);
-GDN_REGISTRY_INSTANTIATE(float, Host)
-GDN_REGISTRY_INSTANTIATE(double, Host)
-#if GDN_HAVE_CUDA
-GDN_REGISTRY_INSTANTIATE(float, Cuda)
-GDN_REGISTRY_INSTANTIATE(double, Cuda)
-#endif
+GDN_FOR_EACH_DEVICE(GDN_REGISTRY_INSTANTIATE)
 #undef GDN_REGISTRY_INSTANTIATE
 
 }  // namespace gdn

@@ -1,7 +1,9 @@
 // Small helpers shared by the host ops (the *_host.cpp files of src/ops).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace gdn::ops::host {
 
@@ -11,6 +13,22 @@ namespace gdn::ops::host {
 inline constexpr int kColChunk = 64;
 inline int col_chunks(int d) {
   return (d + kColChunk - 1) / kColChunk;
+}
+
+// out[c] += sum over the N rows of term(i, c), c in [0, d): a parameter gradient summed
+// over tokens. Columns are split into kColChunk chunks, each summing its rows in order in
+// double and adding to out once, so the bits do not depend on the thread count.
+template <typename T, typename F>
+void add_column_sums(std::int64_t N, int d, F term, T* out) {
+  const int chunks = col_chunks(d);
+#pragma omp parallel for schedule(static)
+  for (int ch = 0; ch < chunks; ++ch) {
+    const int c0 = ch * kColChunk, c1 = std::min(d, c0 + kColChunk);
+    double acc[kColChunk] = {};
+    for (std::int64_t i = 0; i < N; ++i)
+      for (int c = c0; c < c1; ++c) acc[c - c0] += term(i, c);
+    for (int c = c0; c < c1; ++c) out[c] += T(acc[c - c0]);
+  }
 }
 
 template <typename T>

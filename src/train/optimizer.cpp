@@ -6,9 +6,7 @@
 
 #include "core/error.h"
 #include "ops/adamw/adamw.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -50,15 +48,10 @@ void AdamW<T, Dev>::step(ParamStore<T, Dev>& params, std::int64_t step, double l
   }
 }
 
-template double clip_grad_norm<float, Host>(ParamStore<float, Host>&, double);
-template double clip_grad_norm<double, Host>(ParamStore<double, Host>&, double);
-template class AdamW<float, Host>;
-template class AdamW<double, Host>;
-#if GDN_HAVE_CUDA
-template double clip_grad_norm<float, Cuda>(ParamStore<float, Cuda>&, double);
-template double clip_grad_norm<double, Cuda>(ParamStore<double, Cuda>&, double);
-template class AdamW<float, Cuda>;
-template class AdamW<double, Cuda>;
-#endif
+#define GDN_INSTANTIATE(T, Dev)                                        \
+  template double clip_grad_norm<T, Dev>(ParamStore<T, Dev>&, double); \
+  template class AdamW<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

@@ -11,10 +11,8 @@
 
 #include "core/error.h"
 #include "ops/adamw/adamw.h"
+#include "runtime/devices.h"
 #include "train/checkpoint.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
 
 namespace gdn {
 
@@ -244,11 +242,8 @@ RunResult Trainer<T, Dev>::run() {
   return out;
 }
 
-template class Trainer<float, Host>;
-template class Trainer<double, Host>;
-#if GDN_HAVE_CUDA
-template class Trainer<float, Cuda>;
-template class Trainer<double, Cuda>;
-#endif
+#define GDN_INSTANTIATE(T, Dev) template class Trainer<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

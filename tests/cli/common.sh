@@ -12,3 +12,26 @@ finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
+# expect_once NAME PHRASE FILE RC: a refused run. Passes when RC is non-zero but not a hang
+# (124, from timeout) and FILE holds PHRASE exactly once (every rank refuses, one rank
+# reports); otherwise shows FILE and fails.
+expect_once() {
+  local name=$1 phrase=$2 file=$3 rc=$4 n
+  n=$(grep -cF -- "$phrase" "$file")
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -eq 1 ]; then
+    pass "$name: exit $rc, message once"
+  else
+    cat "$file"
+    fail "$name: exit $rc (0 = accepted, 124 = hang), '$phrase' seen $n times (expected 1)"
+  fi
+}
+# rank_pid TOOL PATTERN RANK: the pid of the TOOL process (not mpirun or timeout) of MPI
+# rank RANK whose command line holds PATTERN; empty when there is none.
+rank_pid() {
+  local pid
+  for pid in $(pgrep -f -- "$2" 2>/dev/null); do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ] || continue
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$3" &&
+      echo "$pid" && return
+  done
+}

@@ -129,15 +129,7 @@ bad() {
   local name=$1 phrase=$2 in=$3
   shift 3
   kernel 3 --in "$in" --out "$WORK/out_bad" "$@" >"$WORK/log" 2>&1
-  local rc=$?
-  local n
-  n=$(grep -cF -- "$phrase" "$WORK/log")
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -eq 1 ]; then
-    pass "$name: exit $rc, message once"
-  else
-    cat "$WORK/log"
-    fail "$name: exit $rc (0 = accepted, 124 = hang), '$phrase' seen $n times (expected 1)"
-  fi
+  expect_once "$name" "$phrase" "$WORK/log" $?
 }
 # fresh NAME [gdn_make_inputs args]: a valid f64 directory B=1 T=20 Hk=2 Hv=4 K=V=8 to spoil.
 fresh() {

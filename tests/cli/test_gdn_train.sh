@@ -164,15 +164,7 @@ bad() {
   local name=$1 phrase=$2 np=$3
   shift 3
   timeout 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" "$@" >"$WORK/bad.out" 2>&1
-  local rc=$?
-  local n
-  n=$(grep -cF -- "$phrase" "$WORK/bad.out")
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -eq 1 ]; then
-    pass "$name: exit $rc, message once"
-  else
-    cat "$WORK/bad.out"
-    fail "$name: exit $rc (0 = accepted, 124 = hang), '$phrase' seen $n times (expected 1)"
-  fi
+  expect_once "$name" "$phrase" "$WORK/bad.out" $?
 }
 ZIGZAG="requires contiguous, in-order shards"
 jq '.train.context_parallel_load_balance = true' "$CONFIG" >"$WORK/lb.json"
@@ -200,13 +192,8 @@ for _ in $(seq 600); do  # up to 60 s for the first checkpoint
   kill -0 "$KILL_PID" 2>/dev/null || break
   sleep 0.1
 done
-victim=""
-for pid in $(pgrep -f -- "$KDIR" 2>/dev/null); do
-  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = gdn_train ] || continue  # not mpirun/timeout
-  victim=$pid
-  # Prefer rank 1, so the survivor is the rank that logs and writes checkpoints.
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && break
-done
+# Rank 1, so the survivor is the rank that logs and writes checkpoints.
+victim=$(rank_pid gdn_train "$KDIR" 1)
 if ! compgen -G "$KDIR/ckpt-*.bin" >/dev/null || [ -z "$victim" ]; then
   cat "$WORK/kill.out"
   fail "kill: no checkpoint within 60 s or no running gdn_train rank found"

@@ -38,18 +38,8 @@ run() {
   timeout "$secs" "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$tool" "$@" >"$WORK/out" 2>&1
   rc=$?
 }
-# expect_failure NAME PHRASE: the last run exited non-zero without a hang (124) and its
-# output holds PHRASE exactly once (every rank refuses, one rank reports).
-expect_failure() {
-  local n
-  n=$(grep -cF -- "$2" "$WORK/out")
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -eq 1 ]; then
-    pass "$1: exit $rc, message once"
-  else
-    cat "$WORK/out"
-    fail "$1: exit $rc (0 = accepted, 124 = hang), '$2' seen $n times (expected 1)"
-  fi
-}
+# expect_failure NAME PHRASE: the last run was refused, saying PHRASE once (common.sh).
+expect_failure() { expect_once "$1" "$2" "$WORK/out" "$rc"; }
 # check NAME CONDITION...: pass when the command succeeds.
 check() {
   local name=$1
@@ -286,11 +276,7 @@ PY
       kill -0 "$JOB" 2>/dev/null || break
       sleep 0.1
     done
-    victim=""
-    for pid in $(pgrep -f -- "$WORK/wd.jsonl" 2>/dev/null); do
-      [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = gdn_train ] || continue
-      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$pid
-    done
+    victim=$(rank_pid gdn_train "$WORK/wd.jsonl" 1)
     if [ ! -s "$WORK/wd.jsonl" ] || [ -z "$victim" ]; then
       cat "$WORK/out"
       fail "watchdog: the run did not start or rank 1 was not found"

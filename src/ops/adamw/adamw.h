@@ -8,27 +8,18 @@
 
 namespace gdn::ops {
 
-// One AdamW update of n elements: p *= 1 - lr * wd (pass wd = 0 for parameters without
-// decay), then m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
-// p -= lr * (m / bc1) / (sqrt(v / bc2) + eps) with bc = 1 - beta^(step + 1); step is 0-based.
-template <typename T>
-void adamw_update(Host, T* p, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1,
-                  double beta2, double eps, double wd, std::int64_t step);
-template <typename T>
-void adamw_update(Cuda, T* p, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1,
-                  double beta2, double eps, double wd, std::int64_t step);
-
-// sum_i double(g_i)^2. Host: one sequential sum in order. CUDA: fixed per-block partials,
-// then one block sums them in a fixed order. Either way the bits depend on n alone.
-template <typename T>
-double sum_squares(Host, const T* g, std::int64_t n);
-template <typename T>
-double sum_squares(Cuda, const T* g, std::int64_t n);
-
-// g = T(double(g) * s).
-template <typename T>
-void scale(Host, T* g, std::int64_t n, double s);
-template <typename T>
-void scale(Cuda, T* g, std::int64_t n, double s);
+// adamw_update: one AdamW update of n elements: p *= 1 - lr * wd (pass wd = 0 for
+//   parameters without decay), then m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+//   p -= lr * (m / bc1) / (sqrt(v / bc2) + eps) with bc = 1 - beta^(step + 1), step 0-based.
+// sum_squares: sum_i double(g_i)^2. Host: one sequential sum in order. CUDA: fixed
+//   per-block partials, then one block sums them in a fixed order. Either way the bits
+//   depend on n alone.
+// scale: g = T(double(g) * s).
+#define GDN_ADAMW_OPS(PREFIX, Dev, T)                                                             \
+  PREFIX void adamw_update(Dev, T* p, const T* g, T* m, T* v, std::int64_t n, double lr,          \
+                           double beta1, double beta2, double eps, double wd, std::int64_t step); \
+  PREFIX double sum_squares(Dev, const T* g, std::int64_t n);                                     \
+  PREFIX void scale(Dev, T* g, std::int64_t n, double s);
+GDN_DECLARE_ON_DEVICES(GDN_ADAMW_OPS)
 
 }  // namespace gdn::ops

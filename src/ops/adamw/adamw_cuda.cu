@@ -90,13 +90,6 @@ void scale(Cuda, T* g, i64 n, double s) {
   check_launch();
 }
 
-#define GDN_ADAMW_CUDA(T)                                                                        \
-  template void adamw_update<T>(Cuda, T*, const T*, T*, T*, i64, double, double, double, double, \
-                                double, i64);                                                    \
-  template double sum_squares<T>(Cuda, const T*, i64);                                           \
-  template void scale<T>(Cuda, T*, i64, double);
-GDN_ADAMW_CUDA(float)
-GDN_ADAMW_CUDA(double)
-#undef GDN_ADAMW_CUDA
+GDN_INSTANTIATE_ON(GDN_ADAMW_OPS, Cuda)
 
 }  // namespace gdn::ops

@@ -45,13 +45,6 @@ void scale(Host, T* g, i64 n, double s) {
   for (i64 e = 0; e < n; ++e) g[e] = T(double(g[e]) * s);
 }
 
-#define GDN_ADAMW_HOST(T)                                                                        \
-  template void adamw_update<T>(Host, T*, const T*, T*, T*, i64, double, double, double, double, \
-                                double, i64);                                                    \
-  template double sum_squares<T>(Host, const T*, i64);                                           \
-  template void scale<T>(Host, T*, i64, double);
-GDN_ADAMW_HOST(float)
-GDN_ADAMW_HOST(double)
-#undef GDN_ADAMW_HOST
+GDN_INSTANTIATE_ON(GDN_ADAMW_OPS, Host)
 
 }  // namespace gdn::ops

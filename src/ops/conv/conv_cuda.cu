@@ -118,12 +118,6 @@ void causal_conv_silu_backward(Cuda, const T* x, const T* w, const T* dy, int B,
   if (dw) column_sums(ConvDw<T>{dpre.get(), x, T_len, C, W, dw}, B * T_len, W * C);
 }
 
-#define GDN_CONV_CUDA(T)                                                                        \
-  template void causal_conv_silu_forward<T>(Cuda, const T*, const T*, int, i64, int, int, T*);  \
-  template void causal_conv_silu_backward<T>(Cuda, const T*, const T*, const T*, int, i64, int, \
-                                             int, T*, T*);
-GDN_CONV_CUDA(float)
-GDN_CONV_CUDA(double)
-#undef GDN_CONV_CUDA
+GDN_INSTANTIATE_ON(GDN_CONV_OPS, Cuda)
 
 }  // namespace gdn::ops

@@ -1,11 +1,8 @@
 // The conv halo chain of conv_halo.h, written once over the device policy's memory moves.
 #include "ops/conv/conv_halo.h"
 
-#include "core/device.h"
 #include "ops/elementwise/elementwise.h"
-#if GDN_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#endif
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -66,12 +63,7 @@ void conv_halo_backward(Communicator& comm, int B, std::int64_t Tl, int C, int W
   template void conv_halo_forward<T, Dev>(Communicator&, const T*, int, std::int64_t, int, int, \
                                           T*);                                                  \
   template void conv_halo_backward<T, Dev>(Communicator&, int, std::int64_t, int, int, T*, T*);
-GDN_CONV_HALO_INSTANTIATE(float, Host)
-GDN_CONV_HALO_INSTANTIATE(double, Host)
-#if GDN_HAVE_CUDA
-GDN_CONV_HALO_INSTANTIATE(float, Cuda)
-GDN_CONV_HALO_INSTANTIATE(double, Cuda)
-#endif
+GDN_FOR_EACH_DEVICE(GDN_CONV_HALO_INSTANTIATE)
 #undef GDN_CONV_HALO_INSTANTIATE
 
 }  // namespace gdn

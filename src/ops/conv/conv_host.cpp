@@ -101,12 +101,6 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
   }
 }
 
-#define GDN_CONV_HOST(T)                                                                        \
-  template void causal_conv_silu_forward<T>(Host, const T*, const T*, int, i64, int, int, T*);  \
-  template void causal_conv_silu_backward<T>(Host, const T*, const T*, const T*, int, i64, int, \
-                                             int, T*, T*);
-GDN_CONV_HOST(float)
-GDN_CONV_HOST(double)
-#undef GDN_CONV_HOST
+GDN_INSTANTIATE_ON(GDN_CONV_OPS, Host)
 
 }  // namespace gdn::ops

@@ -8,15 +8,13 @@
 
 namespace gdn::ops {
 
-// Returns the SUM over the N rows of -log softmax(logits)[target] (per-row losses in
-// double, summed in row order on the host, so the total does not depend on threads or
-// devices); writes dlogits = (softmax - onehot) * grad_scale unless dlogits is null.
-// dlogits may be logits (computed in place).
-template <typename T>
-double cross_entropy(Host, const T* logits, const std::int32_t* targets, std::int64_t N, int V,
-                     double grad_scale, T* dlogits);
-template <typename T>
-double cross_entropy(Cuda, const T* logits, const std::int32_t* targets, std::int64_t N, int V,
-                     double grad_scale, T* dlogits);
+// cross_entropy returns the SUM over the N rows of -log softmax(logits)[target] (per-row
+// losses in double, summed in row order on the host, so the total does not depend on
+// threads or devices); writes dlogits = (softmax - onehot) * grad_scale unless dlogits is
+// null. dlogits may be logits (computed in place).
+#define GDN_CROSS_ENTROPY_OPS(PREFIX, Dev, T)                                                    \
+  PREFIX double cross_entropy(Dev, const T* logits, const std::int32_t* targets, std::int64_t N, \
+                              int V, double grad_scale, T* dlogits);
+GDN_DECLARE_ON_DEVICES(GDN_CROSS_ENTROPY_OPS)
 
 }  // namespace gdn::ops

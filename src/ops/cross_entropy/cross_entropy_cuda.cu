@@ -66,10 +66,6 @@ double cross_entropy(Cuda, const T* logits, const std::int32_t* targets, i64 N, 
   return total;
 }
 
-#define GDN_CROSS_ENTROPY_CUDA(T) \
-  template double cross_entropy<T>(Cuda, const T*, const std::int32_t*, i64, int, double, T*);
-GDN_CROSS_ENTROPY_CUDA(float)
-GDN_CROSS_ENTROPY_CUDA(double)
-#undef GDN_CROSS_ENTROPY_CUDA
+GDN_INSTANTIATE_ON(GDN_CROSS_ENTROPY_OPS, Cuda)
 
 }  // namespace gdn::ops

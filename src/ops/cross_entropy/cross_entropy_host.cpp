@@ -41,10 +41,6 @@ double cross_entropy(Host, const T* logits, const std::int32_t* targets, i64 N, 
   return total;
 }
 
-#define GDN_CROSS_ENTROPY_HOST(T) \
-  template double cross_entropy<T>(Host, const T*, const std::int32_t*, i64, int, double, T*);
-GDN_CROSS_ENTROPY_HOST(float)
-GDN_CROSS_ENTROPY_HOST(double)
-#undef GDN_CROSS_ENTROPY_HOST
+GDN_INSTANTIATE_ON(GDN_CROSS_ENTROPY_OPS, Host)
 
 }  // namespace gdn::ops

@@ -7,9 +7,9 @@
 
 namespace gdn::ops {
 
-template <typename T>
-void add(Host, T* y, const T* a, const T* b, std::int64_t n);
-template <typename T>
-void add(Cuda, T* y, const T* a, const T* b, std::int64_t n);
+// add: y = a + b over n elements (y may be a or b).
+#define GDN_ELEMENTWISE_OPS(PREFIX, Dev, T) \
+  PREFIX void add(Dev, T* y, const T* a, const T* b, std::int64_t n);
+GDN_DECLARE_ON_DEVICES(GDN_ELEMENTWISE_OPS)
 
 }  // namespace gdn::ops

@@ -31,9 +31,6 @@ void add(Cuda, T* y, const T* a, const T* b, i64 n) {
   check_launch();
 }
 
-#define GDN_ELEMENTWISE_CUDA(T) template void add<T>(Cuda, T*, const T*, const T*, i64);
-GDN_ELEMENTWISE_CUDA(float)
-GDN_ELEMENTWISE_CUDA(double)
-#undef GDN_ELEMENTWISE_CUDA
+GDN_INSTANTIATE_ON(GDN_ELEMENTWISE_OPS, Cuda)
 
 }  // namespace gdn::ops

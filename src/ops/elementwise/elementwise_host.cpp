@@ -18,9 +18,6 @@ void add(Host, T* y, const T* a, const T* b, i64 n) {
   for (i64 i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
-#define GDN_ELEMENTWISE_HOST(T) template void add<T>(Host, T*, const T*, const T*, i64);
-GDN_ELEMENTWISE_HOST(float)
-GDN_ELEMENTWISE_HOST(double)
-#undef GDN_ELEMENTWISE_HOST
+GDN_INSTANTIATE_ON(GDN_ELEMENTWISE_OPS, Host)
 
 }  // namespace gdn::ops

@@ -90,11 +90,6 @@ void embedding_backward(Cuda, const std::int32_t* tokens, const T* dy, i64 N, in
   check_launch();
 }
 
-#define GDN_EMBEDDING_CUDA(T)                                                                 \
-  template void embedding_forward<T>(Cuda, const std::int32_t*, const T*, i64, int, int, T*); \
-  template void embedding_backward<T>(Cuda, const std::int32_t*, const T*, i64, int, int, T*);
-GDN_EMBEDDING_CUDA(float)
-GDN_EMBEDDING_CUDA(double)
-#undef GDN_EMBEDDING_CUDA
+GDN_INSTANTIATE_ON(GDN_EMBEDDING_OPS, Cuda)
 
 }  // namespace gdn::ops

@@ -47,11 +47,6 @@ void embedding_backward(Host, const std::int32_t* tokens, const T* dy, i64 N, in
   }
 }
 
-#define GDN_EMBEDDING_HOST(T)                                                                 \
-  template void embedding_forward<T>(Host, const std::int32_t*, const T*, i64, int, int, T*); \
-  template void embedding_backward<T>(Host, const std::int32_t*, const T*, i64, int, int, T*);
-GDN_EMBEDDING_HOST(float)
-GDN_EMBEDDING_HOST(double)
-#undef GDN_EMBEDDING_HOST
+GDN_INSTANTIATE_ON(GDN_EMBEDDING_OPS, Host)
 
 }  // namespace gdn::ops

@@ -93,13 +93,6 @@ void gated_rmsnorm_backward(Cuda, const T* x, const T* z, const T* w, const T* d
   if (dw) column_sums(GatedRmsnormDw<T>{x, z, dy, rs.get(), d, dw}, N, d);
 }
 
-#define GDN_GATED_RMSNORM_CUDA(T)                                                                 \
-  template void gated_rmsnorm_forward<T>(Cuda, const T*, const T*, const T*, i64, int, double,    \
-                                         T*);                                                     \
-  template void gated_rmsnorm_backward<T>(Cuda, const T*, const T*, const T*, const T*, i64, int, \
-                                          double, T*, T*, T*);
-GDN_GATED_RMSNORM_CUDA(float)
-GDN_GATED_RMSNORM_CUDA(double)
-#undef GDN_GATED_RMSNORM_CUDA
+GDN_INSTANTIATE_ON(GDN_GATED_RMSNORM_OPS, Cuda)
 
 }  // namespace gdn::ops

@@ -56,28 +56,15 @@ void gated_rmsnorm_backward(Host, const T* x, const T* z, const T* w, const T* d
     }
   }
   if (!dw) return;
-  const int chunks = col_chunks(d);
-#pragma omp parallel for schedule(static)
-  for (int ch = 0; ch < chunks; ++ch) {
-    const int c0 = ch * kColChunk, c1 = std::min(d, c0 + kColChunk);
-    double acc[kColChunk] = {};
-    for (i64 i = 0; i < N; ++i)
-      for (int c = c0; c < c1; ++c) {
+  add_column_sums(
+      N, d,
+      [&](i64 i, int c) {
         const double zc = z[i * d + c];
-        acc[c - c0] +=
-            double(dy[i * d + c]) * double(x[i * d + c]) * rs[std::size_t(i)] * zc * sigmoid(zc);
-      }
-    for (int c = c0; c < c1; ++c) dw[c] += T(acc[c - c0]);
-  }
+        return double(dy[i * d + c]) * double(x[i * d + c]) * rs[std::size_t(i)] * zc * sigmoid(zc);
+      },
+      dw);
 }
 
-#define GDN_GATED_RMSNORM_HOST(T)                                                                 \
-  template void gated_rmsnorm_forward<T>(Host, const T*, const T*, const T*, i64, int, double,    \
-                                         T*);                                                     \
-  template void gated_rmsnorm_backward<T>(Host, const T*, const T*, const T*, const T*, i64, int, \
-                                          double, T*, T*, T*);
-GDN_GATED_RMSNORM_HOST(float)
-GDN_GATED_RMSNORM_HOST(double)
-#undef GDN_GATED_RMSNORM_HOST
+GDN_INSTANTIATE_ON(GDN_GATED_RMSNORM_OPS, Host)
 
 }  // namespace gdn::ops

@@ -88,13 +88,6 @@ void gdn_gating_backward(Cuda, const T* b, const T* a, const T* A_log, const T* 
     column_sums(GatingDparams<T>{a, A_log, dt_bias, dg, H, dA_log, ddt_bias}, N, 2 * H);
 }
 
-#define GDN_GATING_CUDA(T)                                                                        \
-  template void gdn_gating_forward<T>(Cuda, const T*, const T*, const T*, const T*, i64, int, T*, \
-                                      T*);                                                        \
-  template void gdn_gating_backward<T>(Cuda, const T*, const T*, const T*, const T*, const T*,    \
-                                       const T*, i64, int, T*, T*, T*, T*);
-GDN_GATING_CUDA(float)
-GDN_GATING_CUDA(double)
-#undef GDN_GATING_CUDA
+GDN_INSTANTIATE_ON(GDN_GATING_OPS, Cuda)
 
 }  // namespace gdn::ops

@@ -70,13 +70,6 @@ void gdn_gating_backward(Host, const T* b, const T* a, const T* A_log, const T* 
   }
 }
 
-#define GDN_GATING_HOST(T)                                                                        \
-  template void gdn_gating_forward<T>(Host, const T*, const T*, const T*, const T*, i64, int, T*, \
-                                      T*);                                                        \
-  template void gdn_gating_backward<T>(Host, const T*, const T*, const T*, const T*, const T*,    \
-                                       const T*, i64, int, T*, T*, T*, T*);
-GDN_GATING_HOST(float)
-GDN_GATING_HOST(double)
-#undef GDN_GATING_HOST
+GDN_INSTANTIATE_ON(GDN_GATING_OPS, Host)
 
 }  // namespace gdn::ops

@@ -36,9 +36,5 @@ void l2norm_rows_backward(Cuda, const T* x, const T* dy, i64 rows, int dim, T* d
   check_launch();
 }
 
-template void l2norm_rows<float>(Cuda, const float*, i64, int, float*);
-template void l2norm_rows<double>(Cuda, const double*, i64, int, double*);
-template void l2norm_rows_backward<float>(Cuda, const float*, const float*, i64, int, float*);
-template void l2norm_rows_backward<double>(Cuda, const double*, const double*, i64, int, double*);
-
+GDN_INSTANTIATE_ON(GDN_L2NORM_OPS, Cuda)
 }  // namespace gdn::ops

@@ -16,11 +16,5 @@ void l2norm_rows_backward(Host, const T* x, const T* dy, std::int64_t rows, int 
     l2norm_row_backward(x + r * dim, dy + r * dim, dim, dx + r * dim);
 }
 
-template void l2norm_rows<float>(Host, const float*, std::int64_t, int, float*);
-template void l2norm_rows<double>(Host, const double*, std::int64_t, int, double*);
-template void l2norm_rows_backward<float>(Host, const float*, const float*, std::int64_t, int,
-                                          float*);
-template void l2norm_rows_backward<double>(Host, const double*, const double*, std::int64_t, int,
-                                           double*);
-
+GDN_INSTANTIATE_ON(GDN_L2NORM_OPS, Host)
 }  // namespace gdn::ops

@@ -73,11 +73,6 @@ void linear_backward(Cuda, const T* x, const T* W, const T* dy, i64 N, int in, i
   }
 }
 
-#define GDN_LINEAR_CUDA(T)                                                      \
-  template void linear_forward<T>(Cuda, const T*, const T*, i64, int, int, T*); \
-  template void linear_backward<T>(Cuda, const T*, const T*, const T*, i64, int, int, T*, T*);
-GDN_LINEAR_CUDA(float)
-GDN_LINEAR_CUDA(double)
-#undef GDN_LINEAR_CUDA
+GDN_INSTANTIATE_ON(GDN_LINEAR_OPS, Cuda)
 
 }  // namespace gdn::ops

@@ -141,11 +141,6 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
   }
 }
 
-#define GDN_LINEAR_HOST(T)                                                      \
-  template void linear_forward<T>(Host, const T*, const T*, i64, int, int, T*); \
-  template void linear_backward<T>(Host, const T*, const T*, const T*, i64, int, int, T*, T*);
-GDN_LINEAR_HOST(float)
-GDN_LINEAR_HOST(double)
-#undef GDN_LINEAR_HOST
+GDN_INSTANTIATE_ON(GDN_LINEAR_OPS, Host)
 
 }  // namespace gdn::ops

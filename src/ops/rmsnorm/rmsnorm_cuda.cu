@@ -81,11 +81,6 @@ void rmsnorm_backward(Cuda, const T* x, const T* w, const T* dy, i64 N, int d, d
   if (dw) column_sums(RmsnormDw<T>{x, dy, rs.get(), d, dw}, N, d);
 }
 
-#define GDN_RMSNORM_CUDA(T)                                                         \
-  template void rmsnorm_forward<T>(Cuda, const T*, const T*, i64, int, double, T*); \
-  template void rmsnorm_backward<T>(Cuda, const T*, const T*, const T*, i64, int, double, T*, T*);
-GDN_RMSNORM_CUDA(float)
-GDN_RMSNORM_CUDA(double)
-#undef GDN_RMSNORM_CUDA
+GDN_INSTANTIATE_ON(GDN_RMSNORM_OPS, Cuda)
 
 }  // namespace gdn::ops

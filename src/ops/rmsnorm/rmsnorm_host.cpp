@@ -42,23 +42,14 @@ void rmsnorm_backward(Host, const T* x, const T* w, const T* dy, i64 N, int d, d
       dx[i * d + j] = T(r * (1.0 + double(w[j])) * double(gi[j]) - c * double(xi[j]));
   }
   if (!dw) return;
-  const int chunks = col_chunks(d);
-#pragma omp parallel for schedule(static)
-  for (int ch = 0; ch < chunks; ++ch) {
-    const int c0 = ch * kColChunk, c1 = std::min(d, c0 + kColChunk);
-    double acc[kColChunk] = {};
-    for (i64 i = 0; i < N; ++i)
-      for (int c = c0; c < c1; ++c)
-        acc[c - c0] += double(dy[i * d + c]) * double(x[i * d + c]) * rs[std::size_t(i)];
-    for (int c = c0; c < c1; ++c) dw[c] += T(acc[c - c0]);
-  }
+  add_column_sums(
+      N, d,
+      [&](i64 i, int c) {
+        return double(dy[i * d + c]) * double(x[i * d + c]) * rs[std::size_t(i)];
+      },
+      dw);
 }
 
-#define GDN_RMSNORM_HOST(T)                                                         \
-  template void rmsnorm_forward<T>(Host, const T*, const T*, i64, int, double, T*); \
-  template void rmsnorm_backward<T>(Host, const T*, const T*, const T*, i64, int, double, T*, T*);
-GDN_RMSNORM_HOST(float)
-GDN_RMSNORM_HOST(double)
-#undef GDN_RMSNORM_HOST
+GDN_INSTANTIATE_ON(GDN_RMSNORM_OPS, Host)
 
 }  // namespace gdn::ops

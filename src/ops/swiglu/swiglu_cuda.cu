@@ -47,11 +47,6 @@ void swiglu_backward(Cuda, const T* g, const T* u, const T* dy, i64 n, T* dg, T*
   check_launch();
 }
 
-#define GDN_SWIGLU_CUDA(T)                                            \
-  template void swiglu_forward<T>(Cuda, const T*, const T*, i64, T*); \
-  template void swiglu_backward<T>(Cuda, const T*, const T*, const T*, i64, T*, T*);
-GDN_SWIGLU_CUDA(float)
-GDN_SWIGLU_CUDA(double)
-#undef GDN_SWIGLU_CUDA
+GDN_INSTANTIATE_ON(GDN_SWIGLU_OPS, Cuda)
 
 }  // namespace gdn::ops

@@ -29,11 +29,6 @@ void swiglu_backward(Host, const T* g, const T* u, const T* dy, i64 n, T* dg, T*
   }
 }
 
-#define GDN_SWIGLU_HOST(T)                                            \
-  template void swiglu_forward<T>(Host, const T*, const T*, i64, T*); \
-  template void swiglu_backward<T>(Host, const T*, const T*, const T*, i64, T*, T*);
-GDN_SWIGLU_HOST(float)
-GDN_SWIGLU_HOST(double)
-#undef GDN_SWIGLU_HOST
+GDN_INSTANTIATE_ON(GDN_SWIGLU_OPS, Host)
 
 }  // namespace gdn::ops
