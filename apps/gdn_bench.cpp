@@ -36,7 +36,7 @@ using json = nlohmann::ordered_json;
 namespace {
 
 struct Settings {
-  int chunk_size = 64, reps = 5, recurrent_reps = 3, warmup = 1;
+  int chunk_size = kDefaultChunkSize, reps = 5, recurrent_reps = 3, warmup = 1;
   int cpu_reps = 5, cpu_warmup = 1;  // the CPU chunked variants (default: --reps, --warmup)
   std::int64_t skip_recurrent_above = 16384;
   bool cpu = true, cuda = false;  // which devices to time (from --device)

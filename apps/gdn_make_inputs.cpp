@@ -29,7 +29,7 @@ cxxopts::Options make_options() {
   o.add_options()("out", "output directory (created if missing)", cxxopts::value<std::string>())(
       "B,batch", "batch size (also --B)", cxxopts::value<int>()->default_value("1"))(
       "T,seq-len", "sequence length, tokens per batch row (also --T)",
-      cxxopts::value<int>()->default_value("256"))("Hk", "key heads (q and k)",
+      cxxopts::value<std::int64_t>()->default_value("256"))("Hk", "key heads (q and k)",
                                                    cxxopts::value<int>()->default_value("2"))(
       "Hv", "value heads (v, g, beta, o); a multiple of Hk",
       cxxopts::value<int>()->default_value("4"))("K,key-dim", "key head dimension (also --K)",
@@ -120,7 +120,7 @@ int run(int argc, char** argv) {
   GDN_CHECK(res.count("out"), "--out DIR is required");
   GdnProblem p;
   p.B = res["batch"].as<int>();
-  p.T = res["seq-len"].as<int>();
+  p.T = res["seq-len"].as<std::int64_t>();
   p.Hk = res["Hk"].as<int>();
   p.Hv = res["Hv"].as<int>();
   p.K = res["key-dim"].as<int>();

@@ -5,13 +5,14 @@
 #include <string>
 
 #include "common/device_flag.h"
+#include "gdn/problem.h"
 
 namespace gdn::kernel_app {
 
 struct Args {
   std::string in, out;
   bool backward = false, l2norm_qk = false, log_depth_scan = false;
-  int chunk_size = 64;
+  int chunk_size = kDefaultChunkSize;
   double scale = 0;
   std::string dtype;  // "" = the inputs' dtype
   app::Device device = app::Device::cpu;

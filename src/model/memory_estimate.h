@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gdn/problem.h"
 #include "model/model_config.h"
 
 namespace gdn {
@@ -22,7 +23,7 @@ struct ShardShape {
   int B = 1;
   std::int64_t Tl = 0, T = 0;
   int P = 1;
-  int chunk_size = 64;
+  int chunk_size = kDefaultChunkSize;
   std::int64_t tokens() const { return std::int64_t(B) * Tl; }
 };
 
