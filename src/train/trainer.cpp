@@ -46,8 +46,8 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   const MemoryEstimate e = estimate_memory(cfg.model, s, elem_bytes);
   if (available >= 0 && e.total() > available)
     throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
-                " sequences of ", s.Tl, " tokens per rank, ", t.dtype, "), but only ",
-                format_bytes(double(available)),
+                (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
+                t.dtype, "), but only ", format_bytes(double(available)),
                 " is available to it; use more cp ranks, a shorter seq_len or a smaller batch");
   return e;
 }
