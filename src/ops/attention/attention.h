@@ -1,0 +1,41 @@
+// Causal grouped-query softmax attention over global positions: the core of the gated
+// full-attention layer under context parallelism. A rank holds some query rows (any set of
+// global positions: a contiguous shard, or the zigzag chunks) and the keys and values of
+// the whole sequence (all-gathered). Query row i has global position qpos[i], the same for
+// every sequence b, and attends to keys 0..qpos[i] (causal, inclusive):
+//   o_i = sum_j softmax_j(scale q_i . k_j) v_j,  lse_i = log sum_j exp(scale q_i . k_j).
+// Grouped-query attention as Hugging Face's repeat_kv: query head h reads kv head
+// h / (Hq / Hkv). Host only: the CUDA version is not written yet, so the op is declared
+// for Host alone.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace gdn::ops {
+
+// The (query, key) pairs per sequence and query head, sum_i (qpos[i] + 1): the work of
+// one rank, whose forward costs 4 D Hq B pairs FLOPs (q k^T and P v).
+inline std::int64_t attention_pairs(const std::int64_t* qpos, std::int64_t Tq) {
+  std::int64_t pairs = 0;
+  for (std::int64_t i = 0; i < Tq; ++i) pairs += qpos[i] + 1;
+  return pairs;
+}
+
+// attention_forward: q [B, Tq, Hq, D]; k, v [B, Tk, Hkv, D] (keys at positions 0..Tk-1);
+// qpos [Tq] with 0 <= qpos[i] < Tk; o [B, Tq, Hq, D]; lse [B, Tq, Hq] (for the backward).
+// Hq must be a multiple of Hkv.
+// attention_backward: dout = dL/do; dq [B, Tq, Hq, D], dk, dv [B, Tk, Hkv, D] overwritten
+// (keys past max(qpos) get zeros); any of them may be null (skipped).
+#define GDN_ATTENTION_OPS(PREFIX, Dev, T)                                                          \
+  PREFIX void attention_forward(Dev, const T* q, const T* k, const T* v, const std::int64_t* qpos, \
+                                int B, std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D,   \
+                                double scale, T* o, T* lse);                                       \
+  PREFIX void attention_backward(Dev, const T* q, const T* k, const T* v, const T* o,              \
+                                 const T* lse, const T* dout, const std::int64_t* qpos, int B,     \
+                                 std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D,         \
+                                 double scale, T* dq, T* dk, T* dv);
+GDN_ATTENTION_OPS(template <typename T>, Host, T)
+
+}  // namespace gdn::ops

@@ -1,0 +1,25 @@
+// Partial rotary position embedding in the Hugging Face convention (Qwen3-Next's
+// apply_rotary_pos_emb with rotate_half): of each head vector x of D entries the first R
+// rotate and the rest pass through. With half = R / 2, inv_freq[i] = theta^(-2i / R) and
+// angle[i] = pos * inv_freq[i] (in double for any T), for i < half:
+//   y[i] = x[i] cos - x[i + half] sin,  y[i + half] = x[i + half] cos + x[i] sin.
+// Host only: the CUDA version is not written yet, so the op is declared for Host alone.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace gdn::ops {
+
+// rope_forward:  x, y [N, H, D], pos [N] the global position of each row; y may equal x.
+// rope_backward: the transpose rotation (by -angle), dx [N, H, D] overwritten; dx may
+// equal dy. R must be even with 0 <= R <= D.
+#define GDN_ROPE_OPS(PREFIX, Dev, T)                                                               \
+  PREFIX void rope_forward(Dev, const T* x, const std::int64_t* pos, std::int64_t N, int H, int D, \
+                           int R, double theta, T* y);                                             \
+  PREFIX void rope_backward(Dev, const T* dy, const std::int64_t* pos, std::int64_t N, int H,      \
+                            int D, int R, double theta, T* dx);
+GDN_ROPE_OPS(template <typename T>, Host, T)
+
+}  // namespace gdn::ops
