@@ -69,6 +69,7 @@ struct Setup {
   bool resume = false;
   bool help = false;
   app::Device device = app::Device::cpu;
+  std::shared_ptr<const TokenSource> data;  // train.data, opened once for the whole run
 };
 
 Setup parse(int argc, char** argv, int world_size) {
@@ -94,8 +95,9 @@ Setup parse(int argc, char** argv, int world_size) {
   GDN_CHECK(!s.resume || !t.checkpoint_dir.empty(),
             "--resume needs a checkpoint directory (--checkpoint-dir or train.checkpoint_dir)");
   validate_layout(s.cfg, world_size);
-  // Opening the data now makes a missing or too-short file a set-up error.
-  make_token_source(t.data, s.cfg.model.vocab_size, t.seed, t.seq_len);
+  // Opening the data now makes a missing, too-short or out-of-range file a set-up error;
+  // the trainer and the start-up line use this source (a token file is scanned once).
+  s.data = make_token_source(t.data, s.cfg.model.vocab_size, t.seed, t.seq_len);
   return s;
 }
 
@@ -132,6 +134,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
         opt.resume = s.resume;
         opt.watchdog = &watchdog;
         opt.memory_available = memory_for_this_rank(s.device, on_node);
+        opt.data = s.data;
         trainer = std::make_unique<Trainer<T, Dev>>(s.cfg, world,
                                                     device_world ? *device_world : world, opt);
       }))
@@ -184,10 +187,9 @@ void announce(const Setup& s, int world_size) {
     spdlog::warn("config {}: model keys not used by gdn-cp: {}", s.cfg.source, keys);
   }
   const TrainConfig& t = s.cfg.train;
-  const auto src = make_token_source(t.data, s.cfg.model.vocab_size, t.seed, t.seq_len);
   spdlog::info("{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",
                world_size, t.dp, t.cp, app::device_name(s.device), t.dtype, t.seq_len, t.batch_size,
-               t.steps, s.cfg.source, src->describe());
+               t.steps, s.cfg.source, s.data->describe());
 }
 
 }  // namespace

@@ -229,7 +229,7 @@ const char* npy_descr(DType t) {
   return "?";
 }
 
-NpyArray read_npy(const std::string& path) {
+NpyHeader read_npy_header(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw_error("read_npy: cannot open file '", path, "': it is a directory, expected a .npy file");
@@ -266,33 +266,49 @@ NpyArray read_npy(const std::string& path) {
 
   std::string descr;
   bool fortran = false;
-  NpyArray a;
-  HeaderParser(header, path).parse(descr, fortran, a.shape);
-  a.dtype = parse_descr(descr, path);
+  NpyHeader h;
+  HeaderParser(header, path).parse(descr, fortran, h.shape);
+  h.dtype = parse_descr(descr, path);
   if (fortran)
     throw_error("read_npy: ", path,
                 ": Fortran order is not supported; save with np.ascontiguousarray");
 
   // Guard numel * itemsize against overflow before trusting it as a byte count.
   std::int64_t n = 1;
-  for (std::int64_t d : a.shape) {
+  for (std::int64_t d : h.shape) {
     if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / 8 / d)
-      throw_error("read_npy: ", path, ": shape ", shape_str(a.shape), " is too large");
+      throw_error("read_npy: ", path, ": shape ", shape_str(h.shape), " is too large");
     n *= d;
   }
-  const std::int64_t want = n * static_cast<std::int64_t>(dtype_size(a.dtype));
+  const std::int64_t want = n * static_cast<std::int64_t>(dtype_size(h.dtype));
   const std::int64_t have = file_size - data_start;
   if (have < want)
     throw_error("read_npy: ", path, ": truncated data: expected ", want, " bytes for ",
-                npy_descr(a.dtype), " shape ", shape_str(a.shape), ", got ", have);
+                npy_descr(h.dtype), " shape ", shape_str(h.shape), ", got ", have);
   // np.save never leaves trailing bytes, so extra bytes mean a corrupt or mislabeled file.
   if (have > want)
     throw_error("read_npy: ", path, ": ", have - want, " unexpected trailing bytes (expected ",
-                want, " data bytes for ", npy_descr(a.dtype), " shape ", shape_str(a.shape), ")");
-  a.bytes.resize(static_cast<std::size_t>(want));
-  in.read(a.bytes.data(), want);
-  if (in.gcount() != want)
-    throw_error("read_npy: ", path, ": read error: expected ", want, " bytes, got ", in.gcount());
+                want, " data bytes for ", npy_descr(h.dtype), " shape ", shape_str(h.shape), ")");
+  h.data_offset = data_start;
+  h.data_bytes = want;
+  return h;
+}
+
+NpyArray read_npy(const std::string& path) {
+  const NpyHeader h = read_npy_header(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw_error("read_npy: cannot open file '", path, "': ", std::strerror(errno),
+                " (expected a readable .npy file)");
+  in.seekg(h.data_offset, std::ios::beg);
+  NpyArray a;
+  a.dtype = h.dtype;
+  a.shape = h.shape;
+  a.bytes.resize(static_cast<std::size_t>(h.data_bytes));
+  in.read(a.bytes.data(), h.data_bytes);
+  if (in.gcount() != h.data_bytes)
+    throw_error("read_npy: ", path, ": read error: expected ", h.data_bytes, " bytes, got ",
+                in.gcount());
   return a;
 }
 

@@ -20,6 +20,20 @@ struct NpyArray {
   std::vector<char> bytes;
 };
 
+// What the header of a .npy file says: element type, shape, and where the element bytes
+// lie in the file (data_bytes = numel(shape) * dtype_size(dtype) of them from data_offset).
+struct NpyHeader {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::int64_t data_offset = 0;
+  std::int64_t data_bytes = 0;
+};
+
+// Reads and checks only the header of a .npy file, with every check of read_npy that does
+// not need the data itself (the file's size must match the shape exactly), so a caller can
+// map a large file and read its elements in place.
+NpyHeader read_npy_header(const std::string& path);
+
 // Reads a whole .npy file. Accepts descr '<f4', '<f8', '<i4', '<i8' ('=' and '|' are
 // taken as native, which is little-endian on every supported host).
 NpyArray read_npy(const std::string& path);

@@ -25,9 +25,21 @@ class TokenSource {
 
 // data = "synthetic": a seeded random Markov chain over vocab_size tokens (each token has
 // a few likely successors, so there is structure to learn).
-// Otherwise a path to a text file: byte-level tokens (needs vocab_size >= 256), each
-// sequence a window at a seeded random offset. Errors name the file and the problem
-// (missing, shorter than len, vocab too small).
+// Otherwise a file path; its name chooses the format:
+//   *.u16, *.u32  pre-tokenized: a raw little-endian stream of uint16 / uint32 token ids,
+//                 nothing else in the file (no header; size = 2 or 4 bytes per token);
+//   *.npy         pre-tokenized: a 1-D int32 or int64 array of token ids (C order,
+//                 little-endian, as np.save writes it);
+//   anything else a text file: byte-level tokens (needs vocab_size >= 256).
+// Each sequence is a window of len consecutive tokens of the stream at a seeded offset,
+// the same offsets for text and token files of the same length. Token files are mapped
+// read-only and windows are read in place, so a file need not fit in RAM (it must not
+// change during the run); at construction
+// one pass checks every id (each must lie in [0, vocab_size)) and counts the frequencies
+// for unigram_entropy(). Errors (at construction) name the file and the problem: missing
+// or unreadable, a directory, shorter than seq_len + 1 tokens, vocab too small for bytes,
+// a raw size that is not a multiple of the id size, an .npy that is not a 1-D int32/int64
+// array, the first id out of range (its index and value).
 std::unique_ptr<TokenSource> make_token_source(const std::string& data, int vocab_size,
                                                std::uint64_t seed, std::int64_t seq_len);
 

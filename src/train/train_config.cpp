@@ -208,7 +208,9 @@ const std::vector<TrainField>& train_fields() {
        .member = &T::context_parallel_load_balance},
       {.key = "data",
        .flag = "data",
-       .help = "'synthetic' (seeded Markov chain) or a text file (byte-level tokens)",
+       .help = "'synthetic' (seeded Markov chain), a token file (*.u16 / *.u32: raw "
+               "little-endian uint16 / uint32 ids; *.npy: 1-D int32 or int64 ids) or any other "
+               "file as text (byte-level tokens)",
        .member = &T::data,
        .choices = {},
        .nonempty = true},

@@ -29,7 +29,7 @@ struct TrainConfig {
   int dp = 1;
   int chunk_size = kDefaultChunkSize;
   bool context_parallel_load_balance = false;  // MaxText's name; true is refused
-  std::string data = "synthetic";              // "synthetic" or a path to a text file
+  std::string data = "synthetic";              // "synthetic", a token file or a text file
   std::string log;                             // JSON-lines log file ("" = none)
   std::string checkpoint_dir;                  // "" = no checkpoints
   int checkpoint_every = 0;                    // steps; 0 = only at the end

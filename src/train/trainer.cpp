@@ -75,8 +75,9 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
       shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
       model_(cfg.model, cfg.train.chunk_size),
       adamw_(adamw_config(cfg.train), model_.params()),
-      data_(make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
-                              cfg.train.seq_len)) {
+      data_(opt.data ? opt.data
+                     : make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
+                                         cfg.train.seq_len)) {
   GDN_CHECK(dev_world.size() == world.size() && dev_world.rank() == world.rank(),
             "Trainer: the device communicator must hold the same ranks as the world");
   progress("initialising the model");

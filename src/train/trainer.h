@@ -49,6 +49,9 @@ struct TrainerOptions {
   bool resume = false;                 // continue from the newest complete checkpoint
   Watchdog* watchdog = nullptr;        // told of every step and phase, when set
   std::int64_t memory_available = -1;  // bytes this rank may use (-1: not checked)
+  // train.data, when the caller has opened it already (a token file's start-up pass over
+  // every id then runs once); null: the trainer opens it.
+  std::shared_ptr<const TokenSource> data;
 };
 
 template <typename T, typename Dev>
@@ -86,7 +89,7 @@ class Trainer {
   Shard shard_;
   Model<T, Dev> model_;
   AdamW<T, Dev> adamw_;
-  std::unique_ptr<TokenSource> data_;
+  std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
   std::ofstream log_;
 };

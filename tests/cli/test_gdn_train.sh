@@ -6,7 +6,8 @@
 # (3) save at step 3 and resume: bit-identical at the same cp, within 1e-4 at another cp;
 # (4) bad input: non-zero exit on all ranks, no hang, the message exactly once per job;
 # (5) killing one rank ends the whole job within 30 s, and the last checkpoint loads;
-# (6) on the shipped text the loss falls well below the text's unigram entropy.
+# (6) on the shipped text the loss falls well below the text's unigram entropy;
+# (7) a .u16 token file of the text's bytes trains bit-identically to the text itself.
 # Losses are read from the --log JSON lines with jq; jq prints a double with 17
 # significant digits, so equal strings mean equal bits.
 set -uo pipefail
@@ -254,4 +255,34 @@ else
   fail "text: the run on $TEXT failed or did not log $TEXT_STEPS steps"
 fi
 
+# ---------------------------------------------------------------- (7) token file = text
+# An independent oracle for the token-file path: the text's bytes written as little-endian
+# uint16 ids (by python3, not by gdn-cp) are the same tokens, and the stream has the same
+# length, so the seeded windows are the same too. Any difference in what the two paths read
+# would change the losses, which must agree bit for bit (jq prints 17 digits).
+TOKENS="$WORK/public_domain.u16"
+if ! python3 -c 'import sys; d = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(b"".join(bytes((c, 0)) for c in d))' "$TEXT" "$TOKENS"; then
+  fail "token file: could not write $TOKENS with python3"
+elif [ "$(stat -c %s "$TOKENS")" -ne $((2 * $(stat -c %s "$TEXT"))) ]; then
+  fail "token file: $TOKENS is not 2 bytes per byte of $TEXT"
+elif run_log text20 2 --cp 2 --data "$TEXT" --steps 20 --seq-len 256 &&
+  run_log tokens20 2 --cp 2 --data "$TOKENS" --steps 20 --seq-len 256 &&
+  steps_are text20 0 19 && steps_are tokens20 0 19; then
+  if ! grep -qF "token file $TOKENS ($(stat -c %s "$TEXT") tokens, uint16)" "$WORK/tokens20.out"; then
+    cat "$WORK/tokens20.out"
+    fail "token file: no 'token file $TOKENS (N tokens, uint16)' in the startup line"
+  elif [ "$(losses tokens20)" = "$(losses text20)" ]; then
+    pass "token file: 20 steps on $(basename "$TOKENS") are bit-identical to the text run"
+  else
+    paste -d ' ' <(losses text20) <(losses tokens20)
+    fail "token file: the losses on $(basename "$TOKENS") differ from the text run"
+  fi
+else
+  fail "token file: the 20-step runs on $TEXT and $TOKENS failed or did not log 20 steps"
+fi
+# The text's bytes go up to 'z' = 122 and beyond: a vocabulary of 100 is too small.
+jq '.model.vocab_size = 100' "$CONFIG" >"$WORK/vocab100.json"
+bad "token id beyond vocab_size" "$TOKENS': the token at index" 2 --config "$WORK/vocab100.json" \
+  --cp 2 --data "$TOKENS"
 finish
