@@ -4,8 +4,11 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
+#include <climits>
 #include <cstdint>
 #include <numeric>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
@@ -21,6 +24,39 @@ namespace {
 template <typename T>
 T val(int r, std::size_t i) {
   return static_cast<T>(1000 * (r + 1) + static_cast<int>(i));
+}
+
+// Element i of block q (the block meant for rank q) that rank r contributes to
+// reduce_scatter_sum; distinct across ranks, blocks and positions (i < 100), and for i64
+// beyond 32 bits. Sums over up to 4 ranks stay exact in every type.
+template <typename T>
+T rs_val(int r, int q, std::size_t i) {
+  const std::int64_t v = 10000 * (r + 1) + 100 * q + static_cast<std::int64_t>(i);
+  if constexpr (std::is_same_v<T, std::int64_t>) return v * 4000000000LL;
+  return static_cast<T>(v);
+}
+
+// all_to_all: bytes rank p sends rank q, and byte j of that message. Sizes differ per pair
+// and include zeros (rank 1 sends rank 0 nothing); with two ranks or more the last rank
+// sends nothing to anyone, itself included. 39 bytes are 6 pieces of at most 7.
+std::size_t a2a_bytes(int p, int q, int n) {
+  if (n > 1 && p == n - 1) return 0;
+  return static_cast<std::size_t>((p * 3 + q * 5 + 1) % 4) * 13;
+}
+unsigned char a2a_byte(int p, int q, std::size_t j) {
+  return static_cast<unsigned char>(p * 71 + q * 31 + static_cast<int>(j) + 1);
+}
+constexpr unsigned char kUntouched = 0xEE;  // fills gaps no block may write
+
+// The message of the gdn::Error that f throws ("" if it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // Runs the body once with whole messages and once split into tiny pieces, which takes
@@ -255,6 +291,187 @@ TEST_CASE("MpiCommunicator over a sub-communicator", "[comm]") {
   MPI_Comm_free(&half);
 }
 
+// The reduce_scatter_sum and all_to_all cases use CHECK, not REQUIRE, for values: a rank
+// that left a test case early would leave the others waiting in the next collective.
+TEMPLATE_TEST_CASE("reduce_scatter_sum sums block rank() over all ranks", "[comm]", float, double,
+                   std::int32_t, std::int64_t) {
+  MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  const std::size_t es = sizeof(TestType);
+  // Whole blocks; pieces of 5 f32/i32 or 2 f64/i64 elements (the last one shorter); and
+  // pieces of 7 bytes, i.e. one element each (an element is never split).
+  for (std::size_t chunk : {std::size_t{INT_MAX}, std::size_t{20}, std::size_t{7}}) {
+    CAPTURE(chunk);
+    c.set_max_message_bytes(chunk);
+    c.reset_counters();
+    std::int64_t moved = 0;
+    for (std::size_t count : {std::size_t{1}, std::size_t{11}, std::size_t{33}}) {
+      CAPTURE(count);
+      std::vector<TestType> send(count * n);
+      for (int q = 0; q < n; ++q)
+        for (std::size_t i = 0; i < count; ++i) send[q * count + i] = rs_val<TestType>(r, q, i);
+      const std::vector<TestType> sent = send;
+      // One guard element past recv: nothing may be written beyond count elements.
+      std::vector<TestType> recv(count + 1, static_cast<TestType>(-7));
+      c.reduce_scatter_sum(send.data(), recv.data(), count, "t.rs");
+      for (std::size_t i = 0; i < count; ++i) {
+        TestType expect = 0;
+        for (int p = 0; p < n; ++p) expect += rs_val<TestType>(p, r, i);
+        CHECK(recv[i] == expect);
+      }
+      CHECK(recv[count] == static_cast<TestType>(-7));
+      CHECK(send == sent);
+      moved += static_cast<std::int64_t>(count * es);
+
+      // In place: recv is this rank's own block of send; the other blocks stay as they were.
+      c.reduce_scatter_sum(send.data(), send.data() + r * count, count, "t.rs_in_place");
+      for (int q = 0; q < n; ++q)
+        for (std::size_t i = 0; i < count; ++i) {
+          TestType expect = 0;
+          if (q == r)
+            for (int p = 0; p < n; ++p) expect += rs_val<TestType>(p, r, i);
+          else
+            expect = rs_val<TestType>(r, q, i);
+          CHECK(send[q * count + i] == expect);
+        }
+    }
+    const CommCounter& k = c.counter("t.rs");
+    CHECK(k.calls == 3);
+    CHECK(k.bytes_sent == moved * n);  // the whole input, own block included
+    CHECK(k.bytes_received == moved);
+    CHECK(c.counter("t.rs_in_place").calls == 3);
+    CHECK(c.counter("t.rs_in_place").bytes_sent == moved * n);
+    CHECK(c.counter("t.rs_in_place").bytes_received == moved);
+
+    // Zero elements, through the DType overload, with no buffers at all.
+    c.reduce_scatter_sum(nullptr, nullptr, 0, dtype_of<TestType>(), "t.rs_empty");
+    CHECK(c.counter("t.rs_empty").calls == 1);
+    CHECK(c.counter("t.rs_empty").bytes_sent == 0);
+    CHECK(c.counter("t.rs_empty").bytes_received == 0);
+  }
+}
+
+TEST_CASE("all_to_all delivers unequal blocks at their offsets and counts bytes", "[comm]") {
+  MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  with_chunk_sizes(c, [&] {
+    // Send blocks in reverse peer order with 5-byte gaps; receive blocks in peer order,
+    // starting at 2, with 3-byte gaps. Gaps and the tail of recv must stay untouched.
+    std::vector<std::size_t> sb(n), so(n), rb(n), ro(n);
+    std::size_t send_end = 0, recv_end = 2;
+    for (int q = n - 1; q >= 0; --q) {
+      sb[q] = a2a_bytes(r, q, n);
+      so[q] = send_end;
+      send_end += sb[q] + 5;
+    }
+    for (int q = 0; q < n; ++q) {
+      rb[q] = a2a_bytes(q, r, n);
+      ro[q] = recv_end;
+      recv_end += rb[q] + 3;
+    }
+    std::vector<unsigned char> send(send_end, 0), recv(recv_end + 4, kUntouched);
+    for (int q = 0; q < n; ++q)
+      for (std::size_t j = 0; j < sb[q]; ++j) send[so[q] + j] = a2a_byte(r, q, j);
+    const std::vector<unsigned char> sent = send;
+
+    c.all_to_all(send.data(), sb, so, recv.data(), rb, ro, "t.a2a");
+    std::vector<unsigned char> expect(recv.size(), kUntouched);
+    for (int q = 0; q < n; ++q)
+      for (std::size_t j = 0; j < rb[q]; ++j) expect[ro[q] + j] = a2a_byte(q, r, j);
+    for (std::size_t b = 0; b < recv.size(); ++b) {
+      CAPTURE(b);
+      CHECK(static_cast<int>(recv[b]) == static_cast<int>(expect[b]));
+    }
+    CHECK(send == sent);
+
+    // Counted: what crosses to other ranks; the block to self is a local copy.
+    std::int64_t out = 0, in = 0;
+    for (int q = 0; q < n; ++q)
+      if (q != r) {
+        out += static_cast<std::int64_t>(sb[q]);
+        in += static_cast<std::int64_t>(rb[q]);
+      }
+    const CommCounter& k = c.counter("t.a2a");
+    CHECK(k.calls == 1);
+    CHECK(k.bytes_sent == out);
+    CHECK(k.bytes_received == in);
+    if (n > 1 && r == n - 1) CHECK(k.bytes_sent == 0);
+
+    // Nothing at all to anyone: still a valid call, counted with 0 bytes.
+    const std::vector<std::size_t> zeros(n, 0);
+    c.all_to_all(nullptr, zeros, zeros, nullptr, zeros, zeros, "t.a2a_empty");
+    CHECK(c.counter("t.a2a_empty").calls == 1);
+    CHECK(c.counter("t.a2a_empty").bytes_sent == 0);
+    CHECK(c.counter("t.a2a_empty").bytes_received == 0);
+  });
+}
+
+TEST_CASE("all_to_all: a message of the wrong size is an error naming site, rank and peer",
+          "[comm]") {
+  MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  if (n < 2) return;
+  // Whole messages: one per pair each way, so every call completes on every rank and only
+  // rank 0, the receiver, sees the mismatch. Ranks other than 0 and 1 exchange nothing.
+  const std::vector<std::size_t> offsets(n, 0);
+  std::vector<unsigned char> send(16, 1), recv(16, 0);
+  auto run = [&](std::size_t sent_by_1, std::size_t expected_by_0, const std::string& site) {
+    std::vector<std::size_t> sb(n, 0), rb(n, 0);
+    if (r == 1) sb[0] = sent_by_1;
+    if (r == 0) rb[1] = expected_by_0;
+    const std::string m =
+        error_of([&] { c.all_to_all(send.data(), sb, offsets, recv.data(), rb, offsets, site); });
+    if (r != 0) CHECK(m.empty());
+    return m;
+  };
+  // Rank 1 sends fewer bytes than rank 0 expects.
+  std::string m = run(8, 16, "t.short");
+  if (r == 0)
+    CHECK_THAT(m, Contains("all_to_all at site 't.short' on rank 0") &&
+                      Contains("expected 16 bytes from rank 1, got 8"));
+  // Rank 1 sends nothing where rank 0 expects bytes: the empty message still arrives.
+  m = run(0, 8, "t.none");
+  if (r == 0) CHECK_THAT(m, Contains("t.none") && Contains("expected 8 bytes from rank 1, got 0"));
+  // Rank 1 sends more than rank 0 expects: MPI truncates, and the receive names the peer.
+  m = run(16, 4, "t.long");
+  if (r == 0)
+    CHECK_THAT(m, Contains("MPI_Irecv failed at site 't.long' on rank 0") &&
+                      Contains("expecting 4 bytes from rank 1"));
+  if (r == 0) CHECK(c.counters().empty());  // failed calls are not counted
+
+  // Nothing was left in flight: a matching exchange afterwards delivers what it should.
+  send.assign(16, static_cast<unsigned char>(r + 1));
+  recv.assign(16, 0);
+  m = run(16, 16, "t.after");
+  CHECK(m.empty());
+  if (r == 0) CHECK(recv == std::vector<unsigned char>(16, 2));
+  c.barrier();
+}
+
+TEST_CASE("all_to_all rejects vectors of the wrong length and a mismatched block to self",
+          "[comm]") {
+  MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  std::vector<unsigned char> buf(8, 0);
+  const std::vector<std::size_t> ok(n, 0), longer(n + 1, 0), shorter(n - 1, 0);
+  // Local checks before any message: every rank throws alike, so nobody waits.
+  CHECK_THROWS_WITH(
+      c.all_to_all(buf.data(), longer, ok, buf.data(), ok, ok, "t.len"),
+      Contains("MpiCommunicator::all_to_all at site 't.len' on rank " + std::to_string(r)) &&
+          Contains("send_bytes has " + std::to_string(n + 1) + " entries") &&
+          Contains("expected size() = " + std::to_string(n)));
+  CHECK_THROWS_WITH(c.all_to_all(buf.data(), ok, ok, buf.data(), ok, shorter, "t.len"),
+                    Contains("recv_offsets has " + std::to_string(n - 1) + " entries"));
+  std::vector<std::size_t> sb(n, 0), rb(n, 0);
+  sb[r] = 4;
+  rb[r] = 8;
+  CHECK_THROWS_WITH(c.all_to_all(buf.data(), sb, ok, buf.data(), rb, ok, "t.self"),
+                    Contains("t.self") && Contains("block to self") &&
+                        Contains("send_bytes = 4 but recv_bytes = 8"));
+  CHECK(c.counters().empty());  // failed calls are not counted
+  c.barrier();
+}
+
 TEST_CASE("SingleCommunicator behaves as one MPI rank", "[comm][single]") {
   SingleCommunicator s;
   CHECK(s.rank() == 0);
@@ -281,4 +498,32 @@ TEST_CASE("SingleCommunicator behaves as one MPI rank", "[comm][single]") {
   REQUIRE_THROWS_AS(s.send_recv(a.data(), 8, 1, b.data(), 8, 1, 0, "sr"), Error);
   s.reset_counters();
   CHECK(s.counters().empty());
+}
+
+TEST_CASE("SingleCommunicator reduce_scatter_sum and all_to_all are copies", "[comm][single]") {
+  SingleCommunicator s;
+  std::vector<double> a = {1, 2, 3}, b(4, -1);
+  s.reduce_scatter_sum(a.data(), b.data(), 3, "rs");
+  CHECK(b == std::vector<double>{1, 2, 3, -1});
+  s.reduce_scatter_sum(a.data(), a.data(), 3, "rs");  // in place: block 0 is recv itself
+  CHECK(a == std::vector<double>{1, 2, 3});
+  s.reduce_scatter_sum(nullptr, nullptr, 0, DType::f32, "rs");
+  CHECK(s.counter("rs").calls == 3);
+  CHECK(s.counter("rs").bytes_sent == 48);
+  CHECK(s.counter("rs").bytes_received == 48);
+
+  // The one block is the block to self: copied between the offsets, counted as 0 bytes.
+  std::vector<unsigned char> send = {9, 8, 7, 6, 5}, recv(6, kUntouched);
+  s.all_to_all(send.data(), {3}, {1}, recv.data(), {3}, {2}, "a2a");
+  CHECK(recv == std::vector<unsigned char>{kUntouched, kUntouched, 8, 7, 6, kUntouched});
+  s.all_to_all(nullptr, {0}, {0}, nullptr, {0}, {0}, "a2a");
+  CHECK(s.counter("a2a").calls == 2);
+  CHECK(s.counter("a2a").bytes_sent == 0);
+  CHECK(s.counter("a2a").bytes_received == 0);
+  REQUIRE_THROWS_WITH(s.all_to_all(send.data(), {3, 0}, {0}, recv.data(), {3}, {0}, "bad"),
+                      Contains("SingleCommunicator::all_to_all at site 'bad'") &&
+                          Contains("send_bytes has 2 entries, expected size() = 1"));
+  REQUIRE_THROWS_WITH(s.all_to_all(send.data(), {3}, {0}, recv.data(), {2}, {0}, "bad"),
+                      Contains("send_bytes = 3 but recv_bytes = 2"));
+  CHECK(s.counters().count("bad") == 0);
 }

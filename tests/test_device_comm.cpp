@@ -231,6 +231,98 @@ void check_round_trips(Communicator& c) {
   }
   c.barrier();
 
+  {  // reduce-scatter in three types, separate and in place; then zero elements
+    const std::size_t count = 9;
+    std::vector<double> f64(count * n);
+    std::vector<std::int64_t> i64(count * n);
+    std::vector<float> f32(count * n);
+    for (int q = 0; q < n; ++q)
+      for (std::size_t i = 0; i < count; ++i) {
+        // Distinct per rank, block and position; i64 beyond 32 bits.
+        const std::int64_t v = 10000 * (r + 1) + 100 * q + static_cast<std::int64_t>(i);
+        f64[q * count + i] = static_cast<double>(v);
+        i64[q * count + i] = v * 4000000000LL;
+        f32[q * count + i] = static_cast<float>(v);
+      }
+    DeviceVec<double> d64(f64), d64_out(std::vector<double>(count + 1, -1.0));
+    DeviceVec<std::int64_t> di64(i64), di64_out(std::vector<std::int64_t>(count, -1));
+    DeviceVec<float> d32(f32);
+    c.reduce_scatter_sum(d64.p, d64_out.p, count, "t.rs");
+    c.reduce_scatter_sum(di64.p, di64_out.p, count, DType::i64, "t.rs");
+    c.reduce_scatter_sum(d32.p, d32.p + r * count, count, "t.rs_in_place");
+    const auto s64 = d64_out.host();
+    const auto si64 = di64_out.host();
+    const auto s32 = d32.host();
+    for (std::size_t i = 0; i < count; ++i) {
+      std::int64_t e = 0;
+      for (int p = 0; p < n; ++p) e += 10000 * (p + 1) + 100 * r + static_cast<std::int64_t>(i);
+      CHECK(s64[i] == static_cast<double>(e));
+      CHECK(si64[i] == e * 4000000000LL);
+      CHECK(s32[r * count + i] == static_cast<float>(e));
+    }
+    CHECK(s64[count] == -1.0);  // nothing written past recv
+    c.reduce_scatter_sum(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), 0,
+                         "t.rs_empty");
+    CHECK(c.counter("t.rs").calls == 2);
+    CHECK(c.counter("t.rs").bytes_sent == 2 * 9 * 8 * n);
+    CHECK(c.counter("t.rs").bytes_received == 2 * 9 * 8);
+    CHECK(c.counter("t.rs_in_place").bytes_sent == 9 * 4 * n);
+    CHECK(c.counter("t.rs_in_place").bytes_received == 9 * 4);
+    CHECK(c.counter("t.rs_empty").calls == 1);
+    CHECK(c.counter("t.rs_empty").bytes_sent == 0);
+  }
+
+  {  // all-to-all: unequal sizes with zeros (the last rank sends nothing), gapped offsets
+    auto bytes = [n](int p, int q) -> std::size_t {
+      if (n > 1 && p == n - 1) return 0;
+      return static_cast<std::size_t>((p * 3 + q * 5 + 1) % 4) * 13;
+    };
+    auto byte = [](int p, int q, std::size_t j) {
+      return static_cast<unsigned char>(p * 71 + q * 31 + static_cast<int>(j) + 1);
+    };
+    std::vector<std::size_t> sb(n), so(n), rb(n), ro(n);
+    std::size_t send_end = 0, recv_end = 2;
+    for (int q = n - 1; q >= 0; --q) {  // send blocks in reverse peer order, 5-byte gaps
+      sb[q] = bytes(r, q);
+      so[q] = send_end;
+      send_end += sb[q] + 5;
+    }
+    for (int q = 0; q < n; ++q) {  // receive blocks in peer order, 3-byte gaps
+      rb[q] = bytes(q, r);
+      ro[q] = recv_end;
+      recv_end += rb[q] + 3;
+    }
+    std::vector<unsigned char> send(send_end, 0), expect(recv_end, 0xEE);
+    for (int q = 0; q < n; ++q) {
+      for (std::size_t j = 0; j < sb[q]; ++j) send[so[q] + j] = byte(r, q, j);
+      for (std::size_t j = 0; j < rb[q]; ++j) expect[ro[q] + j] = byte(q, r, j);
+    }
+    DeviceVec<unsigned char> d_send(send), d_recv(std::vector<unsigned char>(recv_end, 0xEE));
+    c.all_to_all(d_send.p, sb, so, d_recv.p, rb, ro, "t.a2a");
+    const auto got = d_recv.host();
+    for (std::size_t b = 0; b < got.size(); ++b) {
+      CAPTURE(b);
+      CHECK(static_cast<int>(got[b]) == static_cast<int>(expect[b]));  // gaps untouched
+    }
+    std::int64_t out = 0, in = 0;
+    for (int q = 0; q < n; ++q)
+      if (q != r) {
+        out += static_cast<std::int64_t>(sb[q]);
+        in += static_cast<std::int64_t>(rb[q]);
+      }
+    CHECK(c.counter("t.a2a").calls == 1);
+    CHECK(c.counter("t.a2a").bytes_sent == out);
+    CHECK(c.counter("t.a2a").bytes_received == in);
+
+    // Wrong vector length: a local check before any transfer, on every rank alike.
+    const std::vector<std::size_t> longer(n + 1, 0);
+    CHECK_THROWS_WITH(c.all_to_all(d_send.p, longer, so, d_recv.p, rb, ro, "t.a2a_bad"),
+                      Contains("all_to_all at site 't.a2a_bad'") &&
+                          Contains("send_bytes has " + std::to_string(n + 1) + " entries"));
+    CHECK(c.counter("t.a2a_bad").calls == 0);
+  }
+  c.barrier();
+
   {  // split by parity, reversed order: the sub-communicator reduces only its own ranks
     auto sub = c.split(r % 2, -r);
     REQUIRE(sub != nullptr);

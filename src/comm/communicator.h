@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -16,6 +17,10 @@ namespace gdn {
 
 // Bytes one call site moved on this rank. For all_gather, bytes_received is the whole
 // output buffer (this rank's own block included), bytes_sent the block it contributed.
+// reduce_scatter_sum is its mirror image: bytes_sent is the whole input (size() blocks,
+// own block included), bytes_received the one block this rank gets. all_to_all counts only
+// what crosses to other ranks: bytes_sent sums send_bytes, bytes_received sums recv_bytes,
+// both without the block to self (a local copy).
 struct CommCounter {
   std::int64_t calls = 0;
   std::int64_t bytes_sent = 0;
@@ -36,6 +41,22 @@ class Communicator {
   virtual void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) = 0;
   // In-place elementwise max (used for error flags and agreement checks).
   virtual void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) = 0;
+  // send holds size() blocks of count elements of type t (f32/f64/i32/i64), in rank order;
+  // recv (count elements) gets the elementwise sum over all ranks of block rank(). Every
+  // backend allows in place: recv == send + rank() * count * dtype_size(t).
+  virtual void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                                  const std::string& site) = 0;
+  // Personalized exchange; each vector has size() entries, indexed by peer rank. Rank q gets
+  // send_bytes[q] bytes from send + send_offsets[q]; recv_bytes[q] bytes from rank q land at
+  // recv + recv_offsets[q]. Sizes may differ per peer and be zero. The caller guarantees that
+  // send_bytes[q] on rank p equals recv_bytes[p] on rank q; backends check what they can
+  // (vector lengths, the block to self, and in MPI every received size). The block to self
+  // is a local copy. Send and receive blocks must not overlap.
+  virtual void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                          const std::vector<std::size_t>& send_offsets, void* recv,
+                          const std::vector<std::size_t>& recv_bytes,
+                          const std::vector<std::size_t>& recv_offsets,
+                          const std::string& site) = 0;
   // Blocking point-to-point. Tags keep concurrent exchanges apart.
   virtual void send(const void* buf, std::size_t bytes, int dest, int tag,
                     const std::string& site) = 0;
@@ -64,8 +85,21 @@ class Communicator {
   void all_reduce_max(T* buf, std::size_t count, const std::string& site) {
     all_reduce_max(buf, count, dtype_of<T>(), site);
   }
+  template <typename T>
+  void reduce_scatter_sum(const T* send, T* recv, std::size_t count, const std::string& site) {
+    reduce_scatter_sum(send, recv, count, dtype_of<T>(), site);
+  }
 
  protected:
+  // For the backends' all_to_all: throws gdn::Error (naming call, site, rank and the bad
+  // value) unless all four vectors have size() entries and the block to self has the same
+  // size both ways. Call before touching the vectors.
+  void check_all_to_all(const char* call, const std::vector<std::size_t>& send_bytes,
+                        const std::vector<std::size_t>& send_offsets,
+                        const std::vector<std::size_t>& recv_bytes,
+                        const std::vector<std::size_t>& recv_offsets,
+                        const std::string& site) const;
+
   void count(const std::string& site, std::int64_t sent, std::int64_t received) {
     auto& c = counters_[site];
     c.calls += 1;

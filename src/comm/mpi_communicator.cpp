@@ -4,6 +4,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -37,6 +39,16 @@ MPI_Datatype mpi_type(DType t) {
 // exchange still pairs one send with one receive on both sides.
 std::size_t num_chunks(std::size_t n, std::size_t c) {
   return n == 0 ? 1 : (n + c - 1) / c;
+}
+
+// The most scratch a chunked reduce_scatter_sum packs at once (all ranks' pieces together):
+// pieces shrink below max_bytes_ with many ranks rather than the scratch growing with them.
+constexpr std::size_t kMaxPackBytes = std::size_t{64} << 20;
+
+// base + off, or base itself for an empty block, whose buffer may be null.
+template <typename P>
+P* block_at(P* base, std::size_t off, std::size_t bytes) {
+  return bytes == 0 ? base : base + off;
 }
 
 }  // namespace
@@ -168,6 +180,133 @@ void MpiCommunicator::all_reduce_sum(void* buf, std::size_t count_, DType t,
 void MpiCommunicator::all_reduce_max(void* buf, std::size_t count_, DType t,
                                      const std::string& site) {
   all_reduce(buf, count_, t, MPI_MAX, "MPI_Allreduce(MAX)", site);
+}
+
+void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t count_, DType t,
+                                         const std::string& site) {
+  const std::size_t es = dtype_size(t);
+  const std::size_t block = count_ * es;  // bytes of one rank's block
+  const MPI_Datatype type = mpi_type(t);
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  // MPI forbids aliased buffers, and its MPI_IN_PLACE would leave the result in block 0,
+  // not in this rank's block: in place needs a detour (a scratch block or packed pieces).
+  const bool in_place = block > 0 && out == in + static_cast<std::size_t>(rank_) * block;
+  if (block <= max_bytes_) {
+    std::unique_ptr<char[]> tmp(in_place ? new char[block] : nullptr);
+    check(MPI_Reduce_scatter_block(send, in_place ? tmp.get() : recv, static_cast<int>(count_),
+                                   type, MPI_SUM, comm_),
+          "MPI_Reduce_scatter_block", site);
+    if (in_place) std::memcpy(out, tmp.get(), block);
+  } else {
+    // Too big for one int count: piece k of every rank's block is packed into a contiguous
+    // scratch, then reduced and scattered into piece k of recv. (A strided derived type, as
+    // in all_gather, would avoid the copy, but MPI defines its predefined reduction ops on
+    // predefined types only.) Every rank cuts the same pieces, as the counts must match.
+    // The scratch never aliases recv, so in place needs nothing more: piece k of this
+    // rank's block is packed before it is overwritten, and later pieces lie beyond it.
+    const std::size_t piece_bytes =
+        std::min(max_bytes_, std::max<std::size_t>(1, kMaxPackBytes / size_));
+    const std::size_t per = std::max<std::size_t>(1, piece_bytes / es);
+    const std::size_t n_ranks = static_cast<std::size_t>(size_);
+    std::unique_ptr<char[]> pack(new char[std::min(per, count_) * es * n_ranks]);
+    for (std::size_t off = 0; off < count_; off += per) {
+      const std::size_t n = std::min(per, count_ - off);
+      for (std::size_t q = 0; q < n_ranks; ++q)
+        std::memcpy(pack.get() + q * n * es, in + q * block + off * es, n * es);
+      check(MPI_Reduce_scatter_block(pack.get(), out + off * es, static_cast<int>(n), type, MPI_SUM,
+                                     comm_),
+            "MPI_Reduce_scatter_block", site);
+    }
+  }
+  count(site, static_cast<std::int64_t>(block) * size_, static_cast<std::int64_t>(block));
+}
+
+void MpiCommunicator::all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                                 const std::vector<std::size_t>& send_offsets, void* recv,
+                                 const std::vector<std::size_t>& recv_bytes,
+                                 const std::vector<std::size_t>& recv_offsets,
+                                 const std::string& site) {
+  check_all_to_all("MpiCommunicator::all_to_all", send_bytes, send_offsets, recv_bytes,
+                   recv_offsets, site);
+  const char* sp = static_cast<const char*>(send);
+  char* rp = static_cast<char*>(recv);
+  // The largest tag: out of the way of the small tags p2p callers use on this communicator.
+  const int tag = tag_ub_;
+
+  // Every receive first, then every send, then one wait: no ordering can deadlock. Each
+  // side cuts a message by its own size only, so pieces pair up when the sizes agree. Peers
+  // go in ring order from this rank, so the ranks do not all start on rank 0.
+  std::vector<MPI_Request> reqs;
+  std::vector<int> peer;  // the rank each request talks to
+  for (int d = 1; d < size_; ++d) {
+    const int q = (rank_ + size_ - d) % size_;
+    const std::size_t rb = recv_bytes[q];
+    for (std::size_t k = 0, n = num_chunks(rb, max_bytes_); k < n; ++k) {
+      const std::size_t off = k * max_bytes_;
+      const int len = static_cast<int>(std::min(max_bytes_, rb - off));
+      reqs.emplace_back();
+      peer.push_back(q);
+      check(MPI_Irecv(block_at(rp, recv_offsets[q] + off, rb), len, MPI_BYTE, q, tag, comm_,
+                      &reqs.back()),
+            "MPI_Irecv", site);
+    }
+  }
+  const std::size_t nrecv = reqs.size();
+  for (int d = 1; d < size_; ++d) {
+    const int q = (rank_ + d) % size_;
+    const std::size_t sb = send_bytes[q];
+    for (std::size_t k = 0, n = num_chunks(sb, max_bytes_); k < n; ++k) {
+      const std::size_t off = k * max_bytes_;
+      const int len = static_cast<int>(std::min(max_bytes_, sb - off));
+      reqs.emplace_back();
+      peer.push_back(q);
+      check(MPI_Isend(block_at(sp, send_offsets[q] + off, sb), len, MPI_BYTE, q, tag, comm_,
+                      &reqs.back()),
+            "MPI_Isend", site);
+    }
+  }
+  // The block to self while the messages travel (check_all_to_all made its sizes equal).
+  const std::size_t self = send_bytes[rank_];
+  if (self > 0) {
+    const char* from = sp + send_offsets[rank_];
+    char* to = rp + recv_offsets[rank_];
+    if (from != to) std::memmove(to, from, self);
+  }
+
+  std::vector<MPI_Status> st(reqs.size());
+  const int rc = MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), st.data());
+  if (rc == MPI_ERR_IN_STATUS) {
+    // Name the first message that failed (a longer message than expected is truncated).
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      const int e = st[i].MPI_ERROR;
+      if (e == MPI_SUCCESS || e == MPI_ERR_PENDING) continue;
+      const bool in = i < nrecv;
+      throw_error(in ? "MPI_Irecv" : "MPI_Isend", " failed at site '", site, "' on rank ", rank_,
+                  in ? ", expecting " : ", sending ",
+                  in ? recv_bytes[peer[i]] : send_bytes[peer[i]],
+                  in ? " bytes from rank " : " bytes to rank ", peer[i], ": ", mpi_error_string(e),
+                  " (error code ", e, ")");
+    }
+  }
+  check(rc, "MPI_Waitall", site);
+  // A shorter message than expected means sender and receiver disagree on the size.
+  std::vector<std::size_t> got(static_cast<std::size_t>(size_), 0);
+  for (std::size_t i = 0; i < nrecv; ++i) {
+    int g = 0;
+    MPI_Get_count(&st[i], MPI_BYTE, &g);
+    got[peer[i]] += static_cast<std::size_t>(g);
+  }
+  std::int64_t sent = 0, received = 0;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    if (got[q] != recv_bytes[q])
+      throw_error("MpiCommunicator::all_to_all at site '", site, "' on rank ", rank_, ": expected ",
+                  recv_bytes[q], " bytes from rank ", q, ", got ", got[q]);
+    sent += static_cast<std::int64_t>(send_bytes[q]);
+    received += static_cast<std::int64_t>(recv_bytes[q]);
+  }
+  count(site, sent, received);
 }
 
 void MpiCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,

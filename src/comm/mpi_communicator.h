@@ -47,6 +47,20 @@ class MpiCommunicator : public Communicator {
   // In place. Counts sent = received = count * dtype_size(t).
   void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
   void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  // MPI_Reduce_scatter_block, in pieces when a block is over max_message_bytes(). In place
+  // is allowed. Counts sent = count * dtype_size(t) * size() (the whole input, own block
+  // included), received = count * dtype_size(t).
+  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                          const std::string& site) override;
+  // Nonblocking MPI_BYTE messages per peer (not MPI_Alltoallv, whose int displacements
+  // overflow past 2 GiB), at least one each way per pair, so a zero-byte side still pairs
+  // up. Every received size is checked: a message shorter or longer than recv_bytes is an
+  // error naming site, rank and peer. Counts sent = the sum of send_bytes and received =
+  // the sum of recv_bytes over the other ranks; the block to self is a memmove, not counted.
+  void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                  const std::vector<std::size_t>& send_offsets, void* recv,
+                  const std::vector<std::size_t>& recv_bytes,
+                  const std::vector<std::size_t>& recv_offsets, const std::string& site) override;
   // Counts sent = bytes. dest in [0, size()).
   void send(const void* buf, std::size_t bytes, int dest, int tag,
             const std::string& site) override;
@@ -61,6 +75,7 @@ class MpiCommunicator : public Communicator {
 
   using Communicator::all_reduce_max;
   using Communicator::all_reduce_sum;
+  using Communicator::reduce_scatter_sum;
 
   // MPI counts are int: larger messages go out in pieces of at most this many bytes.
   // Defaults to INT_MAX; tests lower it to exercise the chunked paths. All ranks must

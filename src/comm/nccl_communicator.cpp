@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -151,6 +152,74 @@ void NcclCommunicator::all_reduce_sum(void* buf, std::size_t n, DType t, const s
 
 void NcclCommunicator::all_reduce_max(void* buf, std::size_t n, DType t, const std::string& site) {
   all_reduce(buf, n, t, ncclMax, site);
+}
+
+void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t n, DType t,
+                                          const std::string& site) {
+  // Zero elements is skipped on every rank alike (all ranks pass the same count).
+  if (n > 0) {
+    GDN_NCCL_CHECK_AT(ncclReduceScatter(send, recv, n, nccl_type(t), ncclSum, comm_, stream_),
+                      site);
+    wait(site);
+  }
+  const auto b = static_cast<std::int64_t>(n * dtype_size(t));
+  count(site, b * size(), b);
+}
+
+void NcclCommunicator::all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                                  const std::vector<std::size_t>& send_offsets, void* recv,
+                                  const std::vector<std::size_t>& recv_bytes,
+                                  const std::vector<std::size_t>& recv_offsets,
+                                  const std::string& site) {
+  check_all_to_all("NcclCommunicator::all_to_all", send_bytes, send_offsets, recv_bytes,
+                   recv_offsets, site);
+  const int r = rank(), n = size();
+  const char* sp = static_cast<const char*>(send);
+  char* rp = static_cast<char*>(recv);
+  const bool self = send_bytes[r] > 0;
+  if (self)  // the block to self, ordered before the group on the stream
+    GDN_CUDA_CHECK_AT(cudaMemcpyAsync(rp + recv_offsets[r], sp + send_offsets[r], send_bytes[r],
+                                      cudaMemcpyDeviceToDevice, stream_),
+                      site);
+  std::int64_t sent = 0, received = 0;
+  bool peers = false;
+  for (int q = 0; q < n; ++q) {
+    if (q == r) continue;
+    sent += static_cast<std::int64_t>(send_bytes[q]);
+    received += static_cast<std::int64_t>(recv_bytes[q]);
+    peers = peers || send_bytes[q] > 0 || recv_bytes[q] > 0;
+  }
+  if (peers) {
+    // One group: NCCL posts every send and receive together, so no order can deadlock.
+    GDN_NCCL_CHECK_AT(ncclGroupStart(), site);
+    ncclResult_t res = ncclSuccess;
+    const char* call = "";
+    int bad = -1;
+    for (int d = 1; d < n && res == ncclSuccess; ++d) {
+      const int to = (r + d) % n, from = (r + n - d) % n;
+      if (send_bytes[to] > 0) {
+        res = ncclSend(sp + send_offsets[to], send_bytes[to], ncclUint8, to, comm_, stream_);
+        call = "ncclSend";
+        bad = to;
+      }
+      if (res == ncclSuccess && recv_bytes[from] > 0) {
+        res = ncclRecv(rp + recv_offsets[from], recv_bytes[from], ncclUint8, from, comm_, stream_);
+        call = "ncclRecv";
+        bad = from;
+      }
+    }
+    // Close the group even when a call failed, or NCCL stays in group mode for good.
+    const ncclResult_t re = ncclGroupEnd();
+    if (res != ncclSuccess)
+      detail::throw_gpu_error(
+          call, detail::nccl_error_text(res) + " (peer rank " + std::to_string(bad) + ")", __FILE__,
+          __LINE__, site);
+    if (re != ncclSuccess)
+      detail::throw_gpu_error("ncclGroupEnd", detail::nccl_error_text(re), __FILE__, __LINE__,
+                              site);
+  }
+  if (self || peers) wait(site);
+  count(site, sent, received);
 }
 
 void NcclCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,

@@ -46,6 +46,16 @@ class NcclCommunicator : public Communicator {
                   const std::string& site) override;
   void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
   void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  // ncclReduceScatter, which handles in place (recv == send + rank * count) itself.
+  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                          const std::string& site) override;
+  // One group of ncclSend/ncclRecv, one pair per peer with a non-empty block (a zero on one
+  // side must be a zero on the other: NCCL cannot see a mismatch); the block to self is a
+  // cudaMemcpyAsync on the stream.
+  void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                  const std::vector<std::size_t>& send_offsets, void* recv,
+                  const std::vector<std::size_t>& recv_bytes,
+                  const std::vector<std::size_t>& recv_offsets, const std::string& site) override;
   void send(const void* buf, std::size_t bytes, int dest, int tag,
             const std::string& site) override;
   void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
@@ -59,6 +69,7 @@ class NcclCommunicator : public Communicator {
 
   using Communicator::all_reduce_max;
   using Communicator::all_reduce_sum;
+  using Communicator::reduce_scatter_sum;
 
  private:
   void all_reduce(void* buf, std::size_t count, DType t, ncclRedOp_t op, const std::string& site);

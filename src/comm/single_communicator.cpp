@@ -27,6 +27,30 @@ void SingleCommunicator::all_reduce_max(void*, std::size_t count_, DType t,
   count(site, b, b);
 }
 
+void SingleCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t count_,
+                                            DType t, const std::string& site) {
+  const std::size_t bytes = count_ * dtype_size(t);
+  if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
+  const auto b = static_cast<std::int64_t>(bytes);
+  count(site, b, b);
+}
+
+void SingleCommunicator::all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                                    const std::vector<std::size_t>& send_offsets, void* recv,
+                                    const std::vector<std::size_t>& recv_bytes,
+                                    const std::vector<std::size_t>& recv_offsets,
+                                    const std::string& site) {
+  check_all_to_all("SingleCommunicator::all_to_all", send_bytes, send_offsets, recv_bytes,
+                   recv_offsets, site);
+  // Pointers are formed only for a non-empty block: an empty one may come with a null buffer.
+  if (send_bytes[0] > 0) {
+    const char* from = static_cast<const char*>(send) + send_offsets[0];
+    char* to = static_cast<char*>(recv) + recv_offsets[0];
+    if (from != to) std::memmove(to, from, send_bytes[0]);
+  }
+  count(site, 0, 0);
+}
+
 void SingleCommunicator::send(const void*, std::size_t bytes, int dest, int tag,
                               const std::string& site) {
   throw_error("SingleCommunicator::send at site '", site, "': dest = ", dest, ", tag = ", tag, ", ",

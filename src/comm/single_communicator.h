@@ -18,6 +18,16 @@ class SingleCommunicator : public Communicator {
   // No-ops on the data (one rank's sum/max is itself); counts count * dtype_size both ways.
   void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
   void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  // Copies block 0 (the only one) into recv unless in place; counts count * dtype_size both
+  // ways, as MpiCommunicator does with one rank.
+  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                          const std::string& site) override;
+  // The one block is the block to self: a copy (sizes checked equal), counted as 0 bytes
+  // both ways, as MpiCommunicator counts the block to self.
+  void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                  const std::vector<std::size_t>& send_offsets, void* recv,
+                  const std::vector<std::size_t>& recv_bytes,
+                  const std::vector<std::size_t>& recv_offsets, const std::string& site) override;
   // There is no other rank to talk to, so any send/recv is a logic error: always throws.
   void send(const void* buf, std::size_t bytes, int dest, int tag,
             const std::string& site) override;
@@ -33,6 +43,7 @@ class SingleCommunicator : public Communicator {
 
   using Communicator::all_reduce_max;
   using Communicator::all_reduce_sum;
+  using Communicator::reduce_scatter_sum;
 };
 
 }  // namespace gdn

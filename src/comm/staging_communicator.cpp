@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
 #include "core/error.h"
 #include "runtime/cuda_check.h"
 
@@ -86,6 +88,52 @@ void StagingCommunicator::all_reduce_sum(void* buf, std::size_t n, DType t,
 void StagingCommunicator::all_reduce_max(void* buf, std::size_t n, DType t,
                                          const std::string& site) {
   all_reduce(buf, n, t, false, site);
+}
+
+void StagingCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t n, DType t,
+                                             const std::string& site) {
+  const std::size_t bytes = n * dtype_size(t);
+  const std::size_t total = bytes * static_cast<std::size_t>(size());
+  char* hs = send_host_.get(total, site);
+  char* hr = recv_host_.get(bytes, site);
+  // The whole input reaches the host before recv is written, so in place needs nothing.
+  to_host(hs, send, total, site);
+  const CommCounter before = inner_counter(mpi_, site);
+  mpi_.reduce_scatter_sum(hs, hr, n, t, site);
+  count_like_inner(site, before);
+  to_device(recv, hr, bytes, site);
+}
+
+void StagingCommunicator::all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                                     const std::vector<std::size_t>& send_offsets, void* recv,
+                                     const std::vector<std::size_t>& recv_bytes,
+                                     const std::vector<std::size_t>& recv_offsets,
+                                     const std::string& site) {
+  check_all_to_all("StagingCommunicator::all_to_all", send_bytes, send_offsets, recv_bytes,
+                   recv_offsets, site);
+  const std::size_t n = static_cast<std::size_t>(size());
+  // Packed host layout: block q at the sum of the sizes before it. Copying whole device
+  // ranges instead would write host garbage over whatever lies between the receive blocks.
+  std::vector<std::size_t> hs_off(n), hr_off(n);
+  std::size_t st = 0, rt = 0;
+  for (std::size_t q = 0; q < n; ++q) {
+    hs_off[q] = st;
+    hr_off[q] = rt;
+    st += send_bytes[q];
+    rt += recv_bytes[q];
+  }
+  char* hs = send_host_.get(st, site);
+  char* hr = recv_host_.get(rt, site);
+  for (std::size_t q = 0; q < n; ++q)
+    if (send_bytes[q] > 0)
+      to_host(hs + hs_off[q], static_cast<const char*>(send) + send_offsets[q], send_bytes[q],
+              site);
+  const CommCounter before = inner_counter(mpi_, site);
+  mpi_.all_to_all(hs, send_bytes, hs_off, hr, recv_bytes, hr_off, site);
+  count_like_inner(site, before);
+  for (std::size_t q = 0; q < n; ++q)
+    if (recv_bytes[q] > 0)
+      to_device(static_cast<char*>(recv) + recv_offsets[q], hr + hr_off[q], recv_bytes[q], site);
 }
 
 void StagingCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,

@@ -32,6 +32,15 @@ class StagingCommunicator : public Communicator {
                   const std::string& site) override;
   void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
   void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  // In place is allowed: the input is staged to the host before anything is written.
+  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                          const std::string& site) override;
+  // The blocks are packed into the pinned buffers (one copy per non-empty block each way),
+  // so gaps between the receive blocks on the device are left untouched.
+  void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                  const std::vector<std::size_t>& send_offsets, void* recv,
+                  const std::vector<std::size_t>& recv_bytes,
+                  const std::vector<std::size_t>& recv_offsets, const std::string& site) override;
   void send(const void* buf, std::size_t bytes, int dest, int tag,
             const std::string& site) override;
   void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
@@ -43,6 +52,7 @@ class StagingCommunicator : public Communicator {
 
   using Communicator::all_reduce_max;
   using Communicator::all_reduce_sum;
+  using Communicator::reduce_scatter_sum;
 
  private:
   // A pinned host buffer that only grows (pinned allocation is slow; reuse it).
