@@ -48,14 +48,16 @@ TEMPLATE_TEST_CASE("Model on the GPU matches the CPU: loss and every gradient", 
     Model<T, Host> cpu(c, chunk);
     cpu.init(7);
     cpu.params().zero_grad();
-    const double cpu_loss = cpu.forward_backward(cp, tokens.data(), targets.data(), B, scale);
+    const double cpu_loss =
+        cpu.forward_backward(cp, comm, tokens.data(), targets.data(), B, scale).ce_sum;
 
     Model<T, Cuda> gpu(c, chunk);
     gpu.init(7);  // same seed: same host values, uploaded
     gpu.params().zero_grad();
     const auto d_tokens = to_device<Cuda>(tokens.data(), tokens.size());
     const auto d_targets = to_device<Cuda>(targets.data(), targets.size());
-    const double gpu_loss = gpu.forward_backward(cp, d_tokens.data(), d_targets.data(), B, scale);
+    const double gpu_loss =
+        gpu.forward_backward(cp, comm, d_tokens.data(), d_targets.data(), B, scale).ce_sum;
 
     INFO((tied ? "tied" : "untied"));
     CHECK(std::abs(gpu_loss - cpu_loss) <= tolerance<T>() * std::abs(cpu_loss));

@@ -58,7 +58,8 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   const double scale = 1.0 / double(batch.B * batch.T);
   Result r;
   const CpContext ctx{*mesh.cp_comm, s, batch.T, {}};
-  r.loss = model.forward_backward(ctx, tokens.data(), targets.data(), Bl, scale) * scale;
+  r.loss =
+      model.forward_backward(ctx, world, tokens.data(), targets.data(), Bl, scale).ce_sum * scale;
   world.all_reduce_sum(&r.loss, 1, "test.loss");
   r.grads = model.params().host_grads();
   world.all_reduce_sum(r.grads.data(), r.grads.size(), "test.grads");
@@ -100,8 +101,8 @@ TEST_CASE("the conv halo moves exactly (W-1)(2 Hk K + Hv V) elements per rank pe
   std::vector<std::int32_t> tokens(batch.seq.begin() + s.begin, batch.seq.begin() + s.end);
   std::vector<std::int32_t> targets(batch.seq.begin() + s.begin + 1, batch.seq.begin() + s.end + 1);
   mesh.cp_comm->reset_counters();
-  model.forward_backward(CpContext{*mesh.cp_comm, s, batch.T, {}}, tokens.data(), targets.data(), 1,
-                         1.0);
+  model.forward_backward(CpContext{*mesh.cp_comm, s, batch.T, {}}, world, tokens.data(),
+                         targets.data(), 1, 1.0);
   const std::int64_t halo = std::int64_t(c.linear_conv_kernel_dim - 1) *
                             (2 * c.linear_num_key_heads * c.linear_key_head_dim +
                              c.linear_num_value_heads * c.linear_value_head_dim) *

@@ -52,7 +52,8 @@ struct TempDir {
 
 json valid_config() {
   return json::parse(R"({
-    "model": {"vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2,
+    "model": {"model_type": "qwen3_next", "num_experts": 0,
+              "vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2,
               "intermediate_size": 128, "linear_num_key_heads": 2,
               "linear_num_value_heads": 4, "linear_key_head_dim": 16,
               "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4,
@@ -107,39 +108,46 @@ TEST_CASE("a full config parses and round-trips through to_json", "[config]") {
   CHECK(c.ignored_model_keys.empty());
   CHECK(c.source == "test.json");
   CHECK(to_json(parse(to_json(c))) == to_json(c));
-  CHECK(to_json(c) == valid_config());
+  // to_json writes every key explicitly, and the file's values come back.
+  const json out = to_json(c);
+  for (const auto& [key, value] : valid_config()["model"].items())
+    CHECK(out["model"][key] == value);
+  for (const auto& [key, value] : valid_config()["train"].items())
+    CHECK(out["train"][key] == value);
   CHECK_NOTHROW(validate_layout(c, 4));
 }
 
-TEST_CASE("a Hugging Face config.json works as \"model\"; unused keys are listed", "[config]") {
+TEST_CASE("a Hugging Face config.json works as \"model\"; keys without effect are listed",
+          "[config]") {
   json j = valid_config();
-  j["model"]["model_type"] = "qwen3_next";
   j["model"]["num_attention_heads"] = 16;
-  j["model"]["rope_theta"] = 10000000.0;
-  j["model"]["layer_types"] = {"linear_attention", "linear_attention"};
+  j["model"]["use_cache"] = true;
+  j["model"]["transformers_version"] = "5.24.0";
+  j["model"]["layer_types"] = {"linear_attention", "full_attention"};
   const RunConfig c = parse(j);
   std::vector<std::string> ignored = c.ignored_model_keys;
   std::sort(ignored.begin(), ignored.end());
-  CHECK(ignored == std::vector<std::string>{"model_type", "num_attention_heads", "rope_theta"});
-  CHECK(c.model.layer_types.size() == 2);
+  CHECK(ignored == std::vector<std::string>{"transformers_version", "use_cache"});
+  CHECK(c.model.num_attention_heads == 16);
+  CHECK(c.model.layer_type(1) == LayerType::full_attention);
   CHECK(to_json(c.model)["layer_types"] == j["model"]["layer_types"]);
 }
 
-TEST_CASE("layer types gdn-cp cannot build are refused, never ignored", "[config]") {
+TEST_CASE("layer types are read from layer_types or full_attention_interval", "[config]") {
   json j = valid_config();
-  j["model"]["layer_types"] = {"linear_attention", "full_attention"};
-  CHECK_THROWS_WITH(parse(j), Contains("model.layer_types in test.json (layer 1)") &&
-                                  Contains("full_attention") && Contains("not implemented yet"));
   j["model"]["layer_types"] = {"linear_attention"};
   CHECK_THROWS_WITH(parse(j), Contains("a list of 2 layer types"));
   j["model"]["layer_types"] = {"linear_attention", "mamba"};
-  CHECK_THROWS_WITH(parse(j), Contains("\"mamba\""));
-  j = valid_config();
-  j["model"]["full_attention_interval"] = 2;  // Hugging Face: layer 1 is full attention
   CHECK_THROWS_WITH(parse(j),
-                    Contains("model.full_attention_interval") && Contains("full_attention layer"));
-  j["model"]["full_attention_interval"] = 3;  // beyond the 2 layers: every layer is GDN
-  CHECK_NOTHROW(parse(j));
+                    Contains("model.layer_types in test.json (layer 1)") && Contains("\"mamba\""));
+  j = valid_config();
+  j["model"]["full_attention_interval"] = 2;  // transformers: layer 1 is full attention
+  CHECK(parse(j).model.layer_type(1) == LayerType::full_attention);
+  CHECK(parse(j).model.layer_type(0) == LayerType::linear_attention);
+  j["model"]["num_hidden_layers"] = 8;  // the default interval is 4
+  j["model"].erase("full_attention_interval");
+  CHECK(parse(j).model.num_attention_layers() == 2);
+  CHECK(parse(j).model.layer_type(3) == LayerType::full_attention);
 }
 
 TEST_CASE("architecture_differences names each key with both values", "[config]") {
@@ -158,16 +166,20 @@ TEST_CASE("architecture_differences names each key with both values", "[config]"
                                      Contains("rms_norm_eps"));
 }
 
-TEST_CASE("optional model keys take their defaults", "[config]") {
+TEST_CASE("absent model keys take transformers' defaults for the model type", "[config]") {
   json j = valid_config();
-  for (const char* k :
-       {"linear_conv_kernel_dim", "rms_norm_eps", "tie_word_embeddings", "initializer_range"})
+  for (const char* k : {"linear_conv_kernel_dim", "rms_norm_eps", "tie_word_embeddings",
+                        "initializer_range", "num_experts"})
     j["model"].erase(k);
   j["train"] = {{"seq_len", 8}};
   const RunConfig c = parse(j);
   CHECK(c.model.linear_conv_kernel_dim == 4);
   CHECK(c.model.initializer_range == 0.02);
   CHECK_FALSE(c.model.tie_word_embeddings);
+  CHECK(c.model.num_experts == 512);  // Qwen3NextConfig's default
+  CHECK(c.model.num_experts_per_tok == 10);
+  CHECK(c.model.head_dim == 256);
+  CHECK(c.model.rotary_dim() == 64);  // partial_rotary_factor 0.25
   CHECK(c.train.dtype == "f32");
   CHECK(c.train.data == "synthetic");
 }
@@ -182,11 +194,11 @@ TEST_CASE("an unknown train key is an error naming it, with a suggestion", "[con
   CHECK_THROWS_WITH(parse(j), Contains("'zzzzzzzzzzzzzzzzzzzz'") && !Contains("did you mean"));
 }
 
-TEST_CASE("a missing model key is an error naming it", "[config]") {
+TEST_CASE("a missing model_type or train object is an error naming it", "[config]") {
   json j = valid_config();
-  j["model"].erase("linear_value_head_dim");
-  CHECK_THROWS_WITH(parse(j),
-                    Contains("model key 'linear_value_head_dim' is missing in test.json"));
+  j["model"].erase("model_type");
+  CHECK_THROWS_WITH(parse(j), Contains("model_type is missing in test.json") &&
+                                  Contains("qwen3_next") && Contains("defaults"));
   j = valid_config();
   j.erase("train");
   CHECK_THROWS_WITH(parse(j), Contains("no \"train\""));

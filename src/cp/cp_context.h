@@ -12,6 +12,8 @@ namespace gdn {
 
 struct CpOptions {
   bool log_depth_scan = false;  // the Hillis-Steele point-to-point scan instead of all-gather
+  // Inside the attention layers only: query rows in a balanced zigzag set (attention_cp.h).
+  bool attention_layer_local = false;
 };
 
 struct CpContext {

@@ -8,12 +8,12 @@
 namespace gdn {
 
 template <typename T, typename Dev>
-DenseMlp<T, Dev>::DenseMlp(ParamStore<T, Dev>& ps, const std::string& prefix, int hidden,
+DenseMlp<T, Dev>::DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int hidden,
                            int intermediate)
     : ps_(ps), d_(hidden), I_(intermediate) {
-  gate_proj_ = ps.add(prefix + "mlp.gate_proj.weight", {I_, d_}, true);
-  up_proj_ = ps.add(prefix + "mlp.up_proj.weight", {I_, d_}, true);
-  down_proj_ = ps.add(prefix + "mlp.down_proj.weight", {d_, I_}, true);
+  gate_proj_ = ps.add(name + "gate_proj.weight", {I_, d_}, true);
+  up_proj_ = ps.add(name + "up_proj.weight", {I_, d_}, true);
+  down_proj_ = ps.add(name + "down_proj.weight", {d_, I_}, true);
 }
 
 template <typename T, typename Dev>

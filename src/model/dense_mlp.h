@@ -12,8 +12,9 @@ namespace gdn {
 template <typename T, typename Dev>
 class DenseMlp final : public Mlp<T, Dev> {
  public:
-  // Registers gate_proj, up_proj, down_proj under prefix + "mlp.".
-  DenseMlp(ParamStore<T, Dev>& ps, const std::string& prefix, int hidden, int intermediate);
+  // Registers gate_proj, up_proj, down_proj under `name` ("model.layers.3.mlp." or a
+  // MoE block's "...mlp.shared_expert.").
+  DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int hidden, int intermediate);
 
   void init(Rng& rng, double std, std::vector<T>& host) const override;
   static ActivationElems activations(int hidden, int intermediate, std::int64_t N);

@@ -26,10 +26,11 @@ GdnMixer<T, Dev>::GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, co
       chunk_(chunk_size),
       eps_(c.rms_norm_eps) {
   const std::string p = prefix + "linear_attn.";
-  // Rows of in_proj_qkvz: [q (Hk K) | k (Hk K) | v (Hv V) | z (Hv V)]; of in_proj_ba:
-  // [b (Hv) | a (Hv)]. Row blocks are contiguous, so each part is its own GEMM.
-  in_proj_qkvz_ = ps.add(p + "in_proj_qkvz.weight", {qkvz_dim(), d_}, true);
-  in_proj_ba_ = ps.add(p + "in_proj_ba.weight", {2 * Hv_, d_}, true);
+  // Rows of in_proj_qkv: [q (Hk K) | k (Hk K) | v (Hv V)], heads in order.
+  in_proj_qkv_ = ps.add(p + "in_proj_qkv.weight", {conv_dim(), d_}, true);
+  in_proj_z_ = ps.add(p + "in_proj_z.weight", {v_dim(), d_}, true);
+  in_proj_b_ = ps.add(p + "in_proj_b.weight", {Hv_, d_}, true);
+  in_proj_a_ = ps.add(p + "in_proj_a.weight", {Hv_, d_}, true);
   conv1d_ = ps.add(p + "conv1d.weight", {conv_dim(), W_}, true);
   A_log_ = ps.add(p + "A_log", {Hv_}, false);
   dt_bias_ = ps.add(p + "dt_bias", {Hv_}, false);
@@ -46,13 +47,12 @@ void GdnMixer<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
   auto normal = [&](ParamId id) {
     for (auto [w, end] = span(id); w != end; ++w) *w = T(std * rng.normal());
   };
-  normal(in_proj_qkvz_);
-  normal(in_proj_ba_);
-  // PyTorch's default Conv1d init for a depthwise kernel: U(-1/sqrt(W), 1/sqrt(W)).
-  const double bound = 1.0 / std::sqrt(double(W_));
-  for (auto [w, end] = span(conv1d_); w != end; ++w) *w = T(rng.uniform(-bound, bound));
-  for (auto [w, end] = span(A_log_); w != end; ++w)
-    *w = T(std::log(16.0 * (1.0 - rng.uniform())));  // U(0, 16]
+  normal(in_proj_qkv_);
+  normal(in_proj_z_);
+  normal(in_proj_b_);
+  normal(in_proj_a_);
+  normal(conv1d_);
+  for (auto [w, end] = span(A_log_); w != end; ++w) *w = T(std::log(rng.uniform(0.01, 16.0)));
   for (auto [w, end] = span(dt_bias_); w != end; ++w) *w = T(1);
   for (auto [w, end] = span(norm_); w != end; ++w) *w = T(1);
   normal(out_proj_);
@@ -87,17 +87,15 @@ void GdnMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* y) {
   const std::int64_t Tl = cp.tokens(), N = std::int64_t(B) * Tl, H = W_ - 1;
   const int Cc = conv_dim();
   const Dev dev{};
-  const T* Wq = ps_.value(in_proj_qkvz_);
-  const T* Wba = ps_.value(in_proj_ba_);
   // Projections: the conv channels [q|k|v], the gate z, and b, a.
   Buffer<Dev, T> mixed(N * Cc);
   z_.resize(N * v_dim());
   b_.resize(N * Hv_);
   a_.resize(N * Hv_);
-  ops::linear_forward(dev, x, Wq, N, d_, Cc, mixed.data());
-  ops::linear_forward(dev, x, Wq + std::int64_t(Cc) * d_, N, d_, v_dim(), z_.data());
-  ops::linear_forward(dev, x, Wba, N, d_, Hv_, b_.data());
-  ops::linear_forward(dev, x, Wba + std::int64_t(Hv_) * d_, N, d_, Hv_, a_.data());
+  ops::linear_forward(dev, x, ps_.value(in_proj_qkv_), N, d_, Cc, mixed.data());
+  ops::linear_forward(dev, x, ps_.value(in_proj_z_), N, d_, v_dim(), z_.data());
+  ops::linear_forward(dev, x, ps_.value(in_proj_b_), N, d_, Hv_, b_.data());
+  ops::linear_forward(dev, x, ps_.value(in_proj_a_), N, d_, Hv_, a_.data());
   // Causal conv over [halo; shard] per sequence, then SiLU.
   Buffer<Dev, T> halo(std::size_t(B) * H * Cc);
   conv_halo_forward<T, Dev>(cp.comm, mixed.data(), B, Tl, Cc, W_, halo.data());
@@ -171,19 +169,17 @@ void GdnMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
   Dev::copy_rows(dmixed.data(), Tl * Cc, dconv_in.data() + H * Cc, (H + Tl) * Cc, Tl * Cc, B);
   conv_halo_backward<T, Dev>(cp.comm, B, Tl, Cc, W_, dhalo.data(), dmixed.data());
   // The four input projections share x: their input gradients add up.
-  const T* Wq = ps_.value(in_proj_qkvz_);
-  T* dWq = ps_.grad(in_proj_qkvz_);
-  const T* Wba = ps_.value(in_proj_ba_);
-  T* dWba = ps_.grad(in_proj_ba_);
   Buffer<Dev, T> dx_part(N * d_);
-  ops::linear_backward(dev, x_, Wq, dmixed.data(), N, d_, Cc, dx, dWq);
-  ops::linear_backward(dev, x_, Wq + std::int64_t(Cc) * d_, dz.data(), N, d_, v_dim(),
-                       dx_part.data(), dWq + std::int64_t(Cc) * d_);
+  ops::linear_backward(dev, x_, ps_.value(in_proj_qkv_), dmixed.data(), N, d_, Cc, dx,
+                       ps_.grad(in_proj_qkv_));
+  ops::linear_backward(dev, x_, ps_.value(in_proj_z_), dz.data(), N, d_, v_dim(), dx_part.data(),
+                       ps_.grad(in_proj_z_));
   ops::add(dev, dx, dx, dx_part.data(), N * d_);
-  ops::linear_backward(dev, x_, Wba, db.data(), N, d_, Hv_, dx_part.data(), dWba);
+  ops::linear_backward(dev, x_, ps_.value(in_proj_b_), db.data(), N, d_, Hv_, dx_part.data(),
+                       ps_.grad(in_proj_b_));
   ops::add(dev, dx, dx, dx_part.data(), N * d_);
-  ops::linear_backward(dev, x_, Wba + std::int64_t(Hv_) * d_, da.data(), N, d_, Hv_, dx_part.data(),
-                       dWba + std::int64_t(Hv_) * d_);
+  ops::linear_backward(dev, x_, ps_.value(in_proj_a_), da.data(), N, d_, Hv_, dx_part.data(),
+                       ps_.grad(in_proj_a_));
   ops::add(dev, dx, dx, dx_part.data(), N * d_);
 }
 

@@ -1,7 +1,9 @@
 // The Qwen3-Next Gated DeltaNet layer (docs/design.md §5), forward and backward, on one
 // context-parallel shard:
 //
-//   x -> in_proj_qkvz -> q, k (Hk K each), v, z (Hv V each);  x -> in_proj_ba -> b, a (Hv)
+//   x -> in_proj_qkv -> q, k (Hk K each), v (Hv V);  in_proj_z -> z;  in_proj_b, in_proj_a
+//   -> b, a (Hv each): Qwen3.5's names and layouts (Qwen3-Next's interleaved in_proj_qkvz
+//   and in_proj_ba are mapped to these when its checkpoints are read, hf_weights.h)
 //   causal depthwise conv1d (kernel W, halo from the previous rank) over [q|k|v], SiLU
 //   beta = sigmoid(b);  g = -exp(A_log) softplus(a + dt_bias)
 //   o = GDN core with L2-normalised q, k (three-phase CP, cp/gdn_cp.h)
@@ -25,8 +27,8 @@ class GdnMixer final : public Mixer<T, Dev> {
   // Registers the parameters under prefix + "linear_attn.".
   GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c, int chunk_size);
 
-  // Qwen3-Next initialisation: projections ~ N(0, std), conv ~ U(+-1/sqrt(W)),
-  // A_log = log U(0, 16], dt_bias = 1, norm weight = 1.
+  // transformers' _init_weights: projections and conv1d ~ N(0, std),
+  // A_log = log U(0.01, 16), dt_bias = 1, norm weight = 1.
   void init(Rng& rng, double std, std::vector<T>& host) const override;
   // What forward keeps for backward, and backward's scratch, on a shard.
   static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
@@ -37,12 +39,12 @@ class GdnMixer final : public Mixer<T, Dev> {
   int qk_dim() const { return Hk_ * K_; }
   int v_dim() const { return Hv_ * V_; }
   int conv_dim() const { return 2 * qk_dim() + v_dim(); }
-  int qkvz_dim() const { return 2 * qk_dim() + 2 * v_dim(); }
 
   ParamStore<T, Dev>& ps_;
   int d_, Hk_, Hv_, K_, V_, W_, chunk_;
   double eps_;
-  ParamId in_proj_qkvz_, in_proj_ba_, conv1d_, A_log_, dt_bias_, norm_, out_proj_;
+  ParamId in_proj_qkv_, in_proj_z_, in_proj_b_, in_proj_a_, conv1d_, A_log_, dt_bias_, norm_,
+      out_proj_;
 
   // The last forward: its input and activations, and the CP core (kept for the run).
   int B_ = 0;

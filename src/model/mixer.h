@@ -1,6 +1,6 @@
 // The token mixer of a layer (docs/design.md §6): the only part of a block that
 // talks across the sequence, and so across context-parallel ranks. One implementation
-// per LayerType (gdn_mixer.h now; gated full attention next), made by make_mixer, the one
+// per LayerType (gdn_mixer.h, attention_mixer.h), made by make_mixer, the one
 // registration point. Pointers live in Dev's memory.
 #pragma once
 
@@ -28,6 +28,9 @@ class Mixer {
   virtual void forward(const CpContext& cp, int B, const T* x, T* y) = 0;
   // dy [B, Tl, d] -> dx [B, Tl, d] (overwritten); parameter gradients accumulate.
   virtual void backward(const CpContext& cp, const T* dy, T* dx) = 0;
+  // Softmax attention only: the (query, key) pairs of the last forward, summed over heads,
+  // per sequence (this rank's share of the causal triangle; 0 for other mixers).
+  virtual std::int64_t attention_pairs() const { return 0; }
 };
 
 // The mixer of one layer; its parameters are added to ps under prefix

@@ -1,6 +1,6 @@
 // The channel mixer of a layer (docs/design.md §6): per token, so it never
-// crosses ranks. Dense SwiGLU now (dense_mlp.h); a sparse mixture of experts next, made
-// by make_mlp, the one registration point. Pointers live in Dev's memory.
+// crosses ranks. Dense SwiGLU (dense_mlp.h) or a sparse mixture of experts (moe_mlp.h),
+// made by make_mlp, the one registration point. Pointers live in Dev's memory.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +25,23 @@ class Mlp {
   virtual void forward(std::int64_t N, const T* x, T* y) = 0;
   // dy [N, d] -> dx [N, d] (overwritten); parameter gradients accumulate.
   virtual void backward(const T* dy, T* dx) = 0;
+
+  // A MoE block's router (none for a dense MLP). The load-balancing loss of transformers'
+  // load_balancing_loss_func sums, over the MoE layers and every token of the global
+  // batch, the top-k assignments and the router probabilities per expert: the model adds
+  // each layer's sums over this rank's tokens (add_router_stats, after forward), reduces
+  // them over the ranks, and hands back d(loss)/d(probability of expert e), the same for
+  // every token, before backward (set_router_loss_grad; null: the loss is not trained).
+  virtual int num_experts() const { return 0; }
+  virtual void add_router_stats(double* /*assigned*/, double* /*prob_sum*/) const {}
+  virtual void set_router_loss_grad(const double* /*dprob*/) {}
 };
 
 // The activations the MLP of layer `layer` holds for N tokens (memory_estimate.h).
 ActivationElems mlp_activations(const ModelConfig& c, int layer, std::int64_t N);
 
-// The MLP of layer `layer`; its parameters are added to ps under prefix + "mlp.".
+// The MLP of layer `layer` (MoE where c.is_moe_layer says so); its parameters are added
+// to ps under prefix + "mlp.".
 template <typename T, typename Dev>
 std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string& prefix,
                                       const ModelConfig& c, int layer);

@@ -1,6 +1,8 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/rng.h"
 #include "ops/cross_entropy/cross_entropy.h"
@@ -23,6 +25,7 @@ Model<T, Dev>::Model(const ModelConfig& c, int chunk_size) : c_(c) {
     b.mixer = make_mixer(c.layer_type(l), params_, p, c, chunk_size);
     b.post_norm = params_.add(p + "post_attention_layernorm.weight", {d}, false);
     b.mlp = make_mlp(params_, p, c, l);
+    b.moe = c.is_moe_layer(l);
     blocks_.push_back(std::move(b));
   }
   final_norm_ = params_.add("model.norm.weight", {d}, false);
@@ -41,6 +44,11 @@ void Model<T, Dev>::init(std::uint64_t seed) {
     for (std::int64_t i = 0; i < params_.info(id).size; ++i) w[i] = T(std * rng.normal());
   };
   normal(embed_);
+  // transformers' nn.Embedding(padding_idx = pad_token_id): that row starts at zero.
+  if (c_.pad_token_id >= 0)
+    std::fill_n(
+        host.begin() + params_.info(embed_).offset + std::int64_t(c_.pad_token_id) * c_.hidden_size,
+        c_.hidden_size, T(0));
   for (const Block& b : blocks_) {
     b.mixer->init(rng, std, host);
     b.mlp->init(rng, std, host);
@@ -50,8 +58,48 @@ void Model<T, Dev>::init(std::uint64_t seed) {
 }
 
 template <typename T, typename Dev>
-double Model<T, Dev>::forward_backward(const CpContext& cp, const std::int32_t* tokens,
-                                       const std::int32_t* targets, int B, double grad_scale) {
+std::int64_t Model<T, Dev>::attention_pairs() const {
+  std::int64_t n = 0;
+  for (const Block& b : blocks_) n += b.mixer->attention_pairs();
+  return n;
+}
+
+// transformers' load_balancing_loss_func over every MoE layer and every token of the batch:
+// with A[e] the top-k assignments and S[e] the router probabilities summed over layers and
+// tokens, and R the number of (layer, token) rows, aux = E sum_e (A[e] / R) (S[e] / R).
+// Returns aux; when `train`, hands each MoE layer d(coef aux)/d p[e] = coef E A[e] / R^2.
+template <typename T, typename Dev>
+double Model<T, Dev>::router_loss(Communicator& batch, std::int64_t N, bool train) {
+  const int E = c_.num_experts;
+  std::vector<double> sums(2 * std::size_t(E) + 1, 0.0);  // A, S, R
+  for (const Block& b : blocks_)
+    if (b.moe) {
+      b.mlp->add_router_stats(sums.data(), sums.data() + E);
+      sums[2 * std::size_t(E)] += double(N);
+    }
+  Buffer<Dev, double> d_sums = to_device<Dev>(sums.data(), sums.size());
+  batch.all_reduce_sum(d_sums.data(), sums.size(), "model.router_stats");
+  sums = to_host<Dev>(d_sums);
+  const double R = sums[2 * std::size_t(E)];
+  double aux = 0;
+  for (int e = 0; e < E; ++e) aux += (sums[std::size_t(e)] / R) * (sums[std::size_t(E + e)] / R);
+  aux *= E;
+  if (train) {
+    std::vector<double> dprob(static_cast<std::size_t>(E));
+    for (int e = 0; e < E; ++e)
+      dprob[std::size_t(e)] = c_.router_aux_loss_coef * E * sums[std::size_t(e)] / (R * R);
+    for (Block& b : blocks_)
+      if (b.moe) b.mlp->set_router_loss_grad(dprob.data());
+  }
+  return aux;
+}
+
+template <typename T, typename Dev>
+typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& cp,
+                                                               Communicator& batch,
+                                                               const std::int32_t* tokens,
+                                                               const std::int32_t* targets, int B,
+                                                               double grad_scale) {
   const Dev dev{};
   const int d = c_.hidden_size, Vocab = c_.vocab_size;
   const std::int64_t N = std::int64_t(B) * cp.tokens(), nd = N * d;
@@ -83,8 +131,10 @@ double Model<T, Dev>::forward_backward(const CpContext& cp, const std::int32_t* 
   Buffer<Dev, T> hf(nd), logits(N * std::int64_t(Vocab));
   ops::rmsnorm_forward(dev, x_in[L].data(), ps.value(final_norm_), N, d, eps, hf.data());
   ops::linear_forward(dev, hf.data(), ps.value(lm_head_), N, d, Vocab, logits.data());
-  const double loss_sum = ops::cross_entropy(dev, logits.data(), targets, N, Vocab, grad_scale,
-                                             logits.data());  // logits now hold dlogits
+  Losses losses;
+  losses.ce_sum = ops::cross_entropy(dev, logits.data(), targets, N, Vocab, grad_scale,
+                                     logits.data());  // logits now hold dlogits
+  if (c_.num_moe_layers() > 0) losses.aux = router_loss(batch, N, c_.output_router_logits);
 
   // Backward, mirroring the forward.
   Buffer<Dev, T> dx(nd), dh(nd);
@@ -105,8 +155,17 @@ double Model<T, Dev>::forward_backward(const CpContext& cp, const std::int32_t* 
                           tmp.data(), ps.grad(b.input_norm));
     ops::add(dev, dx.data(), dx.data(), tmp.data(), nd);
   }
+  // The padding row gets no gradient from the embedding (transformers' padding_idx); the
+  // tied LM head's part, added above, stays.
+  Buffer<Dev, T> pad_row;
+  T* pad_grad = ps.grad(embed_) + std::int64_t(std::max(0, c_.pad_token_id)) * d;
+  if (c_.pad_token_id >= 0) {
+    pad_row.resize(d);
+    Dev::copy(pad_row.data(), pad_grad, std::size_t(d));
+  }
   ops::embedding_backward(dev, tokens, dx.data(), N, Vocab, d, ps.grad(embed_));
-  return loss_sum;
+  if (c_.pad_token_id >= 0) Dev::copy(pad_grad, pad_row.data(), std::size_t(d));
+  return losses;
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class Model<T, Dev>;

@@ -8,9 +8,29 @@ namespace gdn {
 
 using nlohmann::json;
 
-RunConfig parse_config(const json& j, const std::string& source) {
+RunConfig parse_config(const json& j, const std::string& source, const json& train,
+                       const std::string& train_source) {
   GDN_CHECK(j.is_object(), source, " holds a JSON ", j.type_name(),
-            ": expected an object {\"model\": {...}, \"train\": {...}}");
+            ": expected an object {\"model\": {...}, \"train\": {...}} or a Hugging Face "
+            "config.json");
+  RunConfig c;
+  c.source = source;
+  // The train object from the train file: {"train": {...}} or the bare object.
+  const json* t = nullptr;
+  std::string t_source = source;
+  if (!train.is_null()) {
+    GDN_CHECK(train.is_object(), train_source, " holds a JSON ", train.type_name(),
+              ": expected the train settings, {\"train\": {...}} or {...}");
+    t = train.contains("train") ? &train.at("train") : &train;
+    t_source = train_source;
+  }
+  static const json kEmpty = json::object();
+  if (j.contains("model_type")) {
+    // A bare Hugging Face config: all of it describes the model.
+    c.model = parse_model_config(j, source, c.ignored_model_keys, c.model_notes);
+    c.train = parse_train_config(t ? *t : kEmpty, t ? t_source : source);
+    return c;
+  }
   for (const auto& [key, value] : j.items()) {
     (void)value;
     // Comments ("_note", "description") are allowed; anything else is probably a typo.
@@ -18,19 +38,22 @@ RunConfig parse_config(const json& j, const std::string& source) {
         key.rfind('_', 0) == 0)
       continue;
     throw_error("unknown top-level key '", key, "' in ", source,
-                ": expected \"model\" and \"train\" (and optionally \"description\")");
+                ": expected \"model\" and \"train\" (and optionally \"description\"), or a "
+                "Hugging Face config.json with \"model_type\"");
   }
   GDN_CHECK(j.contains("model"), source, " has no \"model\" object");
-  GDN_CHECK(j.contains("train"), source, " has no \"train\" object");
-  RunConfig c;
-  c.source = source;
-  c.model = parse_model_config(j.at("model"), source, c.ignored_model_keys);
-  c.train = parse_train_config(j.at("train"), source);
+  GDN_CHECK(!t || !j.contains("train"), source, " has a \"train\" object and ", train_source,
+            " gives the train settings too: keep one of them");
+  GDN_CHECK(t || j.contains("train"), source,
+            " has no \"train\" object (or give the train settings with --train-config FILE)");
+  c.model = parse_model_config(j.at("model"), source, c.ignored_model_keys, c.model_notes);
+  c.train = parse_train_config(t ? *t : j.at("train"), t_source);
   return c;
 }
 
-RunConfig load_config(const std::string& path) {
-  return parse_config(read_json_file(path), path);
+RunConfig load_config(const std::string& path, const std::string& train_path) {
+  return parse_config(read_json_file(path), path,
+                      train_path.empty() ? json() : read_json_file(train_path), train_path);
 }
 
 void validate_layout(const RunConfig& c, int world_size) {

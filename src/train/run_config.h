@@ -1,6 +1,7 @@
 // A run config: {"model": {...}, "train": {...}} (model/model_config.h, train_config.h),
-// from a JSON file, then flags on top (apps/gdn_train), then the checks that need the
-// mesh and the model together.
+// or a bare Hugging Face config.json with the train settings from a second file or flags;
+// then flags on top (apps/gdn_train), then the checks that need the mesh and the model
+// together.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,13 +17,19 @@ struct RunConfig {
   ModelConfig model;
   TrainConfig train;
   std::vector<std::string> ignored_model_keys;  // present in "model" but not used
+  std::vector<std::string> model_notes;         // how a key was read (one line each)
   std::string source;                           // file name, for messages
 };
 
 // Parses and checks types and ranges; errors name the file, the key, the value and what
 // was expected. Does not check the layout against the world size (see validate_layout).
-RunConfig parse_config(const nlohmann::json& j, const std::string& source);
-RunConfig load_config(const std::string& path);
+// j is a run file, or a Hugging Face config (it has "model_type" at the top), whose train
+// settings come from `train` ({"train": {...}} or the bare object; null: defaults and
+// flags only). A run file with its own "train" and a second one is refused as ambiguous.
+RunConfig parse_config(const nlohmann::json& j, const std::string& source,
+                       const nlohmann::json& train = nullptr, const std::string& train_source = "");
+// train_path "" when there is no train file.
+RunConfig load_config(const std::string& path, const std::string& train_path = "");
 
 // Checks everything that depends on the mesh and model together: dp * cp == world_size,
 // batch_size divisible by dp, seq_len >= cp, Hv % Hk == 0, chunk size, load balance.

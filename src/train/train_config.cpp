@@ -206,6 +206,13 @@ const std::vector<TrainField>& train_fields() {
        .flag = "",
        .help = "MaxText's name for zigzag load balancing: refused (see --load-balance)",
        .member = &T::context_parallel_load_balance},
+      {.key = "attention_load_balance",
+       .flag = "attention-load-balance",
+       .help = "none | layer_local: inside the full-attention layers only, give every cp rank an "
+               "equal share of the causal triangle (query chunks in zigzag order, and back); GDN "
+               "layers keep their contiguous shards",
+       .member = &T::attention_load_balance,
+       .choices = {"none", "layer_local"}},
       {.key = "data",
        .flag = "data",
        .help = "'synthetic' (seeded Markov chain), a token file (*.u16 / *.u32: raw "

@@ -28,13 +28,14 @@ struct TrainConfig {
   int cp = 1;
   int dp = 1;
   int chunk_size = kDefaultChunkSize;
-  bool context_parallel_load_balance = false;  // MaxText's name; true is refused
-  std::string data = "synthetic";              // "synthetic", a token file or a text file
-  std::string log;                             // JSON-lines log file ("" = none)
-  std::string checkpoint_dir;                  // "" = no checkpoints
-  int checkpoint_every = 0;                    // steps; 0 = only at the end
-  int keep_checkpoints = 3;                    // the newest N complete ones; 0 = all
-  double watchdog_s = 600;                     // no progress this long ends the job; 0 = off
+  bool context_parallel_load_balance = false;   // MaxText's name; true is refused
+  std::string attention_load_balance = "none";  // none | layer_local (attention layers only)
+  std::string data = "synthetic";               // "synthetic", a token file or a text file
+  std::string log;                              // JSON-lines log file ("" = none)
+  std::string checkpoint_dir;                   // "" = no checkpoints
+  int checkpoint_every = 0;                     // steps; 0 = only at the end
+  int keep_checkpoints = 3;                     // the newest N complete ones; 0 = all
+  double watchdog_s = 600;                      // no progress this long ends the job; 0 = off
 
   // Where each key was last set: "--batch", or "train.batch_size in FILE". Absent: default.
   std::map<std::string, std::string> set_by;

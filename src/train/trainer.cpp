@@ -108,10 +108,9 @@ void Trainer<T, Dev>::resume() {
   const TrainingState s = load_checkpoint(*path, ps.infos(), d);
   // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8): compare the
   // architecture the checkpoint was written by.
-  std::vector<std::string> ignored;
   ModelConfig saved;
   try {
-    saved = parse_model_config(nlohmann::json::parse(s.config_json).at("model"), *path, ignored);
+    saved = parse_model_config(nlohmann::json::parse(s.config_json).at("model"), *path);
   } catch (const nlohmann::json::exception& e) {
     throw_error("--resume: checkpoint '", *path, "' has no readable model config: ", e.what());
   }
@@ -159,8 +158,12 @@ StepRecord Trainer<T, Dev>::step() {
   r.step = step_;
   r.lr = learning_rate(adamw_.config(), step_);
   progress("forward and backward");
-  const CpContext cp{*mesh_.cp_comm, shard_, t.seq_len, {}};
-  double loss = model_.forward_backward(cp, d_tokens.data(), d_targets.data(), Bl, grad_scale);
+  CpOptions cp_options;
+  cp_options.attention_layer_local = t.attention_load_balance == "layer_local";
+  const CpContext cp{*mesh_.cp_comm, shard_, t.seq_len, cp_options};
+  const auto losses =
+      model_.forward_backward(cp, *mesh_.world, d_tokens.data(), d_targets.data(), Bl, grad_scale);
+  double loss = losses.ce_sum;
   // Parameters are replicated: sum their gradients over every rank (dp and cp alike).
   progress(train_sites::kGradAllReduce);
   mesh_.world->all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()),
@@ -170,9 +173,12 @@ StepRecord Trainer<T, Dev>::step() {
   progress("optimizer");
   r.grad_norm = clip_grad_norm(ps, t.grad_clip);
   r.loss = loss / double(global_tokens);
+  r.aux_loss = losses.aux;
+  r.total = r.loss +
+            (cfg_.model.output_router_logits ? cfg_.model.router_aux_loss_coef * r.aux_loss : 0.0);
   // After the all-reduces every rank holds the same loss and gradients, so every rank
   // takes the same decision here.
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+  if (!std::isfinite(r.total) || !std::isfinite(r.grad_norm)) {
     r.diverged = "step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(r.loss) +
                  " and the gradient norm " + std::to_string(r.grad_norm) +
                  "; the first non-finite gradient is '" + first_nonfinite(ps, /*grads=*/true) + "'";
@@ -194,14 +200,20 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::log_step(const StepRecord& r, double seconds_per_step) {
   if (world_.rank() != 0) return;
   const double remaining = double(cfg_.train.steps - (r.step + 1));
+  const bool moe = cfg_.model.num_moe_layers() > 0;
+  const std::string aux = moe ? fmt::format(" | aux {:.6f}", r.aux_loss) : "";
   spdlog::info(
-      "step {:>5}/{} | loss {:.6f} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | ETA "
-      "{}",
-      r.step + 1, cfg_.train.steps, r.loss, r.grad_norm, r.lr, r.step_ms,
+      "step {:>5}/{} | loss {:.6f}{} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | "
+      "ETA {}",
+      r.step + 1, cfg_.train.steps, r.loss, aux, r.grad_norm, r.lr, r.step_ms,
       double(r.tokens) / (r.step_ms / 1000.0), format_eta(seconds_per_step * remaining));
   if (log_.is_open()) {
     nlohmann::json j{{"step", r.step}, {"loss", r.loss},     {"grad_norm", r.grad_norm},
                      {"lr", r.lr},     {"tokens", r.tokens}, {"step_ms", r.step_ms}};
+    if (moe) {
+      j["aux_loss"] = r.aux_loss;
+      j["total"] = r.total;
+    }
     log_ << j.dump() << '\n';
     log_.flush();
   }

@@ -26,8 +26,10 @@
 namespace gdn {
 
 struct StepRecord {
-  std::int64_t step = 0;  // 0-based
-  double loss = 0, grad_norm = 0, lr = 0;
+  std::int64_t step = 0;                   // 0-based
+  double loss = 0, grad_norm = 0, lr = 0;  // loss: the mean token cross-entropy
+  double aux_loss = 0;                     // the MoE load-balancing loss (0 without MoE)
+  double total = 0;         // the objective: loss + router_aux_loss_coef * aux_loss when trained
   std::int64_t tokens = 0;  // tokens in the global batch
   double step_ms = 0;
   // Non-empty when the step found a non-finite value (the same on every rank): the run

@@ -18,6 +18,22 @@ void add(Host, T* y, const T* a, const T* b, i64 n) {
   for (i64 i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+template <typename T>
+void sigmoid_gate_forward(Host, const T* x, const T* g, i64 n, T* y) {
+#pragma omp parallel for schedule(static)
+  for (i64 i = 0; i < n; ++i) y[i] = x[i] * sigmoid(g[i]);
+}
+
+template <typename T>
+void sigmoid_gate_backward(Host, const T* x, const T* g, const T* dy, i64 n, T* dx, T* dg) {
+#pragma omp parallel for schedule(static)
+  for (i64 i = 0; i < n; ++i) {
+    const T s = sigmoid(g[i]);
+    if (dx) dx[i] = dy[i] * s;
+    if (dg) dg[i] = dy[i] * x[i] * s * (T(1) - s);
+  }
+}
+
 GDN_INSTANTIATE_ON(GDN_ELEMENTWISE_OPS, Host)
 
 }  // namespace gdn::ops

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tokenizes a text file into a token file for gdn_train --data (not used by the tests):
 
-  python3 scripts/tokenize.py --tokenizer tokenizer.json --in text.txt --out tokens.u32
+  python3 scripts/tokenize_text.py --tokenizer tokenizer.json --in text.txt --out tokens.u32
 
 The tokenizer is a Hugging Face tokenizer.json (the `tokenizers` package). The output is a
 raw little-endian stream of token ids and nothing else: uint16 when every id of the
@@ -27,7 +27,7 @@ def main():
     try:
         from tokenizers import Tokenizer  # imported here: only this script needs it
     except ImportError:
-        sys.exit("tokenize.py: the 'tokenizers' package is not installed "
+        sys.exit("tokenize_text.py: the 'tokenizers' package is not installed "
                  "(pip install tokenizers)")
 
     tok = Tokenizer.from_file(args.tokenizer)
@@ -44,7 +44,7 @@ def main():
     stem, ext = os.path.splitext(out)
     if ext != "." + width:
         out = (stem if ext in (".u16", ".u32") else out) + "." + width
-        print(f"tokenize.py: ids need {width}: writing {out} instead of {args.out}",
+        print(f"tokenize_text.py: ids need {width}: writing {out} instead of {args.out}",
               file=sys.stderr)
     data = array.array("H" if width == "u16" else "I", ids)
     assert data.itemsize == (2 if width == "u16" else 4)

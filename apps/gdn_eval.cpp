@@ -1,0 +1,217 @@
+// gdn_eval: the loss and every parameter gradient of a Hugging Face checkpoint on a batch
+// of tokens, with context parallelism: the parity interface against transformers.
+//
+//   mpirun -np P gdn_eval --init-from DIR --tokens FILE.npy [--cp P] [--dtype f32|f64]
+//       [--chunk-size 64] [--attention-load-balance none|layer_local] [--grads-out DIR]
+//
+// FILE.npy is int32 or int64 [B, T + 1]: inputs [:, :-1], targets [:, 1:]. Prints one JSON
+// line {"loss", "aux_loss", "total", "tokens"} on stdout (rank 0): loss is the mean
+// cross-entropy over the B T targets, aux_loss transformers' load-balancing loss (0
+// without MoE), total = loss + router_aux_loss_coef aux_loss when output_router_logits,
+// else loss. --grads-out writes d total / d parameter as DIR/<checkpoint name>.npy in the
+// checkpoint's layout and shape. The ranks beyond cp form data-parallel groups (dp =
+// world / cp, B a multiple of dp). Shares the model code with gdn_train (CPU ranks).
+#include <spdlog/spdlog.h>
+
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "comm/mpi_communicator.h"
+#include "common/app_common.h"
+#include "core/error.h"
+#include "core/json_reader.h"
+#include "core/npy.h"
+#include "cp/attention_cp.h"
+#include "cp/gdn_cp.h"
+#include "model/hf_weights.h"
+#include "model/model.h"
+#include "train/mesh.h"
+
+using namespace gdn;
+
+namespace {
+
+cxxopts::Options make_options() {
+  cxxopts::Options o("gdn_eval",
+                     "Loss and gradients of a Hugging Face Qwen3-Next / Qwen3.5 checkpoint on a "
+                     "token batch, with context parallelism over cp ranks (run under mpirun).");
+  o.add_options()("init-from",
+                  "checkpoint directory: config.json and model.safetensors (or "
+                  "model.safetensors.index.json and its shards)",
+                  cxxopts::value<std::string>())(
+      "tokens", ".npy of int32 or int64 token ids [B, T + 1]", cxxopts::value<std::string>())(
+      "cp", "context-parallel degree (default: every rank); dp = world size / cp",
+      cxxopts::value<int>())("dtype", "f32 or f64",
+                             cxxopts::value<std::string>()->default_value("f64"))(
+      "chunk-size", "tokens per chunk of the GDN core: 16, 32, 64 or 128",
+      cxxopts::value<int>()->default_value(std::to_string(kDefaultChunkSize)))(
+      "attention-load-balance",
+      "none | layer_local: query chunks of the attention layers in a balanced zigzag set",
+      cxxopts::value<std::string>()->default_value("none"))(
+      "grads-out", "write d total / d parameter for every checkpoint tensor as DIR/<name>.npy",
+      cxxopts::value<std::string>())(
+      "stats", "log the bytes each call site exchanged and the attention work per rank")(
+      "h,help", "print this help");
+  return o;
+}
+
+struct Setup {
+  bool help = false;
+  std::string dir, tokens_path, grads_out, dtype;
+  int cp = 1, dp = 1, chunk = kDefaultChunkSize;
+  bool layer_local = false, stats = false;
+  ModelConfig model;
+  std::vector<std::string> ignored, notes;
+  Tensor<std::int64_t> tokens;  // [B, T + 1]
+};
+
+Setup parse(int argc, char** argv, int world_size) {
+  auto options = make_options();
+  const auto parsed = app::parse_command_line(options, argc, argv);
+  Setup s;
+  if (!parsed) {
+    s.help = true;
+    return s;
+  }
+  const cxxopts::ParseResult& r = *parsed;
+  GDN_CHECK(r.count("init-from"), "--init-from DIR is required (a Hugging Face checkpoint)");
+  GDN_CHECK(r.count("tokens"), "--tokens FILE.npy is required (int32 or int64 [B, T + 1])");
+  s.dir = r["init-from"].as<std::string>();
+  s.tokens_path = r["tokens"].as<std::string>();
+  s.cp = r.count("cp") ? r["cp"].as<int>() : world_size;
+  GDN_CHECK(s.cp >= 1 && world_size % s.cp == 0, "--cp ", s.cp, ": expected a divisor of the ",
+            world_size, " ranks launched (dp = ranks / cp)");
+  s.dp = world_size / s.cp;
+  s.dtype = r["dtype"].as<std::string>();
+  GDN_CHECK(s.dtype == "f32" || s.dtype == "f64", "--dtype ", s.dtype, ": expected f32 or f64");
+  s.chunk = r["chunk-size"].as<int>();
+  GDN_CHECK(s.chunk >= 16 && s.chunk <= 128 && (s.chunk & (s.chunk - 1)) == 0, "--chunk-size ",
+            s.chunk, ": expected 16, 32, 64 or 128");
+  const std::string lb = r["attention-load-balance"].as<std::string>();
+  GDN_CHECK(lb == "none" || lb == "layer_local", "--attention-load-balance ", lb,
+            ": expected none or layer_local");
+  s.layer_local = lb == "layer_local";
+  s.stats = r.count("stats") > 0;
+  if (r.count("grads-out")) s.grads_out = r["grads-out"].as<std::string>();
+  const std::string config = s.dir + "/config.json";
+  s.model = parse_model_config(read_json_file(config), config, s.ignored, s.notes);
+  // Tokens: [B, T + 1] ids in [0, vocab_size).
+  const NpyArray a = read_npy(s.tokens_path);
+  GDN_CHECK(a.dtype == DType::i32 || a.dtype == DType::i64, "--tokens ", s.tokens_path, " holds ",
+            dtype_name(a.dtype), ": expected int32 or int64 token ids");
+  s.tokens = npy_to_tensor<std::int64_t>(a, s.tokens_path);
+  GDN_CHECK(s.tokens.shape.size() == 2 && s.tokens.shape[1] >= 2, "--tokens ", s.tokens_path,
+            " has shape ", shape_str(s.tokens.shape), ": expected [B, T + 1] with T >= 1");
+  const std::int64_t B = s.tokens.shape[0], T = s.tokens.shape[1] - 1;
+  GDN_CHECK(B % s.dp == 0, "--tokens ", s.tokens_path, ": B = ", B,
+            " sequences do not split over dp = ", s.dp, " groups (world ", world_size, " / cp ",
+            s.cp, ")");
+  GDN_CHECK(T >= s.cp, "--tokens ", s.tokens_path, ": T = ", T,
+            " tokens are fewer than cp = ", s.cp, " ranks");
+  for (std::int64_t i = 0; i < s.tokens.size(); ++i)
+    GDN_CHECK(
+        s.tokens.data[std::size_t(i)] >= 0 && s.tokens.data[std::size_t(i)] < s.model.vocab_size,
+        "--tokens ", s.tokens_path, ": the id at flat index ", i, " is ",
+        s.tokens.data[std::size_t(i)], ", outside [0, vocab_size ", s.model.vocab_size, ")");
+  return s;
+}
+
+// Returns the exit code (1: the model or checkpoint could not be set up, one message).
+template <typename T>
+int evaluate(const Setup& s, Communicator& world) {
+  std::unique_ptr<Model<T, Host>> model;
+  Mesh mesh;
+  std::vector<std::string> skipped;
+  if (!app::run_setup_collectively(world, [&] {
+        model = std::make_unique<Model<T, Host>>(s.model, s.chunk);
+        std::vector<T> flat(std::size_t(model->params().num_elements()));
+        read_hf_weights(s.dir, s.model, model->params().infos(), flat, skipped);
+        model->params().set_values(flat);
+      }))
+    return 1;
+  if (world.rank() == 0 && !skipped.empty())
+    spdlog::warn("{}: {} tensors skipped (not part of the text model): {}{}", s.dir, skipped.size(),
+                 skipped.front(), skipped.size() > 1 ? ", ..." : "");
+  mesh = make_mesh(world, s.dp, s.cp);
+  const std::int64_t B = s.tokens.shape[0], Tg = s.tokens.shape[1] - 1, Bl = B / s.dp;
+  CpOptions opt;
+  opt.attention_layer_local = s.layer_local;
+  const CpContext cp{*mesh.cp_comm, contiguous_shard(Tg, s.cp, mesh.cp_rank), Tg, opt};
+  const std::int64_t n = cp.tokens();
+  std::vector<std::int32_t> tokens(std::size_t(Bl * n)), targets(std::size_t(Bl * n));
+  for (std::int64_t b = 0; b < Bl; ++b)
+    for (std::int64_t t = 0; t < n; ++t) {
+      const std::int64_t* row = s.tokens.ptr() + (mesh.dp_rank * Bl + b) * (Tg + 1);
+      tokens[std::size_t(b * n + t)] = std::int32_t(row[cp.shard.begin + t]);
+      targets[std::size_t(b * n + t)] = std::int32_t(row[cp.shard.begin + t + 1]);
+    }
+  auto& ps = model->params();
+  ps.zero_grad();
+  const auto losses = model->forward_backward(cp, world, tokens.data(), targets.data(), int(Bl),
+                                              1.0 / double(B * Tg));
+  double ce = losses.ce_sum;
+  world.all_reduce_sum(&ce, 1, "eval.loss");
+  world.all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()), "eval.grads");
+  const double loss = ce / double(B * Tg);
+  const double total =
+      loss + (s.model.output_router_logits ? s.model.router_aux_loss_coef * losses.aux : 0.0);
+  if (s.stats) {
+    // This rank's share of the attention triangle, and the exchange per call site.
+    double pairs = double(model->attention_pairs()) * double(Bl), hi = pairs, sum = pairs;
+    world.all_reduce_max(&hi, 1, "eval.stats");
+    world.all_reduce_sum(&sum, 1, "eval.stats");
+    if (world.rank() == 0) {
+      if (s.model.num_attention_layers() > 0)
+        spdlog::info("attention work per rank (query-key pairs): max/mean = {:.4f}",
+                     hi / (sum / world.size()));
+      for (const auto& [site, c] : mesh.cp_comm->counters())
+        spdlog::info("rank 0 {}: {} calls, {} bytes sent, {} bytes received", site, c.calls,
+                     c.bytes_sent, c.bytes_received);
+    }
+  }
+  if (world.rank() != 0) return 0;
+  if (!s.grads_out.empty()) {
+    std::filesystem::create_directories(s.grads_out);
+    const std::vector<T> grads = ps.host_grads();
+    for (const HfTensorMap& m : hf_tensor_maps(s.model, ps.infos())) {
+      Tensor<T> g(m.shape);
+      g.data = gather_hf(m, grads.data());
+      write_npy(s.grads_out + "/" + m.name + ".npy", g);
+    }
+  }
+  nlohmann::json line{
+      {"loss", loss}, {"aux_loss", losses.aux}, {"total", total}, {"tokens", B * Tg}};
+  std::cout << line.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MpiRuntime mpi(&argc, &argv);
+  int rc = 0;
+  {
+    MpiCommunicator world;
+    app::setup_logging("gdn_eval");
+    Setup s;
+    if (!app::run_setup_collectively(world, [&] { s = parse(argc, argv, world.size()); })) {
+      rc = 1;
+    } else if (s.help) {
+      if (world.rank() == 0) std::cout << make_options().help() << std::endl;
+    } else {
+      if (world.rank() == 0) {
+        if (!s.ignored.empty()) {
+          std::string keys;
+          for (const auto& k : s.ignored) keys += (keys.empty() ? "" : ", ") + k;
+          spdlog::warn("{}/config.json: keys with no effect on the math: {}", s.dir, keys);
+        }
+        for (const auto& note : s.notes) spdlog::info("{}", note);
+      }
+      app::run_or_abort_job(world, [&] {
+        rc = s.dtype == "f64" ? evaluate<double>(s, world) : evaluate<float>(s, world);
+      });
+    }
+  }
+  return rc;
+}

@@ -1,0 +1,217 @@
+#include "cp/attention_cp.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "core/error.h"
+#include "cp/shard.h"
+#include "ops/attention/attention.h"
+
+namespace gdn {
+
+namespace {
+
+using i64 = std::int64_t;
+
+// Chunk c of 2P: [c T / 2P, (c + 1) T / 2P), sizes within one of each other.
+std::pair<i64, i64> balanced_chunk(i64 T, int P, int c) {
+  return {T * c / (2 * P), T * (c + 1) / (2 * P)};
+}
+
+}  // namespace
+
+std::vector<i64> attention_query_positions(i64 T, int P, int r, bool balanced) {
+  std::vector<i64> pos;
+  auto add = [&](i64 lo, i64 hi) {
+    for (i64 t = lo; t < hi; ++t) pos.push_back(t);
+  };
+  if (!balanced) {
+    const Shard s = contiguous_shard(T, P, r);
+    add(s.begin, s.end);
+  } else {
+    const auto [a0, a1] = balanced_chunk(T, P, r);
+    const auto [b0, b1] = balanced_chunk(T, P, 2 * P - 1 - r);
+    add(a0, a1);
+    add(b0, b1);
+  }
+  return pos;
+}
+
+template <typename T, typename Dev>
+void AttentionContextParallel<T, Dev>::redistribute(const CpContext& cp, const T* src, T* dst,
+                                                    int width, bool to_queries,
+                                                    const char* site) const {
+  // Row (b, t) goes from the owner of t's shard to the rank whose query set holds t. Both
+  // sides list the rows they exchange with each peer in the same order: b, then t.
+  const int P = cp.comm.size();
+  const int B = d_.B;
+  const i64 Tg = cp.T_global, row = i64(width) * i64(sizeof(T));
+  // pos_in_queries[t] for this rank's query set; shard s of every rank.
+  std::vector<std::vector<i64>> query_pos(static_cast<std::size_t>(P));
+  for (int s = 0; s < P; ++s) query_pos[std::size_t(s)] = attention_query_positions(Tg, P, s, true);
+  // Per peer: the positions that move between my shard and its queries (to_queries), or
+  // between my queries and its shard (back).
+  std::vector<std::vector<i64>> send_pos(static_cast<std::size_t>(P)),
+      recv_pos(static_cast<std::size_t>(P));
+  const Shard mine = cp.shard;
+  for (int s = 0; s < P; ++s) {
+    const Shard theirs = contiguous_shard(Tg, P, s);
+    for (i64 t : query_pos[std::size_t(s)])
+      if (t >= mine.begin && t < mine.end)
+        (to_queries ? send_pos : recv_pos)[std::size_t(s)].push_back(t);
+    for (i64 t : qpos_)
+      if (t >= theirs.begin && t < theirs.end)
+        (to_queries ? recv_pos : send_pos)[std::size_t(s)].push_back(t);
+  }
+  // Row index of position t in the source and destination layouts.
+  const i64 Tl = mine.size(), Tq = i64(qpos_.size());
+  auto query_index = [&](i64 t) {
+    return i64(std::lower_bound(qpos_.begin(), qpos_.end(), t) - qpos_.begin());
+  };
+  auto src_row = [&](i64 t) { return to_queries ? t - mine.begin : query_index(t); };
+  auto dst_row = [&](i64 t) { return to_queries ? query_index(t) : t - mine.begin; };
+  const i64 src_T = to_queries ? Tl : Tq, dst_T = to_queries ? Tq : Tl;
+  std::vector<std::size_t> send_bytes(static_cast<std::size_t>(P)),
+      send_off(static_cast<std::size_t>(P)), recv_bytes(static_cast<std::size_t>(P)),
+      recv_off(static_cast<std::size_t>(P));
+  std::size_t ns = 0, nr = 0;
+  for (int s = 0; s < P; ++s) {
+    send_off[std::size_t(s)] = ns;
+    send_bytes[std::size_t(s)] =
+        std::size_t(B) * send_pos[std::size_t(s)].size() * std::size_t(row);
+    ns += send_bytes[std::size_t(s)];
+    recv_off[std::size_t(s)] = nr;
+    recv_bytes[std::size_t(s)] =
+        std::size_t(B) * recv_pos[std::size_t(s)].size() * std::size_t(row);
+    nr += recv_bytes[std::size_t(s)];
+  }
+  Buffer<Dev, T> send(ns / sizeof(T)), recv(nr / sizeof(T));
+  T* out = send.data();
+  for (int s = 0; s < P; ++s)
+    for (int b = 0; b < B; ++b)
+      for (i64 t : send_pos[std::size_t(s)]) {
+        Dev::copy(out, src + (i64(b) * src_T + src_row(t)) * width, std::size_t(width));
+        out += width;
+      }
+  cp.comm.all_to_all(send.data(), send_bytes, send_off, recv.data(), recv_bytes, recv_off, site);
+  const T* in = recv.data();
+  for (int s = 0; s < P; ++s)
+    for (int b = 0; b < B; ++b)
+      for (i64 t : recv_pos[std::size_t(s)]) {
+        Dev::copy(dst + (i64(b) * dst_T + dst_row(t)) * width, in, std::size_t(width));
+        in += width;
+      }
+}
+
+template <typename T, typename Dev>
+void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const AttentionDims& d,
+                                               const T* q, const T* k, const T* v, T* o) {
+  static_assert(std::is_same_v<Dev, Host>, "attention runs on the host only so far");
+  d_ = d;
+  const int P = cp.comm.size(), B = d.B;
+  const i64 Tg = cp.T_global, Tl = cp.tokens(), Tmax = (Tg + P - 1) / P;
+  const i64 kv = i64(d.Hkv) * d.D, qw = i64(d.Hq) * d.D;
+  balanced_ = cp.options.attention_layer_local && P > 1;
+  qpos_ = attention_query_positions(Tg, P, cp.comm.rank(), balanced_);
+  const i64 Tq = i64(qpos_.size());
+  pairs_ = ops::attention_pairs(qpos_.data(), Tq);
+
+  // 1. The whole sequence's K and V: each rank contributes [B, Tmax, 2, Hkv D] (its shard,
+  // zero-padded), and the blocks are unpacked to [B, T, Hkv, D] by global position.
+  k_all_.resize(std::size_t(B * Tg * kv));
+  v_all_.resize(std::size_t(B * Tg * kv));
+  if (P == 1) {
+    Dev::copy(k_all_.data(), k, std::size_t(B * Tg * kv));
+    Dev::copy(v_all_.data(), v, std::size_t(B * Tg * kv));
+  } else {
+    Buffer<Dev, T> mine(std::size_t(B * Tmax * 2 * kv)), all(std::size_t(P * B * Tmax * 2 * kv));
+    for (int b = 0; b < B; ++b) {
+      T* dst = mine.data() + i64(b) * Tmax * 2 * kv;
+      Dev::copy_rows(dst, 2 * kv, k + i64(b) * Tl * kv, kv, kv, Tl);
+      Dev::copy_rows(dst + kv, 2 * kv, v + i64(b) * Tl * kv, kv, kv, Tl);
+    }
+    cp.comm.all_gather(mine.data(), all.data(), mine.size() * sizeof(T),
+                       attention_sites::kKvAllGather);
+    for (int s = 0; s < P; ++s) {
+      const Shard sh = contiguous_shard(Tg, P, s);
+      for (int b = 0; b < B; ++b) {
+        const T* src = all.data() + (i64(s) * B + b) * Tmax * 2 * kv;
+        Dev::copy_rows(k_all_.data() + (i64(b) * Tg + sh.begin) * kv, kv, src, 2 * kv, kv,
+                       sh.size());
+        Dev::copy_rows(v_all_.data() + (i64(b) * Tg + sh.begin) * kv, kv, src + kv, 2 * kv, kv,
+                       sh.size());
+      }
+    }
+  }
+  // 2. The query rows: this shard's, or the balanced set.
+  lse_.resize(std::size_t(B * Tq * d.Hq));
+  if (balanced_) {
+    q_.resize(std::size_t(B * Tq * qw));
+    o_.resize(std::size_t(B * Tq * qw));
+    redistribute(cp, q, q_.data(), int(qw), true, attention_sites::kQueryToBalanced);
+    q_view_ = q_.data();
+    o_view_ = o_.data();
+  } else {
+    q_view_ = q;
+    o_view_ = o;
+  }
+  ops::attention_forward(Dev{}, q_view_, k_all_.data(), v_all_.data(), qpos_.data(), B, Tq, Tg,
+                         d.Hq, d.Hkv, d.D, d.scale, o_view_, lse_.data());
+  if (balanced_)
+    redistribute(cp, o_.data(), o, int(qw), false, attention_sites::kOutputFromBalanced);
+}
+
+template <typename T, typename Dev>
+void AttentionContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, T* dq, T* dk,
+                                                T* dv) {
+  const AttentionDims& d = d_;
+  const int P = cp.comm.size(), B = d.B;
+  const i64 Tg = cp.T_global, Tl = cp.tokens(), Tmax = (Tg + P - 1) / P;
+  const i64 kv = i64(d.Hkv) * d.D, qw = i64(d.Hq) * d.D, Tq = i64(qpos_.size());
+  // In the balanced layout, o_view_ is o_; otherwise the caller's o, which must still hold
+  // the forward's output (the mixer keeps it).
+  Buffer<Dev, T> dO_q, dq_q;
+  const T* dO_view = dO;
+  T* dq_view = dq;
+  if (balanced_) {
+    dO_q.resize(std::size_t(B * Tq * qw));
+    dq_q.resize(std::size_t(B * Tq * qw));
+    redistribute(cp, dO, dO_q.data(), int(qw), true, attention_sites::kDoutToBalanced);
+    dO_view = dO_q.data();
+    dq_view = dq_q.data();
+  }
+  Buffer<Dev, T> dk_all(std::size_t(B * Tg * kv)), dv_all(std::size_t(B * Tg * kv));
+  ops::attention_backward(Dev{}, q_view_, k_all_.data(), v_all_.data(), o_view_, lse_.data(),
+                          dO_view, qpos_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D, d.scale, dq_view,
+                          dk_all.data(), dv_all.data());
+  if (balanced_)
+    redistribute(cp, dq_q.data(), dq, int(qw), false, attention_sites::kDqFromBalanced);
+  // dK, dV of every position, summed over the ranks onto the position's owner.
+  if (P == 1) {
+    Dev::copy(dk, dk_all.data(), std::size_t(B * Tg * kv));
+    Dev::copy(dv, dv_all.data(), std::size_t(B * Tg * kv));
+    return;
+  }
+  Buffer<Dev, T> all(std::size_t(P * B * Tmax * 2 * kv)), mine(std::size_t(B * Tmax * 2 * kv));
+  for (int s = 0; s < P; ++s) {
+    const Shard sh = contiguous_shard(Tg, P, s);
+    for (int b = 0; b < B; ++b) {
+      T* dst = all.data() + (i64(s) * B + b) * Tmax * 2 * kv;
+      Dev::copy_rows(dst, 2 * kv, dk_all.data() + (i64(b) * Tg + sh.begin) * kv, kv, kv, sh.size());
+      Dev::copy_rows(dst + kv, 2 * kv, dv_all.data() + (i64(b) * Tg + sh.begin) * kv, kv, kv,
+                     sh.size());
+    }
+  }
+  cp.comm.reduce_scatter_sum(all.data(), mine.data(), mine.size(),
+                             attention_sites::kDkvReduceScatter);
+  for (int b = 0; b < B; ++b) {
+    const T* src = mine.data() + i64(b) * Tmax * 2 * kv;
+    Dev::copy_rows(dk + i64(b) * Tl * kv, kv, src, 2 * kv, kv, Tl);
+    Dev::copy_rows(dv + i64(b) * Tl * kv, kv, src + kv, 2 * kv, kv, Tl);
+  }
+}
+
+template class AttentionContextParallel<float, Host>;
+template class AttentionContextParallel<double, Host>;
+
+}  // namespace gdn

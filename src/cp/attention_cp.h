@@ -1,0 +1,73 @@
+// Causal softmax attention with context parallelism on the contiguous shards the GDN
+// layers need (docs/design.md §3): the sequence is never reordered globally.
+//
+// Forward:  1. all-gather K and V (after RoPE at global positions) -> the whole sequence;
+//           2. attention of the query rows this rank computes over keys 0..position;
+//           with layer_local balance, the query rows are first moved by an all-to-all
+//           into a zigzag set of chunks (rank r takes chunks r and 2P-1-r of 2P), so every
+//           rank does an equal share of the causal triangle, and the outputs go back.
+// Backward: the mirror: dO to the query layout, attention backward, dQ back; dK and dV
+//           of the whole sequence are summed over the ranks onto their owners
+//           (reduce-scatter).
+// Its exchange grows with T (the K, V of every token), unlike the GDN layers' fixed-size
+// pairs; the counters of the call sites below show both. Host only for now (the
+// attention op has no CUDA version yet).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/device.h"
+#include "cp/cp_context.h"
+
+namespace gdn {
+
+namespace attention_sites {
+inline const char* const kKvAllGather = "attn.fwd.allgather_kv";
+inline const char* const kQueryToBalanced = "attn.fwd.alltoall_q";
+inline const char* const kOutputFromBalanced = "attn.fwd.alltoall_o";
+inline const char* const kDoutToBalanced = "attn.bwd.alltoall_do";
+inline const char* const kDqFromBalanced = "attn.bwd.alltoall_dq";
+inline const char* const kDkvReduceScatter = "attn.bwd.reduce_scatter_dkv";
+}  // namespace attention_sites
+
+struct AttentionDims {
+  int B = 1;
+  int Hq = 1, Hkv = 1, D = 1;
+  double scale = 1.0;
+};
+
+// The global positions of the query rows rank r computes: its shard, or with layer_local
+// balance chunks r and 2P-1-r of the sequence split into 2P (contiguous_shard(T, 2P, .)).
+std::vector<std::int64_t> attention_query_positions(std::int64_t T, int P, int r, bool balanced);
+
+template <typename T, typename Dev>
+class AttentionContextParallel {
+ public:
+  // q [B, Tl, Hq, D], k, v [B, Tl, Hkv, D]: this rank's shard cp.shard; o likewise.
+  // q and o must stay valid and unchanged until backward().
+  void forward(const CpContext& cp, const AttentionDims& d, const T* q, const T* k, const T* v,
+               T* o);
+  // dO -> dq, dk, dv of this rank's shard (overwritten). Same cp as the forward.
+  void backward(const CpContext& cp, const T* dO, T* dq, T* dk, T* dv);
+  // (query, key) pairs of the last forward per sequence and head: this rank's share of
+  // the causal triangle (its attention FLOPs are 4 D Hq B pairs forward).
+  std::int64_t pairs() const { return pairs_; }
+
+ private:
+  // Moves rows of `width` elements between the contiguous layout [B, Tl] and the query
+  // layout [B, Tq] (to_queries) or back, by an all-to-all over cp.comm.
+  void redistribute(const CpContext& cp, const T* src, T* dst, int width, bool to_queries,
+                    const char* site) const;
+
+  AttentionDims d_;
+  bool balanced_ = false;
+  std::vector<std::int64_t> qpos_;
+  std::int64_t pairs_ = 0;
+  Buffer<Dev, T> k_all_, v_all_;  // [B, T, Hkv, D]: the whole sequence
+  Buffer<Dev, T> q_, o_, lse_;    // in the query layout (balanced only: q_, o_)
+  const T* q_view_ = nullptr;     // the query rows of the forward (q_ or the caller's q)
+  T* o_view_ = nullptr;
+};
+
+}  // namespace gdn

@@ -1,0 +1,155 @@
+#include "model/attention_mixer.h"
+
+#include <cmath>
+
+#include "ops/bias/bias.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/linear/linear.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/rope.h"
+
+namespace gdn {
+
+template <typename T, typename Dev>
+AttentionMixer<T, Dev>::AttentionMixer(ParamStore<T, Dev>& ps, const std::string& prefix,
+                                       const ModelConfig& c)
+    : ps_(ps),
+      d_(c.hidden_size),
+      Hq_(c.num_attention_heads),
+      Hkv_(c.num_key_value_heads),
+      D_(c.head_dim),
+      R_(c.rotary_dim()),
+      theta_(c.rope_theta),
+      eps_(c.rms_norm_eps),
+      bias_(c.attention_bias) {
+  const std::string p = prefix + "self_attn.";
+  q_proj_ = ps.add(p + "q_proj.weight", {2 * q_width(), d_}, true);
+  k_proj_ = ps.add(p + "k_proj.weight", {kv_width(), d_}, true);
+  v_proj_ = ps.add(p + "v_proj.weight", {kv_width(), d_}, true);
+  o_proj_ = ps.add(p + "o_proj.weight", {d_, q_width()}, true);
+  q_norm_ = ps.add(p + "q_norm.weight", {D_}, false);
+  k_norm_ = ps.add(p + "k_norm.weight", {D_}, false);
+  if (bias_) {
+    q_bias_ = ps.add(p + "q_proj.bias", {2 * q_width()}, false);
+    k_bias_ = ps.add(p + "k_proj.bias", {kv_width()}, false);
+    v_bias_ = ps.add(p + "v_proj.bias", {kv_width()}, false);
+    o_bias_ = ps.add(p + "o_proj.bias", {d_}, false);
+  }
+}
+
+template <typename T, typename Dev>
+void AttentionMixer<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
+  // Biases and the norms stay zero (the norms scale by 1 + w).
+  for (ParamId id : {q_proj_, k_proj_, v_proj_, o_proj_}) {
+    T* w = host.data() + ps_.info(id).offset;
+    for (std::int64_t i = 0; i < ps_.info(id).size; ++i) w[i] = T(std * rng.normal());
+  }
+}
+
+template <typename T, typename Dev>
+ActivationElems AttentionMixer<T, Dev>::activations(const ModelConfig& c, const ShardShape& s) {
+  const std::int64_t N = s.tokens(), qw = std::int64_t(c.num_attention_heads) * c.head_dim;
+  const std::int64_t kv = std::int64_t(c.num_key_value_heads) * c.head_dim;
+  const std::int64_t whole = std::int64_t(s.B) * s.T;  // rows of the gathered K, V
+  ActivationElems a;
+  // q_raw, gate, q, attn, gated; k_raw, k, v; the gathered K, V; lse; the balanced
+  // query set's q and o (about N rows).
+  a.kept = N * (5 * qw + 3 * kv + c.num_attention_heads) + 2 * whole * kv + 2 * N * qw;
+  // Backward: dgated, dattn, dgate, dq (twice), dqg; dk, dv (twice); dK, dV of the whole
+  // sequence and their reduce-scatter buffer; dx part.
+  a.transient = N * (7 * qw + 4 * kv + c.hidden_size) + 4 * whole * kv;
+  return a;
+}
+
+template <typename T, typename Dev>
+void AttentionMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* y) {
+  const Dev dev{};
+  B_ = B;
+  x_ = x;
+  const std::int64_t Tl = cp.tokens(), N = std::int64_t(B) * Tl;
+  const int qw = q_width(), kv = kv_width();
+  // Projections; q_proj's rows are per head [query | gate].
+  Buffer<Dev, T> qg(N * 2 * qw);
+  ops::linear_forward(dev, x, ps_.value(q_proj_), N, d_, 2 * qw, qg.data());
+  k_raw_.resize(N * kv);
+  v_.resize(N * kv);
+  ops::linear_forward(dev, x, ps_.value(k_proj_), N, d_, kv, k_raw_.data());
+  ops::linear_forward(dev, x, ps_.value(v_proj_), N, d_, kv, v_.data());
+  if (bias_) {
+    ops::bias_add(dev, qg.data(), ps_.value(q_bias_), N, 2 * qw);
+    ops::bias_add(dev, k_raw_.data(), ps_.value(k_bias_), N, kv);
+    ops::bias_add(dev, v_.data(), ps_.value(v_bias_), N, kv);
+  }
+  q_raw_.resize(N * qw);
+  gate_.resize(N * qw);
+  Dev::copy_rows(q_raw_.data(), D_, qg.data(), 2 * D_, D_, N * Hq_);
+  Dev::copy_rows(gate_.data(), D_, qg.data() + D_, 2 * D_, D_, N * Hq_);
+  // Per-head norms, then RoPE at the rows' global positions.
+  q_.resize(N * qw);
+  k_.resize(N * kv);
+  ops::rmsnorm_forward(dev, q_raw_.data(), ps_.value(q_norm_), N * Hq_, D_, eps_, q_.data());
+  ops::rmsnorm_forward(dev, k_raw_.data(), ps_.value(k_norm_), N * Hkv_, D_, eps_, k_.data());
+  pos_.resize(std::size_t(N));
+  for (int b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < Tl; ++t) pos_[std::size_t(b * Tl + t)] = cp.shard.begin + t;
+  ops::rope_forward(dev, q_.data(), pos_.data(), N, Hq_, D_, R_, theta_, q_.data());
+  ops::rope_forward(dev, k_.data(), pos_.data(), N, Hkv_, D_, R_, theta_, k_.data());
+  // Attention over the whole sequence, then the sigmoid gate and o_proj.
+  AttentionDims dims;
+  dims.B = B;
+  dims.Hq = Hq_;
+  dims.Hkv = Hkv_;
+  dims.D = D_;
+  dims.scale = 1.0 / std::sqrt(double(D_));
+  attn_.resize(N * qw);
+  core_.forward(cp, dims, q_.data(), k_.data(), v_.data(), attn_.data());
+  gated_.resize(N * qw);
+  ops::sigmoid_gate_forward(dev, attn_.data(), gate_.data(), N * qw, gated_.data());
+  ops::linear_forward(dev, gated_.data(), ps_.value(o_proj_), N, qw, d_, y);
+  if (bias_) ops::bias_add(dev, y, ps_.value(o_bias_), N, d_);
+}
+
+template <typename T, typename Dev>
+void AttentionMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
+  const Dev dev{};
+  const std::int64_t N = std::int64_t(B_) * cp.tokens();
+  const int qw = q_width(), kv = kv_width();
+  Buffer<Dev, T> dgated(N * qw), dattn(N * qw), dgate(N * qw);
+  ops::linear_backward(dev, gated_.data(), ps_.value(o_proj_), dy, N, qw, d_, dgated.data(),
+                       ps_.grad(o_proj_));
+  if (bias_) ops::bias_backward(dev, dy, N, d_, ps_.grad(o_bias_));
+  ops::sigmoid_gate_backward(dev, attn_.data(), gate_.data(), dgated.data(), N * qw, dattn.data(),
+                             dgate.data());
+  Buffer<Dev, T> dq(N * qw), dk(N * kv), dv(N * kv);
+  core_.backward(cp, dattn.data(), dq.data(), dk.data(), dv.data());
+  ops::rope_backward(dev, dq.data(), pos_.data(), N, Hq_, D_, R_, theta_, dq.data());
+  ops::rope_backward(dev, dk.data(), pos_.data(), N, Hkv_, D_, R_, theta_, dk.data());
+  // Back through the norms; the query gradient and the gate's interleave per head again.
+  Buffer<Dev, T> dq_raw(N * qw), dk_raw(N * kv), dqg(N * 2 * qw);
+  ops::rmsnorm_backward(dev, q_raw_.data(), ps_.value(q_norm_), dq.data(), N * Hq_, D_, eps_,
+                        dq_raw.data(), ps_.grad(q_norm_));
+  ops::rmsnorm_backward(dev, k_raw_.data(), ps_.value(k_norm_), dk.data(), N * Hkv_, D_, eps_,
+                        dk_raw.data(), ps_.grad(k_norm_));
+  Dev::copy_rows(dqg.data(), 2 * D_, dq_raw.data(), D_, D_, N * Hq_);
+  Dev::copy_rows(dqg.data() + D_, 2 * D_, dgate.data(), D_, D_, N * Hq_);
+  if (bias_) {
+    ops::bias_backward(dev, dqg.data(), N, 2 * qw, ps_.grad(q_bias_));
+    ops::bias_backward(dev, dk_raw.data(), N, kv, ps_.grad(k_bias_));
+    ops::bias_backward(dev, dv.data(), N, kv, ps_.grad(v_bias_));
+  }
+  // The three input projections share x: their input gradients add up.
+  Buffer<Dev, T> part(N * d_);
+  ops::linear_backward(dev, x_, ps_.value(q_proj_), dqg.data(), N, d_, 2 * qw, dx,
+                       ps_.grad(q_proj_));
+  ops::linear_backward(dev, x_, ps_.value(k_proj_), dk_raw.data(), N, d_, kv, part.data(),
+                       ps_.grad(k_proj_));
+  ops::add(dev, dx, dx, part.data(), N * d_);
+  ops::linear_backward(dev, x_, ps_.value(v_proj_), dv.data(), N, d_, kv, part.data(),
+                       ps_.grad(v_proj_));
+  ops::add(dev, dx, dx, part.data(), N * d_);
+}
+
+template class AttentionMixer<float, Host>;
+template class AttentionMixer<double, Host>;
+
+}  // namespace gdn

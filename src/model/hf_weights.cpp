@@ -1,0 +1,226 @@
+#include "model/hf_weights.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+
+namespace gdn {
+
+namespace {
+
+using i64 = std::int64_t;
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The checkpoint name of a text-model parameter ("model.layers.0..." ->
+// "model.language_model.layers.0...").
+std::string hf_name(const ModelConfig& c, const std::string& param) {
+  if (c.multimodal && param.rfind("model.", 0) == 0)
+    return "model.language_model." + param.substr(6);
+  return param;
+}
+
+const ParamInfo& find(const std::vector<ParamInfo>& params, const std::string& name) {
+  for (const ParamInfo& p : params)
+    if (p.name == name) return p;
+  throw_error("hf_tensor_maps: no parameter '", name, "'");
+}
+
+// Appends one segment per row block, merging blocks that continue the previous one.
+void add_rows(HfTensorMap& m, i64& hf, i64 param_offset, i64 rows, i64 row_len) {
+  const i64 len = rows * row_len;
+  if (len == 0) return;
+  if (!m.segments.empty()) {
+    HfSegment& last = m.segments.back();
+    if (last.hf + last.len == hf && last.param + last.len == param_offset) {
+      last.len += len;
+      hf += len;
+      return;
+    }
+  }
+  m.segments.push_back({hf, param_offset, len});
+  hf += len;
+}
+
+HfTensorMap whole(const std::string& name, const ParamInfo& p, Shape shape) {
+  HfTensorMap m{name, std::move(shape), {}};
+  i64 hf = 0;
+  add_rows(m, hf, p.offset, 1, p.size);
+  return m;
+}
+
+// Qwen3-Next's in_proj_qkvz and in_proj_ba from the four Qwen3.5-style projections.
+void add_qwen3_next_projections(const ModelConfig& c, const std::vector<ParamInfo>& params,
+                                const std::string& base, std::vector<HfTensorMap>& out) {
+  const i64 d = c.hidden_size, Hk = c.linear_num_key_heads, K = c.linear_key_head_dim;
+  const i64 G = c.linear_num_value_heads / Hk, V = c.linear_value_head_dim, qk = Hk * K;
+  const ParamInfo& qkv = find(params, base + "in_proj_qkv.weight");
+  const ParamInfo& z = find(params, base + "in_proj_z.weight");
+  const ParamInfo& b = find(params, base + "in_proj_b.weight");
+  const ParamInfo& a = find(params, base + "in_proj_a.weight");
+  HfTensorMap qkvz{hf_name(c, base + "in_proj_qkvz.weight"), {2 * qk + 2 * Hk * G * V, d}, {}};
+  HfTensorMap ba{hf_name(c, base + "in_proj_ba.weight"), {2 * Hk * G, d}, {}};
+  i64 at = 0, at_ba = 0;
+  for (i64 g = 0; g < Hk; ++g) {
+    add_rows(qkvz, at, qkv.offset + g * K * d, K, d);                     // q_g
+    add_rows(qkvz, at, qkv.offset + (qk + g * K) * d, K, d);              // k_g
+    add_rows(qkvz, at, qkv.offset + (2 * qk + g * G * V) * d, G * V, d);  // v_g
+    add_rows(qkvz, at, z.offset + g * G * V * d, G * V, d);               // z_g
+    add_rows(ba, at_ba, b.offset + g * G * d, G, d);
+    add_rows(ba, at_ba, a.offset + g * G * d, G, d);
+  }
+  out.push_back(std::move(qkvz));
+  out.push_back(std::move(ba));
+}
+
+}  // namespace
+
+std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& c, const std::vector<ParamInfo>& params,
+                                        bool fused_experts) {
+  std::vector<HfTensorMap> out;
+  const bool next = c.family == ModelFamily::qwen3_next;
+  for (const ParamInfo& p : params) {
+    const std::string& n = p.name;
+    if (ends_with(n, "linear_attn.in_proj_qkv.weight") && next) {
+      add_qwen3_next_projections(
+          c, params, n.substr(0, n.size() - std::string("in_proj_qkv.weight").size()), out);
+    } else if (next && (ends_with(n, "linear_attn.in_proj_z.weight") ||
+                        ends_with(n, "linear_attn.in_proj_b.weight") ||
+                        ends_with(n, "linear_attn.in_proj_a.weight"))) {
+      continue;  // part of in_proj_qkvz / in_proj_ba
+    } else if (ends_with(n, "linear_attn.conv1d.weight")) {
+      out.push_back(whole(hf_name(c, n), p, {p.shape.at(0), 1, p.shape.at(1)}));
+    } else if (ends_with(n, "mlp.experts.gate_up_proj") && !fused_experts) {
+      // [E, 2I, d] -> per expert gate_proj [I, d] (rows 0..I) and up_proj [I, d].
+      const std::string base = n.substr(0, n.size() - std::string("gate_up_proj").size());
+      const i64 E = p.shape.at(0), I = p.shape.at(1) / 2, d = p.shape.at(2);
+      for (i64 e = 0; e < E; ++e)
+        for (int part = 0; part < 2; ++part) {
+          HfTensorMap m{hf_name(c, base + std::to_string(e) +
+                                       (part ? ".up_proj.weight" : ".gate_proj.weight")),
+                        {I, d},
+                        {}};
+          i64 hf = 0;
+          add_rows(m, hf, p.offset + (e * 2 * I + part * I) * d, I, d);
+          out.push_back(std::move(m));
+        }
+    } else if (ends_with(n, "mlp.experts.down_proj") && !fused_experts) {
+      const std::string base = n.substr(0, n.size() - std::string("down_proj").size());
+      const i64 E = p.shape.at(0), d = p.shape.at(1), I = p.shape.at(2);
+      for (i64 e = 0; e < E; ++e) {
+        HfTensorMap m{hf_name(c, base + std::to_string(e) + ".down_proj.weight"), {d, I}, {}};
+        i64 hf = 0;
+        add_rows(m, hf, p.offset + e * d * I, d, I);
+        out.push_back(std::move(m));
+      }
+    } else {
+      out.push_back(whole(hf_name(c, n), p, p.shape));
+    }
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> gather_hf(const HfTensorMap& m, const T* flat) {
+  std::vector<T> v(std::size_t(numel(m.shape)));
+  for (const HfSegment& s : m.segments) std::copy_n(flat + s.param, s.len, v.data() + s.hf);
+  return v;
+}
+
+template <typename T>
+void scatter_hf(const HfTensorMap& m, const T* values, T* flat) {
+  for (const HfSegment& s : m.segments) std::copy_n(values + s.hf, s.len, flat + s.param);
+}
+
+template <typename T>
+void read_hf_weights(const std::string& dir, const ModelConfig& c,
+                     const std::vector<ParamInfo>& params, std::vector<T>& flat,
+                     std::vector<std::string>& skipped) {
+  const SafetensorsDir ckpt(dir);
+  std::vector<HfTensorMap> maps = hf_tensor_maps(c, params, false);
+  // A MoE layer's experts may be stored fused (transformers' in-memory layout): then
+  // those two tensors replace the layer's per-expert ones.
+  for (HfTensorMap& f : hf_tensor_maps(c, params, true)) {
+    if (f.name.find(".mlp.experts.") == std::string::npos || !ckpt.has(f.name)) continue;
+    const std::string experts = f.name.substr(0, f.name.rfind('.') + 1);  // "...mlp.experts."
+    std::erase_if(maps, [&](const HfTensorMap& m) { return m.name.rfind(experts, 0) == 0; });
+    maps.push_back(std::move(f));
+  }
+  std::set<std::string> used;
+  std::vector<T> values;
+  for (const HfTensorMap& m : maps) {
+    GDN_CHECK(ckpt.has(m.name), "checkpoint ", dir, " has no tensor '", m.name, "' (shape ",
+              shape_str(m.shape), "), which this ", family_name(c.family),
+              " model needs: is it the checkpoint of this config.json's architecture?");
+    const TensorInfo& info = ckpt.info(m.name);
+    GDN_CHECK(info.shape == m.shape, "checkpoint ", dir, ": tensor '", m.name, "' has shape ",
+              shape_str(info.shape), ", expected ", shape_str(m.shape),
+              " for this config (a checkpoint of another architecture?)");
+    values.resize(std::size_t(numel(m.shape)));
+    ckpt.read<T>(m.name, values.data(), values.size());
+    scatter_hf(m, values.data(), flat.data());
+    used.insert(m.name);
+  }
+  for (const std::string& name : ckpt.names()) {
+    if (used.count(name)) continue;
+    const bool other_model = name.rfind("mtp.", 0) == 0 || name.rfind("model.visual.", 0) == 0 ||
+                             name.rfind("visual.", 0) == 0 ||
+                             (c.tie_word_embeddings && name == "lm_head.weight");
+    GDN_CHECK(other_model, "checkpoint ", dir, " has a tensor '", name,
+              "' that this config's model does not have (a checkpoint of another architecture, "
+              "or a config.json that does not match it?)");
+    skipped.push_back(name);
+  }
+}
+
+template <typename T>
+void write_hf_checkpoint(const std::string& dir, const ModelConfig& c,
+                         const std::vector<ParamInfo>& params, const std::vector<T>& flat) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  GDN_CHECK(!ec, "--export-hf: cannot create directory '", dir, "': ", ec.message());
+  // The text model only, under "model." (a multimodal config's vision tower is not built).
+  ModelConfig text = c;
+  text.multimodal = false;
+  nlohmann::json config = to_json(text);
+  config["dtype"] = sizeof(T) == 8 ? "float64" : "float32";
+  const std::string config_path = dir + "/config.json", tmp = config_path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << config.dump(2) << '\n';
+    f.close();
+    GDN_CHECK(f.good(), "--export-hf: cannot write '", tmp, "'");
+  }
+  fs::rename(tmp, config_path, ec);
+  GDN_CHECK(!ec, "--export-hf: cannot rename '", tmp, "' to '", config_path, "': ", ec.message());
+  const std::vector<HfTensorMap> maps = hf_tensor_maps(text, params, false);
+  std::vector<std::vector<T>> data;
+  data.reserve(maps.size());
+  std::vector<SafetensorsTensor> tensors;
+  for (const HfTensorMap& m : maps) {
+    data.push_back(gather_hf(m, flat.data()));
+    tensors.emplace_back(m.name, m.shape, data.back().data());
+  }
+  write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+}
+
+#define GDN_INSTANTIATE(T)                                                         \
+  template std::vector<T> gather_hf<T>(const HfTensorMap&, const T*);              \
+  template void scatter_hf<T>(const HfTensorMap&, const T*, T*);                   \
+  template void read_hf_weights<T>(const std::string&, const ModelConfig&,         \
+                                   const std::vector<ParamInfo>&, std::vector<T>&, \
+                                   std::vector<std::string>&);                     \
+  template void write_hf_checkpoint<T>(const std::string&, const ModelConfig&,     \
+                                       const std::vector<ParamInfo>&, const std::vector<T>&);
+GDN_INSTANTIATE(float)
+GDN_INSTANTIATE(double)
+#undef GDN_INSTANTIATE
+
+}  // namespace gdn

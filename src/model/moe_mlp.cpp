@@ -1,0 +1,182 @@
+#include "model/moe_mlp.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "core/error.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/linear/linear.h"
+#include "ops/moe/moe.h"
+#include "ops/swiglu/swiglu.h"
+
+namespace gdn {
+
+template <typename T, typename Dev>
+MoeMlp<T, Dev>::MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c)
+    : ps_(ps),
+      d_(c.hidden_size),
+      E_(c.num_experts),
+      k_(c.num_experts_per_tok),
+      I_(c.moe_intermediate_size),
+      renorm_(c.family == ModelFamily::qwen3_5_moe || c.norm_topk_prob),
+      router_(ps.add(prefix + "mlp.gate.weight", {E_, d_}, true)),
+      experts_gate_up_(ps.add(prefix + "mlp.experts.gate_up_proj", {E_, 2 * I_, d_}, true)),
+      experts_down_(ps.add(prefix + "mlp.experts.down_proj", {E_, d_, I_}, true)),
+      shared_gate_(ps.add(prefix + "mlp.shared_expert_gate.weight", {1, d_}, true)),
+      shared_(ps, prefix + "mlp.shared_expert.", c.hidden_size, c.shared_expert_intermediate_size) {
+}
+
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
+  for (ParamId id : {router_, experts_gate_up_, experts_down_, shared_gate_}) {
+    T* w = host.data() + ps_.info(id).offset;
+    for (std::int64_t i = 0; i < ps_.info(id).size; ++i) w[i] = T(std * rng.normal());
+  }
+  shared_.init(rng, std, host);
+}
+
+template <typename T, typename Dev>
+ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N) {
+  const std::int64_t E = c.num_experts, k = c.num_experts_per_tok, I = c.moe_intermediate_size;
+  const std::int64_t d = c.hidden_size, Nk = N * k;
+  const ActivationElems shared =
+      DenseMlp<T, Dev>::activations(c.hidden_size, c.shared_expert_intermediate_size, N);
+  ActivationElems a;
+  // probs, weights, idx; per routed row its weight, gate, up, act, out; shared out, z.
+  a.kept = N * E + 2 * Nk + Nk * (1 + 3 * I + d) + N * (d + 1) + shared.kept;
+  // Backward: per routed row dy, dout, dact, dgate, dup, x, dx; dweights, dlogits; tmp.
+  a.transient = std::max(Nk * (4 * d + 3 * I) + Nk + N * E + N * d, shared.transient);
+  return a;
+}
+
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
+  static_assert(std::is_same_v<Dev, Host>, "the MoE block runs on the host only so far");
+  const Dev dev{};
+  N_ = N;
+  x_ = x;
+  // Router.
+  Buffer<Dev, T> logits(N * E_);
+  ops::linear_forward(dev, x, ps_.value(router_), N, d_, E_, logits.data());
+  probs_.resize(N * E_);
+  idx_.resize(N * k_);
+  weights_.resize(N * k_);
+  ops::router_forward(dev, logits.data(), N, E_, k_, renorm_, probs_.data(), idx_.data(),
+                      weights_.data());
+  // Group the routed (token, slot) pairs by expert, tokens in order.
+  offset_.assign(std::size_t(E_) + 1, 0);
+  for (std::int64_t i = 0; i < N * k_; ++i) ++offset_[std::size_t(idx_[i]) + 1];
+  for (int e = 0; e < E_; ++e) offset_[std::size_t(e) + 1] += offset_[std::size_t(e)];
+  rows_.assign(std::size_t(N * k_), 0);
+  slot_.assign(std::size_t(N * k_), 0);
+  std::vector<std::int64_t> fill(offset_.begin(), offset_.end() - 1);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (int j = 0; j < k_; ++j) {
+      const std::size_t at = std::size_t(fill[std::size_t(idx_[n * k_ + j])]++);
+      rows_[at] = n;
+      slot_[at] = j;
+    }
+  const std::int64_t R = N * k_;
+  routed_w_.resize(R);
+  for (std::int64_t r = 0; r < R; ++r) routed_w_[r] = weights_[rows_[r] * k_ + slot_[r]];
+  g_.resize(R * I_);
+  u_.resize(R * I_);
+  act_.resize(R * I_);
+  out_.resize(R * d_);
+  // The shared expert and its gate write y; the experts add to it.
+  shared_out_.resize(N * d_);
+  shared_z_.resize(N);
+  shared_.forward(N, x, shared_out_.data());
+  ops::linear_forward(dev, x, ps_.value(shared_gate_), N, d_, 1, shared_z_.data());
+  Dev::fill(y, std::size_t(N * d_), T(0));
+  ops::shared_gate_forward(dev, shared_out_.data(), shared_z_.data(), N, d_, y);
+  Buffer<Dev, T> xe;
+  for (int e = 0; e < E_; ++e) {
+    const std::int64_t o = offset_[std::size_t(e)], n = offset_[std::size_t(e) + 1] - o;
+    if (n == 0) continue;
+    xe.resize(n * d_);
+    ops::gather_rows(dev, x, rows_.data() + o, n, d_, xe.data());
+    ops::linear_forward(dev, xe.data(), gate_w(e), n, d_, I_, g_.data() + o * I_);
+    ops::linear_forward(dev, xe.data(), up_w(e), n, d_, I_, u_.data() + o * I_);
+    ops::swiglu_forward(dev, g_.data() + o * I_, u_.data() + o * I_, n * I_, act_.data() + o * I_);
+    ops::linear_forward(dev, act_.data() + o * I_, down_w(e), n, I_, d_, out_.data() + o * d_);
+    ops::scatter_add_rows(dev, out_.data() + o * d_, rows_.data() + o, routed_w_.data() + o, n, d_,
+                          y);
+  }
+}
+
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::add_router_stats(double* assigned, double* prob_sum) const {
+  for (int e = 0; e < E_; ++e) {
+    assigned[e] += double(offset_[std::size_t(e) + 1] - offset_[std::size_t(e)]);
+    double s = 0;
+    for (std::int64_t n = 0; n < N_; ++n) s += double(probs_[n * E_ + e]);
+    prob_sum[e] += s;
+  }
+}
+
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::set_router_loss_grad(const double* dprob) {
+  dprob_.assign(dprob ? dprob : nullptr, dprob ? dprob + E_ : nullptr);
+}
+
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::backward(const T* dy, T* dx) {
+  const Dev dev{};
+  const std::int64_t N = N_;
+  T* dWgu = ps_.grad(experts_gate_up_);
+  T* dWd = ps_.grad(experts_down_);
+  Dev::fill(dx, std::size_t(N * d_), T(0));
+  Buffer<Dev, T> dweights(N * k_), dw_routed(N * k_);
+  Buffer<Dev, T> xe, dye, dact, dg, du, dxe, tmp;
+  for (int e = 0; e < E_; ++e) {
+    const std::int64_t o = offset_[std::size_t(e)], n = offset_[std::size_t(e) + 1] - o;
+    if (n == 0) continue;
+    const T* act = act_.data() + o * I_;
+    dye.resize(n * d_);
+    ops::gather_rows(dev, dy, rows_.data() + o, n, d_, dye.data());
+    // d(weight) = <dy, expert output>; then the expert sees dy scaled by its weight.
+    ops::row_dots(dev, dye.data(), out_.data() + o * d_, n, d_, dw_routed.data() + o);
+    ops::scale_rows(dev, dye.data(), routed_w_.data() + o, n, d_, dye.data());
+    dact.resize(n * I_);
+    dg.resize(n * I_);
+    du.resize(n * I_);
+    ops::linear_backward(dev, act, down_w(e), dye.data(), n, I_, d_, dact.data(),
+                         dWd + std::int64_t(e) * d_ * I_);
+    ops::swiglu_backward(dev, g_.data() + o * I_, u_.data() + o * I_, dact.data(), n * I_,
+                         dg.data(), du.data());
+    xe.resize(n * d_);
+    dxe.resize(n * d_);
+    tmp.resize(n * d_);
+    ops::gather_rows(dev, x_, rows_.data() + o, n, d_, xe.data());
+    T* dWg = dWgu + std::int64_t(e) * 2 * I_ * d_;
+    ops::linear_backward(dev, xe.data(), gate_w(e), dg.data(), n, d_, I_, dxe.data(), dWg);
+    ops::linear_backward(dev, xe.data(), up_w(e), du.data(), n, d_, I_, tmp.data(),
+                         dWg + std::int64_t(I_) * d_);
+    ops::add(dev, dxe.data(), dxe.data(), tmp.data(), n * d_);
+    ops::scatter_add_rows(dev, dxe.data(), rows_.data() + o, static_cast<const T*>(nullptr), n, d_,
+                          dx);
+  }
+  for (std::int64_t r = 0; r < N * k_; ++r) dweights[rows_[r] * k_ + slot_[r]] = dw_routed[r];
+  // The shared expert and its gate.
+  Buffer<Dev, T> ds(N * d_), dz(N), part(N * d_);
+  ops::shared_gate_backward(dev, shared_out_.data(), shared_z_.data(), dy, N, d_, ds.data(),
+                            dz.data());
+  shared_.backward(ds.data(), part.data());
+  ops::add(dev, dx, dx, part.data(), N * d_);
+  ops::linear_backward(dev, x_, ps_.value(shared_gate_), dz.data(), N, d_, 1, part.data(),
+                       ps_.grad(shared_gate_));
+  ops::add(dev, dx, dx, part.data(), N * d_);
+  // The router, with the load-balancing loss's gradient on every probability.
+  Buffer<Dev, T> dlogits(N * E_);
+  ops::router_backward(dev, probs_.data(), idx_.data(), dweights.data(), N, E_, k_, renorm_,
+                       dprob_.empty() ? nullptr : dprob_.data(), dlogits.data());
+  ops::linear_backward(dev, x_, ps_.value(router_), dlogits.data(), N, d_, E_, part.data(),
+                       ps_.grad(router_));
+  ops::add(dev, dx, dx, part.data(), N * d_);
+}
+
+template class MoeMlp<float, Host>;
+template class MoeMlp<double, Host>;
+
+}  // namespace gdn

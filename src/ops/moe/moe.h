@@ -1,0 +1,42 @@
+// The pieces of a sparse mixture-of-experts block that are not GEMMs (model/moe_mlp.h):
+// the softmax top-k router and its backward, moving token rows to and from an expert's
+// batch, and the sigmoid-gated shared expert. Host only for now: the CUDA versions come
+// with the GPU MoE.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace gdn::ops {
+
+// router_forward: probs [N, E] = softmax(logits) per row (in double); idx [N, k] the k
+//   most probable experts, most probable first (ties to the lower index, as torch.topk);
+//   weights [N, k] their probabilities, divided by their sum when renorm.
+// router_backward: dlogits [N, E] (overwritten) from dweights [N, k], plus dprob_all[e]
+//   added to d(probs[n, e]) for every row when not null (the load-balancing loss).
+// gather_rows: dst[i] = src[rows[i]] for i < n (rows of d).
+// scatter_add_rows: dst[rows[i]] += scale[i] * src[i] (scale null: 1); rows distinct.
+// row_dots: out[i] = <a[i], b[i]> over rows of d (in double).
+// scale_rows: y[i] = s[i] * x[i] (y may be x).
+// shared_gate_forward: y[n] += sigmoid(z[n]) * s[n], the shared expert's gate.
+// shared_gate_backward: ds[n] = sigmoid(z[n]) dy[n] (overwritten); dz[n] = <dy[n], s[n]>
+//   sigmoid'(z[n]) (overwritten).
+#define GDN_MOE_OPS(PREFIX, Dev, T)                                                               \
+  PREFIX void router_forward(Dev, const T* logits, std::int64_t N, int E, int k, bool renorm,     \
+                             T* probs, std::int32_t* idx, T* weights);                            \
+  PREFIX void router_backward(Dev, const T* probs, const std::int32_t* idx, const T* dweights,    \
+                              std::int64_t N, int E, int k, bool renorm, const double* dprob_all, \
+                              T* dlogits);                                                        \
+  PREFIX void gather_rows(Dev, const T* src, const std::int64_t* rows, std::int64_t n, int d,     \
+                          T* dst);                                                                \
+  PREFIX void scatter_add_rows(Dev, const T* src, const std::int64_t* rows, const T* scale,       \
+                               std::int64_t n, int d, T* dst);                                    \
+  PREFIX void row_dots(Dev, const T* a, const T* b, std::int64_t n, int d, T* out);               \
+  PREFIX void scale_rows(Dev, const T* x, const T* s, std::int64_t n, int d, T* y);               \
+  PREFIX void shared_gate_forward(Dev, const T* s, const T* z, std::int64_t N, int d, T* y);      \
+  PREFIX void shared_gate_backward(Dev, const T* s, const T* z, const T* dy, std::int64_t N,      \
+                                   int d, T* ds, T* dz);
+GDN_MOE_OPS(template <typename T>, Host, T)
+
+}  // namespace gdn::ops
