@@ -1,12 +1,15 @@
-// The model under real MPI ranks (ctest runs this with 1, 2 and 4): loss and every
+// The model under real MPI ranks (ctest runs this with 1, 2, 3 and 4): loss and every
 // parameter gradient are the same for every dp x cp layout that fits the world
-// (cp = 1, 2, 4 and dp x cp = 2 x 2), and the conv halo moves exactly its formula.
+// (cp = 1, 2, 3, 4 and dp x cp = 2 x 2), for the GDN model and for the hybrid MoE model
+// (attention in both balance modes, the router loss over the global batch); the conv halo
+// and the attention exchange move exactly their formulas.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
 
 #include "comm/mpi_communicator.h"
 #include "comm/single_communicator.h"
+#include "cp/attention_cp.h"
 #include "cp/shard.h"
 #include "model/model.h"
 #include "ops/conv/conv_halo.h"
@@ -20,6 +23,26 @@ namespace {
 
 ModelConfig tiny_model() {
   return make_model_config(29, 16, 2, 24, 1, 2, 8, 6, 0.2);
+}
+
+// Qwen3-Next style: GDN, attention, GDN, attention; MoE everywhere but layer 2; the
+// router loss trained.
+ModelConfig hybrid_moe_model() {
+  ModelConfig c = make_model_config(29, 16, 4, 24, 1, 2, 8, 6, 0.3);
+  c.layer_types = {LayerType::linear_attention, LayerType::full_attention,
+                   LayerType::linear_attention, LayerType::full_attention};
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.partial_rotary_factor = 0.5;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 10;
+  c.shared_expert_intermediate_size = 12;
+  c.mlp_only_layers = {2};
+  c.output_router_logits = true;
+  c.router_aux_loss_coef = 0.3;
+  return c;
 }
 
 struct Batch {
@@ -36,14 +59,14 @@ Batch make_batch(int B, std::int64_t T, int vocab) {
 }
 
 struct Result {
-  double loss = 0;
+  double loss = 0, aux = 0;
   std::vector<double> grads;  // all parameters, flat in order
 };
 
 // Loss and gradients of the whole global batch on a dp x cp mesh of world, summed over
 // all ranks as the trainer does.
 Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch, int dp, int cp,
-                  int chunk) {
+                  int chunk, bool layer_local = false) {
   Mesh mesh = make_mesh(world, dp, cp);
   Model<double, Host> model(c, chunk);
   model.init(5);
@@ -57,10 +80,15 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   }
   const double scale = 1.0 / double(batch.B * batch.T);
   Result r;
-  const CpContext ctx{*mesh.cp_comm, s, batch.T, {}};
-  r.loss =
-      model.forward_backward(ctx, world, tokens.data(), targets.data(), Bl, scale).ce_sum * scale;
+  CpOptions opt;
+  opt.attention_layer_local = layer_local;
+  const CpContext ctx{*mesh.cp_comm, s, batch.T, opt};
+  const auto losses = model.forward_backward(ctx, world, tokens.data(), targets.data(), Bl, scale);
+  r.loss = losses.ce_sum * scale;
   world.all_reduce_sum(&r.loss, 1, "test.loss");
+  // The objective: aux is the same on every rank (reduced inside).
+  r.loss += c.output_router_logits ? c.router_aux_loss_coef * losses.aux : 0.0;
+  r.aux = losses.aux;
   r.grads = model.params().host_grads();
   world.all_reduce_sum(r.grads.data(), r.grads.size(), "test.grads");
   return r;
@@ -84,6 +112,68 @@ TEST_CASE("loss and every gradient are independent of the dp x cp layout (fp64)"
       CHECK(std::abs(r.loss - ref.loss) <= 1e-10 * std::abs(ref.loss));
       CHECK(rel_l2(r.grads.data(), ref.grads.data(), ref.grads.size()) <= 1e-10);
     }
+  }
+}
+
+TEST_CASE("the hybrid MoE model is independent of the layout and of the attention balance (fp64)",
+          "[model][attention][moe]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const ModelConfig c = hybrid_moe_model();
+  // seq_len 29: not a multiple of any cp here, nor of 2 cp (the balanced chunks).
+  const Batch batch = make_batch(/*B=*/2, /*T=*/29, c.vocab_size);
+  SingleCommunicator alone;
+  const Result ref = run_layout(alone, c, batch, 1, 1, 16);
+  REQUIRE(ref.aux > 0);
+  const int P = world.size();
+  for (int cp = 1; cp <= 4; ++cp)
+    for (int dp : {1, 2}) {
+      if (dp * cp != P) continue;
+      for (bool balanced : {false, true}) {
+        const Result r = run_layout(world, c, batch, dp, cp, 16, balanced);
+        INFO("dp=" << dp << " cp=" << cp << (balanced ? " layer_local" : " none") << " loss "
+                   << r.loss << " vs " << ref.loss << ", aux " << r.aux << " vs " << ref.aux);
+        CHECK(std::abs(r.loss - ref.loss) <= 1e-10 * std::abs(ref.loss));
+        CHECK(std::abs(r.aux - ref.aux) <= 1e-10 * std::abs(ref.aux));
+        CHECK(rel_l2(r.grads.data(), ref.grads.data(), ref.grads.size()) <= 1e-10);
+      }
+    }
+}
+
+TEST_CASE("attention CP moves K, V of the whole sequence; balanced, the triangle is shared evenly",
+          "[attention][payload]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const int P = world.size();
+  const std::int64_t T = 48;  // 2P divides T for P = 1..4: equal balanced chunks
+  const AttentionDims d{1, 4, 2, 8, 0.35};
+  const std::int64_t kv = std::int64_t(d.Hkv) * d.D, Tmax = (T + P - 1) / P;
+  for (bool balanced : {false, true}) {
+    CpOptions opt;
+    opt.attention_layer_local = balanced;
+    const CpContext cp{world, contiguous_shard(T, P, world.rank()), T, opt};
+    const std::int64_t n = cp.tokens();
+    const Tensor<double> q = random_tensor<double>({1, n, d.Hq, d.D}, 1 + world.rank());
+    const Tensor<double> k = random_tensor<double>({1, n, d.Hkv, d.D}, 11 + world.rank());
+    const Tensor<double> v = random_tensor<double>({1, n, d.Hkv, d.D}, 21 + world.rank());
+    std::vector<double> o(q.data.size()), dq(q.data.size()), dk(k.data.size()), dv(v.data.size());
+    world.reset_counters();
+    AttentionContextParallel<double, Host> core;
+    core.forward(cp, d, q.ptr(), k.ptr(), v.ptr(), o.data());
+    core.backward(cp, o.data(), dq.data(), dk.data(), dv.data());
+    INFO("rank " << world.rank() << " of " << P << (balanced ? " layer_local" : " none"));
+    if (P > 1) {
+      // K and V of the longest shard from every rank (padded), in the forward; their
+      // gradients summed back in the backward: 2 (Hkv D) per token, P blocks of Tmax.
+      const std::int64_t block = 2 * Tmax * kv * std::int64_t(sizeof(double));
+      CHECK(world.counter(attention_sites::kKvAllGather).bytes_received == P * block);
+      CHECK(world.counter(attention_sites::kDkvReduceScatter).bytes_sent == P * block);
+    }
+    // This rank's share of the causal triangle: pairs (i, j <= i) of its query rows.
+    double pairs = double(core.pairs()), hi = pairs, sum = pairs;
+    world.all_reduce_max(&hi, 1, "test");
+    world.all_reduce_sum(&sum, 1, "test");
+    CHECK(sum == double(T * (T + 1) / 2));
+    if (balanced) CHECK(hi == sum / P);  // 2P equal chunks: exactly even
+    if (!balanced && P == 4) CHECK(hi / (sum / P) == Approx(1.75).epsilon(0.02));  // 7/16 of it
   }
 }
 

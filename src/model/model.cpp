@@ -79,7 +79,7 @@ double Model<T, Dev>::router_loss(Communicator& batch, std::int64_t N, bool trai
     }
   Buffer<Dev, double> d_sums = to_device<Dev>(sums.data(), sums.size());
   batch.all_reduce_sum(d_sums.data(), sums.size(), "model.router_stats");
-  sums = to_host<Dev>(d_sums);
+  Dev::download(sums.data(), d_sums.data(), sums.size());
   const double R = sums[2 * std::size_t(E)];
   double aux = 0;
   for (int e = 0; e < E; ++e) aux += (sums[std::size_t(e)] / R) * (sums[std::size_t(E + e)] / R);
