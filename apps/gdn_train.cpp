@@ -1,6 +1,8 @@
 // gdn_train: trains a language model with context parallelism, one process per rank.
 //
-//   mpirun -np DP*CP gdn_train --config configs/tiny.json [--cp 2] [--dp 1] [--steps N] ...
+//   mpirun -np DP*CP gdn_train --config configs/tiny-qwen3-next.json [--cp 2] [--dp 1] ...
+//   mpirun -np P gdn_train --config hf/config.json --train-config train.json ...
+//   mpirun -np P gdn_train --init-from HF_DIR --train-config train.json [--export-hf OUT]
 //
 // Every train key of the config has a flag (the table of train/train_config.h), with the
 // key's checks. Set-up (flags, config, layout, data, memory estimate, resume) runs on every
@@ -41,9 +43,21 @@ cxxopts::Options make_options() {
       "with -np dp*cp. Each train flag overrides the config's \"train\" key named in brackets\n"
       "and gets the same checks.");
   o.add_options()("config",
-                  "JSON config with \"model\" (Hugging Face Qwen3Next key names) and "
-                  "\"train\" objects",
-                  cxxopts::value<std::string>());
+                  "run config {\"model\": <Hugging Face config>, \"train\": {...}}, or a bare "
+                  "Hugging Face config.json (model_type qwen3_next, qwen3_5, qwen3_5_moe) with the "
+                  "train settings from --train-config and flags",
+                  cxxopts::value<std::string>())(
+      "train-config", "JSON file with the train settings ({\"train\": {...}} or {...})",
+      cxxopts::value<std::string>())(
+      "init-from",
+      "Hugging Face checkpoint directory (config.json, model.safetensors or an index and its "
+      "shards): the model is its config.json, the initial weights its tensors; with --config "
+      "too, both must describe the same architecture",
+      cxxopts::value<std::string>())(
+      "export-hf",
+      "at the end, write the weights as a Hugging Face checkpoint (config.json and "
+      "model.safetensors) to this directory",
+      cxxopts::value<std::string>());
   for (const TrainField& f : train_fields())
     if (*f.flag)
       o.add_options()(f.flag, std::string(f.help) + " [train." + f.key + "]",
@@ -66,6 +80,7 @@ cxxopts::Options make_options() {
 
 struct Setup {
   RunConfig cfg;
+  std::string init_from, export_hf;
   bool resume = false;
   bool help = false;
   app::Device device = app::Device::cpu;
@@ -81,12 +96,34 @@ Setup parse(int argc, char** argv, int world_size) {
     return s;
   }
   const cxxopts::ParseResult& res = *parsed;
-  GDN_CHECK(res.count("config"), "--config FILE is required (see configs/)");
+  GDN_CHECK(res.count("config") || res.count("init-from"),
+            "--config FILE or --init-from DIR is required (see configs/)");
   s.device = app::resolve_device(res["device"].as<std::string>());
   // Zigzag is refused before anything else, with the reason.
   require_contiguous_shards(parse_load_balance(res["load-balance"].as<std::string>()),
                             "--load-balance");
-  s.cfg = load_config(res["config"].as<std::string>());
+  const std::string train_file =
+      res.count("train-config") ? res["train-config"].as<std::string>() : "";
+  if (res.count("init-from")) s.init_from = res["init-from"].as<std::string>();
+  if (res.count("export-hf")) s.export_hf = res["export-hf"].as<std::string>();
+  if (res.count("config")) {
+    s.cfg = load_config(res["config"].as<std::string>(), train_file);
+  }
+  if (!s.init_from.empty()) {
+    // The checkpoint's config.json is the model; a --config must agree with it.
+    const RunConfig hf =
+        load_config(s.init_from + "/config.json", res.count("config") ? "" : train_file);
+    if (res.count("config")) {
+      const std::vector<std::string> diff = architecture_differences(s.cfg.model, hf.model);
+      std::string list;
+      for (const std::string& x : diff) list += (list.empty() ? "" : "; ") + x;
+      GDN_CHECK(diff.empty(), "--config ", s.cfg.source, " and --init-from ", s.init_from,
+                "/config.json describe different models (config vs checkpoint): ", list);
+      s.cfg.model = hf.model;
+    } else {
+      s.cfg = hf;
+    }
+  }
   for (const TrainField& f : train_fields())
     if (*f.flag && res.count(f.flag))
       set_train_field_text(s.cfg.train, f, res[f.flag].as<std::string>());
@@ -134,6 +171,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
         opt.resume = s.resume;
         opt.watchdog = &watchdog;
         opt.memory_available = memory_for_this_rank(s.device, on_node);
+        opt.init_from = s.init_from;
         opt.data = s.data;
         trainer = std::make_unique<Trainer<T, Dev>>(s.cfg, world,
                                                     device_world ? *device_world : world, opt);
@@ -147,6 +185,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
     if (world.rank() == 0) spdlog::error("{}", result.stopped);
     return 1;
   }
+  if (!s.export_hf.empty()) trainer->export_hf(s.export_hf);
   if (world.rank() != 0 || result.steps.empty()) return 0;
   double tokens = 0, ms = 0;
   for (const StepRecord& r : result.steps) {
@@ -184,8 +223,9 @@ void announce(const Setup& s, int world_size) {
   if (!s.cfg.ignored_model_keys.empty()) {
     std::string keys;
     for (const auto& k : s.cfg.ignored_model_keys) keys += (keys.empty() ? "" : ", ") + k;
-    spdlog::warn("config {}: model keys not used by gdn-cp: {}", s.cfg.source, keys);
+    spdlog::warn("config {}: keys with no effect on the math, not used: {}", s.cfg.source, keys);
   }
+  for (const std::string& note : s.cfg.model_notes) spdlog::info("{}", note);
   const TrainConfig& t = s.cfg.train;
   spdlog::info("{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",
                world_size, t.dp, t.cp, app::device_name(s.device), t.dtype, t.seq_len, t.batch_size,

@@ -1,85 +1,103 @@
 #!/usr/bin/env bash
 # Loss-curve reproduction: trains the same config from the same seed at cp = 1, 2 and 4
-# (one MPI rank per cp rank, dp = 1) and shows that the losses agree to float noise.
-# Prints the table  step | cp=1 | cp=2 | cp=4 | max diff  and writes a PNG plot.
+# (one MPI rank per cp rank, dp = 1) and shows that the losses agree to float noise. By
+# default it runs both tiny hybrid MoE models (configs/tiny-qwen3-next.json and
+# configs/tiny-qwen3.5.json: GDN and gated attention layers, MoE MLPs, the router loss
+# trained), so GDN, attention and MoE context parallelism are all in the curves.
+# Prints per config the table  step | cp=1 | cp=2 | cp=4 | max diff  (max diff over the
+# loss and the MoE load-balancing loss) and writes a PNG plot.
 #
-#   scripts/reproduce_loss_curves.sh [--config configs/tiny.json] [--steps N]
-#       [--dtype f32|f64] [--data synthetic|FILE] [--cps "1 2 4"] [--tol 1e-4] [--out DIR]
+#   scripts/reproduce_loss_curves.sh [--config FILE]... [--steps N] [--dtype f32|f64]
+#       [--data synthetic|FILE] [--cps "1 2 4"] [--tol 1e-4] [--out DIR]
+#       [--attention-load-balance none|layer_local]
 #
-# Exit code 1 when the largest difference from cp=1 exceeds --tol.
+# Exit code 1 when the largest difference from cp=1 exceeds --tol for any config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CONFIG=configs/tiny.json STEPS="" DTYPE="" DATA="" CPS="1 2 4" TOL="" OUT=out/loss_curves
+CONFIGS=() STEPS="" DTYPE="" DATA="" CPS="1 2 4" TOL="" OUT=out/loss_curves BALANCE=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --config) CONFIG=$2; shift 2 ;;
+    --config) CONFIGS+=("$2"); shift 2 ;;
+    --attention-load-balance) BALANCE=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --dtype) DTYPE=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --cps) CPS=$2; shift 2 ;;
     --tol) TOL=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "reproduce_loss_curves.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[ "${#CONFIGS[@]}" -gt 0 ] || CONFIGS=(configs/tiny-qwen3-next.json configs/tiny-qwen3.5.json)
 [ -n "$TOL" ] || { [ "$DTYPE" = f64 ] && TOL=1e-10 || TOL=1e-4; }
 
 bash scripts/build.sh >/dev/null
 BIN=${GDN_BUILD_DIR:-build}/apps
 MPI_FLAGS=(--oversubscribe)
 [ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
-mkdir -p "$OUT"
-
 EXTRA=()
 [ -n "$STEPS" ] && EXTRA+=(--steps "$STEPS")
 [ -n "$DTYPE" ] && EXTRA+=(--dtype "$DTYPE")
 [ -n "$DATA" ] && EXTRA+=(--data "$DATA")
-for cp in $CPS; do
-  log="$OUT/cp$cp.jsonl"
-  rm -f "$log"
-  threads=$(( $(nproc) / cp )); [ "$threads" -ge 1 ] || threads=1
-  echo "== cp=$cp: mpirun -np $cp gdn_train --config $CONFIG --cp $cp ${EXTRA[*]}"
-  OMP_NUM_THREADS=$threads mpirun "${MPI_FLAGS[@]}" -np "$cp" "$BIN/gdn_train" \
-    --config "$CONFIG" --cp "$cp" --dp 1 --log "$log" "${EXTRA[@]}" 2>&1 | sed 's/^/  /'
-done
-
-# One table: step, the loss at each cp, and the largest |loss - loss(cp=1)| of that row.
-first=$(echo "$CPS" | awk '{print $1}')
-table="$OUT/losses.tsv"
-jq -r '"\(.step)\t\(.loss)"' "$OUT/cp$first.jsonl" > "$table"
-for cp in $CPS; do
-  [ "$cp" = "$first" ] && continue
-  jq -r '.loss' "$OUT/cp$cp.jsonl" | paste "$table" - > "$table.tmp" && mv "$table.tmp" "$table"
-done
-echo
+[ -n "$BALANCE" ] && EXTRA+=(--attention-load-balance "$BALANCE")
 status=0
-awk -v cps="$CPS" -v tol="$TOL" -F'\t' '
-  BEGIN { n = split(cps, c, " "); printf "%6s", "step"; for (i = 1; i <= n; i++) printf " | %12s", "cp=" c[i];
-          printf " | %10s\n", "max diff"; worst = 0 }
-  { printf "%6d", $1; d = 0
-    for (i = 2; i <= n + 1; i++) { printf " | %12.8f", $i; x = $i - $2; if (x < 0) x = -x; if (x > d) d = x }
-    printf " | %10.3e\n", d; if (d > worst) worst = d }
-  END { printf "largest difference from cp=%s: %.3e (tolerance %s): %s\n", c[1], worst, tol,
-               worst <= tol ? "AGREE" : "DISAGREE"; exit worst <= tol ? 0 : 1 }' "$table" || status=$?
-
-if command -v gnuplot >/dev/null; then
-  plot="plot"
-  col=2
+for CONFIG in "${CONFIGS[@]}"; do
+  name=$(basename "$CONFIG" .json)
+  dir="$OUT/$name"
+  mkdir -p "$dir"
+  echo "==== $CONFIG"
   for cp in $CPS; do
-    plot+=" '$table' using 1:$col with linespoints title 'cp=$cp',"
-    col=$((col + 1))
+    log="$dir/cp$cp.jsonl"
+    rm -f "$log"
+    threads=$(( $(nproc) / cp )); [ "$threads" -ge 1 ] || threads=1
+    echo "== cp=$cp: mpirun -np $cp gdn_train --config $CONFIG --cp $cp ${EXTRA[*]}"
+    OMP_NUM_THREADS=$threads mpirun "${MPI_FLAGS[@]}" -np "$cp" "$BIN/gdn_train" \
+      --config "$CONFIG" --cp "$cp" --dp 1 --log "$log" "${EXTRA[@]}" 2>&1 | sed 's/^/  /'
   done
-  gnuplot <<GP
+
+  # One table: step, the loss at each cp, and the largest difference from cp=1 of that
+  # row over the loss and the load-balancing loss (0 without MoE).
+  first=$(echo "$CPS" | awk '{print $1}')
+  table="$dir/losses.tsv"
+  jq -r '"\(.step)\t\(.loss)\t\(.aux_loss // 0)"' "$dir/cp$first.jsonl" > "$table"
+  for cp in $CPS; do
+    [ "$cp" = "$first" ] && continue
+    jq -r '"\(.loss)\t\(.aux_loss // 0)"' "$dir/cp$cp.jsonl" | paste "$table" - > "$table.tmp" &&
+      mv "$table.tmp" "$table"
+  done
+  echo
+  awk -v cps="$CPS" -v tol="$TOL" -v name="$name" -F'\t' '
+    BEGIN { n = split(cps, c, " "); printf "%6s", "step"; for (i = 1; i <= n; i++) printf " | %12s", "cp=" c[i];
+            printf " | %10s\n", "max diff"; worst = 0 }
+    { printf "%6d", $1; d = 0
+      for (i = 1; i <= n; i++) {
+        l = $(2 * i); a = $(2 * i + 1); printf " | %12.8f", l
+        x = l - $2; if (x < 0) x = -x; if (x > d) d = x
+        x = a - $3; if (x < 0) x = -x; if (x > d) d = x }
+      printf " | %10.3e\n", d; if (d > worst) worst = d }
+    END { printf "%s: largest difference from cp=%s: %.3e (tolerance %s): %s\n", name, c[1], worst, tol,
+                 worst <= tol ? "AGREE" : "DISAGREE"; exit worst <= tol ? 0 : 1 }' "$table" || status=1
+
+  if command -v gnuplot >/dev/null; then
+    plot="plot"
+    col=2
+    for cp in $CPS; do
+      plot+=" '$table' using 1:$col with linespoints title 'cp=$cp',"
+      col=$((col + 2))
+    done
+    gnuplot <<GP
 set terminal png size 900,540
-set output '$OUT/loss_curves.png'
-set title 'gdn-cp loss curves: $(basename "$CONFIG"), same seed, cp = $CPS'
+set output '$dir/loss_curves.png'
+set title 'gdn-cp loss curves: $name, same seed, cp = $CPS'
 set xlabel 'step'
 set ylabel 'loss (nats/token)'
 set key top right
 set grid
 ${plot%,}
 GP
-  echo "plot: $OUT/loss_curves.png"
-fi
+    echo "plot: $dir/loss_curves.png"
+  fi
+  echo
+done
 exit $status

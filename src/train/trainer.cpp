@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/hf_weights.h"
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
 #include "train/checkpoint.h"
@@ -82,6 +83,19 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
             "Trainer: the device communicator must hold the same ranks as the world");
   progress("initialising the model");
   model_.init(cfg.train.seed);
+  if (!opt.init_from.empty()) {
+    progress("reading the Hugging Face weights");
+    std::vector<T> flat = model_.params().host_values();
+    std::vector<std::string> skipped;
+    read_hf_weights(opt.init_from, cfg.model, model_.params().infos(), flat, skipped);
+    model_.params().set_values(flat);
+    if (world.rank() == 0)
+      spdlog::info("initial weights from {}{}", opt.init_from,
+                   skipped.empty()
+                       ? std::string()
+                       : fmt::format(" ({} tensors of other models skipped: {}{})", skipped.size(),
+                                     skipped.front(), skipped.size() > 1 ? ", ..." : ""));
+  }
   const TrainConfig& t = cfg.train;
   // Only rank 0 writes: it checks now that it can, instead of failing at the first save.
   if (world.rank() == 0 && !t.checkpoint_dir.empty()) check_checkpoint_dir(t.checkpoint_dir);
@@ -91,6 +105,32 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
     GDN_CHECK(log_.good(), "cannot open the log file '", t.log, "'", t.origin("log"), ": ",
               std::strerror(errno));
   }
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::report_exchange() {
+  // Each rank's share of the causal triangles of the attention layers, and what one step
+  // exchanged over the cp group (rank 0's view): GDN's fixed-size pairs and conv halos
+  // beside attention's K, V, which grow with the sequence.
+  const double pairs =
+      double(model_.attention_pairs()) * double(cfg_.train.batch_size / cfg_.train.dp);
+  double hi = pairs, sum = pairs;
+  world_.all_reduce_max(&hi, 1, "train.stats");
+  world_.all_reduce_sum(&sum, 1, "train.stats");
+  if (world_.rank() != 0) return;
+  if (sum > 0)
+    spdlog::info("attention work per rank (query-key pairs, {}): max/mean {:.3f}",
+                 cfg_.train.attention_load_balance, hi / (sum / world_.size()));
+  for (const auto& [site, c] : mesh_.cp_comm->counters())
+    spdlog::info("exchange per step on rank 0, {}: {} calls, {} sent, {} received", site, c.calls,
+                 format_bytes(double(c.bytes_sent)), format_bytes(double(c.bytes_received)));
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::export_hf(const std::string& dir) const {
+  if (world_.rank() != 0) return;
+  write_hf_checkpoint(dir, cfg_.model, model_.params().infos(), model_.params().host_values());
+  spdlog::info("wrote a Hugging Face checkpoint of the weights to {}", dir);
 }
 
 template <typename T, typename Dev>
@@ -237,9 +277,11 @@ template <typename T, typename Dev>
 RunResult Trainer<T, Dev>::run() {
   RunResult out;
   const auto start = std::chrono::steady_clock::now();
+  mesh_.cp_comm->reset_counters();
   while (step_ < cfg_.train.steps) {
     out.steps.push_back(step());
     const StepRecord& r = out.steps.back();
+    if (out.steps.size() == 1) report_exchange();
     if (!r.diverged.empty()) {
       out.stopped = r.diverged + ": stopping; no checkpoint was written for this step";
       break;

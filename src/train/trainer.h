@@ -51,6 +51,9 @@ struct TrainerOptions {
   bool resume = false;                 // continue from the newest complete checkpoint
   Watchdog* watchdog = nullptr;        // told of every step and phase, when set
   std::int64_t memory_available = -1;  // bytes this rank may use (-1: not checked)
+  // A Hugging Face checkpoint directory whose weights replace the seeded initialisation
+  // (model/hf_weights.h); a checkpoint found by resume comes first. "" for none.
+  std::string init_from;
   // train.data, when the caller has opened it already (a token file's start-up pass over
   // every id then runs once); null: the trainer opens it.
   std::shared_ptr<const TokenSource> data;
@@ -74,11 +77,15 @@ class Trainer {
 
   std::int64_t next_step() const { return step_; }
   const MemoryEstimate& memory_estimate() const { return estimate_; }
+  // Rank 0 writes the current weights as a Hugging Face checkpoint (hf_weights.h);
+  // collective only in that every rank must call it.
+  void export_hf(const std::string& dir) const;
   Model<T, Dev>& model() { return model_; }
   const Mesh& mesh() const { return mesh_; }
 
  private:
   void progress(const char* phase);
+  void report_exchange();
   void log_step(const StepRecord& r, double seconds_per_step);
   void save();
   void resume();

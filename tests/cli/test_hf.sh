@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Hugging Face interoperability of gdn_eval and gdn_train, one case per ctest entry:
+#
+#   parity_<fixture>  gdn_eval on a checkpoint that transformers wrote (tests/fixtures/hf,
+#                     scripts/make_hf_fixtures.py) matches transformers' float64 loss,
+#                     load-balancing loss and total within 1e-12 relative, and every
+#                     gradient within 1e-9 relative, at cp = 1, 2, 3, 4 and both attention
+#                     balance modes
+#   roundtrip         gdn_train --export-hf, then gdn_eval and gdn_train --init-from of the
+#                     export give the identical loss; --init-from resumes the weights exactly
+#   wrong_arch        a checkpoint of another architecture is refused, naming the tensor
+#   bare_config       a bare config.json with --train-config trains; --config and
+#                     --init-from that disagree are refused naming the key
+#
+#   test_hf.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
+set -uo pipefail
+BIN=$1 MPIEXEC=$2 SRC=$3 CASE=$4
+source "$(dirname "$0")/common.sh"
+FIX=$SRC/tests/fixtures/hf
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+eval_json() {  # eval_json NP OUT_JSON ARGS...: one gdn_eval run, its JSON line into OUT_JSON
+  local np=$1 out=$2
+  shift 2
+  timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_eval" "$@" >"$out" 2>"$out.err"
+}
+
+# rel_close A B TOL: |A - B| <= TOL |B|
+rel_close() {
+  python3 -c "import sys; a, b, t = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= t * abs(b) else 1)" "$@"
+}
+
+case_parity() {
+  local name=$1 dir=$FIX/$1
+  for np in 1 2 3 4; do
+    for lb in none layer_local; do
+      local tag="$name cp=$np $lb" out=$WORK/$np-$lb.json grads=$WORK/grads-$np-$lb
+      if ! eval_json "$np" "$out" --init-from "$dir" --tokens "$dir/tokens.npy" --dtype f64 \
+        --chunk-size 16 --attention-load-balance "$lb" --grads-out "$grads"; then
+        cat "$out.err"
+        fail "$tag: gdn_eval failed"
+        continue
+      fi
+      local ok=1
+      for key in loss aux_loss total; do
+        local got want
+        got=$(jq -r ".$key" "$out") want=$(jq -r ".$key" "$dir/expected.json")
+        if ! rel_close "$got" "$want" 1e-12; then
+          ok=0
+          echo "$tag: $key $got vs transformers $want"
+        fi
+      done
+      [ "$ok" -eq 1 ] && pass "$tag: loss, aux_loss and total within 1e-12" ||
+        fail "$tag: loss terms differ from transformers"
+      # Every tensor transformers has a gradient for, and nothing else.
+      local want_n got_n
+      want_n=$(ls "$dir/grads" | wc -l) got_n=$(ls "$grads" | wc -l)
+      if [ "$want_n" -ne "$got_n" ] || ! diff <(ls "$dir/grads") <(ls "$grads") >/dev/null; then
+        fail "$tag: gradient files differ ($got_n written, $want_n expected)"
+      elif "$BIN/gdn_npy_diff" "$grads" "$dir/grads" --tol 1e-9 >"$WORK/diff.txt"; then
+        pass "$tag: all $got_n gradients within 1e-9 ($(sort -k3 -g "$WORK/diff.txt" | tail -1 | awk '{print "worst " $3 " in " $1}'))"
+      else
+        grep -v " ok$" "$WORK/diff.txt" | head
+        fail "$tag: gradients differ from transformers"
+      fi
+    done
+  done
+}
+
+# A short training run of the tiny Qwen3-Next hybrid MoE model, exported.
+TRAIN_ARGS=(--config "$SRC/configs/tiny-qwen3-next.json" --steps 2 --seq-len 32 --batch 2
+  --dtype f64 --cp 2)
+
+case_roundtrip() {
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" "${TRAIN_ARGS[@]}" \
+    --export-hf "$WORK/export" >"$WORK/train.log" 2>&1
+  local rc=$?
+  if [ "$rc" -ne 0 ] || [ ! -f "$WORK/export/model.safetensors" ] ||
+    [ ! -f "$WORK/export/config.json" ]; then
+    cat "$WORK/train.log"
+    fail "roundtrip: --export-hf wrote no checkpoint (exit $rc)"
+    return
+  fi
+  pass "roundtrip: --export-hf wrote config.json and model.safetensors"
+  local tokens=$FIX/qwen3_next_moe/tokens.npy  # ids < 64, inside the vocab of 256
+  # The exported checkpoint evaluates the same at every cp (it is read back exactly).
+  eval_json 1 "$WORK/e1.json" --init-from "$WORK/export" --tokens "$tokens"
+  eval_json 3 "$WORK/e3.json" --init-from "$WORK/export" --tokens "$tokens"
+  if rel_close "$(jq .total "$WORK/e3.json")" "$(jq .total "$WORK/e1.json")" 1e-12; then
+    pass "roundtrip: gdn_eval of the export agrees at cp = 1 and 3 ($(jq .total "$WORK/e1.json"))"
+  else
+    cat "$WORK/e1.json" "$WORK/e1.json.err" "$WORK/e3.json"
+    fail "roundtrip: gdn_eval of the export"
+  fi
+  # Export again from --init-from with 0 steps: the same tensors, bit for bit.
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" --init-from "$WORK/export" \
+    --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 0 --seq-len 32 --batch 2 \
+    --dtype f64 --cp 1 --export-hf "$WORK/export2" >"$WORK/train2.log" 2>&1
+  if cmp -s "$WORK/export/model.safetensors" "$WORK/export2/model.safetensors" &&
+    cmp -s "$WORK/export/config.json" "$WORK/export2/config.json"; then
+    pass "roundtrip: --init-from then --export-hf gives back the same bytes"
+  else
+    cat "$WORK/train2.log"
+    fail "roundtrip: the re-export differs"
+  fi
+  # The initial weights exported (0 steps), then trained from: the same losses, bit for
+  # bit, as training from the seed.
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" "${TRAIN_ARGS[@]}" --steps 0 \
+    --export-hf "$WORK/init" >"$WORK/init.log" 2>&1
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" "${TRAIN_ARGS[@]}" --steps 3 \
+    --log "$WORK/seed.jsonl" >"$WORK/seed.log" 2>&1
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --init-from "$WORK/init" \
+    --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 3 --seq-len 32 --batch 2 --dtype f64 \
+    --cp 2 --log "$WORK/init.jsonl" >"$WORK/init2.log" 2>&1
+  if [ -s "$WORK/seed.jsonl" ] && cmp -s <(jq -c '[.loss, .aux_loss, .grad_norm]' "$WORK/seed.jsonl") \
+    <(jq -c '[.loss, .aux_loss, .grad_norm]' "$WORK/init.jsonl"); then
+    pass "roundtrip: training from the exported initial weights gives the seed run's losses exactly"
+  else
+    cat "$WORK/init2.log"
+    fail "roundtrip: --init-from of the exported initial weights trains differently"
+  fi
+  if grep -q "initial weights from $WORK/export" "$WORK/train2.log"; then
+    pass "roundtrip: gdn_train reports the initial weights"
+  else
+    fail "roundtrip: no 'initial weights from' line"
+  fi
+}
+
+case_wrong_arch() {
+  # The Qwen3.5 dense fixture's weights under the Qwen3-Next MoE fixture's config.
+  mkdir -p "$WORK/mixed"
+  cp "$FIX/qwen3_next_moe/config.json" "$WORK/mixed/"
+  cp "$FIX/qwen3_5_dense/model.safetensors" "$WORK/mixed/"
+  eval_json 2 "$WORK/out.json" --init-from "$WORK/mixed" --tokens "$FIX/qwen3_next_moe/tokens.npy"
+  expect_once "wrong_arch: a Qwen3.5 checkpoint under a Qwen3-Next config" \
+    "has no tensor 'model.embed_tokens.weight'" "$WORK/out.json.err" $?
+  # Same family, another shape: the tensor and both shapes are named.
+  mkdir -p "$WORK/shape"
+  jq '.hidden_size = 48' "$FIX/qwen3_next_moe/config.json" >"$WORK/shape/config.json"
+  cp "$FIX/qwen3_next_moe/model.safetensors" "$WORK/shape/"
+  eval_json 2 "$WORK/out2.json" --init-from "$WORK/shape" --tokens "$FIX/qwen3_next_moe/tokens.npy"
+  expect_once "wrong_arch: hidden_size 48 against a 32-wide checkpoint" \
+    "tensor 'model.embed_tokens.weight' has shape [64, 32], expected [64, 48]" \
+    "$WORK/out2.json.err" $?
+  # A tensor the model does not have.
+  mkdir -p "$WORK/extra"
+  jq '.num_hidden_layers = 3 | .layer_types = .layer_types[0:3]' "$FIX/qwen3_next_moe/config.json" \
+    >"$WORK/extra/config.json"
+  cp "$FIX/qwen3_next_moe/model.safetensors" "$WORK/extra/"
+  eval_json 1 "$WORK/out3.json" --init-from "$WORK/extra" --tokens "$FIX/qwen3_next_moe/tokens.npy"
+  expect_once "wrong_arch: a 4-layer checkpoint under a 3-layer config" \
+    "has a tensor 'model.layers.3." "$WORK/out3.json.err" $?
+}
+
+case_bare_config() {
+  # A bare config.json as --config, the train settings from --train-config.
+  jq '.model' "$SRC/configs/tiny-qwen3.5.json" >"$WORK/config.json"
+  jq '.train' "$SRC/configs/tiny-qwen3.5.json" >"$WORK/train.json"
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --config "$WORK/config.json" \
+    --train-config "$WORK/train.json" --steps 2 --seq-len 32 --cp 2 --log "$WORK/a.jsonl" \
+    >"$WORK/a.log" 2>&1
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" \
+    --config "$SRC/configs/tiny-qwen3.5.json" --steps 2 --seq-len 32 --cp 2 --log "$WORK/b.jsonl" \
+    >"$WORK/b.log" 2>&1
+  if [ -s "$WORK/a.jsonl" ] && cmp -s <(jq -c 'del(.step_ms)' "$WORK/a.jsonl") \
+    <(jq -c 'del(.step_ms)' "$WORK/b.jsonl"); then
+    pass "bare_config: config.json + --train-config trains exactly as the run file"
+  else
+    cat "$WORK/a.log"
+    fail "bare_config: the two runs differ"
+  fi
+  # A run file with "train" and --train-config too is ambiguous.
+  timeout 60 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" \
+    --config "$SRC/configs/tiny-qwen3.5.json" --train-config "$WORK/train.json" >"$WORK/c.log" 2>&1
+  expect_once "bare_config: two train objects" "gives the train settings too" "$WORK/c.log" $?
+  # --config and --init-from of different models.
+  timeout 60 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" \
+    --config "$SRC/configs/tiny-qwen3.5.json" --init-from "$FIX/qwen3_5_moe" >"$WORK/d.log" 2>&1
+  expect_once "bare_config: --config and --init-from disagree" "describe different models" \
+    "$WORK/d.log" $?
+  grep -q "hidden_size: 64 vs 32" "$WORK/d.log" && pass "bare_config: the key and both values are named" ||
+    fail "bare_config: no 'hidden_size: 64 vs 32' in the message"
+}
+
+case "$CASE" in
+  parity_*) case_parity "${CASE#parity_}" ;;
+  roundtrip) case_roundtrip ;;
+  wrong_arch) case_wrong_arch ;;
+  bare_config) case_bare_config ;;
+  *) echo "test_hf.sh: unknown case '$CASE'" >&2; exit 2 ;;
+esac
+finish
