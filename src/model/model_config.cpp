@@ -121,10 +121,14 @@ void parse_rope(const JsonSection& s, ModelConfig& m, std::vector<std::string>& 
     const json& r = s.at(key);
     if (!r.is_object()) s.fail(key, "an object {\"rope_type\": \"default\", \"rope_theta\": ...}");
     const std::string where = s.where(key);
+    // The RoPE variant first: its own keys ("factor", ...) are refused through it.
+    for (const char* type_key : {"rope_type", "type"})
+      if (r.contains(type_key))
+        GDN_CHECK(r.at(type_key) == "default", where, ": rope_type ", r.at(type_key).dump(),
+                  " is not built: gdn-cp computes the default RoPE only (rope_type \"default\")");
     for (const auto& [k, v] : r.items()) {
       if (k == "rope_type" || k == "type") {
-        GDN_CHECK(v == "default", where, ": rope_type ", v.dump(),
-                  " is not built: gdn-cp computes the default RoPE only (rope_type \"default\")");
+        continue;
       } else if (k == "rope_theta") {
         GDN_CHECK(v.is_number() && v.get<double>() > 0, where, ": rope_theta = ", v.dump(),
                   ": expected a number > 0");
