@@ -226,6 +226,7 @@ void announce(const Setup& s, int world_size) {
     spdlog::warn("config {}: keys with no effect on the math, not used: {}", s.cfg.source, keys);
   }
   for (const std::string& note : s.cfg.model_notes) spdlog::info("{}", note);
+  spdlog::info("model {}", describe(s.cfg.model));
   const TrainConfig& t = s.cfg.train;
   spdlog::info("{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",
                world_size, t.dp, t.cp, app::device_name(s.device), t.dtype, t.seq_len, t.batch_size,

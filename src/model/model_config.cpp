@@ -382,6 +382,18 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   return parse_model_config(j, source, ignored, notes);
 }
 
+std::string describe(const ModelConfig& m) {
+  const int attention = m.num_attention_layers(), moe = m.num_moe_layers();
+  std::string s = std::string(family_name(m.family)) + ": " + std::to_string(m.num_hidden_layers) +
+                  " layers (" + std::to_string(m.num_hidden_layers - attention) + " GDN, " +
+                  std::to_string(attention) + " attention), ";
+  s += moe == 0 ? std::string("dense MLPs")
+                : "MoE in " + std::to_string(moe) + " (" + std::to_string(m.num_experts) +
+                      " experts, top " + std::to_string(m.num_experts_per_tok) + ")";
+  return s + ", hidden " + std::to_string(m.hidden_size) + ", vocab " +
+         std::to_string(m.vocab_size);
+}
+
 json to_json(const ModelConfig& m) {
   static const char* const kTextType[] = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"};
   static const char* const kArch[] = {"Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",

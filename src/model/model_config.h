@@ -96,6 +96,9 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
 // back to the same ModelConfig, and transformers' AutoModelForCausalLM builds it.
 nlohmann::json to_json(const ModelConfig& m);
 
+// "qwen3_next: 4 layers (3 GDN, 1 attention), MoE in 3 (8 experts, top 2), vocab 256".
+std::string describe(const ModelConfig& m);
+
 // The architectural differences between two configs, one "key: a vs b" line each (empty
 // when they describe the same model). initializer_range only shapes the initial weights,
 // so it is not one of them.
