@@ -1,5 +1,5 @@
 // Causal softmax attention with context parallelism on the contiguous shards the GDN
-// layers need (docs/design.md §3): the sequence is never reordered globally.
+// layers need (docs/design.md §5b): the sequence is never reordered globally.
 //
 // Forward:  1. all-gather K and V (after RoPE at global positions) -> the whole sequence;
 //           2. attention of the query rows this rank computes over keys 0..position;
