@@ -200,14 +200,7 @@ int main(int argc, char** argv) {
     } else if (s.help) {
       if (world.rank() == 0) std::cout << make_options().help() << std::endl;
     } else {
-      if (world.rank() == 0) {
-        if (!s.ignored.empty()) {
-          std::string keys;
-          for (const auto& k : s.ignored) keys += (keys.empty() ? "" : ", ") + k;
-          spdlog::warn("{}/config.json: keys with no effect on the math: {}", s.dir, keys);
-        }
-        for (const auto& note : s.notes) spdlog::info("{}", note);
-      }
+      if (world.rank() == 0) app::report_model_keys(s.dir + "/config.json", s.ignored, s.notes);
       app::run_or_abort_job(world, [&] {
         rc = s.dtype == "f64" ? evaluate<double>(s, world) : evaluate<float>(s, world);
       });

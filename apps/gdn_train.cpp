@@ -220,12 +220,8 @@ int run_training(const Setup& s, Communicator& world, Watchdog& watchdog) {
 }
 
 void announce(const Setup& s, int world_size) {
-  if (!s.cfg.ignored_model_keys.empty()) {
-    std::string keys;
-    for (const auto& k : s.cfg.ignored_model_keys) keys += (keys.empty() ? "" : ", ") + k;
-    spdlog::warn("config {}: keys with no effect on the math, not used: {}", s.cfg.source, keys);
-  }
-  for (const std::string& note : s.cfg.model_notes) spdlog::info("{}", note);
+  app::report_model_keys(s.init_from.empty() ? s.cfg.source : s.init_from + "/config.json",
+                         s.cfg.ignored_model_keys, s.cfg.model_notes);
   spdlog::info("model {}", describe(s.cfg.model));
   const TrainConfig& t = s.cfg.train;
   spdlog::info("{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",

@@ -14,30 +14,17 @@
 
 #include "core/error.h"
 #include "core/npy.h"
+#include "test_support.h"
 
 using namespace gdn;
 using Catch::Contains;
 
 namespace {
 
-// One fresh directory per test binary run, removed at exit.
-struct TempDir {
-  std::filesystem::path dir;
-  TempDir() {
-    std::string tmpl = "/tmp/gdn_test_npy_XXXXXX";
-    char* d = mkdtemp(tmpl.data());
-    if (!d) throw std::runtime_error("mkdtemp failed");
-    dir = d;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-};
+using test::TempDir;
 
 const TempDir& tmp() {
-  static TempDir t;
+  static TempDir t("gdn_test_npy");
   return t;
 }
 

@@ -18,26 +18,15 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "test_support.h"
 
 using namespace gdn;
 using Catch::Contains;
 
 namespace {
 
-// One fresh directory per test binary run, removed at exit.
-struct TempDir {
-  std::filesystem::path dir;
-  TempDir() {
-    std::string tmpl = "/tmp/gdn_test_safetensors_XXXXXX";
-    char* d = mkdtemp(tmpl.data());
-    if (!d) throw std::runtime_error("mkdtemp failed");
-    dir = d;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("gdn_test_safetensors") {}
   // A fresh, empty subdirectory.
   std::string subdir(const std::string& name) const {
     std::filesystem::remove_all(dir / name);

@@ -2,9 +2,13 @@
 // buffers and error norms.
 #pragma once
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,26 @@
 #include "model/model_config.h"
 
 namespace gdn::test {
+
+// A fresh directory under the system's temporary directory, removed with everything in
+// it when the object goes.
+struct TempDir {
+  std::filesystem::path dir;
+  explicit TempDir(const std::string& prefix = "gdn_test") {
+    std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
+    char* d = mkdtemp(tmpl.data());
+    if (!d) throw std::runtime_error("mkdtemp failed");
+    dir = d;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+  std::string operator/(const std::string& name) const { return path(name); }
+};
 
 // ||a - b|| / ||b|| (0 when both are zero).
 template <typename A, typename B>

@@ -22,6 +22,7 @@
 #include "core/npy.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "test_support.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/optimizer.h"
@@ -35,19 +36,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gdn_test_train_XXXXXX").string();
-    char* d = mkdtemp(tmpl.data());
-    if (!d) throw std::runtime_error("mkdtemp failed");
-    dir = d;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("gdn_test_train") {}
 };
 
 json valid_config() {

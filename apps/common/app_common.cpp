@@ -11,6 +11,16 @@
 
 namespace gdn::app {
 
+void report_model_keys(const std::string& source, const std::vector<std::string>& ignored,
+                       const std::vector<std::string>& notes) {
+  if (!ignored.empty()) {
+    std::string keys;
+    for (const auto& k : ignored) keys += (keys.empty() ? "" : ", ") + k;
+    spdlog::warn("{}: keys with no effect on the math, not used: {}", source, keys);
+  }
+  for (const std::string& note : notes) spdlog::info("{}", note);
+}
+
 void setup_logging(const std::string& tool) {
   auto logger = spdlog::stderr_logger_mt(tool);
   spdlog::set_default_logger(logger);

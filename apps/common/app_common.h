@@ -40,6 +40,11 @@ std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const s
 // error line and exit code 1.
 int serial_main(const std::string& tool, int (*run)(int, char**), int argc, char** argv);
 
+// The model config's keys with no effect on the math (one warning line naming them and
+// `source`) and the notes on how keys were read (one info line each); on rank 0 only.
+void report_model_keys(const std::string& source, const std::vector<std::string>& ignored,
+                       const std::vector<std::string>& notes);
+
 // Median of a non-empty sample (mean of the middle two for an even count).
 double median(std::vector<double> xs);
 
