@@ -1,5 +1,6 @@
 // The GDN layer and the whole model against central finite differences in fp64, on one
 // rank (the cross-rank invariance is test_model_mpi).
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "comm/single_communicator.h"
@@ -101,5 +102,41 @@ TEST_CASE("whole-model gradients match finite differences (fp64, every parameter
       // gradients of the norm weights (1.0e-6 measured); a wrong gradient is off by O(1).
       CHECK(rel_l2(an.data(), fd.data(), fd.size()) < 5e-6);
     }
+  }
+}
+
+TEST_CASE("pad_token_id: its embedding row starts at zero and gets no embedding gradient",
+          "[model]") {
+  SingleCommunicator comm;
+  for (bool tied : {false, true}) {
+    ModelConfig c = tiny_model();
+    c.tie_word_embeddings = tied;
+    c.pad_token_id = 3;
+    Model<double, Host> model(c, 16);
+    model.init(7);
+    ParamStore<double, Host>& ps = model.params();
+    const ParamId embed = ps.find("model.embed_tokens.weight");
+    const int d = c.hidden_size;
+    const double* row = ps.value(embed) + 3 * d;
+    CHECK(std::all_of(row, row + d, [](double x) { return x == 0.0; }));
+    const int B = 1, T = 8;
+    const CpContext cp = CpContext::contiguous(comm, T);
+    std::vector<std::int32_t> tokens{3, 1, 3, 2, 5, 3, 0, 4}, targets{1, 3, 2, 5, 3, 0, 4, 3};
+    ps.zero_grad();
+    model.forward_backward(cp, comm, tokens.data(), targets.data(), B, 1.0 / T);
+    const std::vector<double> g = ps.host_grads();
+    const double* grow = g.data() + ps.info(embed).offset + 3 * d;
+    double norm = 0;
+    for (int i = 0; i < d; ++i) norm += grow[i] * grow[i];
+    INFO((tied ? "tied" : "untied"));
+    // Untied: the pad row's only gradient would be the embedding's, which it does not get.
+    // Tied: the LM head's part remains (transformers' padding_idx masks the embedding only).
+    if (tied)
+      CHECK(norm > 0);
+    else
+      CHECK(norm == 0);
+    // Another row used as input gets its gradient.
+    const double* g1 = g.data() + ps.info(embed).offset + 1 * d;
+    CHECK(std::any_of(g1, g1 + d, [](double x) { return x != 0.0; }));
   }
 }
