@@ -181,13 +181,15 @@ StepRecord Trainer<T, Dev>::step() {
   const TrainConfig& t = cfg_.train;
   const int Bl = t.batch_size / t.dp;
   progress("reading data");
-  // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one.
+  // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one,
+  // from tokens [t0, t1 + 1) of each window (only those are read).
   const std::int64_t n = shard_.size();
-  std::vector<std::int32_t> seq(t.seq_len + 1), tokens(Bl * n), targets(Bl * n);
+  std::vector<std::int32_t> seq(n + 1), tokens(Bl * n), targets(Bl * n);
   for (int b = 0; b < Bl; ++b) {
-    data_->sequence(step_, std::int64_t(mesh_.dp_rank) * Bl + b, t.seq_len + 1, seq.data());
-    std::copy_n(seq.data() + shard_.begin, n, tokens.data() + b * n);
-    std::copy_n(seq.data() + shard_.begin + 1, n, targets.data() + b * n);
+    data_->sequence_slice(step_, std::int64_t(mesh_.dp_rank) * Bl + b, t.seq_len + 1, shard_.begin,
+                          n + 1, seq.data());
+    std::copy_n(seq.data(), n, tokens.data() + b * n);
+    std::copy_n(seq.data() + 1, n, targets.data() + b * n);
   }
   const Buffer<Dev, std::int32_t> d_tokens = to_device<Dev>(tokens.data(), tokens.size());
   const Buffer<Dev, std::int32_t> d_targets = to_device<Dev>(targets.data(), targets.size());
