@@ -402,3 +402,16 @@ TEST_CASE("split in fp32 stays within fp32 rounding of the unsplit op", "[split]
     }
   }
 }
+
+TEST_CASE("GdnContextParallel splits by itself when B*Hv leaves threads idle", "[split]") {
+  ThreadGuard guard;
+  const Case& c = kCases[0];  // B*Hv = 1, 19 chunks
+  const Inputs in(c);
+  const Result<double> want = run_unsplit(c, in);
+  omp_set_num_threads(2);
+  const Result<double> two = run_cp1(c, in.d, in.dO, in.dht, CpOptions{});
+  CHECK(two.pieces == 2);
+  check_close(two, want, kExact);
+  omp_set_num_threads(1);
+  CHECK(run_cp1(c, in.d, in.dO, in.dht, CpOptions{}).pieces == 1);
+}
