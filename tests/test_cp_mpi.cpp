@@ -1,7 +1,8 @@
 // Context parallelism across real MPI ranks (ctest runs this under mpirun with 2, 3, 4
 // ranks): every rank's shard of the outputs and gradients must equal the same slice of
-// the single-rank oracle, for the all-gather scan and the log-depth scan alike, and the
-// cross-rank payload must be exactly the fixed-size pairs.
+// the single-rank oracle, for the all-gather scan and the log-depth scan alike, with and
+// without the intra-rank split of each shard (cp/split_pass.h), and the cross-rank
+// payload must be exactly the fixed-size pairs.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -35,6 +36,7 @@ template <typename T>
 struct CpResult {
   Tensor<T> o, ht;
   Grads<T> grads;
+  int pieces = 1;  // how the split cut this rank's shard
 };
 
 // Runs the CP op on this rank's shard of the full inputs.
@@ -58,6 +60,7 @@ CpResult<T> run_cp(Communicator& comm, const Case& c, const GdnData<T>& full, co
   op.forward(cp, p, in, r.o.ptr(), r.ht.ptr());
   GdnGrads<T> gv = r.grads.view();
   op.backward(cp, dOl.ptr(), c.dht ? dht.ptr() : nullptr, gv);
+  r.pieces = op.split_plan().pieces;
   return r;
 }
 
@@ -107,6 +110,50 @@ void check_case(Communicator& comm, const Case& c) {
   }
 }
 
+// The intra-rank split inside every rank's shard: each result equals the unsplit CP run
+// (1e-12) and the oracle (1e-10), for both cross-rank scans and both piece scans.
+void check_split_case(Communicator& comm, const Case& c, int S) {
+  const GdnProblem& p = c.p;
+  GdnData<double> d = random_gdn_inputs<double>(p, 24, c.h0, /*g_scale=*/0.05);
+  forget_at(d, c.forget);
+  const Tensor<double> dO = random_tensor<double>(output_shape(p), 25);
+  const Tensor<double> dht = random_tensor<double>(state_shape(p), 26);
+  Tensor<double> o(output_shape(p)), ht(state_shape(p));
+  Grads<double> ref(p, c.h0);
+  recurrent_forward(p, d.view(), o.ptr(), ht.ptr());
+  GdnGrads<double> rv = ref.view();
+  recurrent_backward(p, d.view(), dO.ptr(), c.dht ? dht.ptr() : nullptr, rv);
+  const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
+  for (bool log_depth : {false, true}) {
+    CpOptions unsplit_opt{log_depth};
+    unsplit_opt.split_pieces = 1;
+    const CpResult<double> unsplit = run_cp(comm, c, d, dO, dht, unsplit_opt);
+    for (bool split_log_depth : {false, true}) {
+      CpOptions opt{log_depth};
+      opt.split_pieces = S;
+      opt.split_log_depth = split_log_depth;
+      const CpResult<double> r = run_cp(comm, c, d, dO, dht, opt);
+      INFO(c.name << " P=" << comm.size() << " rank " << comm.rank() << " shard [" << s.begin
+                  << ", " << s.end << ") " << (log_depth ? "log-depth" : "all-gather")
+                  << " scan, S=" << S << (split_log_depth ? " log-depth" : " serial chain"));
+      CHECK(unsplit.pieces == 1);
+      CHECK(r.pieces == S);  // every shard has at least S chunks
+      CHECK(rel_l2(r.o, unsplit.o) <= 1e-12);
+      CHECK(rel_l2(r.ht, unsplit.ht) <= 1e-12);
+      CHECK(rel_l2(r.o, token_slice(o, s)) <= 1e-10);
+      CHECK(rel_l2(r.ht, ht) <= 1e-10);
+      const auto got = r.grads.named(), base = unsplit.grads.named(), want = ref.named();
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const Tensor<double> w =
+            got[i].first == "dh0" ? *want[i].second : token_slice(*want[i].second, s);
+        INFO(got[i].first);
+        CHECK(rel_l2(*got[i].second, *base[i].second) <= 1e-12);
+        CHECK(rel_l2(*got[i].second, w) <= 1e-10);
+      }
+    }
+  }
+}
+
 // T such that the last rank holds no token (ceil split).
 int length_with_empty_rank(int P) {
   return P == 2 ? 1 : P == 3 ? 4 : (P - 1) * 2;
@@ -136,6 +183,21 @@ TEST_CASE("CP equals the single-rank oracle, forward and backward (fp64)", "[cp]
        {0, 24, 25, 26, 50, 51, 76, 100}},
   };
   for (const Case& c : cases) check_case(comm, c);
+}
+
+TEST_CASE("CP with every shard split into pieces equals the unsplit CP and the oracle",
+          "[cp][split]") {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const std::vector<Case> cases = {
+      {"B*Hv = 1, h0, dht, T not a multiple of C", make_problem(1, 389, 1, 1, 8, 12, 16), true,
+       true},
+      {"B*Hv = 2 (B = 2), l2norm", make_problem(2, 301, 1, 1, 8, 8, 16, true), true, true},
+      {"packed sequences crossing rank and piece boundaries",
+       make_problem(1, 400, 1, 2, 8, 8, 16, true, {0, 10, 11, 150, 150, 290, 400}), true, true},
+      {"g = -inf", make_problem(1, 300, 1, 1, 8, 8, 16), true, true, {0, 47, 48, 160, 299}},
+  };
+  for (const Case& c : cases)
+    for (int S : {2, 3}) check_split_case(comm, c, S);
 }
 
 TEST_CASE("CP in fp32 matches the fp32 single-rank chunked op", "[cp]") {

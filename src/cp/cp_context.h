@@ -14,6 +14,13 @@ struct CpOptions {
   bool log_depth_scan = false;  // the Hillis-Steele point-to-point scan instead of all-gather
   // Inside the attention layers only: query rows in a balanced zigzag set (attention_cp.h).
   bool attention_layer_local = false;
+  // The intra-rank sequence split of the host passes (cp/split_pass.h, docs/design.md §4b):
+  // 0 decides (split when B * Hv would leave OpenMP threads idle and the shard has the
+  // chunks for it; the bits then depend on the thread count), 1 never splits, S >= 2
+  // always cuts the shard into S pieces (fewer when it has fewer chunks).
+  int split_pieces = 0;
+  // The scan over the pieces: Hillis-Steele (log depth) instead of the serial chain.
+  bool split_log_depth = false;
 };
 
 struct CpContext {

@@ -1,5 +1,7 @@
 #include "cp/gdn_cp.h"
 
+#include <omp.h>
+
 #include "core/error.h"
 #include "gdn/empty_sequences.h"
 #include "runtime/devices.h"
@@ -18,7 +20,12 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   const int P = cp.comm.size(), r = cp.comm.rank();
   const std::int64_t na = dims_.a_elems(), pair = dims_.pair_elems();
   norm_.normalize(p_, cp.tokens(), local);
-  pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view());
+  if constexpr (std::is_same_v<Dev, Host>) {
+    plan_ = plan_split(cp.options, p_, cp.shard.begin, cp.shard.end, omp_get_max_threads());
+    pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view(), plan_);
+  } else {
+    pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view());
+  }
   const T* h_in = nullptr;  // one rank: every sequence starts in its slice
   if (P > 1) {
     // Phase 1: this shard as one affine map of its entry state.

@@ -6,12 +6,18 @@
 //           with the M_r kept from the forward -> lambda_r;  3. full local backward.
 // With options.log_depth_scan, step 2 is a Hillis-Steele scan over point-to-point messages.
 // At P = 1 there is nothing to compose: phases 1 and 2 are skipped.
+// On the host the local passes are a SplitLocalPass (split_pass.h): when B * Hv leaves
+// threads idle, the shard is cut into pieces that run as virtual ranks inside this one
+// (options.split_pieces, docs/design.md §4b); unsplit, it is the plain LocalPass.
 // Talks to other ranks only through the CpContext's Communicator.
 #pragma once
+
+#include <type_traits>
 
 #include "core/device.h"
 #include "cp/cp_context.h"
 #include "cp/pair_scan.h"
+#include "cp/split_pass.h"
 #include "gdn/local_pass.h"
 #include "gdn/problem.h"
 #include "gdn/qk_norm.h"
@@ -52,12 +58,18 @@ class GdnContextParallel {
     for (Buffer<Dev, T>* b : {&mine_, &h_in_, &own_M_, &gathered_, &D_, &lambda_, &all_D_})
       *b = Buffer<Dev, T>();
   }
+  // How the last forward split this rank's shard (always 1 piece off the host).
+  const SplitPlan& split_plan() const { return plan_; }
 
  private:
+  using SlicePass =
+      std::conditional_t<std::is_same_v<Dev, Host>, SplitLocalPass<T>, LocalPass<T, Dev>>;
+
   GdnProblem p_;
   const Communicator* comm_ = nullptr;  // of the last forward, to check backward's
   QKNormalizer<T, Dev> norm_;
-  LocalPass<T, Dev> pass_;
+  SlicePass pass_;
+  SplitPlan plan_{};
   PairDims dims_{};
   Buffer<Dev, T> mine_, h_in_;  // this rank's pair; its entry state
   Buffer<Dev, T> own_M_;        // this rank's M (log-depth backward)

@@ -1,20 +1,9 @@
 #include <algorithm>
 
+#include "cp/pair_algebra.h"
 #include "cp/pair_scan.h"
-#include "ops/gemm/gemm.h"
 
 namespace gdn {
-
-namespace {
-
-// x (K x V) <- op(A) x + B for one (batch, head), op(A) = A or A^T.
-template <typename T>
-void apply(bool transpose, const T* A, const T* B, int K, int V, T* x, T* tmp) {
-  la::matmul(transpose, false, K, V, K, T(1), A, x, T(0), tmp);
-  for (int i = 0; i < K * V; ++i) x[i] = tmp[i] + B[i];
-}
-
-}  // namespace
 
 template <typename T>
 void scan_states(Host, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
@@ -26,8 +15,8 @@ void scan_states(Host, const std::vector<const T*>& A, const std::vector<const T
     T* xb = x + std::size_t(bh) * K * V;
     std::fill(xb, xb + K * V, T(0));
     for (int i = 0; i < r; ++i)
-      apply(false, A[i] + std::size_t(bh) * K * K, B[i] + std::size_t(bh) * K * V, K, V, xb,
-            tmp.data());
+      pairs::apply(false, A[i] + std::size_t(bh) * K * K, B[i] + std::size_t(bh) * K * V, K, V, xb,
+                   tmp.data());
   }
 }
 
@@ -41,8 +30,8 @@ void scan_adjoints(Host, const std::vector<const T*>& A, const std::vector<const
     T* yb = lambda + std::size_t(bh) * K * V;
     std::fill(yb, yb + K * V, T(0));
     for (int i = P - 1; i > r; --i)
-      apply(true, A[i] + std::size_t(bh) * K * K, B[i] + std::size_t(bh) * K * V, K, V, yb,
-            tmp.data());
+      pairs::apply(true, A[i] + std::size_t(bh) * K * K, B[i] + std::size_t(bh) * K * V, K, V, yb,
+                   tmp.data());
   }
 }
 
@@ -56,25 +45,24 @@ void log_depth_scan(Host, Communicator& comm, const T* A_in, const T* B_in, cons
   // own: this rank's map; excl: composition of the maps before it (identity at first);
   // incl = own after excl, the block a rank sends on.
   std::vector<T> own(d.pair_elems()), excl(d.pair_elems(), T(0)), incl, recv(d.pair_elems());
-  for (int bh = 0; bh < d.BH; ++bh)
-    for (int i = 0; i < K; ++i) {
-      for (int j = 0; j < K; ++j)
-        own[bh * K * K + i * K + j] =
-            reverse ? A_in[bh * K * K + j * K + i] : A_in[bh * K * K + i * K + j];
-      excl[bh * K * K + i * K + i] = 1;
-    }
+  for (int bh = 0; bh < d.BH; ++bh) {
+    const T* a = A_in + std::size_t(bh) * K * K;
+    if (reverse)
+      pairs::transpose(a, K, own.data() + std::size_t(bh) * K * K);
+    else
+      std::copy_n(a, K * K, own.begin() + std::size_t(bh) * K * K);
+    for (int i = 0; i < K; ++i) excl[std::size_t(bh) * K * K + i * K + i] = 1;
+  }
   std::copy_n(B_in, nb, own.begin() + na);
   incl = own;
-  // compose(outer, inner) = outer after inner: (Ao Ai, Ao Bi + Bo), written into dst.
+  // compose(outer, inner) = outer after inner, per (batch, head), written into dst (which
+  // may be outer or inner: the result goes through tmp).
   std::vector<T> tmp(d.pair_elems());
   auto compose = [&](const T* outer, const T* inner, T* dst) {
     for (int bh = 0; bh < d.BH; ++bh) {
-      const T* Ao = outer + bh * K * K;
-      la::matmul(false, false, K, K, K, T(1), Ao, inner + bh * K * K, T(0),
-                 tmp.data() + bh * K * K);
-      T* Bd = tmp.data() + na + bh * K * V;
-      std::copy_n(outer + na + bh * K * V, K * V, Bd);
-      la::matmul(false, false, K, V, K, T(1), Ao, inner + na + bh * K * V, T(1), Bd);
+      const std::size_t a = std::size_t(bh) * K * K, b = na + std::size_t(bh) * K * V;
+      pairs::compose(outer + a, outer + b, inner + a, inner + b, K, V, tmp.data() + a,
+                     tmp.data() + b);
     }
     std::copy(tmp.begin(), tmp.end(), dst);
   };
