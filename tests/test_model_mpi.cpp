@@ -2,7 +2,8 @@
 // parameter gradient are the same for every dp x cp layout that fits the world
 // (cp = 1, 2, 3, 4 and dp x cp = 2 x 2), for the GDN model and for the hybrid MoE model
 // (attention in both balance modes, the router loss over the global batch); the conv halo
-// and the attention exchange move exactly their formulas.
+// and the attention exchange move exactly their formulas; recomputation, the blocked LM
+// head and the intra-rank split of the GDN shards change nothing but rounding.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -66,10 +67,21 @@ struct Result {
 // Loss and gradients of the whole global batch on a dp x cp mesh of world, summed over
 // all ranks as the trainer does.
 Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch, int dp, int cp,
-                  int chunk, bool layer_local = false, ModelOptions options = {}) {
+                  int chunk, bool layer_local = false, ModelOptions options = {},
+                  int split_pieces = 0, bool slow_decay = false) {
   Mesh mesh = make_mesh(world, dp, cp);
   Model<double, Host> model(c, chunk, options);
   model.init(5);
+  if (slow_decay) {
+    // A = exp(A_log) = 0.01 in every GDN layer: the state remembers the whole sequence, so
+    // a piece's entry state depends on every piece before it. With the initial A up to
+    // 16, a few chunks decay below rounding and piece boundaries change no bit.
+    std::vector<double> v = model.params().host_values();
+    for (const ParamInfo& i : model.params().infos())
+      if (i.name.size() >= 5 && i.name.compare(i.name.size() - 5, 5, "A_log") == 0)
+        std::fill_n(v.begin() + i.offset, i.size, std::log(0.01));
+    model.params().set_values(v);
+  }
   const int Bl = batch.B / dp;
   const Shard s = contiguous_shard(batch.T, cp, mesh.cp_rank);
   std::vector<std::int32_t> tokens(Bl * s.size()), targets(Bl * s.size());
@@ -82,6 +94,7 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   Result r;
   CpOptions opt;
   opt.attention_layer_local = layer_local;
+  opt.split_pieces = split_pieces;
   const CpContext ctx{*mesh.cp_comm, s, batch.T, opt};
   const auto losses = model.forward_backward(ctx, world, tokens.data(), targets.data(), Bl, scale);
   r.loss = losses.ce_sum * scale;
@@ -161,6 +174,34 @@ TEST_CASE("recomputation is bit-identical; the blocked LM head and loss agree to
         CHECK(std::abs(blocked.loss - plain.loss) <= 1e-12 * std::abs(plain.loss));
         CHECK(rel_l2(blocked.grads.data(), plain.grads.data(), plain.grads.size()) <= 1e-12);
         CHECK(blocked.grads != plain.grads);  // the blocks did change the summation order
+      }
+  }
+}
+
+TEST_CASE("the intra-rank split of every GDN layer's shard changes only rounding (fp64 1e-12)",
+          "[model][split]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const int P = world.size();
+  for (const ModelConfig& c : {tiny_model(), hybrid_moe_model()}) {
+    // seq_len 140 at chunk 16: every cp = 1..4 shard has at least 3 chunks, so S = 2, 3
+    // pieces are taken as asked.
+    const Batch batch = make_batch(/*B=*/2, /*T=*/140, c.vocab_size);
+    for (int cp = 1; cp <= 4; ++cp)
+      for (int dp : {1, 2}) {
+        if (dp * cp != P) continue;
+        const Result unsplit = run_layout(world, c, batch, dp, cp, 16, false, {}, 1, true);
+        for (int S : {2, 3})
+          for (bool recompute : {false, true}) {
+            INFO("layers " << c.num_hidden_layers << " dp=" << dp << " cp=" << cp << " S=" << S
+                           << (recompute ? " recompute" : ""));
+            const Result r =
+                run_layout(world, c, batch, dp, cp, 16, false, ModelOptions{recompute, 0}, S, true);
+            CHECK(std::abs(r.loss - unsplit.loss) <= 1e-12 * std::abs(unsplit.loss));
+            CHECK(rel_l2(r.grads.data(), unsplit.grads.data(), unsplit.grads.size()) <= 1e-12);
+            // The pieces did run: the rounding moved. Except at cp = 1 with S = 2, where the
+            // second piece's entry state M_0 * 0 + U_0 is the unsplit pass's state, bit for bit.
+            if (cp > 1 || S > 2) CHECK(r.grads != unsplit.grads);
+          }
       }
   }
 }
