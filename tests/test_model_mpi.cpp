@@ -11,6 +11,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/single_communicator.h"
 #include "cp/attention_cp.h"
+#include "cp/gdn_cp.h"
 #include "cp/shard.h"
 #include "model/model.h"
 #include "ops/conv/conv_halo.h"
@@ -250,29 +251,36 @@ TEST_CASE("the conv halo moves exactly (W-1)(2 Hk K + Hv V) elements per rank pe
   const ModelConfig c = tiny_model();
   const int P = world.size();
   const Batch batch = make_batch(1, 37, c.vocab_size);
-  world.reset_counters();
-  Mesh mesh = make_mesh(world, 1, P);
-  Model<double, Host> model(c, 16);
-  model.init(5);
-  const Shard s = contiguous_shard(batch.T, P, world.rank());
-  std::vector<std::int32_t> tokens(batch.seq.begin() + s.begin, batch.seq.begin() + s.end);
-  std::vector<std::int32_t> targets(batch.seq.begin() + s.begin + 1, batch.seq.begin() + s.end + 1);
-  mesh.cp_comm->reset_counters();
-  model.forward_backward(CpContext{*mesh.cp_comm, s, batch.T, {}}, world, tokens.data(),
-                         targets.data(), 1, 1.0);
-  const std::int64_t halo = std::int64_t(c.linear_conv_kernel_dim - 1) *
-                            (2 * c.linear_num_key_heads * c.linear_key_head_dim +
-                             c.linear_num_value_heads * c.linear_value_head_dim) *
-                            sizeof(double);
-  const std::int64_t L = c.num_hidden_layers;
-  const int r = world.rank();
-  const CommCounter& f = mesh.cp_comm->counter(cp_sites::kConvHaloForward);
-  const CommCounter& b = mesh.cp_comm->counter(cp_sites::kConvHaloBackward);
-  INFO("rank " << r << " of " << P);
-  // Forward: every rank but the last sends its halo, every rank but the first receives.
-  CHECK(f.bytes_sent == (r + 1 < P ? L * halo : 0));
-  CHECK(f.bytes_received == (r > 0 ? L * halo : 0));
-  // Backward: the gradient of the same rows goes back the other way.
-  CHECK(b.bytes_sent == (r > 0 ? L * halo : 0));
-  CHECK(b.bytes_received == (r + 1 < P ? L * halo : 0));
+  // Recomputing, the second forward of each layer reuses the halo and the entry state it
+  // got the first time: the same exchange, once.
+  for (bool recompute : {false, true}) {
+    world.reset_counters();
+    Mesh mesh = make_mesh(world, 1, P);
+    Model<double, Host> model(c, 16, ModelOptions{recompute, 0});
+    model.init(5);
+    const Shard s = contiguous_shard(batch.T, P, world.rank());
+    std::vector<std::int32_t> tokens(batch.seq.begin() + s.begin, batch.seq.begin() + s.end);
+    std::vector<std::int32_t> targets(batch.seq.begin() + s.begin + 1,
+                                      batch.seq.begin() + s.end + 1);
+    mesh.cp_comm->reset_counters();
+    model.forward_backward(CpContext{*mesh.cp_comm, s, batch.T, {}}, world, tokens.data(),
+                           targets.data(), 1, 1.0);
+    const std::int64_t halo = std::int64_t(c.linear_conv_kernel_dim - 1) *
+                              (2 * c.linear_num_key_heads * c.linear_key_head_dim +
+                               c.linear_num_value_heads * c.linear_value_head_dim) *
+                              sizeof(double);
+    const std::int64_t L = c.num_hidden_layers;
+    const int r = world.rank();
+    const CommCounter& f = mesh.cp_comm->counter(cp_sites::kConvHaloForward);
+    const CommCounter& b = mesh.cp_comm->counter(cp_sites::kConvHaloBackward);
+    INFO("rank " << r << " of " << P << (recompute ? ", recompute layer" : ""));
+    // Forward: every rank but the last sends its halo, every rank but the first receives.
+    CHECK(f.bytes_sent == (r + 1 < P ? L * halo : 0));
+    CHECK(f.bytes_received == (r > 0 ? L * halo : 0));
+    // Backward: the gradient of the same rows goes back the other way.
+    CHECK(b.bytes_sent == (r > 0 ? L * halo : 0));
+    CHECK(b.bytes_received == (r + 1 < P ? L * halo : 0));
+    // One all-gather of the transition pairs per layer and step (none at cp = 1).
+    CHECK(mesh.cp_comm->counter(cp_sites::kForwardPairs).calls == (P > 1 ? L : 0));
+  }
 }

@@ -14,8 +14,15 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   p.validate();
   GDN_CHECK(p.T == cp.T_global, "GdnContextParallel: problem T = ", p.T,
             " but the CP context has T_global = ", cp.T_global);
+  // A recomputation (after release_for_recompute) of the forward on the same shard.
+  const bool replay = replay_;
+  replay_ = false;
+  GDN_CHECK(!replay || (comm_ == &cp.comm && shard_.begin == cp.shard.begin &&
+                        shard_.end == cp.shard.end && p.T == p_.T && p.B == p_.B),
+            "GdnContextParallel: a recomputed forward on another group, shard or problem");
   p_ = p;
   comm_ = &cp.comm;
+  shard_ = cp.shard;
   dims_ = {p.B * p.Hv, p.K, p.V};
   const int P = cp.comm.size(), r = cp.comm.rank();
   const std::int64_t na = dims_.a_elems(), pair = dims_.pair_elems();
@@ -27,7 +34,12 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
     pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view());
   }
   const T* h_in = nullptr;  // one rank: every sequence starts in its slice
-  if (P > 1) {
+  if (P > 1 && replay) {
+    // Phases 1-2 as the first time: h_in_ and the pairs were kept. The factors are made
+    // again, as phase 1 made them, for phase 3 and the backward.
+    pass_.prepare();
+    h_in = h_in_.data();
+  } else if (P > 1) {
     // Phase 1: this shard as one affine map of its entry state.
     pass_.prepare();
     mine_.resize(pair);

@@ -57,6 +57,18 @@ class GdnContextParallel {
     pass_.release();
     for (Buffer<Dev, T>* b : {&mine_, &h_in_, &own_M_, &gathered_, &D_, &lambda_, &all_D_})
       *b = Buffer<Dev, T>();
+    replay_ = false;
+  }
+  // As release(), but keeps what phases 1-2 made (the entry state h_in, the gathered pairs
+  // or this rank's M: 2 B Hv K (K + V) P elements at most), so that the next forward, a
+  // recomputation of the last one on the same shard and inputs, skips the transition pass
+  // and the exchange: it prepares the factors and runs phase 3 from the kept h_in. The
+  // results are the same bits (phases 1-2 are deterministic).
+  void release_for_recompute() {
+    norm_.release();
+    pass_.release();
+    for (Buffer<Dev, T>* b : {&mine_, &D_, &lambda_, &all_D_}) *b = Buffer<Dev, T>();
+    replay_ = comm_ != nullptr;
   }
   // How the last forward split this rank's shard (always 1 piece off the host).
   const SplitPlan& split_plan() const { return plan_; }
@@ -67,6 +79,8 @@ class GdnContextParallel {
 
   GdnProblem p_;
   const Communicator* comm_ = nullptr;  // of the last forward, to check backward's
+  Shard shard_{};                       // of the last forward, to check a replay's
+  bool replay_ = false;                 // the next forward reuses the kept h_in (recompute)
   QKNormalizer<T, Dev> norm_;
   SlicePass pass_;
   SplitPlan plan_{};

@@ -83,6 +83,10 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
   const bool split = plan_split(CpOptions{}, core, 0, s.Tl, omp_get_max_threads()).pieces > 1;
   if (s.P > 1 || split) a.kept += s.B * Hv * chunks * factors;
   if (s.P > 1) a.kept += std::int64_t(s.P) * s.B * Hv * K * (K + V);
+  // Recomputing, the conv halo, the entry state and the gathered pairs stay (an
+  // overestimate with the log-depth scan, which keeps this rank's M only).
+  a.exchanged = std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1) * Cc +
+                (s.P > 1 ? s.B * Hv * K * V + std::int64_t(s.P) * s.B * Hv * K * (K + V) : 0);
   // Backward scratch: dnormed, d_o, dz, dv; dq, dk; dg, dbeta, db, da; dconv_out,
   // dconv_in, dmixed; dx_part.
   a.transient = N * (4 * vd + 2 * qk + 4 * Hv + 3 * Cc + c.hidden_size);
@@ -106,10 +110,13 @@ void GdnMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* y) {
   ops::linear_forward(dev, x, ps_.value(in_proj_b_), N, d_, Hv_, b_.data());
   ops::linear_forward(dev, x, ps_.value(in_proj_a_), N, d_, Hv_, a_.data());
   // Causal conv over [halo; shard] per sequence, then SiLU.
-  Buffer<Dev, T> halo(std::size_t(B) * H * Cc);
-  conv_halo_forward<T, Dev>(cp.comm, mixed.data(), B, Tl, Cc, W_, halo.data());
+  if (!replay_) {
+    halo_.resize(std::size_t(B) * H * Cc);
+    conv_halo_forward<T, Dev>(cp.comm, mixed.data(), B, Tl, Cc, W_, halo_.data());
+  }
+  replay_ = false;
   conv_in_.resize(std::size_t(B) * (H + Tl) * Cc);
-  Dev::copy_rows(conv_in_.data(), (H + Tl) * Cc, halo.data(), H * Cc, H * Cc, B);
+  Dev::copy_rows(conv_in_.data(), (H + Tl) * Cc, halo_.data(), H * Cc, H * Cc, B);
   Dev::copy_rows(conv_in_.data() + H * Cc, (H + Tl) * Cc, mixed.data(), Tl * Cc, Tl * Cc, B);
   Buffer<Dev, T> conv_out(N * Cc);
   ops::causal_conv_silu_forward(dev, conv_in_.data(), ps_.value(conv1d_), B, Tl, Cc, W_,
@@ -196,7 +203,17 @@ template <typename T, typename Dev>
 void GdnMixer<T, Dev>::release() {
   for (Buffer<Dev, T>* b : {&z_, &b_, &a_, &conv_in_, &q_, &k_, &v_, &beta_, &g_, &o_, &normed_})
     *b = Buffer<Dev, T>();
+  halo_ = Buffer<Dev, T>();
+  replay_ = false;
   core_.release();
+}
+
+template <typename T, typename Dev>
+void GdnMixer<T, Dev>::release_for_recompute() {
+  for (Buffer<Dev, T>* b : {&z_, &b_, &a_, &conv_in_, &q_, &k_, &v_, &beta_, &g_, &o_, &normed_})
+    *b = Buffer<Dev, T>();
+  replay_ = true;
+  core_.release_for_recompute();
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class GdnMixer<T, Dev>;

@@ -35,6 +35,9 @@ class GdnMixer final : public Mixer<T, Dev> {
   void forward(const CpContext& cp, int B, const T* x, T* y) override;
   void backward(const CpContext& cp, const T* dy, T* dx) override;
   void release() override;
+  // Keeps the conv halo and the CP core's entry state and pairs: the recomputed forward
+  // exchanges nothing.
+  void release_for_recompute() override;
 
  private:
   int qk_dim() const { return Hk_ * K_; }
@@ -51,6 +54,8 @@ class GdnMixer final : public Mixer<T, Dev> {
   int B_ = 0;
   const T* x_ = nullptr;
   Buffer<Dev, T> z_, b_, a_, conv_in_, q_, k_, v_, beta_, g_, o_, normed_;
+  Buffer<Dev, T> halo_;  // the W - 1 rows before the shard, from the previous rank
+  bool replay_ = false;  // the next forward recomputes the last one: halo_ is its halo
   GdnContextParallel<T, Dev> core_;
 };
 

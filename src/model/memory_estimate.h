@@ -13,9 +13,11 @@
 namespace gdn {
 
 // Elements of activations: kept from forward to backward, and the most held at once
-// beyond those (a layer's backward scratch, the logits).
+// beyond those (a layer's backward scratch, the logits); `exchanged`: the part of `kept`
+// that a recomputing layer keeps anyway (what came from other ranks, Mixer::
+// release_for_recompute).
 struct ActivationElems {
-  std::int64_t kept = 0, transient = 0;
+  std::int64_t kept = 0, transient = 0, exchanged = 0;
 };
 
 // The shard a rank holds: B sequences of Tl of T tokens, at cp degree P.

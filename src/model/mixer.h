@@ -34,6 +34,10 @@ class Mixer {
   // Frees everything forward kept for backward (activation recomputation: the model runs
   // forward again before backward).
   virtual void release() = 0;
+  // As release(), but the next forward is a recomputation of the last one (same cp, same
+  // x): a mixer may keep the small results it got from other ranks and take them from
+  // there instead of exchanging again. The default keeps nothing.
+  virtual void release_for_recompute() { release(); }
 };
 
 // The mixer of one layer; its parameters are added to ps under prefix

@@ -211,7 +211,7 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
       router[2 * std::size_t(E)] += double(N);
     }
     if (recompute) {
-      b.mixer->release();
+      b.mixer->release_for_recompute();  // what came from other ranks stays
       b.mlp->release();
     }
   }
