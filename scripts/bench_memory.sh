@@ -71,14 +71,16 @@ awk -v T="$longest" '$1 == T && $2 == 1 { one[$3] = $4 } $1 == T && $2 == 4 { fo
 awk '$3 == "layer" { x = $1 / $2; y = $4; n++; sx += x; sy += y; sxx += x * x; sxy += x * y }
   END { if (n > 1) { b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
         printf "recompute layer: peak grows by %.0f bytes per shard token (least squares over %d runs)\n", b, n } }' "$results"
-# The longest sequence each layout would train on this machine: each (cp, recompute) row's
-# peak fitted as a + b T over the lengths run, solved for a + b T = MemTotal. An
-# extrapolation of the measured peaks (activations are linear in T / cp; the LM head's
+# The longest sequence each layout would train: each (cp, recompute) row's peak per rank
+# fitted as a + b T over the lengths run, solved for a + b T = MemTotal / cp (all cp ranks
+# on this machine, as here) and for a + b T = MemTotal (one rank per machine like this).
+# An extrapolation of the measured peaks (activations are linear in T / cp; the LM head's
 # block is fixed), rounded down to a multiple of 1024.
 mem=$(awk '/^MemTotal:/ { print $2 * 1024 }' /proc/meminfo)
-echo "longest seq_len that fits in MemTotal $(awk -v m="$mem" 'BEGIN { printf "%.1f GiB", m / 1073741824 }') (linear fit of the peaks per layout):"
+echo "longest seq_len from a linear fit of the peaks per layout, MemTotal $(awk -v m="$mem" 'BEGIN { printf "%.1f GiB", m / 1073741824 }'):"
 awk -v M="$mem" '{ k = $2 " " $3; n[k]++; sx[k] += $1; sy[k] += $4; sxx[k] += $1 * $1; sxy[k] += $1 * $4 }
   END { for (k in n) if (n[k] > 1) {
           b = (n[k] * sxy[k] - sx[k] * sy[k]) / (n[k] * sxx[k] - sx[k] * sx[k]); a = (sy[k] - b * sx[k]) / n[k];
           split(k, f, " ");
-          printf "  cp %d, recompute %-5s: %.0f bytes per token of the sequence, about %d tokens\n", f[1], f[2], b, int((M - a) / b / 1024) * 1024 } }' "$results" | sort -k2n -k4
+          printf "  cp %d, recompute %-5s: %6.0f bytes per rank per token of the sequence; all ranks on this machine: %8d tokens; one rank per machine: %8d tokens\n",
+            f[1], f[2], b, int((M / f[1] - a) / b / 1024) * 1024, int((M - a) / b / 1024) * 1024 } }' "$results" | sort -k2n -k4

@@ -81,6 +81,13 @@ class SplitLocalPass {
   void backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g);
   // Frees what the passes keep between calls (activation recomputation); the next reset()
   // and passes allocate it again.
+  // Frees every piece's WY factors (LocalPass::release_factors); the passes that need
+  // them prepare them again.
+  void release_factors() {
+    whole_.release_factors();
+    for (Pass& p : passes_) p.release_factors();
+    prepared_.assign(prepared_.size(), 0);
+  }
   void release() {
     whole_.release();
     passes_ = std::vector<Pass>();

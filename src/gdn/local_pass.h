@@ -70,6 +70,12 @@ class LocalPass {
     dkv_ = Buffer<Dev, T>();
     prepared_ = have_states_ = false;
   }
+  // Frees the WY factors only (the largest buffer: about 6 K + C elements per token and
+  // value head at K = V); transition() and adjoint() then need prepare() again.
+  void release_factors() {
+    factors_ = Buffer<Dev, T>();
+    prepared_ = false;
+  }
 
  private:
   PassArgs<T> args();

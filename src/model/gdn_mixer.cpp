@@ -73,15 +73,16 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
   // z, o, normed, v; q, k; b, a, beta, g; conv_in (with the halo rows).
   a.kept = N * (4 * vd + 2 * qk + 4 * Hv) +
            (N + std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1)) * Cc;
-  // The CP core: normalised q, k; per-chunk entry states; factors when P > 1 or when the
-  // automatic intra-rank split cuts the shard at this thread count (cp/split_pass.h); the
-  // per value head dq, dk scratch of the backward (kept by the pass); gathered pairs.
+  // The CP core: normalised q, k; per-chunk entry states; the per value head dq, dk
+  // scratch of the backward (kept by the pass); gathered pairs. The WY factors, made when
+  // P > 1 or when the automatic intra-rank split cuts the shard at this thread count
+  // (cp/split_pass.h), live only while the layer's forward or backward runs.
   a.kept += 2 * N * qk + s.B * Hv * chunks * K * V + 2 * G * N * qk;
   GdnProblem core;
   core.B = s.B, core.T = s.Tl, core.Hk = c.linear_num_key_heads, core.Hv = int(Hv);
   core.K = int(K), core.V = int(V), core.chunk_size = s.chunk_size;
   const bool split = plan_split(CpOptions{}, core, 0, s.Tl, omp_get_max_threads()).pieces > 1;
-  if (s.P > 1 || split) a.kept += s.B * Hv * chunks * factors;
+  const std::int64_t wy = s.P > 1 || split ? s.B * Hv * chunks * factors : 0;
   if (s.P > 1) a.kept += std::int64_t(s.P) * s.B * Hv * K * (K + V);
   // Recomputing, the conv halo, the entry state and the gathered pairs stay (an
   // overestimate with the log-depth scan, which keeps this rank's M only).
@@ -89,7 +90,7 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
                 (s.P > 1 ? s.B * Hv * K * V + std::int64_t(s.P) * s.B * Hv * K * (K + V) : 0);
   // Backward scratch: dnormed, d_o, dz, dv; dq, dk; dg, dbeta, db, da; dconv_out,
   // dconv_in, dmixed; dx_part.
-  a.transient = N * (4 * vd + 2 * qk + 4 * Hv + 3 * Cc + c.hidden_size);
+  a.transient = N * (4 * vd + 2 * qk + 4 * Hv + 3 * Cc + c.hidden_size) + wy;
   return a;
 }
 
