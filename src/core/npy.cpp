@@ -1,8 +1,5 @@
 #include "core/npy.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cctype>
@@ -17,6 +14,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/positional_file.h"
 
 namespace gdn {
 
@@ -318,53 +316,6 @@ NpyArray read_npy(const std::string& path) {
 
 namespace {
 
-// A file opened read-only for positional reads, closed when it goes.
-class ReadOnlyFile {
- public:
-  explicit ReadOnlyFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) {
-      const int err = errno;
-      throw_error("read_npy: cannot open file '", path, "': ", std::strerror(err),
-                  " (expected a readable .npy file)");
-    }
-  }
-  ~ReadOnlyFile() { ::close(fd_); }
-  ReadOnlyFile(const ReadOnlyFile&) = delete;
-  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
-
-  std::int64_t size() const {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) {
-      const int err = errno;
-      throw_error("read_npy: cannot stat '", path_, "': ", std::strerror(err));
-    }
-    return std::int64_t(st.st_size);
-  }
-
-  // Exactly n bytes at offset into dst (pread may return less than asked: it loops).
-  void read_at(char* dst, std::int64_t n, std::int64_t offset) const {
-    std::int64_t done = 0;
-    while (done < n) {
-      const ssize_t got = ::pread(fd_, dst + done, std::size_t(n - done), off_t(offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        const int err = errno;
-        throw_error("read_npy: ", path_, ": read error at byte ", offset + done, ": ",
-                    std::strerror(err));
-      }
-      if (got == 0)
-        throw_error("read_npy: ", path_, ": read error: expected ", n, " bytes at byte ", offset,
-                    ", got ", done, " (the file is shorter than its header says)");
-      done += got;
-    }
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
 // Elements of the axes before `axis`, and bytes of one index of `axis` (the axes after it).
 std::int64_t elems_before(const Shape& s, int axis) {
   std::int64_t n = 1;
@@ -402,17 +353,19 @@ NpyArray read_npy_slice(const std::string& path, const NpyHeader& h, int axis, s
   const std::int64_t run = count * row;  // bytes of one run
   a.bytes.resize(std::size_t(outer * run));
   if (a.bytes.empty()) return a;
-  const ReadOnlyFile f(path);
+  const PositionalFile f(path, "read_npy: ", "file", "expected a readable .npy file",
+                         "a .npy file");
+  const std::string short_note = "the file is shorter than its header says";
   const std::int64_t size = f.size();
   if (size != h.data_offset + h.data_bytes)
     throw_error("read_npy: ", path, ": the file has ", size, " bytes, but its header said ",
                 h.data_offset + h.data_bytes, ": it changed after the header was read");
   if (count == dim || outer == 1) {  // the runs touch: one read
-    f.read_at(a.bytes.data(), outer * run, h.data_offset + begin * row);
+    f.read(a.bytes.data(), outer * run, h.data_offset + begin * row, short_note);
     return a;
   }
   for (std::int64_t o = 0; o < outer; ++o)
-    f.read_at(a.bytes.data() + o * run, run, h.data_offset + (o * dim + begin) * row);
+    f.read(a.bytes.data() + o * run, run, h.data_offset + (o * dim + begin) * row, short_note);
   return a;
 }
 

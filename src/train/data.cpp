@@ -1,8 +1,5 @@
 #include "train/data.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/npy.h"
+#include "core/positional_file.h"
 #include "core/rng.h"
 
 namespace gdn {
@@ -182,80 +180,8 @@ class SyntheticSource final : public TokenSource {
   double entropy_rate_ = 0, unigram_entropy_ = 0;
 };
 
-// A file opened read-only for positional reads (pread): what a source reads of it is a
-// window at a time, so neither the file nor the windows already read stay in memory. The
-// file must not shrink while it is open: a read past its new end is an error naming it.
-class DataFile {
- public:
-  // `what` names the kind of file in messages ("token file", "data file"), `expected`
-  // says what it should hold, and `open_note` follows the reason it cannot be opened.
-  DataFile(const std::string& path, const std::string& what, const std::string& expected,
-           const std::string& open_note)
-      : path_(path), what_(what) {
-    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer; it is refused below.
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd_ < 0) {
-      const int err = errno;
-      throw_error("cannot open ", what, " '", path, "': ", std::strerror(err), " (", open_note,
-                  ")");
-    }
-    struct stat st {};
-    const int rc = ::fstat(fd_, &st);
-    const int err = errno;
-    if (rc != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      GDN_CHECK(rc == 0, "cannot stat ", what, " '", path, "': ", std::strerror(err));
-      throw_error(what, " '", path, "' is ",
-                  S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", ": expected ",
-                  expected);
-    }
-    size_ = std::int64_t(st.st_size);
-  }
-  ~DataFile() { ::close(fd_); }
-  DataFile(const DataFile&) = delete;
-  DataFile& operator=(const DataFile&) = delete;
-
-  std::int64_t size() const { return size_; }
-
-  // Exactly n bytes at byte offset into dst.
-  void read(unsigned char* dst, std::int64_t n, std::int64_t offset) const {
-    std::int64_t done = 0;
-    while (done < n) {
-      const ssize_t got = ::pread(fd_, dst + done, std::size_t(n - done), off_t(offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        const int err = errno;
-        throw_error("error reading ", what_, " '", path_, "' at byte ", offset + done, ": ",
-                    std::strerror(err));
-      }
-      if (got == 0)
-        throw_error(what_, " '", path_, "' ends at byte ", offset + done, ", but it had ", size_,
-                    " bytes at start-up: it must not change during the run");
-      done += got;
-    }
-  }
-
-  // Calls f(bytes, n) on consecutive blocks of whole elements of esize bytes, from byte
-  // `begin` to the end of the file: one streaming pass, a block at a time in memory.
-  template <typename F>
-  void stream(std::int64_t begin, std::int64_t esize, F&& f) const {
-    ::posix_fadvise(fd_, off_t(begin), 0, POSIX_FADV_SEQUENTIAL);  // only a hint
-    const std::int64_t block = (std::int64_t(1) << 20) / esize * esize;
-    std::vector<unsigned char> buf(
-        std::size_t(std::min(block, std::max<std::int64_t>(size_ - begin, 0))));
-    for (std::int64_t at = begin; at < size_; at += block) {
-      const std::int64_t n = std::min(block, size_ - at);
-      read(buf.data(), n, at);
-      f(buf.data(), n);
-    }
-    ::posix_fadvise(fd_, off_t(begin), 0, POSIX_FADV_NORMAL);
-  }
-
- private:
-  std::string path_, what_;
-  int fd_ = -1;
-  std::int64_t size_ = 0;
-};
+// What a data file must not do while it is read.
+constexpr const char* kMustNotChange = "it must not change during the run";
 
 // Byte-level tokens from a text file; each sequence is a window at a seeded offset.
 class TextFileSource final : public TokenSource {
@@ -263,11 +189,11 @@ class TextFileSource final : public TokenSource {
   TextFileSource(const std::string& path, int vocab, std::uint64_t seed, std::int64_t seq_len)
       : path_(path),
         seed_(seed),
-        file_(checked_path(path, vocab), "data file",
-              std::string("a text file (") + kDataNote + ")", kDataNote) {
+        file_(checked_path(path, vocab), "", "data file", kDataNote,
+              std::string("a text file (") + kDataNote + ")") {
     check_length(seq_len + 1);
     std::array<std::int64_t, 256> count{};
-    file_.stream(0, 1, [&](const unsigned char* p, std::int64_t n) {
+    file_.stream(0, 1, kMustNotChange, [&](const unsigned char* p, std::int64_t n) {
       for (std::int64_t i = 0; i < n; ++i) ++count[p[i]];
     });
     std::array<double, 256> prob{};
@@ -287,7 +213,7 @@ class TextFileSource final : public TokenSource {
     check_length(len);
     const std::int64_t offset = window_offset(seed_, step, index, file_.size(), len);
     std::vector<unsigned char> bytes(static_cast<std::size_t>(count));
-    file_.read(bytes.data(), count, offset + begin);
+    file_.read(bytes.data(), count, offset + begin, kMustNotChange);
     for (std::int64_t i = 0; i < count; ++i) out[i] = std::int32_t(bytes[std::size_t(i)]);
   }
 
@@ -317,7 +243,7 @@ class TextFileSource final : public TokenSource {
 
   std::string path_;
   std::uint64_t seed_;
-  DataFile file_;
+  PositionalFile file_;
   double unigram_entropy_ = 0;
 };
 
@@ -371,7 +297,8 @@ class TokenFileSource final : public TokenSource {
                   std::uint64_t seed, std::int64_t seq_len)
       : path_(path),
         seed_(seed),
-        file_(path, "token file", expected(npy, raw_type), "expected " + expected(npy, raw_type)) {
+        file_(path, "", "token file", "expected " + expected(npy, raw_type),
+              expected(npy, raw_type)) {
     if (npy) {
       // The file's size is checked against the header, which read_npy_header matches
       // exactly to the shape (no truncated or trailing data).
@@ -410,7 +337,7 @@ class TokenFileSource final : public TokenSource {
     const std::int64_t offset = window_offset(seed_, step, index, n_, len);
     const std::int64_t esize = element_size();
     std::vector<unsigned char> bytes(static_cast<std::size_t>(count * esize));
-    file_.read(bytes.data(), count * esize, begin_ + (offset + begin) * esize);
+    file_.read(bytes.data(), count * esize, begin_ + (offset + begin) * esize, kMustNotChange);
     visit_token_type(type_, [&](auto e) {
       using E = decltype(e);
       // In range: the scan at construction saw every id below vocab_size (an int).
@@ -453,18 +380,19 @@ class TokenFileSource final : public TokenSource {
   void scan(int vocab) {
     std::vector<std::int64_t> count(std::size_t(vocab), 0);
     std::int64_t i = 0;  // index of the block's first token in the stream
-    file_.stream(begin_, sizeof(E), [&](const unsigned char* p, std::int64_t bytes) {
-      const std::int64_t n = bytes / std::int64_t(sizeof(E));
-      for (std::int64_t j = 0; j < n; ++j) {
-        const auto v = std::int64_t(load<E>(p, j));
-        if (std::uint64_t(v) >= std::uint64_t(vocab))  // negative ids wrap to huge values
-          throw_error("token file '", path_, "': the token at index ", i + j, " is ", v,
-                      ", outside [0, ", vocab, "): expected ids in [0, model.vocab_size)",
-                      v < 0 ? "" : " (was the file tokenized for a larger vocabulary?)");
-        ++count[std::size_t(v)];
-      }
-      i += n;
-    });
+    file_.stream(
+        begin_, sizeof(E), kMustNotChange, [&](const unsigned char* p, std::int64_t bytes) {
+          const std::int64_t n = bytes / std::int64_t(sizeof(E));
+          for (std::int64_t j = 0; j < n; ++j) {
+            const auto v = std::int64_t(load<E>(p, j));
+            if (std::uint64_t(v) >= std::uint64_t(vocab))  // negative ids wrap to huge values
+              throw_error("token file '", path_, "': the token at index ", i + j, " is ", v,
+                          ", outside [0, ", vocab, "): expected ids in [0, model.vocab_size)",
+                          v < 0 ? "" : " (was the file tokenized for a larger vocabulary?)");
+            ++count[std::size_t(v)];
+          }
+          i += n;
+        });
     std::vector<double> prob(count.size());
     for (std::size_t t = 0; t < count.size(); ++t) prob[t] = double(count[t]) / double(n_);
     unigram_entropy_ = entropy_nats(prob);
@@ -472,7 +400,7 @@ class TokenFileSource final : public TokenSource {
 
   std::string path_;
   std::uint64_t seed_;
-  DataFile file_;
+  PositionalFile file_;
   TokenType type_ = TokenType::u16;
   std::int64_t begin_ = 0;  // byte offset of token 0 in the file
   std::int64_t n_ = 0;      // tokens in the stream
