@@ -3,7 +3,7 @@
 # and activation recomputation off and on: one gdn_train run per cell (1 step, batch 1),
 # the largest rank's peak RSS from its closing line, and gdn_train's own estimate beside it.
 #
-#   scripts/bench_memory.sh [--config configs/bench-memory.json] [--seq-lens "4096 16384 65536"]
+#   scripts/bench_memory.sh [--config configs/bench-memory.json] [--seq-lens "4096 16384 65536 131072"]
 #       [--cps "1 2 4"] [--dtype f32]
 #
 # Prints a table  seq_len | cp | recompute | peak RSS | estimate | peak / peak(cp=1), the
@@ -12,7 +12,7 @@
 # fit) shows "does not fit".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CONFIG=configs/bench-memory.json SEQS="4096 16384 65536" CPS="1 2 4" DTYPE=f32
+CONFIG=configs/bench-memory.json SEQS="4096 16384 65536 131072" CPS="1 2 4" DTYPE=f32
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) CONFIG=$2; shift 2 ;;
