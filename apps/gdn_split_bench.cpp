@@ -250,17 +250,8 @@ int run(int argc, char** argv) {
   const std::string dtype = (*res)["dtype"].as<std::string>();
   GDN_CHECK(dtype == "f32" || dtype == "f64", "--dtype ", dtype, ": expected f32 or f64");
 
-  const std::string spec = (*res)["shapes"].as<std::string>();
-  for (std::size_t pos = 0; pos < spec.size();) {
-    const std::size_t end = std::min(spec.find(';', pos), spec.size());
-    const auto v = app::parse_int_list(spec.substr(pos, end - pos), ',', "--shapes");
-    GDN_CHECK(v.size() == 6, "--shapes: '", spec.substr(pos, end - pos), "' has ", v.size(),
-              " numbers, expected 6: B,T,Hk,Hv,K,V");
-    GdnProblem p;
-    p.B = int(v[0]), p.T = v[1], p.Hk = int(v[2]), p.Hv = int(v[3]), p.K = int(v[4]),
-    p.V = int(v[5]);
-    p.chunk_size = s.chunk_size;
-    p.validate();
+  for (const GdnProblem& p :
+       app::parse_gdn_shapes((*res)["shapes"].as<std::string>(), s.chunk_size)) {
     if (dtype == "f64") {
       bench_shape<double>(p, s, "f64");
       if (s.scan_only) bench_scans<double>(p, s, "f64");
@@ -268,7 +259,6 @@ int run(int argc, char** argv) {
       bench_shape<float>(p, s, "f32");
       if (s.scan_only) bench_scans<float>(p, s, "f32");
     }
-    pos = end + 1;
   }
   return 0;
 }

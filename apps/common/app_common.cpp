@@ -97,6 +97,24 @@ std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const s
   return out;
 }
 
+std::vector<GdnProblem> parse_gdn_shapes(const std::string& spec, int chunk_size) {
+  std::vector<GdnProblem> shapes;
+  for (std::size_t pos = 0; pos < spec.size();) {
+    const std::size_t end = std::min(spec.find(';', pos), spec.size());
+    const auto v = parse_int_list(spec.substr(pos, end - pos), ',', "--shapes");
+    GDN_CHECK(v.size() == 6, "--shapes: '", spec.substr(pos, end - pos), "' has ", v.size(),
+              " numbers, expected 6: B,T,Hk,Hv,K,V");
+    GdnProblem p;
+    p.B = int(v[0]), p.T = v[1], p.Hk = int(v[2]), p.Hv = int(v[3]), p.K = int(v[4]),
+    p.V = int(v[5]);
+    p.chunk_size = chunk_size;
+    p.validate();
+    shapes.push_back(p);
+    pos = end + 1;
+  }
+  return shapes;
+}
+
 double median(std::vector<double> xs) {
   GDN_CHECK(!xs.empty(), "median of an empty sample");
   std::sort(xs.begin(), xs.end());

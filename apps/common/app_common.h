@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "gdn/problem.h"
 
 namespace gdn::app {
 
@@ -35,6 +36,9 @@ void run_or_abort_job(Communicator& comm, const std::function<void()>& fn);
 
 // "0,100,250" -> {0, 100, 250}. Errors name `what` and the bad item.
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what);
+
+// The benchmarks' --shapes: "B,T,Hk,Hv,K,V;..." -> validated problems at chunk_size.
+std::vector<GdnProblem> parse_gdn_shapes(const std::string& spec, int chunk_size);
 
 // main() of a serial tool: sets up logging, runs `run`, and turns an exception into one
 // error line and exit code 1.
