@@ -92,7 +92,8 @@ template <typename T, typename Dev>
 void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g) {
   GDN_CHECK(have_states_,
             "LocalPass::backward called before output(): the chunk entry states are missing");
-  const std::size_t n = std::size_t(p_.B) * tokens() * p_.Hk * p_.K * p_.group();
+  const std::size_t n =
+      std::size_t(p_.B) * tokens() * p_.Hk * p_.K * pass::grad_scratch_heads(Dev{}, p_.group());
   if (dqv_.size() != n) {
     dqv_.resize(n);
     dkv_.resize(n);

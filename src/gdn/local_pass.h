@@ -72,7 +72,8 @@ class LocalPass {
   Buffer<Dev, T> factors_;    // [B * Hv, chunks, factor size], filled by prepare()
   Buffer<Dev, T> states_;     // [B * Hv, chunks, K, V], filled by output()
   Buffer<Dev, T> workspace_;  // per thread group scratch of the device's passes
-  Buffer<Dev, T> dqv_, dkv_;  // dq, dk per value head, summed per key head by backward()
+  Buffer<Dev, T> dqv_,
+      dkv_;  // dq, dk per value head (pass::grad_scratch_heads), summed per key head
 };
 
 }  // namespace gdn

@@ -268,6 +268,10 @@ bool output_needs_factors(Cuda) {
   return true;
 }
 
+int grad_scratch_heads(Cuda, int G) {
+  return G;
+}
+
 template <typename T>
 std::size_t workspace_elems(Cuda, const PassArgs<T>& a) {
   // prepare has the most jobs, so it launches the most blocks.

@@ -211,9 +211,11 @@ void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T*
           gather_rows(a, bh, c, buf);
           gather(dO + at.v, v_stride, rows, V, a.C, buf.dO.data());
           math.backward(buf.rows(), a.entry_state(bh, c), buf.dO.data(), dh.data(), buf.grads());
-          const std::int64_t head = std::int64_t(hv % G) * qk_elems;
-          scatter(buf.dq.data(), rows, K, dqv + head + at.qk, qk_stride);
-          scatter(buf.dk.data(), rows, K, dkv + head + at.qk, qk_stride);
+          // The group's first value head writes dq, dk; the others their scratch blocks.
+          const int j = hv % G;
+          const std::int64_t head = std::int64_t(j - 1) * qk_elems;
+          scatter(buf.dq.data(), rows, K, (j == 0 ? gr.dq : dqv + head) + at.qk, qk_stride);
+          scatter(buf.dk.data(), rows, K, (j == 0 ? gr.dk : dkv + head) + at.qk, qk_stride);
           scatter(buf.dv.data(), rows, V, gr.dv + at.v, v_stride);
           scatter(buf.dg.data(), rows, 1, gr.dg + at.t * a.Hv + hv, a.Hv);
           scatter(buf.dbeta.data(), rows, 1, gr.dbeta + at.t * a.Hv + hv, a.Hv);
@@ -222,8 +224,8 @@ void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T*
       }
     }
   }
-  sum_head_groups(dqv, qk_elems, G, gr.dq);
-  sum_head_groups(dkv, qk_elems, G, gr.dk);
+  add_head_groups(dqv, qk_elems, G - 1, gr.dq);
+  add_head_groups(dkv, qk_elems, G - 1, gr.dk);
 }
 
 GDN_INSTANTIATE_ON(GDN_PASS_OPS, Host)

@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "core/hd.h"
+#include "ops/gdn_chunk/row_math.h"
 #include "ops/gemm/structure.h"
 
 namespace gdn {
@@ -97,29 +98,6 @@ GDN_HD void block_gemm(int tid, int nt, bool ta, bool tb, int m, int n, int k, T
   }
 }
 
-// sum_i a[i] b[i], i < n. On the host in 16 interleaved partial sums that are then added
-// pairwise: the compiler turns that into vector FMAs, where one running sum would wait on
-// the add latency at every element. On the GPU (one thread's loop) in order. Either way
-// the order depends on n only.
-template <typename T>
-GDN_HD T row_dot(const T* a, const T* b, int n) {
-#ifdef __CUDA_ARCH__
-  T acc = 0;
-  for (int i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-#else
-  constexpr int W = 16;
-  T part[W] = {};
-  int i = 0;
-  for (; i + W <= n; i += W)
-    for (int l = 0; l < W; ++l) part[l] += a[i + l] * b[i + l];
-  for (int l = 0; i + l < n; ++l) part[l] += a[i + l] * b[i + l];
-  for (int w = W / 2; w >= 1; w /= 2)
-    for (int l = 0; l < w; ++l) part[l] += part[l + w];
-  return part[0];
-#endif
-}
-
 // The chunk math of docs/design.md §2 and §2b for one Exec. Cheap to construct (it only carves
 // the workspace): make one per thread group and chunk job.
 template <typename T, typename Exec>
@@ -179,7 +157,13 @@ class ChunkKernel {
   template <typename F>
   GDN_HD void each2d(int m, int n, F f) {
     if constexpr (Exec::serial) {
+      // Every f passed here writes only cell (i, j) of its outputs and reads no output cell
+      // of another (i, j): the inner loop has no carried dependency, which GCC cannot prove
+      // through the captured pointers; ivdep lets it vectorise.
       for (int i = 0; i < m; ++i)
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__clang__)
+#pragma GCC ivdep
+#endif
         for (int j = 0; j < n; ++j) f(i, j);
     } else {
       for (int x = ex_.tid(); x < m * n; x += ex_.nthreads()) f(x / n, x % n);
@@ -227,9 +211,24 @@ GDN_HD void ChunkKernel<T, Exec>::decay_terms(const T* g) {
   ex_.sync();
   for (int i = ex_.tid(); i < C; i += ex_.nthreads())
     e_[i] = seg_[i] == seg_[C - 1] ? hd::exp(G_[C - 1] - G_[i]) : T(0);
-  each2d(C, C, [&](int i, int j) {
-    D_[i * C + j] = j <= i && seg_[i] == seg_[j] ? hd::exp(G_[i] - G_[j]) : T(0);
-  });
+  if constexpr (Exec::serial) {  // the same values, in loops the compiler vectorises
+    for (int i = 0; i < C; ++i) {
+      T* Di = D_ + i * C;
+      const T Gi = G_[i], si = seg_[i];
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__clang__)
+#pragma GCC ivdep
+#endif
+      for (int j = 0; j <= i; ++j) {
+        const T d = decay_exp(Gi - G_[j]);
+        Di[j] = seg_[j] == si ? d : T(0);
+      }
+      for (int j = i + 1; j < C; ++j) Di[j] = 0;
+    }
+  } else {
+    each2d(C, C, [&](int i, int j) {
+      D_[i * C + j] = j <= i && seg_[i] == seg_[j] ? decay_exp(G_[i] - G_[j]) : T(0);
+    });
+  }
   ex_.sync();
 }
 
