@@ -186,15 +186,22 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
     return 1;
   }
   if (!s.export_hf.empty()) trainer->export_hf(s.export_hf);
+  // Each rank's CPU time in the steps: the largest and the mean over the ranks.
+  double cpu_max = result.cpu_seconds, cpu_sum = result.cpu_seconds;
+  world.all_reduce_max(&cpu_max, 1, "app.cpu_time");
+  world.all_reduce_sum(&cpu_sum, 1, "app.cpu_time");
   if (world.rank() != 0 || result.steps.empty()) return 0;
   double tokens = 0, ms = 0;
   for (const StepRecord& r : result.steps) {
     tokens += double(r.tokens);
     ms += r.step_ms;
   }
-  spdlog::info("done: {} steps, final loss {:.6f}, {:.0f} tokens/s on {} ranks (dp={} cp={})",
-               result.steps.size(), result.steps.back().loss, tokens / (ms / 1000.0), world.size(),
-               s.cfg.train.dp, s.cfg.train.cp);
+  spdlog::info(
+      "done: {} steps, final loss {:.6f}, {:.0f} tokens/s on {} ranks (dp={} cp={}), peak RSS of "
+      "the largest rank {}, CPU time in the steps per rank: max {:.3f} s, mean {:.3f} s",
+      result.steps.size(), result.steps.back().loss, tokens / (ms / 1000.0), world.size(),
+      s.cfg.train.dp, s.cfg.train.cp, format_bytes(double(result.steps.back().peak_rss)), cpu_max,
+      cpu_sum / world.size());
   return 0;
 }
 

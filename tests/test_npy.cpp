@@ -2,6 +2,7 @@
 // in here, not produced by write_npy) so the reader is checked against the format itself.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -310,4 +311,133 @@ TEST_CASE("first_nonfinite finds NaN and Inf in float data only, -inf when asked
   CHECK(first_nonfinite(read_npy(p), /*allow_neg_inf=*/true) == 2);
   write_npy(p, Tensor<std::int32_t>(Shape{3}, -1));  // all-ones bits: not a float NaN
   CHECK(first_nonfinite(read_npy(p)) == -1);
+}
+
+// ---------------------------------------------------------------- partial reads
+
+namespace {
+
+// The slice [begin, begin + count) along axis of t, computed in memory: the reference for
+// read_npy_slice.
+template <typename T>
+Tensor<T> slice_of(const Tensor<T>& t, int axis, std::int64_t begin, std::int64_t count) {
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= t.shape[std::size_t(d)];
+  for (std::size_t d = std::size_t(axis) + 1; d < t.shape.size(); ++d) inner *= t.shape[d];
+  const std::int64_t dim = t.shape[std::size_t(axis)];
+  Shape s = t.shape;
+  s[std::size_t(axis)] = count;
+  Tensor<T> out(s);
+  for (std::int64_t o = 0; o < outer; ++o)
+    std::copy_n(t.ptr() + (o * dim + begin) * inner, count * inner, out.ptr() + o * count * inner);
+  return out;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("read_npy_slice reads exactly the sub-array along one axis", "[npy]", float,
+                   double, std::int32_t, std::int64_t) {
+  const std::string p = tmp().path("slice.npy");
+  struct Case {
+    Shape shape;
+    int axis;
+    std::int64_t begin, count;
+  };
+  // Rows of a 1-D and a 2-D array (one run) at the start, middle and end; shards along T of
+  // [B, T, H, D] arrays (B runs); the whole axis (the runs touch); nothing; a middle axis.
+  const std::vector<Case> cases = {
+      {{10}, 0, 0, 3},           {{10}, 0, 4, 3},           {{10}, 0, 7, 3},
+      {{10}, 0, 9, 1},           {{10}, 0, 0, 10},          {{10}, 0, 5, 0},
+      {{10}, 0, 10, 0},          {{6, 5}, 0, 0, 2},         {{6, 5}, 0, 2, 3},
+      {{6, 5}, 0, 5, 1},         {{3, 20, 2, 4}, 1, 0, 7},  {{3, 20, 2, 4}, 1, 7, 7},
+      {{3, 20, 2, 4}, 1, 14, 6}, {{3, 20, 2, 4}, 1, 19, 1}, {{3, 20, 2, 4}, 1, 0, 20},
+      {{3, 20, 2, 4}, 1, 20, 0}, {{2, 5, 4}, 1, 1, 3},      {{2, 3, 6}, 2, 2, 3},
+      {{1, 9, 3}, 1, 3, 3},      {{4, 0, 2}, 0, 1, 2},      {{2, 3, 0}, 1, 1, 2}};
+  for (const Case& c : cases) {
+    CAPTURE(shape_str(c.shape), c.axis, c.begin, c.count);
+    const Tensor<TestType> t = make<TestType>(c.shape);
+    write_npy(p, t);
+    const NpyHeader h = read_npy_header(p);
+    const NpyArray a = read_npy_slice(p, h, c.axis, c.begin, c.count);
+    const Tensor<TestType> want = slice_of(t, c.axis, c.begin, c.count);
+    CHECK(a.dtype == dtype_of<TestType>());
+    CHECK(a.shape == want.shape);
+    const Tensor<TestType> got = npy_to_tensor<TestType>(a, p);
+    CHECK(got.data == want.data);
+    // Each element's flat index in the whole file is where the reference took it from.
+    for (std::int64_t i = 0; i < want.size(); ++i) {
+      const std::int64_t flat = npy_slice_flat_index(c.shape, c.axis, c.begin, c.count, i);
+      REQUIRE(flat >= 0);
+      REQUIRE(flat < t.size());
+      REQUIRE(t.data[std::size_t(flat)] == got.data[std::size_t(i)]);
+    }
+  }
+}
+
+TEST_CASE("read_npy_slice: the shards of every rank tile the whole array", "[npy]") {
+  const std::string p = tmp().path("tile.npy");
+  const Tensor<double> t = make<double>({2, 13, 3, 2});
+  write_npy(p, t);
+  const NpyHeader h = read_npy_header(p);
+  for (const int P : {1, 2, 3, 4, 13, 16}) {
+    CAPTURE(P);
+    std::vector<int> seen(std::size_t(t.size()), 0);
+    const std::int64_t per = (13 + P - 1) / P;
+    for (int r = 0; r < P; ++r) {
+      const std::int64_t b = std::min<std::int64_t>(13, per * r),
+                         e = std::min<std::int64_t>(13, per * (r + 1));
+      const Tensor<double> s = npy_to_tensor<double>(read_npy_slice(p, h, 1, b, e - b), p);
+      for (std::int64_t i = 0; i < s.size(); ++i) {
+        const std::int64_t flat = npy_slice_flat_index(t.shape, 1, b, e - b, i);
+        REQUIRE(t.data[std::size_t(flat)] == s.data[std::size_t(i)]);
+        ++seen[std::size_t(flat)];
+      }
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  }
+}
+
+TEST_CASE("read_npy_slice reads a v2.0 file and an unaligned header", "[npy]") {
+  const std::string p = tmp().path("v2.npy");
+  // v2.0: 4-byte header length; a 21-byte header leaves the data unaligned at byte 33.
+  const std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }\n";
+  std::string s("\x93NUMPY\x02\x00", 8);
+  for (int i = 0; i < 4; ++i) s += static_cast<char>((h.size() >> (8 * i)) & 0xff);
+  write_bytes(p, s + h + f32_bytes({0, 1, 2, 3, 4, 5, 6, 7}));
+  const NpyHeader hd = read_npy_header(p);
+  CHECK(hd.data_offset == 12 + std::int64_t(h.size()));
+  const Tensor<float> got = npy_to_tensor<float>(read_npy_slice(p, hd, 0, 1, 2), p);
+  CHECK(got.shape == Shape{2, 2});
+  CHECK(got.data == std::vector<float>{2, 3, 4, 5});
+}
+
+TEST_CASE("read_npy_slice refuses bad axes and ranges and a file that changed", "[npy]") {
+  const std::string p = tmp().path("slice_bad.npy");
+  write_npy(p, make<float>({2, 5, 3}));
+  const NpyHeader h = read_npy_header(p);
+  CHECK_THROWS_WITH(read_npy_slice(p, h, 3, 0, 1),
+                    Contains(p) && Contains("axis 3 is not an axis of shape [2, 5, 3]"));
+  CHECK_THROWS_WITH(read_npy_slice(p, h, -1, 0, 1), Contains("axis -1"));
+  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 3, 3),
+                    Contains("elements [3, 6) along axis 1 are outside [0, 5)"));
+  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, -1, 2), Contains("elements [-1, 1)"));
+  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 6, 0), Contains("outside [0, 5)"));
+  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 0, -1), Contains("outside [0, 5)"));
+  write_npy(tmp().path("scalar.npy"), make<float>({}));
+  CHECK_THROWS_WITH(
+      read_npy_slice(tmp().path("scalar.npy"), read_npy_header(tmp().path("scalar.npy")), 0, 0, 1),
+      Contains("axis 0 is not an axis of shape []"));
+  CHECK_THROWS_WITH(npy_slice_flat_index({2, 5, 3}, 1, 1, 2, 12),
+                    Contains("index 12 is outside the slice of 12 elements"));
+
+  // The file shrank, or grew, after its header was read.
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) - 4);
+  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 0, 2),
+                    Contains(p) && Contains("changed after the header was read"));
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) + 8);
+  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 0, 2), Contains("changed after the header was read"));
+  // Gone: the error names it; an empty slice reads nothing, so it does not care.
+  std::filesystem::remove(p);
+  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 0, 2), Contains("cannot open file '" + p + "'"));
+  CHECK(read_npy_slice(p, h, 1, 5, 0).shape == Shape{2, 0, 3});
 }

@@ -1,6 +1,7 @@
 // Unit tests of the training pieces that need no MPI: config parsing and layout checks,
 // learning-rate schedule, AdamW and clipping against hand-computed values, the token
 // sources, and checkpoints (round trip, dtype conversion, torn and corrupt files).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -781,6 +782,112 @@ TEST_CASE("token files: bad input is an error naming the file and what was expec
   write_ids_npy<std::int64_t>(tmp / "big64.npy", bad);
   CHECK_THROWS_WITH(make_token_source(tmp / "big64.npy", 248320, 1, 8),
                     Contains(tmp / "big64.npy") && Contains("index 4 is 1099511627776"));
+}
+
+// ---------------------------------------------------------------- sequence slices
+
+namespace {
+
+// A source that only knows whole windows: it gets TokenSource's default sequence_slice.
+class WholeWindowSource final : public TokenSource {
+ public:
+  void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
+                std::int32_t* out) const override {
+    for (std::int64_t i = 0; i < len; ++i) out[i] = std::int32_t((step * 31 + index * 7 + i) % 97);
+  }
+  double unigram_entropy() const override { return 0; }
+  std::string describe() const override { return "whole windows"; }
+};
+
+}  // namespace
+
+TEST_CASE("sequence_slice gives exactly that part of sequence()'s window, for every source",
+          "[data]") {
+  TempDir tmp;
+  const std::int64_t seq_len = 128, len = seq_len + 1;
+  std::vector<std::pair<std::string, std::unique_ptr<TokenSource>>> sources;
+  sources.emplace_back("synthetic", make_token_source("synthetic", 64, 7, seq_len));
+  sources.emplace_back("text", make_token_source(find_public_domain_text(), 256, 3, seq_len));
+  for (const std::string& p : write_all_formats(tmp, "slice", random_ids(5000, 9)))
+    sources.emplace_back(p, make_token_source(p, 65536, 3, seq_len));
+  sources.emplace_back("default", std::make_unique<WholeWindowSource>());
+
+  // Slices at the start, in the middle, to the end, the last token alone, empty ones
+  // (also at the very end), the whole window; and every cp rank's [t0, t1 + 1) as the
+  // trainer reads them, for several cp.
+  std::vector<std::pair<std::int64_t, std::int64_t>> slices = {
+      {0, 0},    {0, 1},       {0, 2},       {0, 64},  {37, 50}, {64, 65},
+      {100, 29}, {len - 1, 1}, {len - 2, 2}, {len, 0}, {50, 0},  {0, len}};
+  for (const int cp : {1, 2, 3, 4, 7, 128}) {
+    const std::int64_t per = (seq_len + cp - 1) / cp;
+    for (int r = 0; r < cp; ++r) {
+      const std::int64_t b = std::min(seq_len, per * r), e = std::min(seq_len, per * (r + 1));
+      slices.push_back({b, e - b + 1});
+    }
+  }
+  for (const auto& [name, src] : sources) {
+    INFO(name);
+    for (const auto& [step, index] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 0}, {0, 5}, {3, 1}, {11, 40}}) {
+      std::vector<std::int32_t> whole(len);
+      src->sequence(step, index, len, whole.data());
+      for (const auto& [begin, count] : slices) {
+        INFO("step " << step << ", index " << index << ", tokens [" << begin << ", "
+                     << begin + count << ")");
+        // Guards around the slice: nothing outside [out, out + count) is written.
+        std::vector<std::int32_t> part(std::size_t(count) + 2, -7);
+        src->sequence_slice(step, index, len, begin, count, part.data() + 1);
+        REQUIRE(part.front() == -7);
+        REQUIRE(part.back() == -7);
+        REQUIRE(std::equal(part.begin() + 1, part.end() - 1, whole.begin() + begin));
+      }
+    }
+    // A slice outside the window is refused.
+    std::vector<std::int32_t> out(len + 1);
+    CHECK_THROWS_WITH(src->sequence_slice(0, 0, len, len - 1, 2, out.data()),
+                      Contains("tokens [128, 130) are not inside a window of 129 tokens"));
+    CHECK_THROWS_WITH(src->sequence_slice(0, 0, len, -1, 1, out.data()), Contains("[-1, 0)"));
+    CHECK_THROWS_WITH(src->sequence_slice(0, 0, len, 0, -1, out.data()),
+                      Contains("not inside a window"));
+  }
+}
+
+TEST_CASE("file sources read from the file at each window: one that shrank is an error", "[data]") {
+  TempDir tmp;
+  const std::vector<std::int64_t> ids = random_ids(1000, 4);
+  std::vector<std::string> paths = write_all_formats(tmp, "shrink", ids);
+  {
+    std::ofstream text(tmp / "shrink.txt", std::ios::binary);
+    for (const std::int64_t x : ids) text << char('a' + x % 26);
+  }
+  paths.push_back(tmp / "shrink.txt");
+  for (const std::string& p : paths) {
+    INFO(p);
+    const auto src = make_token_source(p, 65536, 5, 100);
+    std::vector<std::int32_t> seq(101);
+    CHECK_NOTHROW(src->sequence(0, 0, 101, seq.data()));
+    fs::resize_file(p, 64);  // shorter than any window's end at byte >= 64 of the data
+    CHECK_THROWS_WITH(
+        [&] {
+          for (std::int64_t index = 0; index < 20; ++index)
+            src->sequence(0, index, 101, seq.data());
+        }(),
+        Contains(p) && Contains("must not change during the run"));
+  }
+  // A text "file" that is a FIFO (or any other non-regular file) is refused at once
+  // instead of waiting for a writer.
+  const std::string fifo = tmp / "fifo.txt";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(make_token_source(fifo, 256, 1, 8),
+                    Contains("data file '" + fifo + "' is not a regular file"));
+  fs::create_directory(tmp / "dir.txt");
+  CHECK_THROWS_WITH(make_token_source(tmp / "dir.txt", 256, 1, 8),
+                    Contains("data file '" + tmp / "dir.txt" +
+                             "' is a directory: expected a text "
+                             "file (train.data is \"synthetic\" or the path of a text file)"));
+  CHECK_THROWS_WITH(make_token_source(tmp / "none.txt", 256, 1, 8),
+                    Contains("cannot open data file '" + tmp / "none.txt" +
+                             "': No such file or directory (train.data is \"synthetic\""));
 }
 
 // ---------------------------------------------------------------- checkpoint

@@ -4,11 +4,12 @@
 //       [--l2norm-qk] [--dtype f32|f64] [--log-depth-scan] [--load-balance none|zigzag]
 //       [--device auto|cpu|cuda] [--watchdog-s 600]
 //
-// Every rank reads the input files and keeps its contiguous shard; rank 0 gathers the
-// outputs and writes them as an all-or-nothing set ending in stats.json. All validation
-// (options.cpp, inputs.cpp) happens before the first collective of the computation, on
-// every rank, and the ranks agree on the outcome, so bad input gives one message and exit
-// code 1 everywhere instead of a hang.
+// Every rank reads only its contiguous shard of the [B, T, ...] input files (and the small
+// global ones whole); rank 0 gathers the outputs and writes them as an all-or-nothing set
+// ending in stats.json. All validation (options.cpp, inputs.cpp) happens before the first
+// collective of the computation, on every rank (the value checks on each rank's shard,
+// with one all-reduce for the first bad value in the whole file), and the ranks agree on
+// the outcome, so bad input gives one message and exit code 1 everywhere instead of a hang.
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -87,14 +88,22 @@ int main(int argc, char** argv) {
     app::setup_logging("gdn_kernel");
     Args args;
     Inputs in;
-    // Parsing and validation on every rank, no collectives, then one agreement.
-    const bool ok = app::run_setup_collectively(comm, [&] {
+    // Parsing, headers, shapes and reading on every rank, no collectives, then one
+    // agreement; then the value checks of every shard, one all-reduce for the first bad
+    // value (reported by the rank holding it), and the second agreement.
+    bool ok = app::run_setup_collectively(comm, [&] {
       args = parse_args(argc, argv);
       if (args.help) return;
-      in = load_inputs(args);
-      // Only rank 0 writes; a directory it cannot create is agreed on like any other error.
-      if (comm.rank() == 0) make_output_dir(args.out);
+      in = load_inputs(args, comm.rank(), comm.size());
     });
+    if (ok && !args.help) {
+      const ValueVerdict verdict = agree_on_values(comm, in);
+      ok = app::run_setup_collectively(comm, [&] {
+        throw_bad_value(args, in, verdict);
+        // Only rank 0 writes; a directory it cannot create is agreed on like any other error.
+        if (verdict.check < 0 && comm.rank() == 0) make_output_dir(args.out);
+      });
+    }
     if (!ok) {
       rc = 1;
     } else if (args.help) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "core/error.h"
 #include "core/watchdog.h"
 #include "cp/gdn_cp.h"
 #include "gdn_kernel/inputs.h"
@@ -26,16 +27,22 @@ OpOutputs<T> run_op(Communicator& comm, const Args& a, const Inputs& in, Watchdo
   const GdnProblem& p = in.problem;
   const CpContext cp = CpContext::contiguous(comm, p.T, CpOptions{a.log_depth_scan});
   const Shard& sh = cp.shard;
+  GDN_CHECK(sh.begin == in.shard.begin && sh.end == in.shard.end,
+            "run_op: the inputs hold tokens [", in.shard.begin, ", ", in.shard.end,
+            ") but this rank's shard is [", sh.begin, ", ", sh.end, ")");
   auto file = [&](const std::string& n) { return input_path(a, n); };
+  // The inputs hold this rank's shard already.
+  auto as_tensor = [&](const NpyArray& x, const std::string& name) {
+    return npy_to_tensor<T>(x, file(name));
+  };
   auto on_device = [](const Tensor<T>& t) { return to_device<Dev>(t.ptr(), t.data.size()); };
   auto to_tensor = [](const Buffer<Dev, T>& b, const Shape& shape) {
     Tensor<T> t(shape);
     Dev::download(t.ptr(), b.data(), b.size());
     return t;
   };
-  const Tensor<T> q = shard_of<T>(in.q, file("q"), sh), k = shard_of<T>(in.k, file("k"), sh),
-                  v = shard_of<T>(in.v, file("v"), sh), g = shard_of<T>(in.g, file("g"), sh),
-                  beta = shard_of<T>(in.beta, file("beta"), sh);
+  const Tensor<T> q = as_tensor(in.q, "q"), k = as_tensor(in.k, "k"), v = as_tensor(in.v, "v"),
+                  g = as_tensor(in.g, "g"), beta = as_tensor(in.beta, "beta");
   const Tensor<T> h0 = in.h0 ? npy_to_tensor<T>(*in.h0, file("h0")) : Tensor<T>();
   const Buffer<Dev, T> q_d = on_device(q), k_d = on_device(k), v_d = on_device(v),
                        g_d = on_device(g), beta_d = on_device(beta), h0_d = on_device(h0);
@@ -60,7 +67,7 @@ OpOutputs<T> run_op(Communicator& comm, const Args& a, const Inputs& in, Watchdo
   out.ht = to_tensor(ht_d, state);
   if (!a.backward) return out;
 
-  const Tensor<T> dO = shard_of<T>(*in.dO, file("do"), sh);
+  const Tensor<T> dO = as_tensor(*in.dO, "do");
   const Tensor<T> dht = in.dht ? npy_to_tensor<T>(*in.dht, file("dht")) : Tensor<T>();
   const Buffer<Dev, T> dO_d = on_device(dO), dht_d = on_device(dht);
   Buffer<Dev, T> dq_d(q.data.size()), dk_d(k.data.size()), dv_d(v.data.size()), dg_d(g.data.size()),

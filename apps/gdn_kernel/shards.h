@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "core/npy.h"
 #include "core/tensor.h"
 #include "cp/shard.h"
 
@@ -18,40 +17,33 @@ inline std::int64_t row_elems(const Shape& s) {
   return numel(Shape(s.begin() + 2, s.end()));
 }
 
-// Tokens [s.begin, s.end) of a [B, T, ...] array, converted to T.
-template <typename T>
-Tensor<T> shard_of(const NpyArray& a, const std::string& what, const Shard& s) {
-  const Tensor<T> full = npy_to_tensor<T>(a, what);
-  Shape shape = full.shape;
-  shape[1] = s.size();
-  Tensor<T> out(shape);
-  const std::int64_t row = row_elems(full.shape);
-  for (std::int64_t b = 0; b < full.shape[0]; ++b)
-    std::copy_n(full.ptr() + (b * full.shape[1] + s.begin) * row, s.size() * row,
-                out.ptr() + b * s.size() * row);
-  return out;
-}
-
 // Reassembles a [B, T, ...] tensor on rank 0 from every rank's shard (an empty tensor on
-// the other ranks). Shards differ in size (even zero), so each rank contributes a block
-// padded to the largest shard. Collective.
+// the other ranks). Each rank sends its shard to rank 0 point-to-point, and rank 0 places
+// them as they arrive, so no rank but rank 0 ever holds more than its own shard. Collective.
 template <typename T>
 Tensor<T> gather_tokens(Communicator& comm, const Tensor<T>& local, std::int64_t T_global) {
+  constexpr int kTag = 0x6a7;  // only these messages pass between the passes and the writes
+  constexpr const char* kSite = "app.gather_outputs";
   const int P = comm.size();
-  const std::int64_t B = local.shape[0], per = contiguous_shard(T_global, P, 0).size();
-  const std::int64_t row = row_elems(local.shape);
-  const std::int64_t block = B * per * row;
-  std::vector<T> mine(block, T(0)), all(block * P);
-  std::copy(local.data.begin(), local.data.end(), mine.begin());
-  comm.all_gather(mine.data(), all.data(), sizeof(T) * block, "app.gather_outputs");
-  if (comm.rank() != 0) return {};
+  if (comm.rank() != 0) {
+    comm.send(local.ptr(), sizeof(T) * local.data.size(), 0, kTag, kSite);
+    return {};
+  }
+  const std::int64_t B = local.shape[0], row = row_elems(local.shape);
   Shape shape = local.shape;
   shape[1] = T_global;
   Tensor<T> out(shape);
+  std::vector<T> block;
   for (int r = 0; r < P; ++r) {
     const Shard s = contiguous_shard(T_global, P, r);
+    const T* src = local.ptr();
+    if (r > 0) {
+      block.resize(std::size_t(B * s.size() * row));
+      comm.recv(block.data(), sizeof(T) * block.size(), r, kTag, kSite);
+      src = block.data();
+    }
     for (std::int64_t b = 0; b < B; ++b)
-      std::copy_n(all.data() + r * block + b * s.size() * row, s.size() * row,
+      std::copy_n(src + b * s.size() * row, s.size() * row,
                   out.ptr() + (b * T_global + s.begin) * row);
   }
   return out;

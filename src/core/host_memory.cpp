@@ -1,5 +1,7 @@
 #include "core/host_memory.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -49,6 +51,19 @@ std::int64_t available_host_memory() {
   if (a < 0) return b;
   if (b < 0) return a;
   return std::min(a, b);
+}
+
+std::int64_t peak_resident_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return std::int64_t(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 }  // namespace gdn

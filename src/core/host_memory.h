@@ -9,4 +9,9 @@ namespace gdn {
 // Bytes; -1 when neither source could be read.
 std::int64_t available_host_memory();
 
+// This process's peak resident set so far (the kernel's high-water mark), in bytes.
+std::int64_t peak_resident_bytes();
+// CPU time this process has used so far (user + system, every thread), in seconds.
+double process_cpu_seconds();
+
 }  // namespace gdn

@@ -1,5 +1,9 @@
 #include "core/npy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -310,6 +314,117 @@ NpyArray read_npy(const std::string& path) {
     throw_error("read_npy: ", path, ": read error: expected ", h.data_bytes, " bytes, got ",
                 in.gcount());
   return a;
+}
+
+namespace {
+
+// A file opened read-only for positional reads, closed when it goes.
+class ReadOnlyFile {
+ public:
+  explicit ReadOnlyFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      const int err = errno;
+      throw_error("read_npy: cannot open file '", path, "': ", std::strerror(err),
+                  " (expected a readable .npy file)");
+    }
+  }
+  ~ReadOnlyFile() { ::close(fd_); }
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+
+  std::int64_t size() const {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) {
+      const int err = errno;
+      throw_error("read_npy: cannot stat '", path_, "': ", std::strerror(err));
+    }
+    return std::int64_t(st.st_size);
+  }
+
+  // Exactly n bytes at offset into dst (pread may return less than asked: it loops).
+  void read_at(char* dst, std::int64_t n, std::int64_t offset) const {
+    std::int64_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::pread(fd_, dst + done, std::size_t(n - done), off_t(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        const int err = errno;
+        throw_error("read_npy: ", path_, ": read error at byte ", offset + done, ": ",
+                    std::strerror(err));
+      }
+      if (got == 0)
+        throw_error("read_npy: ", path_, ": read error: expected ", n, " bytes at byte ", offset,
+                    ", got ", done, " (the file is shorter than its header says)");
+      done += got;
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Elements of the axes before `axis`, and bytes of one index of `axis` (the axes after it).
+std::int64_t elems_before(const Shape& s, int axis) {
+  std::int64_t n = 1;
+  for (int d = 0; d < axis; ++d) n *= s[std::size_t(d)];
+  return n;
+}
+std::int64_t elems_after(const Shape& s, int axis) {
+  std::int64_t n = 1;
+  for (std::size_t d = std::size_t(axis) + 1; d < s.size(); ++d) n *= s[d];
+  return n;
+}
+
+void check_slice(const std::string& what, const Shape& shape, int axis, std::int64_t begin,
+                 std::int64_t count) {
+  if (axis < 0 || std::size_t(axis) >= shape.size())
+    throw_error(what, ": axis ", axis, " is not an axis of shape ", shape_str(shape));
+  const std::int64_t dim = shape[std::size_t(axis)];
+  if (begin < 0 || count < 0 || begin > dim - count)
+    throw_error(what, ": elements [", begin, ", ", begin + count, ") along axis ", axis,
+                " are outside [0, ", dim, ") of shape ", shape_str(shape));
+}
+
+}  // namespace
+
+NpyArray read_npy_slice(const std::string& path, const NpyHeader& h, int axis, std::int64_t begin,
+                        std::int64_t count) {
+  check_slice("read_npy_slice: " + path, h.shape, axis, begin, count);
+  NpyArray a;
+  a.dtype = h.dtype;
+  a.shape = h.shape;
+  a.shape[std::size_t(axis)] = count;
+  const std::int64_t dim = h.shape[std::size_t(axis)];
+  const std::int64_t outer = elems_before(h.shape, axis);
+  const std::int64_t row = elems_after(h.shape, axis) * std::int64_t(dtype_size(h.dtype));
+  const std::int64_t run = count * row;  // bytes of one run
+  a.bytes.resize(std::size_t(outer * run));
+  if (a.bytes.empty()) return a;
+  const ReadOnlyFile f(path);
+  const std::int64_t size = f.size();
+  if (size != h.data_offset + h.data_bytes)
+    throw_error("read_npy: ", path, ": the file has ", size, " bytes, but its header said ",
+                h.data_offset + h.data_bytes, ": it changed after the header was read");
+  if (count == dim || outer == 1) {  // the runs touch: one read
+    f.read_at(a.bytes.data(), outer * run, h.data_offset + begin * row);
+    return a;
+  }
+  for (std::int64_t o = 0; o < outer; ++o)
+    f.read_at(a.bytes.data() + o * run, run, h.data_offset + (o * dim + begin) * row);
+  return a;
+}
+
+std::int64_t npy_slice_flat_index(const Shape& full, int axis, std::int64_t begin,
+                                  std::int64_t count, std::int64_t i) {
+  check_slice("npy_slice_flat_index", full, axis, begin, count);
+  const std::int64_t inner = elems_after(full, axis);
+  const std::int64_t run = count * inner;
+  GDN_CHECK(i >= 0 && i < elems_before(full, axis) * run, "npy_slice_flat_index: index ", i,
+            " is outside the slice of ", elems_before(full, axis) * run, " elements");
+  const std::int64_t o = i / run, within = i % run;
+  return (o * full[std::size_t(axis)] + begin) * inner + within;
 }
 
 template <typename T>

@@ -38,6 +38,24 @@ NpyHeader read_npy_header(const std::string& path);
 // taken as native, which is little-endian on every supported host).
 NpyArray read_npy(const std::string& path);
 
+// Reads part of a .npy file whose header h came from read_npy_header(path): the elements
+// [begin, begin + count) along `axis`, for every index of the axes before it, i.e. the
+// C-order sub-array a[..., begin:begin + count, ...] (its shape is h.shape with
+// shape[axis] = count). Those are prod(shape[:axis]) runs of count * prod(shape[axis+1:])
+// elements each, and only they are read (pread at their place in the file; one read when
+// the runs touch). For a [B, T, ...] array and axis 1 this is a rank's shard along T: B
+// runs. count = 0 reads nothing. Throws gdn::Error naming the file for an axis or range
+// outside the shape, a file that cannot be opened or read, or one whose size no longer
+// matches its header.
+NpyArray read_npy_slice(const std::string& path, const NpyHeader& h, int axis, std::int64_t begin,
+                        std::int64_t count);
+
+// The flat (C-order) index in the whole array of shape `full` of flat element i of its
+// slice [begin, begin + count) along `axis` (as read_npy_slice returns it), so a check of
+// one slice can report the index the whole file would give.
+std::int64_t npy_slice_flat_index(const Shape& full, int axis, std::int64_t begin,
+                                  std::int64_t count, std::int64_t i);
+
 // Converts a raw array to Tensor<T>: f32/f64 to float/double, i32/i64 to int32_t/int64_t.
 // Float data into an integer tensor (or the reverse), and i64 values that do not fit an
 // int32_t, are errors; `what` names the source in messages (usually the path).

@@ -53,6 +53,10 @@ class AttentionContextParallel {
   // (query, key) pairs of the last forward per sequence and head: this rank's share of
   // the causal triangle (its attention FLOPs are 4 D Hq B pairs forward).
   std::int64_t pairs() const { return pairs_; }
+  // Frees what the forward kept (activation recomputation).
+  void release() {
+    for (Buffer<Dev, T>* b : {&k_all_, &v_all_, &q_, &o_, &lse_}) *b = Buffer<Dev, T>();
+  }
 
  private:
   // Moves rows of `width` elements between the contiguous layout [B, Tl] and the query

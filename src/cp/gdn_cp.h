@@ -44,6 +44,14 @@ class GdnContextParallel {
   // grads.dq ... dbeta: this shard's input gradients; grads.dh0 (global, when h0 was
   // given) the same on every rank. Same cp as the forward.
   void backward(const CpContext& cp, const T* dO, const T* dht, GdnGrads<T>& grads);
+  // Frees every buffer the forward kept for the backward (activation recomputation): the
+  // next forward makes them again.
+  void release() {
+    norm_.release();
+    pass_.release();
+    for (Buffer<Dev, T>* b : {&mine_, &h_in_, &own_M_, &gathered_, &D_, &lambda_, &all_D_})
+      *b = Buffer<Dev, T>();
+  }
 
  private:
   GdnProblem p_;

@@ -60,6 +60,17 @@ class LocalPass {
   // start in this slice; other rows are untouched.
   void backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g);
 
+  // Frees what the passes keep between calls (factors, chunk entry states, scratch), for
+  // activation recomputation; the next reset() and passes allocate them again.
+  void release() {
+    factors_ = Buffer<Dev, T>();
+    states_ = Buffer<Dev, T>();
+    workspace_ = Buffer<Dev, T>();
+    dqv_ = Buffer<Dev, T>();
+    dkv_ = Buffer<Dev, T>();
+    prepared_ = have_states_ = false;
+  }
+
  private:
   PassArgs<T> args();
 

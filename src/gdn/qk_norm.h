@@ -37,6 +37,8 @@ class QKNormalizer {
     view_.k = kn_.data();
   }
   const GdnTensors<T>& view() const { return view_; }
+  // Frees the normalised copies (activation recomputation); normalize() makes them again.
+  void release() { qn_ = Buffer<Dev, T>(), kn_ = Buffer<Dev, T>(); }
   void backward(T* dq, T* dk) const {
     if (!on_) return;
     ops::l2norm_rows_backward(Dev{}, in_.q, dq, rows_, dim_, dq);

@@ -149,6 +149,13 @@ void AttentionMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
   ops::add(dev, dx, dx, part.data(), N * d_);
 }
 
+template <typename T, typename Dev>
+void AttentionMixer<T, Dev>::release() {
+  for (Buffer<Dev, T>* b : {&q_raw_, &gate_, &k_raw_, &q_, &k_, &v_, &attn_, &gated_})
+    *b = Buffer<Dev, T>();
+  core_.release();
+}
+
 template class AttentionMixer<float, Host>;
 template class AttentionMixer<double, Host>;
 

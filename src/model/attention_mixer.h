@@ -31,6 +31,7 @@ class AttentionMixer final : public Mixer<T, Dev> {
   void forward(const CpContext& cp, int B, const T* x, T* y) override;
   void backward(const CpContext& cp, const T* dy, T* dx) override;
   std::int64_t attention_pairs() const override { return core_.pairs() * Hq_; }
+  void release() override;
 
  private:
   int q_width() const { return Hq_ * D_; }

@@ -60,6 +60,11 @@ void DenseMlp<T, Dev>::backward(const T* dy, T* dx) {
   ops::add(dev, dx, dx, tmp.data(), N * d_);
 }
 
+template <typename T, typename Dev>
+void DenseMlp<T, Dev>::release() {
+  for (Buffer<Dev, T>* b : {&gate_, &up_, &act_}) *b = Buffer<Dev, T>();
+}
+
 #define GDN_INSTANTIATE(T, Dev) template class DenseMlp<T, Dev>;
 GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
 #undef GDN_INSTANTIATE

@@ -20,6 +20,7 @@ class DenseMlp final : public Mlp<T, Dev> {
   static ActivationElems activations(int hidden, int intermediate, std::int64_t N);
   void forward(std::int64_t N, const T* x, T* y) override;
   void backward(const T* dy, T* dx) override;
+  void release() override;
 
  private:
   ParamStore<T, Dev>& ps_;

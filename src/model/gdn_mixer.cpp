@@ -183,6 +183,13 @@ void GdnMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
   ops::add(dev, dx, dx, dx_part.data(), N * d_);
 }
 
+template <typename T, typename Dev>
+void GdnMixer<T, Dev>::release() {
+  for (Buffer<Dev, T>* b : {&z_, &b_, &a_, &conv_in_, &q_, &k_, &v_, &beta_, &g_, &o_, &normed_})
+    *b = Buffer<Dev, T>();
+  core_.release();
+}
+
 #define GDN_INSTANTIATE(T, Dev) template class GdnMixer<T, Dev>;
 GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
 #undef GDN_INSTANTIATE

@@ -34,6 +34,7 @@ class GdnMixer final : public Mixer<T, Dev> {
   static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
   void forward(const CpContext& cp, int B, const T* x, T* y) override;
   void backward(const CpContext& cp, const T* dy, T* dx) override;
+  void release() override;
 
  private:
   int qk_dim() const { return Hk_ * K_; }

@@ -5,6 +5,7 @@
 
 #include "model/mixer.h"
 #include "model/mlp.h"
+#include "model/model.h"
 
 namespace gdn {
 
@@ -24,27 +25,32 @@ std::string MemoryEstimate::describe() const {
          " kept + " + format_bytes(double(transient)) + " transient";
 }
 
-MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes) {
+MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes,
+                               bool recompute) {
   const std::int64_t d = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
-  const std::int64_t N = s.tokens();
-  // Parameters, as Model's constructor adds them.
-  const std::int64_t qk = std::int64_t(c.linear_num_key_heads) * c.linear_key_head_dim;
-  const std::int64_t vd = std::int64_t(c.linear_num_value_heads) * c.linear_value_head_dim;
-  const std::int64_t Hv = c.linear_num_value_heads;
-  const std::int64_t per_layer =
-      2 * d + (2 * qk + 2 * vd) * d + 2 * Hv * d + (2 * qk + vd) * c.linear_conv_kernel_dim +
-      2 * Hv + c.linear_value_head_dim + d * vd + 3 * d * std::int64_t(c.intermediate_size);
-  const std::int64_t params = V * d + L * per_layer + d + (c.tie_word_embeddings ? 0 : V * d);
-  // Activations: the residual stream and the normed inputs of every layer (x_in, x_mid,
-  // h1, h2), and each layer's mixer and MLP; the transient peak is the largest of one
-  // layer's backward scratch and the logits with the final norm's buffers.
-  std::int64_t kept = (4 * L + 1) * N * d, transient = N * (V + 4 * d);
+  const std::int64_t N = s.tokens(), nd = N * d;
+  const std::int64_t params = parameter_count(c);
+  // Kept either way: every layer's input and the final one. The LM head and the loss run
+  // block by block: the final norm's output and gradient, dx, and one block of logits.
+  const std::int64_t block =
+      std::min(std::max<std::int64_t>(N, 1), std::max<std::int64_t>(1, kLossBlockElems / V));
+  std::int64_t kept = (L + 1) * nd, transient = 3 * nd + block * V, largest_layer = 0;
   for (int l = 0; l < L; ++l) {
     const ActivationElems m = mixer_activations(c.layer_type(l), c, s);
     const ActivationElems f = mlp_activations(c, l, N);
-    kept += m.kept + f.kept;
-    transient = std::max({transient, m.transient + 2 * N * d, f.transient + 2 * N * d});
+    // x_mid, h1, h2 and the mixer's and MLP's own; the backward's dh and tmp and dx.
+    const std::int64_t layer_kept = 3 * nd + m.kept + f.kept;
+    const std::int64_t layer_transient = std::max(m.transient, f.transient) + 3 * nd;
+    if (recompute) {
+      // One layer's activations at a time (made again before its backward), plus the
+      // recomputed output.
+      largest_layer = std::max(largest_layer, layer_kept + layer_transient + nd);
+    } else {
+      kept += layer_kept;
+      largest_layer = std::max(largest_layer, layer_transient);
+    }
   }
+  transient = std::max(transient, largest_layer);
   MemoryEstimate e;
   e.params = params * elem_bytes;
   e.grads = params * elem_bytes;

@@ -34,8 +34,9 @@ struct MemoryEstimate {
   std::string describe() const;
 };
 
-// elem_bytes: 4 for f32, 8 for f64.
-MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes);
+// elem_bytes: 4 for f32, 8 for f64. recompute: activation recomputation (ModelOptions).
+MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes,
+                               bool recompute = false);
 
 std::string format_bytes(double bytes);
 

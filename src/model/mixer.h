@@ -31,6 +31,9 @@ class Mixer {
   // Softmax attention only: the (query, key) pairs of the last forward, summed over heads,
   // per sequence (this rank's share of the causal triangle; 0 for other mixers).
   virtual std::int64_t attention_pairs() const { return 0; }
+  // Frees everything forward kept for backward (activation recomputation: the model runs
+  // forward again before backward).
+  virtual void release() = 0;
 };
 
 // The mixer of one layer; its parameters are added to ps under prefix

@@ -25,6 +25,9 @@ class Mlp {
   virtual void forward(std::int64_t N, const T* x, T* y) = 0;
   // dy [N, d] -> dx [N, d] (overwritten); parameter gradients accumulate.
   virtual void backward(const T* dy, T* dx) = 0;
+  // Frees everything forward kept for backward (activation recomputation: the model runs
+  // forward again before backward). The router loss gradient of set_router_loss_grad stays.
+  virtual void release() = 0;
 
   // A MoE block's router (none for a dense MLP). The load-balancing loss of transformers'
   // load_balancing_loss_func sums, over the MoE layers and every token of the global

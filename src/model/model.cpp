@@ -14,22 +14,52 @@
 
 namespace gdn {
 
-template <typename T, typename Dev>
-Model<T, Dev>::Model(const ModelConfig& c, int chunk_size) : c_(c) {
+namespace {
+
+// Adds the model's parameters in their fixed order (the one checkpoints and the
+// initialisation follow), making each layer's mixer and MLP; ids of the named ones out.
+template <typename T, typename Dev, typename Block>
+void add_parameters(const ModelConfig& c, int chunk_size, ParamStore<T, Dev>& ps,
+                    std::vector<Block>& blocks, ParamId& embed, ParamId& final_norm,
+                    ParamId& lm_head) {
   const int d = c.hidden_size, Vocab = c.vocab_size;
-  embed_ = params_.add("model.embed_tokens.weight", {Vocab, d}, true);
+  embed = ps.add("model.embed_tokens.weight", {Vocab, d}, true);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     Block b;
-    b.input_norm = params_.add(p + "input_layernorm.weight", {d}, false);
-    b.mixer = make_mixer(c.layer_type(l), params_, p, c, chunk_size);
-    b.post_norm = params_.add(p + "post_attention_layernorm.weight", {d}, false);
-    b.mlp = make_mlp(params_, p, c, l);
+    b.input_norm = ps.add(p + "input_layernorm.weight", {d}, false);
+    b.mixer = make_mixer(c.layer_type(l), ps, p, c, chunk_size);
+    b.post_norm = ps.add(p + "post_attention_layernorm.weight", {d}, false);
+    b.mlp = make_mlp(ps, p, c, l);
     b.moe = c.is_moe_layer(l);
-    blocks_.push_back(std::move(b));
+    blocks.push_back(std::move(b));
   }
-  final_norm_ = params_.add("model.norm.weight", {d}, false);
-  lm_head_ = c.tie_word_embeddings ? embed_ : params_.add("lm_head.weight", {Vocab, d}, true);
+  final_norm = ps.add("model.norm.weight", {d}, false);
+  lm_head = c.tie_word_embeddings ? embed : ps.add("lm_head.weight", {Vocab, d}, true);
+}
+
+struct CountBlock {
+  ParamId input_norm, post_norm;
+  std::unique_ptr<Mixer<float, Host>> mixer;
+  std::unique_ptr<Mlp<float, Host>> mlp;
+  bool moe = false;
+};
+
+}  // namespace
+
+std::int64_t parameter_count(const ModelConfig& c) {
+  // The layers register their parameters when made; nothing is allocated.
+  ParamStore<float, Host> ps;
+  std::vector<CountBlock> blocks;
+  ParamId embed, norm, head;
+  add_parameters(c, kDefaultChunkSize, ps, blocks, embed, norm, head);
+  return ps.num_elements();
+}
+
+template <typename T, typename Dev>
+Model<T, Dev>::Model(const ModelConfig& c, int chunk_size, ModelOptions options)
+    : c_(c), options_(options) {
+  add_parameters(c, chunk_size, params_, blocks_, embed_, final_norm_, lm_head_);
   params_.allocate();
 }
 
@@ -67,16 +97,11 @@ std::int64_t Model<T, Dev>::attention_pairs() const {
 // transformers' load_balancing_loss_func over every MoE layer and every token of the batch:
 // with A[e] the top-k assignments and S[e] the router probabilities summed over layers and
 // tokens, and R the number of (layer, token) rows, aux = E sum_e (A[e] / R) (S[e] / R).
-// Returns aux; when `train`, hands each MoE layer d(coef aux)/d p[e] = coef E A[e] / R^2.
+// `sums` holds this rank's [A, S, R]; returns aux; when `train`, hands each MoE layer
+// d(coef aux)/d p[e] = coef E A[e] / R^2.
 template <typename T, typename Dev>
-double Model<T, Dev>::router_loss(Communicator& batch, std::int64_t N, bool train) {
+double Model<T, Dev>::router_loss(Communicator& batch, std::vector<double>& sums, bool train) {
   const int E = c_.num_experts;
-  std::vector<double> sums(2 * std::size_t(E) + 1, 0.0);  // A, S, R
-  for (const Block& b : blocks_)
-    if (b.moe) {
-      b.mlp->add_router_stats(sums.data(), sums.data() + E);
-      sums[2 * std::size_t(E)] += double(N);
-    }
   Buffer<Dev, double> d_sums = to_device<Dev>(sums.data(), sums.size());
   batch.all_reduce_sum(d_sums.data(), sums.size(), "model.router_stats");
   Dev::download(sums.data(), d_sums.data(), sums.size());
@@ -94,6 +119,66 @@ double Model<T, Dev>::router_loss(Communicator& batch, std::int64_t N, bool trai
   return aux;
 }
 
+// x_out = x_mid + mlp(norm(x_mid)), x_mid = x_in + mixer(norm(x_in)).
+template <typename T, typename Dev>
+void Model<T, Dev>::layer_forward(std::size_t l, const CpContext& cp, int B, const T* x_in,
+                                  LayerActs& a, T* x_out) {
+  const Dev dev{};
+  const int d = c_.hidden_size;
+  const std::int64_t N = std::int64_t(B) * cp.tokens(), nd = N * d;
+  const double eps = c_.rms_norm_eps;
+  Block& b = blocks_[l];
+  for (Buffer<Dev, T>* buf : {&a.x_mid, &a.h1, &a.h2}) buf->resize(std::size_t(nd));
+  ops::rmsnorm_forward(dev, x_in, params_.value(b.input_norm), N, d, eps, a.h1.data());
+  b.mixer->forward(cp, B, a.h1.data(), x_out);
+  ops::add(dev, a.x_mid.data(), x_in, x_out, nd);
+  ops::rmsnorm_forward(dev, a.x_mid.data(), params_.value(b.post_norm), N, d, eps, a.h2.data());
+  b.mlp->forward(N, a.h2.data(), x_out);
+  ops::add(dev, x_out, a.x_mid.data(), x_out, nd);
+}
+
+// dx: d(x_out) in, d(x_in) out.
+template <typename T, typename Dev>
+void Model<T, Dev>::layer_backward(std::size_t l, const CpContext& cp, const T* x_in,
+                                   const LayerActs& a, T* dx) {
+  const Dev dev{};
+  const int d = c_.hidden_size;
+  const std::int64_t nd = std::int64_t(a.x_mid.size()), N = nd / d;
+  const double eps = c_.rms_norm_eps;
+  Block& b = blocks_[l];
+  Buffer<Dev, T> dh(static_cast<std::size_t>(nd)), tmp(static_cast<std::size_t>(nd));
+  b.mlp->backward(dx, dh.data());
+  ops::rmsnorm_backward(dev, a.x_mid.data(), params_.value(b.post_norm), dh.data(), N, d, eps,
+                        tmp.data(), params_.grad(b.post_norm));
+  ops::add(dev, dx, dx, tmp.data(), nd);  // dx is now d(x_mid)
+  b.mixer->backward(cp, dx, dh.data());
+  ops::rmsnorm_backward(dev, x_in, params_.value(b.input_norm), dh.data(), N, d, eps, tmp.data(),
+                        params_.grad(b.input_norm));
+  ops::add(dev, dx, dx, tmp.data(), nd);
+}
+
+template <typename T, typename Dev>
+double Model<T, Dev>::lm_head_loss(const T* hf, const std::int32_t* targets, std::int64_t N,
+                                   double grad_scale, T* dh) {
+  const Dev dev{};
+  const int d = c_.hidden_size, Vocab = c_.vocab_size;
+  std::int64_t block = options_.loss_block_tokens;
+  if (block <= 0) block = std::max<std::int64_t>(1, kLossBlockElems / Vocab);
+  block = std::min(block, std::max<std::int64_t>(N, 1));
+  Buffer<Dev, T> logits(std::size_t(block * Vocab));
+  double loss = 0;
+  for (std::int64_t n0 = 0; n0 < N; n0 += block) {
+    const std::int64_t n = std::min(block, N - n0);
+    const T* h = hf + n0 * d;
+    ops::linear_forward(dev, h, params_.value(lm_head_), n, d, Vocab, logits.data());
+    loss += ops::cross_entropy(dev, logits.data(), targets + n0, n, Vocab, grad_scale,
+                               logits.data());  // logits now hold dlogits
+    ops::linear_backward(dev, h, params_.value(lm_head_), logits.data(), n, d, Vocab, dh + n0 * d,
+                         params_.grad(lm_head_));
+  }
+  return loss;
+}
+
 template <typename T, typename Dev>
 typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& cp,
                                                                Communicator& batch,
@@ -105,55 +190,57 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   const std::int64_t N = std::int64_t(B) * cp.tokens(), nd = N * d;
   const double eps = c_.rms_norm_eps;
   const std::size_t L = blocks_.size();
+  const bool recompute = options_.recompute;
   ParamStore<T, Dev>& ps = params_;
-  // count buffers of n zeros each (a loop: device buffers cannot be copied).
-  auto buffers = [](std::size_t count, std::int64_t n) {
-    std::vector<Buffer<Dev, T>> v(count);
-    for (auto& b : v) b.resize(n);
-    return v;
-  };
-  // The residual stream at each block's input and between mixer and MLP, and the normed
-  // inputs of mixer and MLP, which they read again in the backward.
-  std::vector<Buffer<Dev, T>> x_in = buffers(L + 1, nd), x_mid = buffers(L, nd);
-  std::vector<Buffer<Dev, T>> h1 = buffers(L, nd), h2 = buffers(L, nd);
-  Buffer<Dev, T> tmp(nd);
+  // The residual stream at each layer's input (kept either way), and each layer's other
+  // activations: kept per layer, or, recomputing, one set made again before each backward.
+  std::vector<Buffer<Dev, T>> x_in(L + 1);
+  for (auto& x : x_in) x.resize(std::size_t(nd));
+  std::vector<LayerActs> acts(recompute ? 1 : L);
+  // The router's statistics of every MoE layer, summed as each layer runs: [A, S, R].
+  const int E = c_.num_experts;
+  std::vector<double> router(2 * std::size_t(std::max(E, 0)) + 1, 0.0);
 
   ops::embedding_forward(dev, tokens, ps.value(embed_), N, Vocab, d, x_in[0].data());
   for (std::size_t l = 0; l < L; ++l) {
+    LayerActs& a = acts[recompute ? 0 : l];
+    layer_forward(l, cp, B, x_in[l].data(), a, x_in[l + 1].data());
     Block& b = blocks_[l];
-    ops::rmsnorm_forward(dev, x_in[l].data(), ps.value(b.input_norm), N, d, eps, h1[l].data());
-    b.mixer->forward(cp, B, h1[l].data(), tmp.data());
-    ops::add(dev, x_mid[l].data(), x_in[l].data(), tmp.data(), nd);
-    ops::rmsnorm_forward(dev, x_mid[l].data(), ps.value(b.post_norm), N, d, eps, h2[l].data());
-    b.mlp->forward(N, h2[l].data(), tmp.data());
-    ops::add(dev, x_in[l + 1].data(), x_mid[l].data(), tmp.data(), nd);
+    if (b.moe) {
+      b.mlp->add_router_stats(router.data(), router.data() + E);
+      router[2 * std::size_t(E)] += double(N);
+    }
+    if (recompute) {
+      b.mixer->release();
+      b.mlp->release();
+    }
   }
-  Buffer<Dev, T> hf(nd), logits(N * std::int64_t(Vocab));
+  // Final norm, then the LM head and cross-entropy, fused block by block.
+  Buffer<Dev, T> hf(nd), dh(nd), dx(nd);
   ops::rmsnorm_forward(dev, x_in[L].data(), ps.value(final_norm_), N, d, eps, hf.data());
-  ops::linear_forward(dev, hf.data(), ps.value(lm_head_), N, d, Vocab, logits.data());
   Losses losses;
-  losses.ce_sum = ops::cross_entropy(dev, logits.data(), targets, N, Vocab, grad_scale,
-                                     logits.data());  // logits now hold dlogits
-  if (c_.num_moe_layers() > 0) losses.aux = router_loss(batch, N, c_.output_router_logits);
+  losses.ce_sum = lm_head_loss(hf.data(), targets, N, grad_scale, dh.data());
+  if (c_.num_moe_layers() > 0) losses.aux = router_loss(batch, router, c_.output_router_logits);
 
   // Backward, mirroring the forward.
-  Buffer<Dev, T> dx(nd), dh(nd);
-  ops::linear_backward(dev, hf.data(), ps.value(lm_head_), logits.data(), N, d, Vocab, dh.data(),
-                       ps.grad(lm_head_));
   ops::rmsnorm_backward(dev, x_in[L].data(), ps.value(final_norm_), dh.data(), N, d, eps, dx.data(),
                         ps.grad(final_norm_));
+  hf = Buffer<Dev, T>();
+  dh = Buffer<Dev, T>();
   for (std::size_t l = L; l-- > 0;) {
-    Block& b = blocks_[l];
-    // x_out = x_mid + mlp(norm(x_mid))
-    b.mlp->backward(dx.data(), dh.data());
-    ops::rmsnorm_backward(dev, x_mid[l].data(), ps.value(b.post_norm), dh.data(), N, d, eps,
-                          tmp.data(), ps.grad(b.post_norm));
-    ops::add(dev, dx.data(), dx.data(), tmp.data(), nd);  // dx is now d(x_mid)
-    // x_mid = x_in + mixer(norm(x_in))
-    b.mixer->backward(cp, dx.data(), dh.data());
-    ops::rmsnorm_backward(dev, x_in[l].data(), ps.value(b.input_norm), dh.data(), N, d, eps,
-                          tmp.data(), ps.grad(b.input_norm));
-    ops::add(dev, dx.data(), dx.data(), tmp.data(), nd);
+    LayerActs& a = acts[recompute ? 0 : l];
+    if (recompute) {
+      // The layer's forward again, from its kept input: the same bits as the first time.
+      Buffer<Dev, T> out(static_cast<std::size_t>(nd));
+      layer_forward(l, cp, B, x_in[l].data(), a, out.data());
+    }
+    layer_backward(l, cp, x_in[l].data(), a, dx.data());
+    if (recompute) {
+      blocks_[l].mixer->release();
+      blocks_[l].mlp->release();
+    }
+    x_in[l + 1] = Buffer<Dev, T>();
+    if (!recompute) a = LayerActs();
   }
   // The padding row gets no gradient from the embedding (transformers' padding_idx); the
   // tied LM head's part, added above, stays.

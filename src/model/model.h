@@ -25,10 +25,24 @@
 
 namespace gdn {
 
+// How forward_backward trades memory for time (docs/design.md §6b).
+struct ModelOptions {
+  // Activation recomputation: keep only each layer's input from the forward and run the
+  // layer's forward again just before its backward. Losses and gradients are bit-identical.
+  bool recompute = false;
+  // Tokens per block of the fused LM head and cross-entropy: the [tokens x vocab] logits
+  // exist one block at a time. 0: as many as fit kLossBlockElems logits.
+  std::int64_t loss_block_tokens = 0;
+};
+inline constexpr std::int64_t kLossBlockElems = std::int64_t(1) << 24;
+
+// The parameters a model of this config has (without allocating them).
+std::int64_t parameter_count(const ModelConfig& c);
+
 template <typename T, typename Dev>
 class Model {
  public:
-  Model(const ModelConfig& c, int chunk_size);
+  Model(const ModelConfig& c, int chunk_size, ModelOptions options = {});
 
   ParamStore<T, Dev>& params() { return params_; }
   const ParamStore<T, Dev>& params() const { return params_; }
@@ -64,9 +78,22 @@ class Model {
     std::unique_ptr<Mlp<T, Dev>> mlp;
     bool moe = false;
   };
-  double router_loss(Communicator& batch, std::int64_t N, bool train);
+  // The residual stream of one layer: its input, between mixer and MLP, and the normed
+  // inputs of mixer and MLP, which their backward reads.
+  struct LayerActs {
+    Buffer<Dev, T> x_mid, h1, h2;
+  };
+  void layer_forward(std::size_t l, const CpContext& cp, int B, const T* x_in, LayerActs& a,
+                     T* x_out);
+  void layer_backward(std::size_t l, const CpContext& cp, const T* x_in, const LayerActs& a, T* dx);
+  // The fused LM head and cross-entropy over blocks of tokens: returns the summed token
+  // losses; dh gets d(loss * grad_scale)/d(final norm output); the head's gradient adds up.
+  double lm_head_loss(const T* hf, const std::int32_t* targets, std::int64_t N, double grad_scale,
+                      T* dh);
+  double router_loss(Communicator& batch, std::vector<double>& sums, bool train);
 
   ModelConfig c_;
+  ModelOptions options_;
   ParamStore<T, Dev> params_;
   ParamId embed_ = 0, final_norm_ = 0, lm_head_ = 0;  // lm_head_ == embed_ when tied
   std::vector<Block> blocks_;

@@ -176,6 +176,18 @@ void MoeMlp<T, Dev>::backward(const T* dy, T* dx) {
   ops::add(dev, dx, dx, part.data(), N * d_);
 }
 
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::release() {
+  for (Buffer<Dev, T>* b :
+       {&probs_, &weights_, &shared_out_, &shared_z_, &routed_w_, &g_, &u_, &act_, &out_})
+    *b = Buffer<Dev, T>();
+  idx_ = Buffer<Dev, std::int32_t>();
+  offset_ = {};
+  rows_ = {};
+  slot_ = {};
+  shared_.release();
+}
+
 template class MoeMlp<float, Host>;
 template class MoeMlp<double, Host>;
 

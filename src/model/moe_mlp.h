@@ -37,6 +37,7 @@ class MoeMlp final : public Mlp<T, Dev> {
   int num_experts() const override { return E_; }
   void add_router_stats(double* assigned, double* prob_sum) const override;
   void set_router_loss_grad(const double* dprob) override;
+  void release() override;
 
  private:
   const T* gate_w(int e) const {

@@ -1,18 +1,16 @@
 #include "train/data.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <type_traits>
 
@@ -22,8 +20,8 @@
 
 namespace gdn {
 
-// Token files are read in place, element bytes as they lie in the file: the host must be
-// little-endian like the formats.
+// Token ids are taken as their bytes lie in the file: the host must be little-endian like
+// the formats.
 static_assert(std::endian::native == std::endian::little, "gdn-cp assumes a little-endian host");
 
 namespace {
@@ -52,6 +50,12 @@ std::int64_t window_offset(std::uint64_t seed, std::int64_t step, std::int64_t i
   Rng rng(sequence_seed(seed, step, index));
   const std::uint64_t positions = std::uint64_t(n) - std::uint64_t(len) + 1;
   return std::int64_t(rng.next_u64() % positions);
+}
+
+// sequence_slice's contract: [begin, begin + count) inside a window of len tokens.
+void check_slice(std::int64_t len, std::int64_t begin, std::int64_t count) {
+  GDN_CHECK(begin >= 0 && count >= 0 && begin <= len - count, "sequence_slice: tokens [", begin,
+            ", ", begin + count, ") are not inside a window of ", len, " tokens");
 }
 
 template <typename Probs>
@@ -108,17 +112,27 @@ class SyntheticSource final : public TokenSource {
 
   void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
                 std::int32_t* out) const override {
-    if (len <= 0) return;
+    sequence_slice(step, index, len, 0, len, out);
+  }
+
+  // Each token depends on the one before it and the draws vary in number, so the chain is
+  // walked from its start up to begin + count; only the slice is written.
+  void sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
+                      std::int64_t count, std::int32_t* out) const override {
+    check_slice(len, begin, count);
+    if (count == 0) return;
+    const std::int64_t end = begin + count;
     Rng rng(sequence_seed(seed_, step, index));
     std::int32_t t = std::int32_t(rng.next_u64() % std::uint64_t(vocab_));
-    out[0] = t;
-    for (std::int64_t i = 1; i < len; ++i) {
+    if (begin == 0) out[0] = t;
+    for (std::int64_t i = 1; i < end; ++i) {
       const double u = rng.uniform();
       std::int32_t next = -1;
       for (int s = 0; s < kSucc && next < 0; ++s)
         if (u < cum_[idx(t, s)]) next = succ_[idx(t, s)];
       if (next < 0) next = std::int32_t(rng.next_u64() % std::uint64_t(vocab_));
-      out[i] = t = next;
+      t = next;
+      if (i >= begin) out[i - begin] = t;
     }
   }
 
@@ -168,113 +182,143 @@ class SyntheticSource final : public TokenSource {
   double entropy_rate_ = 0, unigram_entropy_ = 0;
 };
 
+// A file opened read-only for positional reads (pread): what a source reads of it is a
+// window at a time, so neither the file nor the windows already read stay in memory. The
+// file must not shrink while it is open: a read past its new end is an error naming it.
+class DataFile {
+ public:
+  // `what` names the kind of file in messages ("token file", "data file"), `expected`
+  // says what it should hold, and `open_note` follows the reason it cannot be opened.
+  DataFile(const std::string& path, const std::string& what, const std::string& expected,
+           const std::string& open_note)
+      : path_(path), what_(what) {
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer; it is refused below.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) {
+      const int err = errno;
+      throw_error("cannot open ", what, " '", path, "': ", std::strerror(err), " (", open_note,
+                  ")");
+    }
+    struct stat st {};
+    const int rc = ::fstat(fd_, &st);
+    const int err = errno;
+    if (rc != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      GDN_CHECK(rc == 0, "cannot stat ", what, " '", path, "': ", std::strerror(err));
+      throw_error(what, " '", path, "' is ",
+                  S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", ": expected ",
+                  expected);
+    }
+    size_ = std::int64_t(st.st_size);
+  }
+  ~DataFile() { ::close(fd_); }
+  DataFile(const DataFile&) = delete;
+  DataFile& operator=(const DataFile&) = delete;
+
+  std::int64_t size() const { return size_; }
+
+  // Exactly n bytes at byte offset into dst.
+  void read(unsigned char* dst, std::int64_t n, std::int64_t offset) const {
+    std::int64_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::pread(fd_, dst + done, std::size_t(n - done), off_t(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        const int err = errno;
+        throw_error("error reading ", what_, " '", path_, "' at byte ", offset + done, ": ",
+                    std::strerror(err));
+      }
+      if (got == 0)
+        throw_error(what_, " '", path_, "' ends at byte ", offset + done, ", but it had ", size_,
+                    " bytes at start-up: it must not change during the run");
+      done += got;
+    }
+  }
+
+  // Calls f(bytes, n) on consecutive blocks of whole elements of esize bytes, from byte
+  // `begin` to the end of the file: one streaming pass, a block at a time in memory.
+  template <typename F>
+  void stream(std::int64_t begin, std::int64_t esize, F&& f) const {
+    ::posix_fadvise(fd_, off_t(begin), 0, POSIX_FADV_SEQUENTIAL);  // only a hint
+    const std::int64_t block = (std::int64_t(1) << 20) / esize * esize;
+    std::vector<unsigned char> buf(
+        std::size_t(std::min(block, std::max<std::int64_t>(size_ - begin, 0))));
+    for (std::int64_t at = begin; at < size_; at += block) {
+      const std::int64_t n = std::min(block, size_ - at);
+      read(buf.data(), n, at);
+      f(buf.data(), n);
+    }
+    ::posix_fadvise(fd_, off_t(begin), 0, POSIX_FADV_NORMAL);
+  }
+
+ private:
+  std::string path_, what_;
+  int fd_ = -1;
+  std::int64_t size_ = 0;
+};
+
 // Byte-level tokens from a text file; each sequence is a window at a seeded offset.
 class TextFileSource final : public TokenSource {
  public:
   TextFileSource(const std::string& path, int vocab, std::uint64_t seed, std::int64_t seq_len)
-      : path_(path), seed_(seed) {
-    GDN_CHECK(vocab >= 256, "data file '", path, "' gives byte-level tokens, which needs ",
-              "model.vocab_size >= 256, got vocab_size = ", vocab);
-    std::error_code ec;
-    GDN_CHECK(!std::filesystem::is_directory(path, ec), "data file '", path,
-              "' is a directory: expected a text file (train.data is \"synthetic\" or the path "
-              "of a text file)");
-    std::ifstream in(path, std::ios::binary);
-    GDN_CHECK(in.good(), "cannot open data file '", path, "': ", std::strerror(errno),
-              " (train.data is \"synthetic\" or the path of a text file)");
-    bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    GDN_CHECK(!in.bad(), "error reading data file '", path, "'");
+      : path_(path),
+        seed_(seed),
+        file_(checked_path(path, vocab), "data file",
+              std::string("a text file (") + kDataNote + ")", kDataNote) {
     check_length(seq_len + 1);
-    std::array<double, 256> count{};
-    for (const unsigned char b : bytes_) count[b] += 1;
-    for (double& c : count) c /= double(bytes_.size());
-    unigram_entropy_ = entropy_nats(count);
+    std::array<std::int64_t, 256> count{};
+    file_.stream(0, 1, [&](const unsigned char* p, std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i) ++count[p[i]];
+    });
+    std::array<double, 256> prob{};
+    for (std::size_t b = 0; b < 256; ++b) prob[b] = double(count[b]) / double(file_.size());
+    unigram_entropy_ = entropy_nats(prob);
   }
 
   void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
                 std::int32_t* out) const override {
-    if (len <= 0) return;
+    sequence_slice(step, index, len, 0, len, out);
+  }
+
+  void sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
+                      std::int64_t count, std::int32_t* out) const override {
+    check_slice(len, begin, count);
+    if (count == 0) return;
     check_length(len);
-    const auto offset =
-        std::size_t(window_offset(seed_, step, index, std::int64_t(bytes_.size()), len));
-    for (std::int64_t i = 0; i < len; ++i)
-      out[i] = std::int32_t(static_cast<unsigned char>(bytes_[offset + std::size_t(i)]));
+    const std::int64_t offset = window_offset(seed_, step, index, file_.size(), len);
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(count));
+    file_.read(bytes.data(), count, offset + begin);
+    for (std::int64_t i = 0; i < count; ++i) out[i] = std::int32_t(bytes[std::size_t(i)]);
   }
 
   double unigram_entropy() const override { return unigram_entropy_; }
 
   std::string describe() const override {
     std::ostringstream os;
-    os << "text file " << path_ << " (" << bytes_.size()
+    os << "text file " << path_ << " (" << file_.size()
        << " bytes, byte-level tokens): unigram entropy " << unigram_entropy_ << " nats";
     return os.str();
   }
 
  private:
+  static constexpr const char* kDataNote = "train.data is \"synthetic\" or the path of a text file";
+
+  // The vocabulary is checked before the file is opened.
+  static const std::string& checked_path(const std::string& path, int vocab) {
+    GDN_CHECK(vocab >= 256, "data file '", path, "' gives byte-level tokens, which needs ",
+              "model.vocab_size >= 256, got vocab_size = ", vocab);
+    return path;
+  }
+
   void check_length(std::int64_t len) const {
-    GDN_CHECK(std::int64_t(bytes_.size()) >= len, "data file '", path_, "' has ", bytes_.size(),
+    GDN_CHECK(file_.size() >= len, "data file '", path_, "' has ", file_.size(),
               " bytes, but a sequence needs ", len, " (seq_len + 1 for the next-token targets)");
   }
 
   std::string path_;
   std::uint64_t seed_;
-  std::vector<char> bytes_;
+  DataFile file_;
   double unigram_entropy_ = 0;
-};
-
-// A whole file mapped read-only. A token source reads each window in place, so a token
-// file need not fit in RAM: the page cache holds the parts in use. The file must not
-// shrink while it is mapped (reading a page past its new end is a SIGBUS).
-class MappedFile {
- public:
-  // `expected` says what the file should hold, for the messages.
-  MappedFile(const std::string& path, const std::string& expected) {
-    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer; it is refused below.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-      const int err = errno;
-      throw_error("cannot open token file '", path, "': ", std::strerror(err), " (expected ",
-                  expected, ")");
-    }
-    struct stat st {};
-    const int rc = ::fstat(fd, &st);
-    const int err = errno;
-    if (rc != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      GDN_CHECK(rc == 0, "cannot stat token file '", path, "': ", std::strerror(err));
-      throw_error("token file '", path, "' is ",
-                  S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", ": expected ",
-                  expected);
-    }
-    size_ = std::int64_t(st.st_size);
-    if (size_ > 0) {  // mmap refuses a length of 0
-      void* p = ::mmap(nullptr, std::size_t(size_), PROT_READ, MAP_PRIVATE, fd, 0);
-      const int map_err = errno;
-      ::close(fd);  // the mapping keeps its own reference to the file
-      GDN_CHECK(p != MAP_FAILED, "cannot map token file '", path, "' (", size_,
-                " bytes): ", std::strerror(map_err));
-      data_ = static_cast<const unsigned char*>(p);
-    } else {
-      ::close(fd);
-    }
-  }
-  ~MappedFile() {
-    if (data_) ::munmap(const_cast<unsigned char*>(data_), std::size_t(size_));
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  const unsigned char* data() const { return data_; }
-  std::int64_t size() const { return size_; }
-  // A hint to the kernel's read-ahead (MADV_SEQUENTIAL for one pass over the file,
-  // MADV_NORMAL for the windows); failure only costs speed.
-  void advise(int advice) const {
-    if (data_) ::madvise(const_cast<unsigned char*>(data_), std::size_t(size_), advice);
-  }
-
- private:
-  const unsigned char* data_ = nullptr;
-  std::int64_t size_ = 0;
 };
 
 // The element types of token files.
@@ -310,8 +354,8 @@ decltype(auto) visit_token_type(TokenType t, F&& f) {
   return f(std::int64_t{});
 }
 
-// Element i of a little-endian array of E at p. memcpy because an .npy's data need not be
-// aligned for E (numpy pads headers to 64 bytes, old versions only to 16).
+// Element i of a little-endian array of E at p. memcpy: a byte buffer need not be aligned
+// for E.
 template <typename E>
 E load(const unsigned char* p, std::int64_t i) {
   E v;
@@ -319,7 +363,7 @@ E load(const unsigned char* p, std::int64_t i) {
   return v;
 }
 
-// Pre-tokenized data: a mapped stream of token ids (a raw .u16/.u32 stream or a 1-D
+// Pre-tokenized data: a stream of token ids (a raw .u16/.u32 stream or a 1-D
 // int32/int64 .npy); each sequence is a window at a seeded offset, as for text.
 class TokenFileSource final : public TokenSource {
  public:
@@ -327,10 +371,9 @@ class TokenFileSource final : public TokenSource {
                   std::uint64_t seed, std::int64_t seq_len)
       : path_(path),
         seed_(seed),
-        file_(path, npy ? std::string("a .npy file of a 1-D int32 or int64 array of token ids")
-                        : raw_description(raw_type)) {
+        file_(path, "token file", expected(npy, raw_type), "expected " + expected(npy, raw_type)) {
     if (npy) {
-      // The mapping's size is checked against the header, which read_npy_header matches
+      // The file's size is checked against the header, which read_npy_header matches
       // exactly to the shape (no truncated or trailing data).
       const NpyHeader h = read_npy_header(path);
       GDN_CHECK(h.shape.size() == 1 && (h.dtype == DType::i32 || h.dtype == DType::i64),
@@ -351,21 +394,27 @@ class TokenFileSource final : public TokenSource {
     }
     check_length(seq_len + 1);
     GDN_CHECK(vocab >= 1, "token file '", path, "' needs model.vocab_size >= 1, got ", vocab);
-    file_.advise(MADV_SEQUENTIAL);
     visit_token_type(type_, [&](auto e) { scan<decltype(e)>(vocab); });
-    file_.advise(MADV_NORMAL);
   }
 
   void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
                 std::int32_t* out) const override {
-    if (len <= 0) return;
+    sequence_slice(step, index, len, 0, len, out);
+  }
+
+  void sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
+                      std::int64_t count, std::int32_t* out) const override {
+    check_slice(len, begin, count);
+    if (count == 0) return;
     check_length(len);
     const std::int64_t offset = window_offset(seed_, step, index, n_, len);
+    const std::int64_t esize = element_size();
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(count * esize));
+    file_.read(bytes.data(), count * esize, begin_ + (offset + begin) * esize);
     visit_token_type(type_, [&](auto e) {
       using E = decltype(e);
-      const unsigned char* p = file_.data() + begin_;
       // In range: the scan at construction saw every id below vocab_size (an int).
-      for (std::int64_t i = 0; i < len; ++i) out[i] = std::int32_t(load<E>(p, offset + i));
+      for (std::int64_t i = 0; i < count; ++i) out[i] = std::int32_t(load<E>(bytes.data(), i));
     });
   }
 
@@ -379,6 +428,11 @@ class TokenFileSource final : public TokenSource {
   }
 
  private:
+  static std::string expected(bool npy, TokenType raw_type) {
+    return npy ? std::string("a .npy file of a 1-D int32 or int64 array of token ids")
+               : raw_description(raw_type);
+  }
+
   static std::string raw_description(TokenType t) {
     return std::string("a raw little-endian stream of ") + token_type_name(t) +
            " token ids, nothing else in the file (." + (t == TokenType::u16 ? "u16" : "u32") + ")";
@@ -393,20 +447,24 @@ class TokenFileSource final : public TokenSource {
               " (seq_len + 1 for the next-token targets)");
   }
 
-  // One pass over the file: every id must be in [0, vocab) (the embedding would read out
-  // of bounds otherwise), and the frequencies give the unigram entropy.
+  // One streaming pass over the file: every id must be in [0, vocab) (the embedding would
+  // read out of bounds otherwise), and the frequencies give the unigram entropy.
   template <typename E>
   void scan(int vocab) {
-    const unsigned char* p = file_.data() + begin_;
     std::vector<std::int64_t> count(std::size_t(vocab), 0);
-    for (std::int64_t i = 0; i < n_; ++i) {
-      const auto v = std::int64_t(load<E>(p, i));
-      if (std::uint64_t(v) >= std::uint64_t(vocab))  // negative ids wrap to huge values
-        throw_error("token file '", path_, "': the token at index ", i, " is ", v, ", outside [0, ",
-                    vocab, "): expected ids in [0, model.vocab_size)",
-                    v < 0 ? "" : " (was the file tokenized for a larger vocabulary?)");
-      ++count[std::size_t(v)];
-    }
+    std::int64_t i = 0;  // index of the block's first token in the stream
+    file_.stream(begin_, sizeof(E), [&](const unsigned char* p, std::int64_t bytes) {
+      const std::int64_t n = bytes / std::int64_t(sizeof(E));
+      for (std::int64_t j = 0; j < n; ++j) {
+        const auto v = std::int64_t(load<E>(p, j));
+        if (std::uint64_t(v) >= std::uint64_t(vocab))  // negative ids wrap to huge values
+          throw_error("token file '", path_, "': the token at index ", i + j, " is ", v,
+                      ", outside [0, ", vocab, "): expected ids in [0, model.vocab_size)",
+                      v < 0 ? "" : " (was the file tokenized for a larger vocabulary?)");
+        ++count[std::size_t(v)];
+      }
+      i += n;
+    });
     std::vector<double> prob(count.size());
     for (std::size_t t = 0; t < count.size(); ++t) prob[t] = double(count[t]) / double(n_);
     unigram_entropy_ = entropy_nats(prob);
@@ -414,7 +472,7 @@ class TokenFileSource final : public TokenSource {
 
   std::string path_;
   std::uint64_t seed_;
-  MappedFile file_;
+  DataFile file_;
   TokenType type_ = TokenType::u16;
   std::int64_t begin_ = 0;  // byte offset of token 0 in the file
   std::int64_t n_ = 0;      // tokens in the stream
@@ -422,6 +480,15 @@ class TokenFileSource final : public TokenSource {
 };
 
 }  // namespace
+
+void TokenSource::sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len,
+                                 std::int64_t begin, std::int64_t count, std::int32_t* out) const {
+  check_slice(len, begin, count);
+  if (count == 0) return;
+  std::vector<std::int32_t> window(static_cast<std::size_t>(len));
+  sequence(step, index, len, window.data());
+  std::copy_n(window.data() + begin, count, out);
+}
 
 std::unique_ptr<TokenSource> make_token_source(const std::string& data, int vocab_size,
                                                std::uint64_t seed, std::int64_t seq_len) {

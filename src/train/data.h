@@ -17,6 +17,14 @@ class TokenSource {
   // next-token targets) into out.
   virtual void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
                         std::int32_t* out) const = 0;
+  // Writes tokens [begin, begin + count) of that window (0 <= begin, 0 <= count,
+  // begin + count <= len) into out: the same values sequence(step, index, len) gives
+  // there, so a cp rank can take just its shard. The built-in sources read only those
+  // tokens of a file, and generate synthetic tokens only up to begin + count (a Markov
+  // chain has to be walked from its start; nothing before begin is stored). This default,
+  // for other sources, draws the whole window and copies the part.
+  virtual void sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len,
+                              std::int64_t begin, std::int64_t count, std::int32_t* out) const;
   // Entropy in nats of the source's unigram (token frequency) distribution: a model that
   // learns anything beyond frequencies gets its loss below this.
   virtual double unigram_entropy() const = 0;
@@ -32,14 +40,16 @@ class TokenSource {
 //                 little-endian, as np.save writes it);
 //   anything else a text file: byte-level tokens (needs vocab_size >= 256).
 // Each sequence is a window of len consecutive tokens of the stream at a seeded offset,
-// the same offsets for text and token files of the same length. Token files are mapped
-// read-only and windows are read in place, so a file need not fit in RAM (it must not
-// change during the run); at construction
-// one pass checks every id (each must lie in [0, vocab_size)) and counts the frequencies
-// for unigram_entropy(). Errors (at construction) name the file and the problem: missing
-// or unreadable, a directory, shorter than seq_len + 1 tokens, vocab too small for bytes,
-// a raw size that is not a multiple of the id size, an .npy that is not a 1-D int32/int64
-// array, the first id out of range (its index and value).
+// the same offsets for text and token files of the same length. Files (text and tokens)
+// are never held in memory: each window, or the part of it sequence_slice asks for, is
+// read from the file with pread, so a file need not fit in RAM and a rank's memory does
+// not grow with it (the file must not change during the run; one that shrank is an error
+// naming it). At construction one streaming pass checks every id of a token file (each
+// must lie in [0, vocab_size)) and counts the token or byte frequencies for
+// unigram_entropy(). Errors (at construction) name the file and the problem: missing or
+// unreadable, a directory or not a regular file, shorter than seq_len + 1 tokens, vocab
+// too small for bytes, a raw size that is not a multiple of the id size, an .npy that is
+// not a 1-D int32/int64 array, the first id out of range (its index and value).
 std::unique_ptr<TokenSource> make_token_source(const std::string& data, int vocab_size,
                                                std::uint64_t seed, std::int64_t seq_len);
 

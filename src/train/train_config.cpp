@@ -213,6 +213,12 @@ const std::vector<TrainField>& train_fields() {
                "layers keep their contiguous shards",
        .member = &T::attention_load_balance,
        .choices = {"none", "layer_local"}},
+      {.key = "recompute",
+       .flag = "recompute",
+       .help = "none | layer: keep only each layer's input from the forward and run the layer "
+               "again before its backward (less memory, one more forward; the same bits)",
+       .member = &T::recompute,
+       .choices = {"none", "layer"}},
       {.key = "data",
        .flag = "data",
        .help = "'synthetic' (seeded Markov chain), a token file (*.u16 / *.u32: raw "

@@ -30,6 +30,7 @@ struct TrainConfig {
   int chunk_size = kDefaultChunkSize;
   bool context_parallel_load_balance = false;   // MaxText's name; true is refused
   std::string attention_load_balance = "none";  // none | layer_local (attention layers only)
+  std::string recompute = "none";               // none | layer (activation recomputation)
   std::string data = "synthetic";               // "synthetic", a token file or a text file
   std::string log;                              // JSON-lines log file ("" = none)
   std::string checkpoint_dir;                   // "" = no checkpoints

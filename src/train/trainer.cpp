@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "model/hf_weights.h"
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
@@ -44,7 +45,7 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   s.P = t.cp;
   s.Tl = (t.seq_len + t.cp - 1) / t.cp;  // the largest shard
   s.chunk_size = t.chunk_size;
-  const MemoryEstimate e = estimate_memory(cfg.model, s, elem_bytes);
+  const MemoryEstimate e = estimate_memory(cfg.model, s, elem_bytes, t.recompute == "layer");
   if (available >= 0 && e.total() > available)
     throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
                 (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
@@ -74,7 +75,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
       world_(world),
       mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp)),
       shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
-      model_(cfg.model, cfg.train.chunk_size),
+      model_(cfg.model, cfg.train.chunk_size, ModelOptions{cfg.train.recompute == "layer", 0}),
       adamw_(adamw_config(cfg.train), model_.params()),
       data_(opt.data ? opt.data
                      : make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
@@ -180,13 +181,15 @@ StepRecord Trainer<T, Dev>::step() {
   const TrainConfig& t = cfg_.train;
   const int Bl = t.batch_size / t.dp;
   progress("reading data");
-  // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one.
+  // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one,
+  // from tokens [t0, t1 + 1) of each window (only those are read).
   const std::int64_t n = shard_.size();
-  std::vector<std::int32_t> seq(t.seq_len + 1), tokens(Bl * n), targets(Bl * n);
+  std::vector<std::int32_t> seq(n + 1), tokens(Bl * n), targets(Bl * n);
   for (int b = 0; b < Bl; ++b) {
-    data_->sequence(step_, std::int64_t(mesh_.dp_rank) * Bl + b, t.seq_len + 1, seq.data());
-    std::copy_n(seq.data() + shard_.begin, n, tokens.data() + b * n);
-    std::copy_n(seq.data() + shard_.begin + 1, n, targets.data() + b * n);
+    data_->sequence_slice(step_, std::int64_t(mesh_.dp_rank) * Bl + b, t.seq_len + 1, shard_.begin,
+                          n + 1, seq.data());
+    std::copy_n(seq.data(), n, tokens.data() + b * n);
+    std::copy_n(seq.data() + 1, n, targets.data() + b * n);
   }
   const Buffer<Dev, std::int32_t> d_tokens = to_device<Dev>(tokens.data(), tokens.size());
   const Buffer<Dev, std::int32_t> d_targets = to_device<Dev>(targets.data(), targets.size());
@@ -210,6 +213,8 @@ StepRecord Trainer<T, Dev>::step() {
                               train_sites::kGradAllReduce);
   progress(train_sites::kLossAllReduce);
   world_.all_reduce_sum(&loss, 1, train_sites::kLossAllReduce);
+  r.peak_rss = peak_resident_bytes();
+  world_.all_reduce_max(&r.peak_rss, 1, train_sites::kMemoryAllReduce);
   progress("optimizer");
   r.grad_norm = clip_grad_norm(ps, t.grad_clip);
   r.loss = loss / double(global_tokens);
@@ -244,12 +249,14 @@ void Trainer<T, Dev>::log_step(const StepRecord& r, double seconds_per_step) {
   const std::string aux = moe ? fmt::format(" | aux {:.6f}", r.aux_loss) : "";
   spdlog::info(
       "step {:>5}/{} | loss {:.6f}{} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | "
-      "ETA {}",
+      "peak RSS {} | ETA {}",
       r.step + 1, cfg_.train.steps, r.loss, aux, r.grad_norm, r.lr, r.step_ms,
-      double(r.tokens) / (r.step_ms / 1000.0), format_eta(seconds_per_step * remaining));
+      double(r.tokens) / (r.step_ms / 1000.0), format_bytes(double(r.peak_rss)),
+      format_eta(seconds_per_step * remaining));
   if (log_.is_open()) {
-    nlohmann::json j{{"step", r.step}, {"loss", r.loss},     {"grad_norm", r.grad_norm},
-                     {"lr", r.lr},     {"tokens", r.tokens}, {"step_ms", r.step_ms}};
+    nlohmann::json j{
+        {"step", r.step},     {"loss", r.loss},       {"grad_norm", r.grad_norm}, {"lr", r.lr},
+        {"tokens", r.tokens}, {"step_ms", r.step_ms}, {"peak_rss", r.peak_rss}};
     if (moe) {
       j["aux_loss"] = r.aux_loss;
       j["total"] = r.total;
@@ -277,6 +284,7 @@ template <typename T, typename Dev>
 RunResult Trainer<T, Dev>::run() {
   RunResult out;
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = process_cpu_seconds();
   mesh_.cp_comm->reset_counters();
   while (step_ < cfg_.train.steps) {
     out.steps.push_back(step());
@@ -293,6 +301,7 @@ RunResult Trainer<T, Dev>::run() {
     const int every = cfg_.train.checkpoint_every;
     if ((every > 0 && step_ % every == 0) || step_ == cfg_.train.steps) save();
   }
+  out.cpu_seconds = process_cpu_seconds() - cpu_start;
   progress("done");
   return out;
 }

@@ -29,8 +29,9 @@ struct StepRecord {
   std::int64_t step = 0;                   // 0-based
   double loss = 0, grad_norm = 0, lr = 0;  // loss: the mean token cross-entropy
   double aux_loss = 0;                     // the MoE load-balancing loss (0 without MoE)
-  double total = 0;         // the objective: loss + router_aux_loss_coef * aux_loss when trained
-  std::int64_t tokens = 0;  // tokens in the global batch
+  double total = 0;           // the objective: loss + router_aux_loss_coef * aux_loss when trained
+  std::int64_t tokens = 0;    // tokens in the global batch
+  std::int64_t peak_rss = 0;  // the largest peak resident memory of any rank so far, bytes
   double step_ms = 0;
   // Non-empty when the step found a non-finite value (the same on every rank): the run
   // stops there; the message names the step and the first non-finite tensor.
@@ -40,11 +41,15 @@ struct StepRecord {
 struct RunResult {
   std::vector<StepRecord> steps;  // the steps that ran (the last one may have diverged)
   std::string stopped;            // why the run stopped early ("" when it ran to the end)
+  // CPU time (user + system, all threads) this rank spent in the steps: its share of the
+  // work, comparable across cp degrees where wall time on a shared machine is not.
+  double cpu_seconds = 0;
 };
 
 namespace train_sites {
 inline const char* const kGradAllReduce = "train.grad_allreduce";
 inline const char* const kLossAllReduce = "train.loss_allreduce";
+inline const char* const kMemoryAllReduce = "train.peak_rss";
 }  // namespace train_sites
 
 struct TrainerOptions {

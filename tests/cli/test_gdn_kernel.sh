@@ -4,6 +4,9 @@
 # (a) parity: P ranks against one rank, forward and backward, via gdn_npy_diff;
 # (b) every bad input of issue 2: non-zero exit on all ranks, no hang, and the expected
 #     message exactly once per job. Bad .npy files are crafted with printf (no numpy).
+#     Values are checked per shard: the first bad value in the whole file is reported,
+#     whichever rank holds it;
+# (c) each rank reads only its shard: its peak RSS grows by about 1/P of the inputs.
 set -uo pipefail
 
 KERNEL=$1
@@ -50,13 +53,15 @@ write_i64_npy() {
     done
   } >"$path"
 }
-# put_nan PATH INDEX: overwrites float64 element INDEX of a .npy file with a NaN.
-put_nan() {
+# put_f64 PATH INDEX BYTES: overwrites float64 element INDEX of a v1.0 .npy file with the
+# 8 little-endian bytes BYTES (printf escapes).
+put_f64() {
   local hl
   hl=$(od -An -tu2 -j8 -N2 "$1" | tr -d ' ')
-  printf '\x00\x00\x00\x00\x00\x00\xf8\x7f' |
-    dd of="$1" bs=1 seek=$((10 + hl + 8 * $2)) conv=notrunc status=none
+  printf "$3" | dd of="$1" bs=1 seek=$((10 + hl + 8 * $2)) conv=notrunc status=none
 }
+# put_nan PATH INDEX: a NaN there.
+put_nan() { put_f64 "$1" "$2" '\x00\x00\x00\x00\x00\x00\xf8\x7f'; }
 
 # ---------------------------------------------------------------- (a) parity
 # parity NAME NP_A NP_B TOL INPUTS KERNEL_ARGS...: outputs at NP_A ranks vs NP_B ranks.
@@ -176,11 +181,95 @@ d=$(fresh fortran) && craft_npy "$d/q.npy" '<f8' True '(1, 20, 2, 8)' 2560
 bad "Fortran order" "q.npy: Fortran order is not supported" "$d"
 d=$(fresh nan) && put_nan "$d/g.npy" 7
 bad "NaN in g (refused by default)" "g.npy: element [0, 1, 3] (flat index 7) is NaN" "$d"
+# Per-shard checks, 3 ranks with shards [0, 7), [7, 14), [14, 20) of T = 20: the lowest
+# flat index of the whole file wins, not the lowest rank. With B = 2, q [2, 20, 2, 8]:
+# flat 160 = [0, 10, 0, 0] lies on rank 1, flat 320 = [1, 0, 0, 0] on rank 0.
+d=$(fresh nan_ranks --B 2) && put_nan "$d/q.npy" 320 && put_nan "$d/q.npy" 160
+bad "NaN in q on ranks 0 and 1: the first in the file" \
+  "q.npy: element [0, 10, 0, 0] (flat index 160) is NaN" "$d"
+# The file order wins over the ranks: k (rank 2) is checked before v (rank 0).
+d=$(fresh nan_files) && put_nan "$d/v.npy" 3 && put_nan "$d/k.npy" 250
+bad "NaN in k on rank 2 and in v on rank 0: k's" "k.npy: element [0, 15, 1, 2] (flat index 250)" "$d"
+# The global files are whole on every rank: one message still.
+d=$(fresh nan_h0) && put_nan "$d/h0.npy" 5
+bad "NaN in h0 (every rank holds it)" "h0.npy: element [0, 0, 0, 5] (flat index 5) is NaN" "$d"
+# beta out of range on the last rank only (2.5 = 0x4004000000000000), and later on rank 0.
+d=$(fresh beta_last --B 2) && put_f64 "$d/beta.npy" 65 '\x00\x00\x00\x00\x00\x00\x04\x40' &&
+  put_f64 "$d/beta.npy" 88 '\x00\x00\x00\x00\x00\x00\x04\x40'
+bad "beta = 2.5 on rank 2" "beta.npy: element [0, 16, 1] (flat index 65) is 2.5: expected beta" "$d"
+# do.npy is read per shard too (with --backward).
+d=$(fresh nan_do) && put_nan "$d/do.npy" 600
+bad "NaN in do on rank 2" "do.npy: element [0, 18, 3, 0] (flat index 600) is NaN" "$d" --backward
 d=$(fresh zigzag)
 bad "--load-balance zigzag" "requires contiguous, in-order shards" "$d" --load-balance zigzag
 bad "unknown --load-balance" "load balance 'striped' is not known" "$d" --load-balance striped
 bad "bad --dtype" "--dtype f16 is not supported" "$d" --dtype f16
 # Only rank 0 writes, so only rank 0 fails here: the others must not wait for it.
 bad "unwritable --out (rank 0 only)" "cannot create the output directory" "$d" --out /dev/null/x
+# A bad value is reported before the output directory is tried.
+d=$(fresh nan_out) && put_nan "$d/beta.npy" 70
+bad "a bad value before an unwritable --out" "beta.npy: element [0, 17, 2] (flat index 70) is NaN" \
+  "$d" --out /dev/null/x
+
+# ---------------------------------------------------------------- (c) memory per shard
+# Zero-filled (sparse) f64 inputs B=1, T=65536, Hk=Hv=1, K=V=64: 96 MiB of q, k, v (and
+# 1 MiB of g, beta). A NaN as the last element of beta stops the run right after set-up,
+# so a rank's peak RSS is its start-up plus what it read of the inputs; the same run on
+# T=64 gives the start-up alone. At np 1 the growth must show the whole input (the
+# measure works); at np 4 each rank must hold about a quarter: at most half of it.
+# ru_maxrss of the child, per rank, via python3 (skipped without it).
+zero_inputs() {  # zero_inputs DIR T
+  mkdir -p "$1"
+  local name shape bytes
+  for name in q k v g beta; do
+    case $name in
+    q | k | v) shape="(1, $2, 1, 64)" bytes=$((8 * $2 * 64)) ;;
+    *) shape="(1, $2, 1)" bytes=$((8 * $2)) ;;
+    esac
+    npy_header '<f8' False "$shape" >"$1/$name.npy"
+    truncate -s "+$bytes" "$1/$name.npy"
+  done
+  put_nan "$1/beta.npy" $(($2 - 1))
+}
+peak_rss_kb() {  # peak_rss_kb NP DIR: "rank kb" per rank (the run itself fails, as meant)
+  timeout 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$1" python3 "$RSS" "$KERNEL" --in "$2" \
+    --out "$WORK/out_mem" >"$WORK/mem.log" 2>&1
+  grep -o 'peak_rss_kb [0-9]* [0-9]*' "$WORK/mem.log" | cut -d' ' -f2-
+}
+max_kb() { awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }'; }
+if command -v python3 >/dev/null 2>&1; then
+  RSS="$WORK/rss.py"
+  cat >"$RSS" <<'PY'
+import os, resource, subprocess, sys
+rc = subprocess.call(sys.argv[1:])
+rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))
+kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print("peak_rss_kb %s %d (exit %d)" % (rank, kb, rc), file=sys.stderr, flush=True)
+# Exit 0 whatever the tool did, so that mpirun does not end the other ranks' wrappers
+# before they report.
+PY
+  zero_inputs "$WORK/mem_big" 65536
+  zero_inputs "$WORK/mem_small" 64
+  whole_kb=$(($(cat "$WORK"/mem_big/*.npy | wc -c) / 1024))
+  s1=$(peak_rss_kb 1 "$WORK/mem_small" | max_kb)
+  b1=$(peak_rss_kb 1 "$WORK/mem_big" | max_kb)
+  s4=$(peak_rss_kb 4 "$WORK/mem_small" | max_kb)
+  big4=$(peak_rss_kb 4 "$WORK/mem_big")
+  b4=$(echo "$big4" | max_kb)
+  n4=$(echo "$big4" | grep -c .)
+  grep -q "beta.npy: element \[0, 65535, 0\] (flat index 65535) is NaN" "$WORK/mem.log"
+  seen=$?
+  g1=$((b1 - s1)) g4=$((b4 - s4))
+  msg="inputs $whole_kb KiB; peak RSS growth np 1: $g1 KiB, np 4: $g4 KiB (max over $n4 ranks)"
+  if [ "$seen" -eq 0 ] && [ "$n4" -eq 4 ] && [ "$g1" -ge $((whole_kb * 9 / 10)) ] &&
+    [ "$g4" -le $((whole_kb / 2)) ]; then
+    pass "each rank reads only its shard: $msg"
+  else
+    cat "$WORK/mem.log"
+    fail "memory per shard: $msg (expected np 1 >= 90% and np 4 <= 50% of the inputs)"
+  fi
+else
+  echo "SKIP: memory per shard (no python3 to read each rank's peak RSS)"
+fi
 
 finish

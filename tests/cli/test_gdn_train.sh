@@ -7,7 +7,8 @@
 # (4) bad input: non-zero exit on all ranks, no hang, the message exactly once per job;
 # (5) killing one rank ends the whole job within 30 s, and the last checkpoint loads;
 # (6) on the shipped text the loss falls well below the text's unigram entropy;
-# (7) a .u16 token file of the text's bytes trains bit-identically to the text itself.
+# (7) a .u16 token file of the text's bytes trains bit-identically to the text itself;
+# (8) data files are not held in memory: a rank's peak RSS does not grow with the file.
 # Losses are read from the --log JSON lines with jq; jq prints a double with 17
 # significant digits, so equal strings mean equal bits.
 set -uo pipefail
@@ -285,4 +286,47 @@ fi
 jq '.model.vocab_size = 100' "$CONFIG" >"$WORK/vocab100.json"
 bad "token id beyond vocab_size" "$TOKENS': the token at index" 2 --config "$WORK/vocab100.json" \
   --cp 2 --data "$TOKENS"
+
+# ---------------------------------------------------------------- (8) memory
+# Each rank reads only its part of each window, from the file: a 64 MiB text (the shipped
+# text repeated) and its .u16 (128 MiB) must leave every rank's peak RSS within a quarter
+# of the text's size of a synthetic run's (ru_maxrss via python3; skipped without it).
+# Holding the text, or a mapping that the id scan leaves resident, would add all of it.
+if command -v python3 >/dev/null 2>&1; then
+  RSS="$WORK/rss.py"
+  cat >"$RSS" <<'PY'
+import os, resource, subprocess, sys
+rc = subprocess.call(sys.argv[1:])
+rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))
+kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print("peak_rss_kb %s %d (exit %d)" % (rank, kb, rc), file=sys.stderr, flush=True)
+sys.exit(rc)
+PY
+  python3 - "$TEXT" "$WORK/big.txt" "$WORK/big.u16" <<'PY'
+import array, sys
+b = open(sys.argv[1], "rb").read()
+reps = (64 << 20) // len(b) + 1
+open(sys.argv[2], "wb").write(b * reps)
+with open(sys.argv[3], "wb") as f:
+    array.array("H", list(b) * reps).tofile(f)
+PY
+  peak_kb() {  # peak_kb ARGS...: the largest peak RSS over 2 ranks of a 1-step run
+    timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 python3 "$RSS" "$TRAIN" --config "$CONFIG" \
+      --cp 2 --steps 1 "$@" >"$WORK/mem.out" 2>&1 || { cat "$WORK/mem.out"; echo 0; return; }
+    grep -o 'peak_rss_kb [0-9]* [0-9]*' "$WORK/mem.out" |
+      awk 'BEGIN { m = 0 } $3 > m { m = $3 } END { print m }'
+  }
+  size_kb=$(($(stat -c %s "$WORK/big.txt") / 1024))
+  base=$(peak_kb)
+  for f in big.txt big.u16; do
+    p=$(peak_kb --data "$WORK/$f")
+    if [ "$base" -gt 0 ] && [ "$p" -gt 0 ] && [ $((p - base)) -le $((size_kb / 4)) ]; then
+      pass "memory: peak RSS with $f ($size_kb KiB of text) is $((p - base)) KiB above synthetic"
+    else
+      fail "memory: peak RSS with $f is $((p - base)) KiB above synthetic ($base KiB; text $size_kb KiB)"
+    fi
+  done
+else
+  echo "SKIP: memory (no python3 to read each rank's peak RSS)"
+fi
 finish

@@ -307,7 +307,7 @@ PY
     run 2 60 "$TRAIN" --config "$SRC/configs/qwen3.5-397b-a17b.json" --cp 2 --seq-len 4096
     expect_failure "a model that cannot fit is refused" "the model does not fit: this rank needs an estimated"
     check "the message gives the parts and what is available" \
-      grep -qE "parameters [0-9.]+ GiB, gradients .* AdamW moments .* activations .* is available" "$WORK/out"
+      grep -qE "parameters [0-9.]+ [GT]iB, gradients .* AdamW moments .* activations .* is available" "$WORK/out"
     check "no bad_alloc" bash -c "! grep -q bad_alloc '$WORK/out'"
     train_ok "the tiny model fits and says its estimate" 2 --cp 2 --steps 1 &&
       check "the estimate is printed" grep -q "memory per rank (estimate)" "$WORK/out"

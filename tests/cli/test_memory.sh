@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Memory per rank through gdn_train, one case per ctest entry:
+#
+#   recompute   --recompute layer trains the hybrid MoE model with the same losses, aux
+#               losses and gradient norms, bit for bit, as --recompute none (cp = 1, 2, 4),
+#               and the estimate it prints is smaller
+#   no_logits   a vocabulary of 131072 at 2048 tokens would need 1 GiB of logits in f32;
+#               the fused LM head keeps the whole run's peak RSS under 512 MiB
+#
+#   test_memory.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
+set -uo pipefail
+BIN=$1 MPIEXEC=$2 SRC=$3 CASE=$4
+source "$(dirname "$0")/common.sh"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+train() {  # train NP LOG ARGS...
+  local np=$1 log=$2
+  shift 2
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" --cp "$np" --log "$log" "$@" \
+    >"$log.out" 2>&1
+}
+
+case_recompute() {
+  for cp in 1 2 4; do
+    local args=(--config "$SRC/configs/tiny-qwen3-next.json" --steps 3 --seq-len 64 --batch 2)
+    train "$cp" "$WORK/none$cp.jsonl" "${args[@]}" --recompute none
+    train "$cp" "$WORK/layer$cp.jsonl" "${args[@]}" --recompute layer
+    if [ -s "$WORK/none$cp.jsonl" ] &&
+      cmp -s <(jq -c '[.loss, .aux_loss, .grad_norm]' "$WORK/none$cp.jsonl") \
+        <(jq -c '[.loss, .aux_loss, .grad_norm]' "$WORK/layer$cp.jsonl"); then
+      pass "recompute: cp=$cp, the same losses and gradient norms bit for bit"
+    else
+      cat "$WORK/layer$cp.jsonl.out"
+      fail "recompute: cp=$cp, the runs differ"
+    fi
+    local a b
+    a=$(grep -o "activations [0-9.]* [KMG]iB kept" "$WORK/none$cp.jsonl.out" | head -1)
+    b=$(grep -o "activations [0-9.]* [KMG]iB kept" "$WORK/layer$cp.jsonl.out" | head -1)
+    [ -n "$a" ] && [ "$a" != "$b" ] && pass "recompute: cp=$cp, the estimate keeps less ($a vs $b)" ||
+      fail "recompute: cp=$cp, the estimate does not change ('$a' vs '$b')"
+  done
+}
+
+case_no_logits() {
+  jq '.model.vocab_size = 131072 | .model.hidden_size = 32 | .model.num_hidden_layers = 1 |
+      .model.layer_types = ["linear_attention"] | .model.intermediate_size = 32' \
+    "$SRC/configs/tiny.json" >"$WORK/big_vocab.json"
+  OMP_NUM_THREADS=2 train 1 "$WORK/v.jsonl" --config "$WORK/big_vocab.json" --steps 1 \
+    --seq-len 2048 --batch 1 --data synthetic
+  local peak
+  peak=$(jq -r '.peak_rss' "$WORK/v.jsonl" 2>/dev/null)
+  if [ -n "$peak" ] && [ "$peak" -lt $((512 * 1024 * 1024)) ]; then
+    pass "no_logits: peak RSS $((peak / 1048576)) MiB < 512 MiB (full logits: 1024 MiB)"
+  else
+    cat "$WORK/v.jsonl.out"
+    fail "no_logits: peak RSS '$peak' bytes"
+  fi
+}
+
+case "$CASE" in
+  recompute) case_recompute ;;
+  no_logits) case_no_logits ;;
+  *) echo "test_memory.sh: unknown case '$CASE'" >&2; exit 2 ;;
+esac
+finish
