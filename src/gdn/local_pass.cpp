@@ -69,7 +69,7 @@ void LocalPass<T, Dev>::prepare() {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::transition(T* M, T* U) {
-  GDN_CHECK(prepared_, "LocalPass::transition called before prepare()");
+  if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
   pass::transition(Dev{}, args(), M, U);
 }
 
@@ -77,7 +77,7 @@ template <typename T, typename Dev>
 void LocalPass<T, Dev>::output(const T* h_in, T* o, T* ht) {
   const std::size_t n = std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
   if (states_.size() != n) states_.resize(n);
-  if (!prepared_ && pass::output_needs_factors(Dev{})) prepare();
+  if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
   pass::output(Dev{}, args(), h_in, o, ht);
   have_states_ = true;
 }

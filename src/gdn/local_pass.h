@@ -40,9 +40,11 @@ class LocalPass {
   std::int64_t tokens() const { return layout_ ? layout_->tokens() : 0; }
 
   // WY factors of every chunk, kept for the passes below (chunks are independent, so
-  // this runs in parallel over chunks). transition() and adjoint() need it; output()
-  // without it makes each chunk's factors on the fly on the host, which is faster when
-  // nothing reuses them (the single-rank op): the factors never leave the cache.
+  // this runs in parallel over chunks). adjoint() needs it. transition() and output()
+  // without it make each chunk's factors on the fly on the host, which is faster when
+  // nothing reuses them (the single-rank op): the factors never leave the cache; the
+  // CUDA passes call it themselves. Phase 1 and 3 of CP share one prepare() (the WY
+  // reuse, docs/design.md §3).
   void prepare();
   // Phase 1: the slice as one affine map h_out = M h_in + U, per (b, h):
   // M [B, Hv, K, K], U [B, Hv, K, V]. An empty slice is the identity (M = I, U = 0).

@@ -264,7 +264,7 @@ int blocks_for(std::int64_t jobs) {
 
 }  // namespace
 
-bool output_needs_factors(Cuda) {
+bool needs_prepare(Cuda) {
   return true;
 }
 

@@ -93,6 +93,8 @@ void transition(Host, const PassArgs<T>& a, T* M, T* U) {
 #pragma omp parallel
   {
     ChunkMath<T> math(a.C, K, V, a.scale);
+    RowBuffers<T> buf(a.C, K, V);
+    std::vector<T> fbuf(a.prepared ? 0 : a.fsize);
 #pragma omp for schedule(static)
     for (int bh = 0; bh < a.B * a.Hv; ++bh) {
       const int b = bh / a.Hv, h = bh % a.Hv;
@@ -113,8 +115,13 @@ void transition(Host, const PassArgs<T>& a, T* M, T* U) {
       else if (a.in.h0)
         std::copy_n(a.in.h0 + a.state_offset(a.seq_of(s, b), h), K * V, u);
       for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-        if (affine) math.compose(a.factors_of(bh, c), m);
-        math.step(a.factors_of(bh, c), u, nullptr);
+        const T* f = a.prepared ? a.factors_of(bh, c) : fbuf.data();
+        if (!a.prepared) {  // the factors on the fly (LocalPass::transition)
+          gather_rows(a, bh, c, buf);
+          math.prepare(buf.rows(), fbuf.data());
+        }
+        if (affine) math.compose(f, m);
+        math.step(f, u, nullptr);
       }
     }
   }

@@ -55,12 +55,12 @@ inline int grad_scratch_heads(Host, int G) {
   return G - 1;
 }
 int grad_scratch_heads(Cuda, int G);
-// Whether output() needs prepare() first: the host can make each chunk's factors on the
-// fly; the CUDA passes read them from the factor buffer.
-inline bool output_needs_factors(Host) {
+// Whether transition() and output() need prepare() first: the host can make each chunk's
+// factors on the fly; the CUDA passes read them from the factor buffer.
+inline bool needs_prepare(Host) {
   return false;
 }
-bool output_needs_factors(Cuda);
+bool needs_prepare(Cuda);
 
 #define GDN_PASS_OPS(PREFIX, Dev, T)                                                          \
   PREFIX std::size_t workspace_elems(Dev, const PassArgs<T>& a);                              \
