@@ -18,6 +18,7 @@
 
 #include "core/device.h"
 #include "gdn/pass_args.h"
+#include "gdn/pass_buffer.h"
 #include "gdn/problem.h"
 #include "gdn/slice_layout.h"
 
@@ -65,11 +66,11 @@ class LocalPass {
   // Frees what the passes keep between calls (factors, chunk entry states, scratch), for
   // activation recomputation; the next reset() and passes allocate them again.
   void release() {
-    factors_ = Buffer<Dev, T>();
-    states_ = Buffer<Dev, T>();
+    factors_ = PassBuffer<Dev, T>();
+    states_ = PassBuffer<Dev, T>();
     workspace_ = Buffer<Dev, T>();
-    dqv_ = Buffer<Dev, T>();
-    dkv_ = Buffer<Dev, T>();
+    dqv_ = PassBuffer<Dev, T>();
+    dkv_ = PassBuffer<Dev, T>();
     prepared_ = have_states_ = false;
   }
 
@@ -82,10 +83,10 @@ class LocalPass {
   bool prepared_ = false, have_states_ = false;
   Buffer<Dev, SliceLayout::Segment> segments_;  // the layout's tables in Dev's memory
   Buffer<Dev, SliceLayout::Chunk> chunks_;
-  Buffer<Dev, T> factors_;    // [B * Hv, chunks, factor size], filled by prepare()
-  Buffer<Dev, T> states_;     // [B * Hv, chunks, K, V], filled by output()
-  Buffer<Dev, T> workspace_;  // per thread group scratch of the device's passes
-  Buffer<Dev, T> dqv_,
+  PassBuffer<Dev, T> factors_;  // [B * Hv, chunks, factor size], filled by prepare()
+  PassBuffer<Dev, T> states_;   // [B * Hv, chunks, K, V], filled by output()
+  Buffer<Dev, T> workspace_;    // per thread group scratch of the device's passes
+  PassBuffer<Dev, T> dqv_,
       dkv_;  // dq, dk per value head (pass::grad_scratch_heads), summed per key head
 };
 
