@@ -240,6 +240,27 @@ GDN_HD void ChunkKernel<T, Exec>::unit_lower_inverse(const T* L, T* Tinv, int n,
   if (n <= 16) {
     // Forward substitution, T_i = e_i - sum_{j<i} L_ij T_j: rows in order (row i reads
     // rows j < i), the columns c < i of a row in parallel (T_jc = 0 for c > j).
+    if (Exec::serial && n == 16) {
+      // One thread: row i as a 16-wide vector of partial sums, T_i -= L_ij T_j for j < i,
+      // which the compiler keeps in one or two vector registers (the column-by-column dot
+      // products below were a serial FMA chain per entry). Column c gets the same terms in
+      // the same order j = c, ..., i - 1: the terms j < c are L_ij * 0 (Tinv is zero there,
+      // the caller zeroed it), which leave the partial sum unchanged. The leaves are 16 x 16
+      // (C is a power of two >= 16), and row j reads columns up to 15 of the leaf, all
+      // inside it.
+      for (int i = 0; i < n; ++i) {
+        T acc[16] = {};
+        for (int j = 0; j < i; ++j) {
+          const T l = L[i * ld + j];
+          const T* Tj = Tinv + j * ld;
+          for (int c = 0; c < 16; ++c) acc[c] -= l * Tj[c];
+        }
+        T* Ti = Tinv + i * ld;
+        for (int c = 0; c < i; ++c) Ti[c] = acc[c];
+        Ti[i] = 1;
+      }
+      return;
+    }
     for (int i = 0; i < n; ++i) {
       T* Ti = Tinv + i * ld;
       for (int c = ex_.tid(); c < i; c += ex_.nthreads()) {
