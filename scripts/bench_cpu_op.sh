@@ -87,8 +87,7 @@ for shape in sorted({k[0] for k in best}, key=lambda s: -s[4]):
         r = best.get((shape, ours))
         if r is None:
             continue
-        # % of the peak of the round with the best time would be as fair; the best peak
-        # of all rounds is the stricter bar.
+        # % of the best peak of all rounds: the stricter bar.
         gf = r.get("gflops", float("nan"))
         t = best.get((shape, theirs)) if theirs else None
         tms = f"{t['median_ms']:8.1f}" if t else f"{'-':>8}"
