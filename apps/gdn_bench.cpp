@@ -1,15 +1,34 @@
 // gdn_bench: times the single-rank chunked gated delta rule against the token-by-token
 // recurrence, side by side in one run, and prints JSON lines on stdout:
-//   one per (shape, variant) with the median of --reps timed runs after --warmup, then one
-//   with the ratios recurrent / chunked (and CPU / CUDA when both ran). A benchmark, not a
-//   test: nothing is asserted.
+//   first the FMA peak of this CPU in --dtype, measured in the same run (ops/gemm/fma_peak.h);
+//   one per (shape, variant) with the median of --reps timed runs after --warmup and, for
+//   the chunked ones, the FLOPs of gdn/flop_count.h, the GFLOP/s and the percentage of that
+//   peak; then one with the ratios recurrent / chunked (and CPU / CUDA when both ran). A
+//   benchmark, not a test: nothing is asserted.
+//
+// FLOPs (gdn/flop_count.h; multiply-add = 2, triangles count their nonzero half, matrix
+// products only), per chunk of C rows, times B Hv ceil(T / C) chunks:
+//   prepare  = 3 C^2 K + C^2 V + C^3 / 3        output = 6 C K V + C^2 V
+//   state    = 4 C K^2 + 4 C K V                backward = prepare + 14 C K V + 4 C^2 V + 6 C^2 K
+//   forward = prepare + output; forward + backward = forward + backward.
+//
+// The CPU phases (--phases, on by default) time LocalPass's passes one by one on the slice
+// a CP rank holds: the second half [T, 2T) of sequences 2T long, so that phase 1 composes
+// the transition M and phase 3 starts from a given h_in. phase_prepare (the WY factors of
+// every chunk, kept), phase_state (phase 1: the slice's map (M, U) from the kept factors),
+// phase_output (phase 3 from the kept factors), phase_backward (the full local backward).
+// Then phases 1 + 3 both ways: cp_fwd_reuse (one prepare, both passes read the kept
+// factors: what src/cp does) and cp_fwd_recompute (each pass makes every chunk's factors
+// on the fly and keeps none); the last line gives recompute / reuse.
 // --device cuda|all also times the same single-rank op on the GPU (CUDA build only),
 // ChunkedGdn<T, Cuda>, on inputs uploaded once, outside the timed region; each timed run
 // ends with a device synchronisation.
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cxxopts.hpp>
 #include <functional>
 #include <iostream>
@@ -21,9 +40,12 @@
 #include "common/app_common.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "gdn/flop_count.h"
+#include "gdn/local_pass.h"
 #include "gdn/op.h"
 #include "gdn/random_inputs.h"
 #include "gdn/recurrent.h"
+#include "ops/gemm/fma_peak.h"
 
 #if GDN_HAVE_CUDA
 #include "runtime/cuda_device.h"
@@ -40,48 +62,76 @@ struct Settings {
   int cpu_reps = 5, cpu_warmup = 1;  // the CPU chunked variants (default: --reps, --warmup)
   std::int64_t skip_recurrent_above = 16384;
   bool cpu = true, cuda = false;  // which devices to time (from --device)
+  bool phases = true;             // time LocalPass's passes one by one (CPU)
+  double peak_gflops = 0;         // the FMA peak measured at start-up
 };
 
 json shape_json(const GdnProblem& p) {
   return {{"B", p.B}, {"T", p.T}, {"Hk", p.Hk}, {"Hv", p.Hv}, {"K", p.K}, {"V", p.V}};
 }
 
-// Median wall time in milliseconds of `reps` calls of fn, after `warmup` untimed calls.
-double median_ms(const std::function<void()>& fn, int warmup, int reps) {
+struct Timing {
+  double median_ms, min_ms, cpu_ms;
+};
+
+// Median and fastest wall time in milliseconds of `reps` calls of fn, after `warmup`
+// untimed calls, and the median process CPU time (all threads, user + system). The
+// minimum is the run least disturbed by a neighbour on a shared machine, and CPU time
+// does not count the time a neighbour holds the core; the median wall time is what the
+// ratios use.
+Timing time_ms(const std::function<void()>& fn, int warmup, int reps) {
   for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> ms;
+  std::vector<double> ms, cpu;
   for (int i = 0; i < reps; ++i) {
+    const std::clock_t c0 = std::clock();
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(1e3 * double(std::clock() - c0) / CLOCKS_PER_SEC);
   }
-  return app::median(ms);
+  return {app::median(ms), *std::min_element(ms.begin(), ms.end()), app::median(cpu)};
 }
 
-using Variants = std::vector<std::pair<std::string, std::function<void()>>>;
+// A timed variant: its name, one run of it, and the FLOPs of one run (0: not counted).
+struct Variant {
+  std::string name;
+  std::function<void()> fn;
+  double flops = 0;
+};
+using Variants = std::vector<Variant>;
 
 // Times each variant, prints its line and records its median in out.
 template <typename T>
 void time_variants(const GdnProblem& p, const Settings& s, const char* device,
                    const Variants& variants, std::map<std::string, double>& out) {
-  for (const auto& [name, fn] : variants) {
+  for (const auto& [name, fn, flops] : variants) {
     const bool recurrent = name.rfind("recurrent", 0) == 0;
     const bool cpu = std::string(device) == "cpu";
     const int reps = recurrent ? s.recurrent_reps : cpu ? s.cpu_reps : s.reps;
     const int warmup = cpu && !recurrent ? s.cpu_warmup : s.warmup;
-    const double ms = median_ms(fn, warmup, reps);
+    const Timing t = time_ms(fn, warmup, reps);
+    const double ms = t.median_ms;
     out[name] = ms;
-    const json line = {{"shape", shape_json(p)},
-                       {"variant", name},
-                       {"device", device},
-                       {"dtype", dtype_name(dtype_of<T>())},
-                       {"chunk_size", p.chunk_size},
-                       {"median_ms", ms},
-                       {"tokens_per_s", double(p.B) * p.T / (ms * 1e-3)},
-                       {"reps", reps},
-                       {"warmup", warmup},
-                       {"threads", omp_get_max_threads()}};
+    json line = {{"shape", shape_json(p)},
+                 {"variant", name},
+                 {"device", device},
+                 {"dtype", dtype_name(dtype_of<T>())},
+                 {"chunk_size", p.chunk_size},
+                 {"median_ms", ms},
+                 {"min_ms", t.min_ms},
+                 {"cpu_ms", t.cpu_ms},
+                 {"tokens_per_s", double(p.B) * p.T / (ms * 1e-3)},
+                 {"reps", reps},
+                 {"warmup", warmup},
+                 {"threads", omp_get_max_threads()}};
+    if (flops > 0) {
+      const double gflops = flops / (ms * 1e-3) * 1e-9;
+      line["gflop"] = flops * 1e-9;
+      line["gflops"] = gflops;
+      // Against the CPU's peak: meaningful for the CPU variants only.
+      if (cpu) line["pct_of_peak"] = 100 * gflops / s.peak_gflops;
+    }
     std::cout << line.dump() << std::endl;
   }
 }
@@ -98,14 +148,16 @@ void bench_cpu(const GdnProblem& p, const Settings& s, const GdnTensors<T>& in, 
 
   // The chunked variants include the constructor: it does the L2 norm and allocations
   // that a caller pays on every call.
+  const ChunkFlops f = chunk_flops(p);
   Variants variants = {
-      {"chunked_fwd", [&] { ChunkedGdn<T>(p, in).forward(o.ptr(), ht.ptr()); }},
+      {"chunked_fwd", [&] { ChunkedGdn<T>(p, in).forward(o.ptr(), ht.ptr()); }, f.forward()},
       {"chunked_fwd_bwd",
        [&] {
          ChunkedGdn<T> op(p, in);
          op.forward(o.ptr(), ht.ptr());
          op.backward(dO, dht, grads);
-       }},
+       },
+       f.forward_backward()},
   };
   if (p.T <= s.skip_recurrent_above) {
     variants.push_back({"recurrent_fwd", [&] { recurrent_forward(p, in, o.ptr(), ht.ptr()); }});
@@ -114,6 +166,51 @@ void bench_cpu(const GdnProblem& p, const Settings& s, const GdnTensors<T>& in, 
                           recurrent_backward(p, in, dO, dht, grads);
                         }});
   }
+  time_variants<T>(p, s, "cpu", variants, out);
+}
+
+// LocalPass's passes one by one, on the slice [T, 2T) of sequences 2T long (the file's
+// header says why), and phases 1 + 3 with the WY factors kept or recomputed.
+template <typename T>
+void bench_phases(const GdnProblem& p, const Settings& s, const GdnTensors<T>& in, const T* dO,
+                  const T* dht, std::map<std::string, double>& out) {
+  GdnProblem whole = p;
+  whole.T = 2 * p.T;
+  const Shape state = {p.num_sequences(), p.Hv, p.K, p.V};
+  Tensor<T> o({p.B, p.T, p.Hv, p.V}), ht(state), M({p.B, p.Hv, p.K, p.K}), U(state), h_in(state),
+      lambda(state);
+  Rng rng(3);
+  for (T& x : h_in.data) x = T(0.5 * rng.normal());
+  for (T& x : lambda.data) x = T(rng.normal());
+  Tensor<T> dq({p.B, p.T, p.Hk, p.K}), dk(dq.shape), dv(o.shape), dg({p.B, p.T, p.Hv}),
+      dbeta(dg.shape), dh0(state);
+  GdnGrads<T> grads{dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.ptr()};
+  const GdnTensors<T> slice{in.q, in.k, in.v, in.g, in.beta, nullptr};  // continues: no h0
+  LocalPass<T, Host> pass(whole, p.T, whole.T, slice);
+  const ChunkFlops f = chunk_flops(p);
+  // In order: each pass needs the one before it (prepare: the factors; output: the chunk
+  // entry states for backward); the two cp_fwd variants reset the pass and come last.
+  const Variants variants = {
+      {"phase_prepare", [&] { pass.prepare(); }, f.prepare},
+      {"phase_state", [&] { pass.transition(M.ptr(), U.ptr()); }, f.state},
+      {"phase_output", [&] { pass.output(h_in.ptr(), o.ptr(), ht.ptr()); }, f.output},
+      {"phase_backward", [&] { pass.backward(lambda.ptr(), dO, dht, grads); }, f.backward},
+      {"cp_fwd_reuse",
+       [&] {
+         pass.reset(whole, p.T, whole.T, slice);
+         pass.prepare();
+         pass.transition(M.ptr(), U.ptr());
+         pass.output(h_in.ptr(), o.ptr(), ht.ptr());
+       },
+       f.prepare + f.state + f.output},
+      {"cp_fwd_recompute",
+       [&] {
+         pass.reset(whole, p.T, whole.T, slice);
+         pass.transition(M.ptr(), U.ptr());
+         pass.output(h_in.ptr(), o.ptr(), ht.ptr());
+       },
+       2 * f.prepare + f.state + f.output},
+  };
   time_variants<T>(p, s, "cpu", variants, out);
 }
 
@@ -136,19 +233,22 @@ void bench_cuda(const GdnProblem& p, const Settings& s, const GdnData<T>& d, con
   GdnGrads<T> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
   Cuda::synchronize();
 
+  const ChunkFlops f = chunk_flops(p);
   const Variants variants = {
       {"cuda_chunked_fwd",
        [&] {
          ChunkedGdn<T, Cuda>(p, in).forward(o.data(), ht.data());
          Cuda::synchronize();
-       }},
+       },
+       f.forward()},
       {"cuda_chunked_fwd_bwd",
        [&] {
          ChunkedGdn<T, Cuda> op(p, in);
          op.forward(o.data(), ht.data());
          op.backward(dO.data(), dht.data(), grads);
          Cuda::synchronize();
-       }},
+       },
+       f.forward_backward()},
   };
   time_variants<T>(p, s, "cuda", variants, out);
 }
@@ -165,6 +265,7 @@ std::map<std::string, double> bench_shape(const GdnProblem& p, const Settings& s
   for (T& x : dht.data) x = T(rng.normal());
   std::map<std::string, double> out;
   if (s.cpu) bench_cpu<T>(p, s, d.view(), dO.ptr(), dht.ptr(), out);
+  if (s.cpu && s.phases) bench_phases<T>(p, s, d.view(), dO.ptr(), dht.ptr(), out);
 #if GDN_HAVE_CUDA
   if (s.cuda) bench_cuda<T>(p, s, d, dO, dht, out);
 #endif
@@ -196,8 +297,20 @@ int run(int argc, char** argv) {
       "gdn_bench",
       "Times the chunked gated delta rule (forward; forward+backward) against the "
       "token-by-token recurrence\nat a few shapes in one run, on the CPU and (--device cuda|all) "
-      "the GPU. Prints one JSON line per\n(shape, variant) with the median of --reps runs, then "
-      "one line with the ratios recurrent / chunked\nand CPU / CUDA. Threads: OMP_NUM_THREADS.");
+      "the GPU. Prints the CPU's FMA peak\n(measured first, in --dtype), one JSON line per "
+      "(shape, variant) with the median of --reps runs and,\nfor the chunked variants, "
+      "GFLOP/s and percent of that peak, then one line with the ratios\nrecurrent / chunked, "
+      "CPU / CUDA and WY recompute / reuse. Threads: OMP_NUM_THREADS.\n\n"
+      "FLOPs per chunk of C rows (multiply-add = 2, triangles count their nonzero half, matrix\n"
+      "products only), times B Hv ceil(T / C) chunks:\n"
+      "  prepare = 3 C^2 K + C^2 V + C^3/3   output = 6 C K V + C^2 V   "
+      "state = 4 C K^2 + 4 C K V\n"
+      "  backward = prepare + 14 C K V + 4 C^2 V + 6 C^2 K\n"
+      "  forward = prepare + output;  forward + backward = forward + backward\n\n"
+      "--phases times LocalPass's passes one by one on a CP rank's slice ([T, 2T) of sequences "
+      "2T long):\nphase_prepare, phase_state (CP phase 1), phase_output (phase 3), "
+      "phase_backward; then phases 1 + 3\nwith the WY factors kept (cp_fwd_reuse, what CP "
+      "does) or made again by each pass (cp_fwd_recompute).");
   o.add_options()("shapes", "shapes as 'B,T,Hk,Hv,K,V;...'",
                   cxxopts::value<std::string>()->default_value(
                       "1,1024,2,4,64,64;1,4096,2,4,64,64;1,16384,2,4,64,64"))(
@@ -216,9 +329,13 @@ int run(int argc, char** argv) {
                                                  "untimed runs before timing each variant",
                                                  cxxopts::value<int>()->default_value("1"))(
       "cpu-warmup", "untimed runs before each CPU chunked variant (default: --warmup)",
-      cxxopts::value<int>())(
-      "skip-recurrent-above", "skip the recurrence for shapes with T above this",
-      cxxopts::value<std::int64_t>()->default_value("16384"))("h,help", "print this help");
+      cxxopts::value<int>())("skip-recurrent-above",
+                             "skip the recurrence for shapes with T above this",
+                             cxxopts::value<std::int64_t>()->default_value("16384"))(
+      "phases", "time the CPU passes one by one and WY reuse vs recompute (--phases=false: off)",
+      cxxopts::value<bool>()->default_value("true"))(
+      "peak-seconds", "seconds of the FMA peak microbenchmark",
+      cxxopts::value<double>()->default_value("0.3"))("h,help", "print this help");
   auto res = o.parse(argc, argv);
   if (res.count("help")) {
     std::cout << o.help() << std::endl;
@@ -233,6 +350,9 @@ int run(int argc, char** argv) {
   s.cpu_reps = res.count("cpu-reps") ? res["cpu-reps"].as<int>() : s.reps;
   s.cpu_warmup = res.count("cpu-warmup") ? res["cpu-warmup"].as<int>() : s.warmup;
   s.skip_recurrent_above = res["skip-recurrent-above"].as<std::int64_t>();
+  s.phases = res["phases"].as<bool>();
+  const double peak_seconds = res["peak-seconds"].as<double>();
+  GDN_CHECK(peak_seconds > 0, "--peak-seconds must be > 0");
   GDN_CHECK(
       s.reps >= 1 && s.cpu_reps >= 1 && s.recurrent_reps >= 1 && s.warmup >= 0 && s.cpu_warmup >= 0,
       "--reps, --cpu-reps and --recurrent-reps must be >= 1, --warmup and --cpu-warmup "
@@ -260,7 +380,21 @@ int run(int argc, char** argv) {
   const std::string warning = resolve_devices(res["device"].as<std::string>(), s);
   if (!warning.empty()) std::cout << json{{"warning", warning}}.dump() << std::endl;
 
-  json recurrent_ratios = json::array(), device_ratios = json::array();
+  // The peak in the same run as the timings, on the same threads, so that the percentages
+  // compare like with like on a machine whose clock or neighbours vary.
+  const la::FmaPeak peak = dtype == "f64" ? la::measure_fma_peak<double>(peak_seconds)
+                                          : la::measure_fma_peak<float>(peak_seconds);
+  s.peak_gflops = peak.gflops;
+  std::cout << json{{"fma_peak",
+                     {{"dtype", dtype},
+                      {"gflops", peak.gflops},
+                      {"threads", peak.threads},
+                      {"lanes", peak.lanes},
+                      {"seconds", peak.seconds}}}}
+                   .dump()
+            << std::endl;
+
+  json recurrent_ratios = json::array(), device_ratios = json::array(), wy_ratios = json::array();
   for (const auto& p : shapes) {
     const auto ms = dtype == "f64" ? bench_shape<double>(p, s) : bench_shape<float>(p, s);
     if (ms.count("recurrent_fwd"))
@@ -273,9 +407,14 @@ int run(int argc, char** argv) {
           {{"shape", shape_json(p)},
            {"fwd", ms.at("chunked_fwd") / ms.at("cuda_chunked_fwd")},
            {"fwd_bwd", ms.at("chunked_fwd_bwd") / ms.at("cuda_chunked_fwd_bwd")}});
+    if (ms.count("cp_fwd_reuse"))
+      wy_ratios.push_back({{"shape", shape_json(p)},
+                           {"cp_fwd", ms.at("cp_fwd_recompute") / ms.at("cp_fwd_reuse")}});
   }
   json ratios = {{"ratios_recurrent_over_chunked", recurrent_ratios}};
   if (s.cpu && s.cuda) ratios["ratios_cpu_over_cuda"] = device_ratios;
+  if (s.cpu && s.phases) ratios["ratios_wy_recompute_over_reuse"] = wy_ratios;
+  ratios["fma_peak_gflops"] = peak.gflops;
   ratios["dtype"] = dtype;
   std::cout << ratios.dump() << std::endl;
   return 0;

@@ -28,7 +28,7 @@ struct RefExec {
   static void sync() {}
   template <typename T>
   static void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B,
-                   int ldb, T beta, T* C, int ldc) {
+                   int ldb, T beta, T* C, int ldc, Structure = Structure::kDense) {
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         T acc = 0;
@@ -56,7 +56,7 @@ struct ThreadedExec {
   }
   template <typename T>
   void gemm(bool ta, bool tb, int m, int nn, int k, T alpha, const T* A, int lda, const T* B,
-            int ldb, T beta, T* C, int ldc) const {
+            int ldb, T beta, T* C, int ldc, Structure = Structure::kDense) const {
     sync();
     block_gemm<T>(t, n, ta, tb, m, nn, k, alpha, A, lda, B, ldb, beta, C, ldc);
     sync();

@@ -69,7 +69,7 @@ void LocalPass<T, Dev>::prepare() {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::transition(T* M, T* U) {
-  GDN_CHECK(prepared_, "LocalPass::transition called before prepare()");
+  if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
   pass::transition(Dev{}, args(), M, U);
 }
 
@@ -77,7 +77,7 @@ template <typename T, typename Dev>
 void LocalPass<T, Dev>::output(const T* h_in, T* o, T* ht) {
   const std::size_t n = std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
   if (states_.size() != n) states_.resize(n);
-  if (!prepared_ && pass::output_needs_factors(Dev{})) prepare();
+  if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
   pass::output(Dev{}, args(), h_in, o, ht);
   have_states_ = true;
 }
@@ -92,7 +92,8 @@ template <typename T, typename Dev>
 void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g) {
   GDN_CHECK(have_states_,
             "LocalPass::backward called before output(): the chunk entry states are missing");
-  const std::size_t n = std::size_t(p_.B) * tokens() * p_.Hk * p_.K * p_.group();
+  const std::size_t n =
+      std::size_t(p_.B) * tokens() * p_.Hk * p_.K * pass::grad_scratch_heads(Dev{}, p_.group());
   if (dqv_.size() != n) {
     dqv_.resize(n);
     dkv_.resize(n);

@@ -18,6 +18,7 @@
 
 #include "core/device.h"
 #include "gdn/pass_args.h"
+#include "gdn/pass_buffer.h"
 #include "gdn/problem.h"
 #include "gdn/slice_layout.h"
 
@@ -40,9 +41,11 @@ class LocalPass {
   std::int64_t tokens() const { return layout_ ? layout_->tokens() : 0; }
 
   // WY factors of every chunk, kept for the passes below (chunks are independent, so
-  // this runs in parallel over chunks). transition() and adjoint() need it; output()
-  // without it makes each chunk's factors on the fly on the host, which is faster when
-  // nothing reuses them (the single-rank op): the factors never leave the cache.
+  // this runs in parallel over chunks). adjoint() needs it. transition() and output()
+  // without it make each chunk's factors on the fly on the host, which is faster when
+  // nothing reuses them (the single-rank op): the factors never leave the cache; the
+  // CUDA passes call it themselves. Phase 1 and 3 of CP share one prepare() (the WY
+  // reuse, docs/design.md §3).
   void prepare();
   // Phase 1: the slice as one affine map h_out = M h_in + U, per (b, h):
   // M [B, Hv, K, K], U [B, Hv, K, V]. An empty slice is the identity (M = I, U = 0).
@@ -63,11 +66,11 @@ class LocalPass {
   // Frees what the passes keep between calls (factors, chunk entry states, scratch), for
   // activation recomputation; the next reset() and passes allocate them again.
   void release() {
-    factors_ = Buffer<Dev, T>();
-    states_ = Buffer<Dev, T>();
+    factors_ = PassBuffer<Dev, T>();
+    states_ = PassBuffer<Dev, T>();
     workspace_ = Buffer<Dev, T>();
-    dqv_ = Buffer<Dev, T>();
-    dkv_ = Buffer<Dev, T>();
+    dqv_ = PassBuffer<Dev, T>();
+    dkv_ = PassBuffer<Dev, T>();
     prepared_ = have_states_ = false;
   }
   // Frees the WY factors only (the largest buffer: about 6 K + C elements per token and
@@ -86,10 +89,11 @@ class LocalPass {
   bool prepared_ = false, have_states_ = false;
   Buffer<Dev, SliceLayout::Segment> segments_;  // the layout's tables in Dev's memory
   Buffer<Dev, SliceLayout::Chunk> chunks_;
-  Buffer<Dev, T> factors_;    // [B * Hv, chunks, factor size], filled by prepare()
-  Buffer<Dev, T> states_;     // [B * Hv, chunks, K, V], filled by output()
-  Buffer<Dev, T> workspace_;  // per thread group scratch of the device's passes
-  Buffer<Dev, T> dqv_, dkv_;  // dq, dk per value head, summed per key head by backward()
+  PassBuffer<Dev, T> factors_;  // [B * Hv, chunks, factor size], filled by prepare()
+  PassBuffer<Dev, T> states_;   // [B * Hv, chunks, K, V], filled by output()
+  Buffer<Dev, T> workspace_;    // per thread group scratch of the device's passes
+  PassBuffer<Dev, T> dqv_,
+      dkv_;  // dq, dk per value head (pass::grad_scratch_heads), summed per key head
 };
 
 }  // namespace gdn

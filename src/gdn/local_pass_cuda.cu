@@ -264,8 +264,12 @@ int blocks_for(std::int64_t jobs) {
 
 }  // namespace
 
-bool output_needs_factors(Cuda) {
+bool needs_prepare(Cuda) {
   return true;
+}
+
+int grad_scratch_heads(Cuda, int G) {
+  return G;
 }
 
 template <typename T>

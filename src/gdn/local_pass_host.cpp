@@ -13,17 +13,24 @@ namespace gdn::pass {
 
 namespace {
 
+// One row of `width` elements: an inline loop the compiler vectorises. A memmove call
+// per row (std::copy_n) cost more than the copy itself at rows of 64 to 128 elements.
+template <typename T>
+inline void copy_row(const T* __restrict src, int width, T* __restrict dst) {
+  for (int d = 0; d < width; ++d) dst[d] = src[d];
+}
+
 // Copies n rows of `width` elements, `stride` apart, into a dense C-row block; rows past
 // n become zero.
 template <typename T>
 void gather(const T* src, std::int64_t stride, int n, int width, int C, T* dst) {
-  for (int i = 0; i < n; ++i) std::copy_n(src + i * stride, width, dst + std::size_t(i) * width);
+  for (int i = 0; i < n; ++i) copy_row(src + i * stride, width, dst + std::size_t(i) * width);
   std::fill(dst + std::size_t(n) * width, dst + std::size_t(C) * width, T(0));
 }
 
 template <typename T>
 void scatter(const T* src, int n, int width, T* dst, std::int64_t stride) {
-  for (int i = 0; i < n; ++i) std::copy_n(src + std::size_t(i) * width, width, dst + i * stride);
+  for (int i = 0; i < n; ++i) copy_row(src + std::size_t(i) * width, width, dst + i * stride);
 }
 
 // One chunk's rows, plus the chunk's output / gradient rows before scattering.
@@ -93,6 +100,8 @@ void transition(Host, const PassArgs<T>& a, T* M, T* U) {
 #pragma omp parallel
   {
     ChunkMath<T> math(a.C, K, V, a.scale);
+    RowBuffers<T> buf(a.C, K, V);
+    std::vector<T> fbuf(a.prepared ? 0 : a.fsize);
 #pragma omp for schedule(static)
     for (int bh = 0; bh < a.B * a.Hv; ++bh) {
       const int b = bh / a.Hv, h = bh % a.Hv;
@@ -113,8 +122,13 @@ void transition(Host, const PassArgs<T>& a, T* M, T* U) {
       else if (a.in.h0)
         std::copy_n(a.in.h0 + a.state_offset(a.seq_of(s, b), h), K * V, u);
       for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-        if (affine) math.compose(a.factors_of(bh, c), m);
-        math.step(a.factors_of(bh, c), u, nullptr);
+        const T* f = a.prepared ? a.factors_of(bh, c) : fbuf.data();
+        if (!a.prepared) {  // the factors on the fly (LocalPass::transition)
+          gather_rows(a, bh, c, buf);
+          math.prepare(buf.rows(), fbuf.data());
+        }
+        if (affine) math.compose(f, m);
+        math.step(f, u, nullptr);
       }
     }
   }
@@ -211,9 +225,11 @@ void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T*
           gather_rows(a, bh, c, buf);
           gather(dO + at.v, v_stride, rows, V, a.C, buf.dO.data());
           math.backward(buf.rows(), a.entry_state(bh, c), buf.dO.data(), dh.data(), buf.grads());
-          const std::int64_t head = std::int64_t(hv % G) * qk_elems;
-          scatter(buf.dq.data(), rows, K, dqv + head + at.qk, qk_stride);
-          scatter(buf.dk.data(), rows, K, dkv + head + at.qk, qk_stride);
+          // The group's first value head writes dq, dk; the others their scratch blocks.
+          const int j = hv % G;
+          const std::int64_t head = std::int64_t(j - 1) * qk_elems;
+          scatter(buf.dq.data(), rows, K, (j == 0 ? gr.dq : dqv + head) + at.qk, qk_stride);
+          scatter(buf.dk.data(), rows, K, (j == 0 ? gr.dk : dkv + head) + at.qk, qk_stride);
           scatter(buf.dv.data(), rows, V, gr.dv + at.v, v_stride);
           scatter(buf.dg.data(), rows, 1, gr.dg + at.t * a.Hv + hv, a.Hv);
           scatter(buf.dbeta.data(), rows, 1, gr.dbeta + at.t * a.Hv + hv, a.Hv);
@@ -222,8 +238,8 @@ void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T*
       }
     }
   }
-  sum_head_groups(dqv, qk_elems, G, gr.dq);
-  sum_head_groups(dkv, qk_elems, G, gr.dk);
+  add_head_groups(dqv, qk_elems, G - 1, gr.dq);
+  add_head_groups(dkv, qk_elems, G - 1, gr.dk);
 }
 
 GDN_INSTANTIATE_ON(GDN_PASS_OPS, Host)

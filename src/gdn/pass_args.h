@@ -45,15 +45,22 @@ struct PassArgs {
 };
 
 // The passes of LocalPass on one device, same meaning as its members; backward gets
-// scratch dqv, dkv of G x [B, Tl, Hk, K] elements each. workspace_elems is how much scratch
-// the device's passes want in PassArgs::workspace.
+// scratch dqv, dkv of grad_scratch_heads(Dev, G) x [B, Tl, Hk, K] elements each.
+// workspace_elems is how much scratch the device's passes want in PassArgs::workspace.
 namespace pass {
-// Whether output() needs prepare() first: the host can make each chunk's factors on the
-// fly; the CUDA passes read them from the factor buffer.
-inline bool output_needs_factors(Host) {
+// Per-value-head blocks of dq / dk scratch the backward needs: the CUDA pass writes all G
+// and sums them; the host pass writes the first head of each group straight into dq, dk
+// and adds the other G - 1 in order (the same sums, without a copy when G = 1).
+inline int grad_scratch_heads(Host, int G) {
+  return G - 1;
+}
+int grad_scratch_heads(Cuda, int G);
+// Whether transition() and output() need prepare() first: the host can make each chunk's
+// factors on the fly; the CUDA passes read them from the factor buffer.
+inline bool needs_prepare(Host) {
   return false;
 }
-bool output_needs_factors(Cuda);
+bool needs_prepare(Cuda);
 
 #define GDN_PASS_OPS(PREFIX, Dev, T)                                                          \
   PREFIX std::size_t workspace_elems(Dev, const PassArgs<T>& a);                              \

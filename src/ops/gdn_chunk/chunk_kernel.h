@@ -12,6 +12,8 @@
 #include <cstddef>
 
 #include "core/hd.h"
+#include "ops/gdn_chunk/row_math.h"
+#include "ops/gemm/structure.h"
 
 namespace gdn {
 
@@ -72,11 +74,12 @@ struct ChunkFactors {
 //   static constexpr bool serial   true when nthreads() is 1 (plain nested loops then)
 //   tid(), nthreads()              this thread and the group size
 //   sync()                         a barrier of the group
-//   gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+//   gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s = Structure::kDense)
 //       C = beta C + alpha op(A) op(B), row-major (la::gemm's contract), called by all
 //       threads; it is a barrier on entry and on exit, so its inputs written by any
 //       thread before the call are read, and its result is visible to all threads after.
-//       beta == 0 never reads C.
+//       beta == 0 never reads C. s (ops/gemm/structure.h) names known zeros of op(A) or
+//       the unwanted upper triangle of C: an Exec may skip that work or ignore the hint.
 // HostExec (host_exec.h) and CudaExec (cuda_exec.cuh) are the two.
 
 // The simple cooperative GEMM: thread tid computes the entries tid, tid + nt, ... of C
@@ -103,7 +106,7 @@ class ChunkKernel {
   // Elements of scratch the kernel needs; the workspace must stay valid while it is used.
   GDN_HD static std::size_t workspace_size(int C, int K, int V) {
     const std::size_t CC = std::size_t(C) * C, CK = std::size_t(C) * K, CV = std::size_t(C) * V;
-    return 6 * std::size_t(C) + K + 10 * CC + 5 * CK + 4 * CV + ChunkFactors<T>{C, K, V}.size();
+    return 7 * std::size_t(C) + K + 9 * CC + 5 * CK + 4 * CV + ChunkFactors<T>{C, K, V}.size();
   }
 
   GDN_HD ChunkKernel(int C, int K, int V, T scale, T* workspace, Exec ex = Exec())
@@ -116,9 +119,9 @@ class ChunkKernel {
       return r;
     };
     G_ = take(C), Gam_ = take(C), e_ = take(C), dGam_ = take(C), redC_ = take(C), redK_ = take(K);
-    seg_ = take(C);
+    seg_ = take(C), csum_ = take(C);
     D_ = take(CC), KK_ = take(CC), QK_ = take(CC), L_ = take(CC), Tm_ = take(CC);
-    dP_ = take(CC), dD_ = take(CC), dT_ = take(CC), tmpCC_ = take(CC), dL_ = take(CC);
+    dP_ = take(CC), dD_ = take(CC), tmpCC_ = take(CC), dL_ = take(CC);
     bGK_ = take(CK), tmpCK_ = take(CK), dkt_ = take(CK), X_ = take(CK), dKb_ = take(CK);
     bV_ = take(CV), vnew_ = take(CV), dvn_ = take(CV), dVb_ = take(CV);
     f_ = take(fl_.size());
@@ -146,15 +149,21 @@ class ChunkKernel {
 
   // Dense, tightly packed operands (la::matmul's contract).
   GDN_HD void mm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, const T* B, T beta,
-                 T* C) {
-    ex_.gemm(ta, tb, m, n, k, alpha, A, ta ? m : k, B, tb ? k : n, beta, C, n);
+                 T* C, Structure s = Structure::kDense) {
+    ex_.gemm(ta, tb, m, n, k, alpha, A, ta ? m : k, B, tb ? k : n, beta, C, n, s);
   }
   // f(i, j) for every cell of an m x n grid, split over the threads. A serial Exec keeps
   // the nested loops (no index division in the hot path of the CPU build).
   template <typename F>
   GDN_HD void each2d(int m, int n, F f) {
     if constexpr (Exec::serial) {
+      // Every f passed here writes only cell (i, j) of its outputs and reads no output cell
+      // of another (i, j): the inner loop has no carried dependency, which GCC cannot prove
+      // through the captured pointers; ivdep lets it vectorise.
       for (int i = 0; i < m; ++i)
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__clang__)
+#pragma GCC ivdep
+#endif
         for (int j = 0; j < n; ++j) f(i, j);
     } else {
       for (int x = ex_.tid(); x < m * n; x += ex_.nthreads()) f(x / n, x % n);
@@ -167,8 +176,8 @@ class ChunkKernel {
   ChunkFactors<T> fl_;
   // Scratch carved from the workspace (sizes in the constructor). redC_, redK_ hold
   // per-row partial sums that one thread then adds up in a fixed order.
-  T *G_, *Gam_, *e_, *dGam_, *redC_, *redK_, *seg_;
-  T *D_, *KK_, *QK_, *L_, *Tm_, *dP_, *dD_, *dT_, *tmpCC_, *dL_;
+  T *G_, *Gam_, *e_, *dGam_, *redC_, *redK_, *seg_, *csum_;
+  T *D_, *KK_, *QK_, *L_, *Tm_, *dP_, *dD_, *tmpCC_, *dL_;
   T *bGK_, *tmpCK_, *dkt_, *X_, *dKb_, *bV_, *vnew_, *dvn_, *dVb_, *f_;
 };
 
@@ -202,9 +211,24 @@ GDN_HD void ChunkKernel<T, Exec>::decay_terms(const T* g) {
   ex_.sync();
   for (int i = ex_.tid(); i < C; i += ex_.nthreads())
     e_[i] = seg_[i] == seg_[C - 1] ? hd::exp(G_[C - 1] - G_[i]) : T(0);
-  each2d(C, C, [&](int i, int j) {
-    D_[i * C + j] = j <= i && seg_[i] == seg_[j] ? hd::exp(G_[i] - G_[j]) : T(0);
-  });
+  if constexpr (Exec::serial) {  // the same values, in loops the compiler vectorises
+    for (int i = 0; i < C; ++i) {
+      T* Di = D_ + i * C;
+      const T Gi = G_[i], si = seg_[i];
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__clang__)
+#pragma GCC ivdep
+#endif
+      for (int j = 0; j <= i; ++j) {
+        const T d = decay_exp(Gi - G_[j]);
+        Di[j] = seg_[j] == si ? d : T(0);
+      }
+      for (int j = i + 1; j < C; ++j) Di[j] = 0;
+    }
+  } else {
+    each2d(C, C, [&](int i, int j) {
+      D_[i * C + j] = j <= i && seg_[i] == seg_[j] ? decay_exp(G_[i] - G_[j]) : T(0);
+    });
+  }
   ex_.sync();
 }
 
@@ -216,6 +240,27 @@ GDN_HD void ChunkKernel<T, Exec>::unit_lower_inverse(const T* L, T* Tinv, int n,
   if (n <= 16) {
     // Forward substitution, T_i = e_i - sum_{j<i} L_ij T_j: rows in order (row i reads
     // rows j < i), the columns c < i of a row in parallel (T_jc = 0 for c > j).
+    if (Exec::serial && n == 16) {
+      // One thread: row i as a 16-wide vector of partial sums, T_i -= L_ij T_j for j < i,
+      // which the compiler keeps in one or two vector registers (the column-by-column dot
+      // products below were a serial FMA chain per entry). Column c gets the same terms in
+      // the same order j = c, ..., i - 1: the terms j < c are L_ij * 0 (Tinv is zero there,
+      // the caller zeroed it), which leave the partial sum unchanged. The leaves are 16 x 16
+      // (C is a power of two >= 16), and row j reads columns up to 15 of the leaf, all
+      // inside it.
+      for (int i = 0; i < n; ++i) {
+        T acc[16] = {};
+        for (int j = 0; j < i; ++j) {
+          const T l = L[i * ld + j];
+          const T* Tj = Tinv + j * ld;
+          for (int c = 0; c < 16; ++c) acc[c] -= l * Tj[c];
+        }
+        T* Ti = Tinv + i * ld;
+        for (int c = 0; c < i; ++c) Ti[c] = acc[c];
+        Ti[i] = 1;
+      }
+      return;
+    }
     for (int i = 0; i < n; ++i) {
       T* Ti = Tinv + i * ld;
       for (int c = ex_.tid(); c < i; c += ex_.nthreads()) {
@@ -234,20 +279,22 @@ GDN_HD void ChunkKernel<T, Exec>::unit_lower_inverse(const T* L, T* Tinv, int n,
   // Tinv_21 = -Tinv_22 (L_21 Tinv_11)
   ex_.gemm(false, false, n - h, h, h, T(1), L + h * ld, ld, Tinv, ld, T(0), tmp, h);
   ex_.gemm(false, false, n - h, h, n - h, T(-1), Tinv + h * ld + h, ld, tmp, h, T(0), Tinv + h * ld,
-           ld);
+           ld, Structure::kLowerA);
 }
 
 // L = strict_lower(diag(beta) K K^T .* D), T = (I + L)^{-1}, u = T (beta V),
 // w = T (beta Gamma K), k~ = e K, P = lower_incl(Q K^T .* D), q_g = Gamma Q.
+// Only the lower triangles of K K^T and Q K^T are made (kLowerC): their upper entries are
+// never read, so every use below selects rather than multiplies by D's zeros.
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::wy(const ChunkRows<T>& r, T* w, T* u, T* kt, T* qg, T* P) {
   const int C = C_, K = K_, V = V_;
-  mm(false, true, C, C, K, T(1), r.k, r.k, T(0), KK_);
-  mm(false, true, C, C, K, T(1), r.q, r.k, T(0), QK_);
+  mm(false, true, C, C, K, T(1), r.k, r.k, T(0), KK_, Structure::kLowerC);
+  mm(false, true, C, C, K, T(1), r.q, r.k, T(0), QK_, Structure::kLowerC);
   each2d(C, C, [&](int i, int j) {
     const int ij = i * C + j;
     L_[ij] = j < i ? r.beta[i] * KK_[ij] * D_[ij] : T(0);
-    P[ij] = QK_[ij] * D_[ij];  // D is zero above the diagonal
+    P[ij] = j <= i ? QK_[ij] * D_[ij] : T(0);
     Tm_[ij] = 0;
   });
   ex_.sync();
@@ -258,8 +305,8 @@ GDN_HD void ChunkKernel<T, Exec>::wy(const ChunkRows<T>& r, T* w, T* u, T* kt, T
     kt[i * K + d] = e_[i] * r.k[i * K + d];
     qg[i * K + d] = Gam_[i] * r.q[i * K + d];
   });
-  mm(false, false, C, V, C, T(1), Tm_, bV_, T(0), u);
-  mm(false, false, C, K, C, T(1), Tm_, bGK_, T(0), w);
+  mm(false, false, C, V, C, T(1), Tm_, bV_, T(0), u, Structure::kLowerA);
+  mm(false, false, C, K, C, T(1), Tm_, bGK_, T(0), w, Structure::kLowerA);
 }
 
 template <typename T, typename Exec>
@@ -277,7 +324,7 @@ GDN_HD void ChunkKernel<T, Exec>::step(const T* f, T* h, T* o) {
   mm(false, false, C, V, K, T(-1), fl_.w(f), h, T(1), vnew_);  // v_new = u - w h
   if (o) {
     mm(false, false, C, V, K, s_, fl_.qg(f), h, T(0), o);
-    mm(false, false, C, V, C, s_, fl_.P(f), vnew_, T(1), o);
+    mm(false, false, C, V, C, s_, fl_.P(f), vnew_, T(1), o, Structure::kLowerA);
   }
   mm(true, false, K, V, C, T(1), fl_.kt(f), vnew_, ChunkFactors<T>::gamma(f), h);
 }
@@ -294,7 +341,7 @@ GDN_HD void ChunkKernel<T, Exec>::adjoint(const T* f, T* mu, const T* dO) {
   const int C = C_, K = K_, V = V_;
   // dv_new = k~ mu + s P^T dO;  mu <- gamma mu + s q_g^T dO - w^T dv_new
   mm(false, false, C, V, K, T(1), fl_.kt(f), mu, T(0), dvn_);
-  mm(true, false, C, V, C, s_, fl_.P(f), dO, T(1), dvn_);
+  mm(true, false, C, V, C, s_, fl_.P(f), dO, T(1), dvn_, Structure::kUpperA);
   mm(true, false, K, V, C, s_, fl_.qg(f), dO, ChunkFactors<T>::gamma(f), mu);
   mm(true, false, K, V, C, T(-1), fl_.w(f), dvn_, T(1), mu);
 }
@@ -314,90 +361,87 @@ GDN_HD void ChunkKernel<T, Exec>::backward(const ChunkRows<T>& r, const T* h, co
   mm(false, false, C, V, K, T(-1), w, h, T(1), vnew_);
 
   // h_next = gamma h + k~^T v_new. dgamma = <h, dh_next>: row sums now, their sum below.
-  for (int i = ex_.tid(); i < K; i += ex_.nthreads()) {
-    T acc = 0;
-    for (int d = 0; d < V; ++d) acc += h[i * V + d] * dh[i * V + d];
-    redK_[i] = acc;
-  }
+  for (int i = ex_.tid(); i < K; i += ex_.nthreads()) redK_[i] = row_dot(h + i * V, dh + i * V, V);
   mm(false, true, C, K, V, T(1), vnew_, dh, T(0), dkt_);  // dk~ = v_new dh_next^T
   mm(false, false, C, V, K, T(1), kt, dh, T(0), dvn_);    // dv_new = k~ dh_next
   for (int x = ex_.tid(); x < K * V; x += ex_.nthreads()) dh[x] *= gamma;
   // o = s (q_g h + P v_new)
   mm(false, true, C, K, V, s, dO, h, T(0), X_);  // X = s dO h^T = d(q_g)
-  for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
-    T acc = 0;
-    for (int d = 0; d < K; ++d) {
-      out.dq[i * K + d] = Gam_[i] * X_[i * K + d];
-      acc += r.q[i * K + d] * X_[i * K + d];
-    }
-    dGam_[i] = acc;
-  }
+  each2d(C, K, [&](int i, int d) { out.dq[i * K + d] = Gam_[i] * X_[i * K + d]; });
+  for (int i = ex_.tid(); i < C; i += ex_.nthreads())
+    dGam_[i] = row_dot(r.q + i * K, X_ + i * K, K);
   mm(true, false, K, V, C, s, qg, dO, T(1), dh);
-  mm(false, true, C, C, V, s, dO, vnew_, T(0), dP_);
-  mm(true, false, C, V, C, s, P, dO, T(1), dvn_);
+  mm(false, true, C, C, V, s, dO, vnew_, T(0), dP_, Structure::kLowerC);
+  mm(true, false, C, V, C, s, P, dO, T(1), dvn_, Structure::kUpperA);
   each2d(C, C, [&](int i, int j) {
     const int ij = i * C + j;
-    const T dp = j <= i ? dP_[ij] : T(0);
-    dD_[ij] = dp * QK_[ij];
-    dP_[ij] = dp * D_[ij];  // now dP .* D
+    const bool in = j <= i;  // dP_ and QK_ hold only their lower triangles
+    dD_[ij] = in ? dP_[ij] * QK_[ij] : T(0);
+    dP_[ij] = in ? dP_[ij] * D_[ij] : T(0);  // now dP .* D, lower triangular
   });
-  mm(false, false, C, K, C, T(1), dP_, r.k, T(1), out.dq);
-  mm(true, false, C, K, C, T(1), dP_, r.q, T(0), out.dk);
+  mm(false, false, C, K, C, T(1), dP_, r.k, T(1), out.dq, Structure::kLowerA);
+  mm(true, false, C, K, C, T(1), dP_, r.q, T(0), out.dk, Structure::kUpperA);
   // v_new = u - w h
   const T* du = dvn_;
   T* dw = tmpCK_;
   mm(false, true, C, K, V, T(-1), du, h, T(0), dw);
   mm(true, false, K, V, C, T(-1), w, du, T(1), dh);
-  // u = T (beta V), w = T (beta Gamma K)
-  mm(false, true, C, C, V, T(1), du, bV_, T(0), dT_);
-  mm(false, true, C, C, K, T(1), dw, bGK_, T(1), dT_);
-  mm(true, false, C, V, C, T(1), Tm_, du, T(0), dVb_);
-  mm(true, false, C, K, C, T(1), Tm_, dw, T(0), dKb_);
-  // T = (I + L)^{-1}: dL = strict_lower(-T^T dT T^T)
-  mm(true, false, C, C, C, T(1), Tm_, dT_, T(0), tmpCC_);
-  mm(false, true, C, C, C, T(-1), tmpCC_, Tm_, T(0), dL_);
+  // u = T (beta V), w = T (beta Gamma K): dVb = T^T du, dKb = T^T dw (T^T is upper).
+  mm(true, false, C, V, C, T(1), Tm_, du, T(0), dVb_, Structure::kUpperA);
+  mm(true, false, C, K, C, T(1), Tm_, dw, T(0), dKb_, Structure::kUpperA);
+  // T = (I + L)^{-1}: dL = strict_lower(-T^T dT T^T) with dT = du (beta V)^T + dw (beta
+  // Gamma K)^T, which is -(dVb u^T + dKb w^T): two C x C products instead of dT and two
+  // C x C x C ones.
+  mm(false, true, C, C, V, T(-1), dVb_, u, T(0), dL_, Structure::kLowerC);
+  mm(false, true, C, C, K, T(-1), dKb_, w, T(1), dL_, Structure::kLowerC);
   for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
-    T db = 0;
-    for (int j = 0; j < C; ++j) {
-      const int ij = i * C + j;
-      const T dl = j < i ? dL_[ij] : T(0);
-      const T dld = dl * D_[ij];
-      db += dld * KK_[ij];
-      dD_[ij] += dl * r.beta[i] * KK_[ij];
-      dL_[ij] = r.beta[i] * dld;  // now beta .* (dL .* D): the gradient of K K^T
+    T* dl = dL_ + i * C;  // dL, KK_ hold only their lower triangles: j < i
+    const T* kk = KK_ + i * C;
+    const T b = r.beta[i];
+    for (int j = 0; j < i; ++j) {
+      dD_[i * C + j] += dl[j] * b * kk[j];
+      dl[j] *= D_[i * C + j];  // now dL .* D
     }
-    out.dbeta[i] = db;
+    out.dbeta[i] = row_dot(dl, kk, i);
+    for (int j = 0; j < i; ++j) dl[j] *= b;  // now beta .* (dL .* D): the gradient of K K^T
   }
-  mm(false, false, C, K, C, T(1), dL_, r.k, T(1), out.dk);
-  mm(true, false, C, K, C, T(1), dL_, r.k, T(1), out.dk);
+  ex_.sync();
+  // dK += G K + G^T K with G = beta .* (dL .* D) strictly lower: one product with the
+  // symmetric G + G^T (zero diagonal).
+  each2d(C, C, [&](int i, int j) {
+    tmpCC_[i * C + j] = j < i ? dL_[i * C + j] : j > i ? dL_[j * C + i] : T(0);
+  });
+  mm(false, false, C, K, C, T(1), tmpCC_, r.k, T(1), out.dk);
   for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
-    T rv = 0, rk = 0, de = 0;
-    for (int d = 0; d < V; ++d) {
-      out.dv[i * V + d] = r.beta[i] * dVb_[i * V + d];
-      rv += r.v[i * V + d] * dVb_[i * V + d];
-    }
-    for (int d = 0; d < K; ++d) {
-      const T kx = r.k[i * K + d];
-      rk += kx * dKb_[i * K + d];
-      de += kx * dkt_[i * K + d];
-      out.dk[i * K + d] += r.beta[i] * Gam_[i] * dKb_[i * K + d] + e_[i] * dkt_[i * K + d];
-    }
+    const T rv = row_dot(r.v + i * V, dVb_ + i * V, V), rk = row_dot(r.k + i * K, dKb_ + i * K, K);
+    const T de = row_dot(r.k + i * K, dkt_ + i * K, K);
     out.dbeta[i] += rv + Gam_[i] * rk;
     dGam_[i] += r.beta[i] * rk;
     // dG without the column sums of dD .* D, added below.
-    T rowsum = 0;
-    for (int j = 0; j <= i; ++j) rowsum += dD_[i * C + j] * D_[i * C + j];
+    const T rowsum = row_dot(dD_ + i * C, D_ + i * C, i + 1);
     out.dg[i] = Gam_[i] * dGam_[i] + rowsum - e_[i] * de;
     redC_[i] = e_[i] * de;
   }
-  // The column sums read the dD rows of every thread (complete since the gemms above)
-  // and add to dg; the barrier keeps that right whatever the loops' split.
+  // The column sums of dD .* D read the rows of every thread; each is summed over i in
+  // order (a serial Exec runs i outside, so its inner loop runs along a row).
   ex_.sync();
-  for (int j = ex_.tid(); j < C; j += ex_.nthreads()) {
-    T colsum = 0;
-    for (int i = j; i < C; ++i) colsum += dD_[i * C + j] * D_[i * C + j];
-    out.dg[j] -= colsum;
+  if constexpr (Exec::serial) {
+    for (int j = 0; j < C; ++j) csum_[j] = 0;
+    for (int i = 0; i < C; ++i)
+      for (int j = 0; j <= i; ++j) csum_[j] += dD_[i * C + j] * D_[i * C + j];
+  } else {
+    for (int j = ex_.tid(); j < C; j += ex_.nthreads()) {
+      T colsum = 0;
+      for (int i = j; i < C; ++i) colsum += dD_[i * C + j] * D_[i * C + j];
+      csum_[j] = colsum;
+    }
   }
+  each2d(C, V, [&](int i, int d) { out.dv[i * V + d] = r.beta[i] * dVb_[i * V + d]; });
+  each2d(C, K, [&](int i, int d) {
+    out.dk[i * K + d] += r.beta[i] * Gam_[i] * dKb_[i * K + d] + e_[i] * dkt_[i * K + d];
+  });
+  ex_.sync();
+  for (int j = ex_.tid(); j < C; j += ex_.nthreads()) out.dg[j] -= csum_[j];
   ex_.sync();
   if (ex_.tid() == 0) {  // the scalar tail and the reverse cumulative sum: sequential
     T sum_ede = 0, dgamma = 0;

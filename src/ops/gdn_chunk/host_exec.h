@@ -17,7 +17,7 @@ struct HostExec {
   GDN_HD static void sync() {}
   template <typename T>
   static void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B,
-                   int ldb, T beta, T* C, int ldc);
+                   int ldb, T beta, T* C, int ldc, Structure s = Structure::kDense);
 };
 
 // A ChunkKernel on one CPU thread that owns its workspace. Make one per thread.

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The CPU op against transformers' torch_chunk_gated_delta_rule (with autograd), side by
+# side in one run: builds (scripts/build.sh; --no-build skips it), then runs gdn_bench and
+# scripts/bench_torch_reference.py at the shapes of issue 9 in f32 on the same thread count,
+# alternating them for --rounds rounds and keeping each variant's best median (a burst from
+# a neighbour on a shared machine slows one round, not all). Prints a table per shape: our
+# forward and forward + backward ms, GFLOP/s and percent of the FMA peak gdn_bench measured
+# (gdn/flop_count.h has the FLOP formula), the same per pass (prepare, state pass = CP phase
+# 1, output = phase 3, backward), the WY factors kept vs recomputed over phases 1 + 3, the
+# torch ms and torch / ours. Without the venv (torch, transformers) it says so and prints
+# our side only.
+#
+#   scripts/bench_cpu_op.sh [--no-build] [--threads 2] [--reps 5] [--rounds 2] [--venv /work/venv]
+#                           [--shapes "1,4096,4,4,128,128;2,2048,2,4,64,64"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=1 THREADS=2 REPS=5 ROUNDS=2 VENV=${GDN_VENV:-/work/venv}
+SHAPES="1,4096,4,4,128,128;2,2048,2,4,64,64"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) BUILD=0; shift ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --venv) VENV=$2; shift 2 ;;
+    --shapes) SHAPES=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "bench_cpu_op.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+BUILD_DIR=${GDN_BUILD_DIR:-build}
+[ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
+BENCH=$BUILD_DIR/apps/gdn_bench
+[ -x "$BENCH" ] || { echo "bench_cpu_op.sh: $BENCH is missing (build first, or drop --no-build)" >&2; exit 1; }
+
+TORCH=1
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "note: no venv at $VENV (needs torch and transformers): printing our side only"
+  TORCH=0
+elif ! "$VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
+  echo "note: $VENV lacks torch or transformers: printing our side only"
+  TORCH=0
+fi
+
+OUT=$(mktemp)
+trap 'rm -f "$OUT"' EXIT
+for _ in $(seq "$ROUNDS"); do
+  OMP_NUM_THREADS=$THREADS "$BENCH" --shapes "$SHAPES" --dtype f32 --reps "$REPS" \
+    --skip-recurrent-above 0 >>"$OUT"
+  if [ "$TORCH" -eq 1 ]; then
+    OMP_NUM_THREADS=$THREADS "$VENV/bin/python" scripts/bench_torch_reference.py \
+      --threads "$THREADS" --shapes "$SHAPES" --reps "$REPS" >>"$OUT"
+  fi
+done
+
+python3 - "$OUT" "$THREADS" "$ROUNDS" <<'PY'
+import json, sys
+path, threads, rounds = sys.argv[1], sys.argv[2], sys.argv[3]
+best, peaks = {}, []
+for line in open(path):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    if "fma_peak" in r:
+        peaks.append(r["fma_peak"]["gflops"])
+    if "variant" not in r:
+        continue
+    s = r["shape"]
+    key = (tuple(s[k] for k in ("B", "T", "Hk", "Hv", "K", "V")), r["variant"])
+    if key not in best or r["median_ms"] < best[key]["median_ms"]:
+        best[key] = r
+peak = max(peaks) if peaks else float("nan")
+print(f"f32, {threads} threads, best median of {rounds} alternating rounds; FMA peak "
+      f"{peak:.1f} GFLOP/s (measured each round: {', '.join(f'{p:.1f}' for p in peaks)})")
+hdr = f"{'shape B,T,Hk,Hv,K,V':<20} | {'pass':<22} | {'ours ms':>8} | {'GFLOP/s':>7} | " \
+      f"{'% peak':>6} | {'torch ms':>8} | {'torch/ours':>10}"
+print(hdr)
+print("-" * len(hdr))
+rows = [("fwd", "chunked_fwd", "torch_fwd"), ("fwd+bwd", "chunked_fwd_bwd", "torch_fwd_bwd"),
+        ("phase prepare", "phase_prepare", None), ("phase state (CP 1)", "phase_state", None),
+        ("phase output (CP 3)", "phase_output", None), ("phase backward", "phase_backward", None),
+        ("CP 1+3, WY reused", "cp_fwd_reuse", None), ("CP 1+3, WY recomputed", "cp_fwd_recompute", None)]
+for shape in sorted({k[0] for k in best}, key=lambda s: -s[4]):
+    name = ",".join(map(str, shape))
+    for label, ours, theirs in rows:
+        r = best.get((shape, ours))
+        if r is None:
+            continue
+        # % of the best peak of all rounds: the stricter bar.
+        gf = r.get("gflops", float("nan"))
+        t = best.get((shape, theirs)) if theirs else None
+        tms = f"{t['median_ms']:8.1f}" if t else f"{'-':>8}"
+        ratio = f"{t['median_ms'] / r['median_ms']:10.2f}" if t else f"{'-':>10}"
+        print(f"{name:<20} | {label:<22} | {r['median_ms']:8.2f} | {gf:7.1f} | "
+              f"{100 * gf / peak:6.1f} | {tms} | {ratio}")
+        name = ""
+    a, b = best.get((shape, "cp_fwd_reuse")), best.get((shape, "cp_fwd_recompute"))
+    if a and b:
+        print(f"{'':<20} | {'WY recompute / reuse':<22} | {b['median_ms'] / a['median_ms']:8.2f} |")
+PY

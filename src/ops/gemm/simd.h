@@ -1,0 +1,92 @@
+// The host's native SIMD vector of T as a GCC/Clang vector type (the build uses
+// -march=native), and the few operations the GEMM micro-kernel and the FMA peak benchmark
+// need. Explicit vectors keep a register tile of accumulators in registers, which the
+// auto-vectoriser does not manage for a GEMM loop nest; explicit FMA makes every
+// multiply-add one rounding whatever -ffp-contract says (the results then depend on the
+// shapes only, never on the compiler's choice to fuse).
+// Host-only: never include it from CUDA sources.
+#pragma once
+
+#include <cstring>
+
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace gdn::simd {
+
+#if defined(__AVX512F__)
+inline constexpr int kVecBytes = 64;
+#elif defined(__AVX__)
+inline constexpr int kVecBytes = 32;
+#else
+inline constexpr int kVecBytes = 16;
+#endif
+// Vector registers the compiler may allocate: 32 with AVX-512, 16 otherwise (x86-64 SSE and
+// AVX2; also enough for ARM NEON's 32). It sizes the GEMM's register tile.
+#if defined(__AVX512F__)
+inline constexpr int kVecRegs = 32;
+#else
+inline constexpr int kVecRegs = 16;
+#endif
+// Whether fmadd below is one fused instruction (otherwise a multiply and an add).
+#if defined(__AVX512F__) || (defined(__FMA__) && defined(__AVX__))
+inline constexpr bool kHardwareFma = true;
+#else
+inline constexpr bool kHardwareFma = false;
+#endif
+
+template <typename T>
+struct VecOf;
+template <>
+struct VecOf<float> {
+  typedef float type __attribute__((vector_size(kVecBytes)));
+};
+template <>
+struct VecOf<double> {
+  typedef double type __attribute__((vector_size(kVecBytes)));
+};
+template <typename T>
+using Vec = typename VecOf<T>::type;
+template <typename T>
+inline constexpr int kLanes = int(kVecBytes / sizeof(T));
+
+template <typename T>
+inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <typename T>
+inline void store(T* p, Vec<T> v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+template <typename T>
+inline Vec<T> broadcast(T x) {
+  return Vec<T>{} + x;
+}
+
+// a * b + c, fused (one rounding) where the target has FMA. Overloads, not a template:
+// T cannot be deduced from Vec<T>.
+#if defined(__AVX512F__)
+inline Vec<float> fmadd(Vec<float> a, Vec<float> b, Vec<float> c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+inline Vec<double> fmadd(Vec<double> a, Vec<double> b, Vec<double> c) {
+  return _mm512_fmadd_pd(a, b, c);
+}
+#elif defined(__FMA__) && defined(__AVX__)
+inline Vec<float> fmadd(Vec<float> a, Vec<float> b, Vec<float> c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+inline Vec<double> fmadd(Vec<double> a, Vec<double> b, Vec<double> c) {
+  return _mm256_fmadd_pd(a, b, c);
+}
+#else
+template <typename V>
+inline V fmadd(V a, V b, V c) {
+  return a * b + c;
+}
+#endif
+
+}  // namespace gdn::simd

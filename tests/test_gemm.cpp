@@ -1,0 +1,76 @@
+// la::gemm against a naive GEMM that follows its rounding rule (gemm.h: one FMA chain per
+// element over p = 0 .. k - 1, then C = beta C + alpha acc), for every transpose pair,
+// every Structure hint, leading dimensions larger than the rows, and sizes around the
+// register tile and the vector width (the tails). With hardware FMA the two agree bit for
+// bit; without it, to rounding.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "ops/gemm/gemm.h"
+
+using namespace gdn;
+
+namespace {
+
+template <typename T>
+void check_gemm() {
+  Rng rng(3);
+  int checked = 0;
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true})
+      for (const Structure s :
+           {Structure::kDense, Structure::kLowerA, Structure::kUpperA, Structure::kLowerC})
+        for (const int m : {1, 5, 8, 13, 64})
+          for (const int n : {1, 7, 16, 17, 33, 64, 128})
+            for (const int k : {1, 9, 16, 31, 64}) {
+              const bool tri_a = s == Structure::kLowerA || s == Structure::kUpperA;
+              if (tri_a && k != m) continue;
+              const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+              std::vector<T> A(std::size_t(ta ? k : m) * lda), B(std::size_t(tb ? n : k) * ldb),
+                  C(std::size_t(m) * ldc);
+              for (auto* x : {&A, &B, &C})
+                for (T& e : *x) e = T(rng.normal());
+              auto a = [&](int i, int p) -> T& { return ta ? A[p * lda + i] : A[i * lda + p]; };
+              for (int i = 0; i < m; ++i)
+                for (int p = 0; p < k; ++p)
+                  if ((s == Structure::kLowerA && p > i) || (s == Structure::kUpperA && p < i))
+                    a(i, p) = 0;
+              const T alpha = T(0.7), beta = (m + n) % 3 == 0 ? T(0) : m % 2 ? T(1) : T(-0.3);
+              std::vector<T> want = C;
+              for (int i = 0; i < m; ++i)
+                for (int j = 0; j < n; ++j) {
+                  T acc = 0;
+                  for (int p = 0; p < k; ++p)
+                    acc = simd::kHardwareFma
+                              ? std::fma(a(i, p), tb ? B[j * ldb + p] : B[p * ldb + j], acc)
+                              : acc + a(i, p) * (tb ? B[j * ldb + p] : B[p * ldb + j]);
+                  T& c = want[i * ldc + j];
+                  const T x = alpha * acc;
+                  c = beta == T(0) ? x : beta == T(1) ? c + x : beta * c + x;
+                }
+              la::gemm<T>(ta, tb, m, n, k, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc,
+                          s);
+              for (int i = 0; i < m; ++i)
+                for (int j = 0; j < n + 2; ++j) {  // the padding columns stay untouched
+                  if (s == Structure::kLowerC && j > i && j < n) continue;
+                  const T got = C[i * ldc + j], ref = want[i * ldc + j];
+                  INFO("ta " << ta << " tb " << tb << " s " << int(s) << " m " << m << " n " << n
+                             << " k " << k << " at " << i << ", " << j);
+                  if (simd::kHardwareFma)
+                    REQUIRE(got == ref);
+                  else
+                    REQUIRE(std::abs(got - ref) <= T(1e-5) * (1 + std::abs(ref)));
+                }
+              ++checked;
+            }
+  CHECK(checked > 1000);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("la::gemm follows its rounding rule for every layout and structure", "[gemm]",
+                   float, double) {
+  check_gemm<TestType>();
+}
