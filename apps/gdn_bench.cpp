@@ -360,22 +360,8 @@ int run(int argc, char** argv) {
   const std::string dtype = res["dtype"].as<std::string>();
   GDN_CHECK(dtype == "f32" || dtype == "f64", "--dtype ", dtype, ": expected f32 or f64");
 
-  std::vector<GdnProblem> shapes;
-  const std::string spec = res["shapes"].as<std::string>();
-  std::size_t pos = 0;
-  while (pos < spec.size()) {
-    const std::size_t end = std::min(spec.find(';', pos), spec.size());
-    const auto v = app::parse_int_list(spec.substr(pos, end - pos), ',', "--shapes");
-    GDN_CHECK(v.size() == 6, "--shapes: '", spec.substr(pos, end - pos), "' has ", v.size(),
-              " numbers, expected 6: B,T,Hk,Hv,K,V");
-    GdnProblem p;
-    p.B = int(v[0]), p.T = v[1], p.Hk = int(v[2]), p.Hv = int(v[3]), p.K = int(v[4]),
-    p.V = int(v[5]);
-    p.chunk_size = s.chunk_size;
-    p.validate();
-    shapes.push_back(p);
-    pos = end + 1;
-  }
+  const std::vector<GdnProblem> shapes =
+      app::parse_gdn_shapes(res["shapes"].as<std::string>(), s.chunk_size);
 
   const std::string warning = resolve_devices(res["device"].as<std::string>(), s);
   if (!warning.empty()) std::cout << json{{"warning", warning}}.dump() << std::endl;

@@ -74,9 +74,9 @@ class LocalPass {
     prepared_ = have_states_ = false;
   }
   // Frees the WY factors only (the largest buffer: about 6 K + C elements per token and
-  // value head at K = V); transition() and adjoint() then need prepare() again.
+  // value head at K = V); adjoint() then needs prepare() again.
   void release_factors() {
-    factors_ = Buffer<Dev, T>();
+    factors_ = PassBuffer<Dev, T>();
     prepared_ = false;
   }
 
