@@ -50,8 +50,8 @@ inline constexpr int kMinChunksPerPiece = 4;
 // The plan the options ask for on the slice [t0, t1) with `threads` OpenMP threads.
 // options.split_pieces >= 1 is taken as given (1: no split). 0 splits into
 // S = threads / B pieces when B * Hv < threads, every piece gets kMinChunksPerPiece
-// chunks, and the expected time (Hv heads per job, each piece paying about 30% more for
-// its phase 1) is at most 0.8 of the unsplit pass's.
+// chunks, and the expected time (Hv heads per job, each piece paying about 60% more for
+// its phase 1) is at most 0.9 of the unsplit pass's.
 SplitPlan plan_split(const CpOptions& options, const GdnProblem& p, std::int64_t t0,
                      std::int64_t t1, int threads);
 
