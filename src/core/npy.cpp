@@ -1,6 +1,5 @@
 #include "core/npy.h"
 
-
 #include <bit>
 #include <cctype>
 #include <cerrno>

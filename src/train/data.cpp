@@ -1,6 +1,5 @@
 #include "train/data.h"
 
-
 #include <algorithm>
 #include <array>
 #include <bit>
