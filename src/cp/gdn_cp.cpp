@@ -35,10 +35,7 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   }
   const T* h_in = nullptr;  // one rank: every sequence starts in its slice
   if (P > 1 && replay) {
-    // Phases 1-2 as the first time: h_in_ and the pairs were kept. The factors are made
-    // again, as phase 1 made them, for phase 3 and the backward.
-    pass_.prepare();
-    h_in = h_in_.data();
+    h_in = h_in_.data();  // phases 1-2 as the first time: h_in_ and the pairs were kept
   } else if (P > 1) {
     // Phase 1: this shard as one affine map of its entry state.
     pass_.prepare();

@@ -53,17 +53,15 @@ class GdnContextParallel {
   // Frees every buffer the forward kept for the backward (activation recomputation): the
   // next forward makes them again.
   void release() {
-    norm_.release();
-    pass_.release();
-    for (Buffer<Dev, T>* b : {&mine_, &h_in_, &own_M_, &gathered_, &D_, &lambda_, &all_D_})
-      *b = Buffer<Dev, T>();
+    release_for_recompute();
+    for (Buffer<Dev, T>* b : {&h_in_, &own_M_, &gathered_}) *b = Buffer<Dev, T>();
     replay_ = false;
   }
   // As release(), but keeps what phases 1-2 made (the entry state h_in, the gathered pairs
   // or this rank's M: 2 B Hv K (K + V) P elements at most), so that the next forward, a
   // recomputation of the last one on the same shard and inputs, skips the transition pass
-  // and the exchange: it prepares the factors and runs phase 3 from the kept h_in. The
-  // results are the same bits (phases 1-2 are deterministic).
+  // and the exchange and runs phase 3 from the kept h_in. The results are the same bits
+  // (phases 1-2 are deterministic).
   void release_for_recompute() {
     norm_.release();
     pass_.release();

@@ -202,8 +202,7 @@ void GdnMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
 
 template <typename T, typename Dev>
 void GdnMixer<T, Dev>::release() {
-  for (Buffer<Dev, T>* b : {&z_, &b_, &a_, &conv_in_, &q_, &k_, &v_, &beta_, &g_, &o_, &normed_})
-    *b = Buffer<Dev, T>();
+  release_for_recompute();
   halo_ = Buffer<Dev, T>();
   replay_ = false;
   core_.release();

@@ -293,15 +293,7 @@ bad "token id beyond vocab_size" "$TOKENS': the token at index" 2 --config "$WOR
 # of the text's size of a synthetic run's (ru_maxrss via python3; skipped without it).
 # Holding the text, or a mapping that the id scan leaves resident, would add all of it.
 if command -v python3 >/dev/null 2>&1; then
-  RSS="$WORK/rss.py"
-  cat >"$RSS" <<'PY'
-import os, resource, subprocess, sys
-rc = subprocess.call(sys.argv[1:])
-rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))
-kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print("peak_rss_kb %s %d (exit %d)" % (rank, kb, rc), file=sys.stderr, flush=True)
-sys.exit(rc)
-PY
+  RSS="$(cd "$(dirname "$0")" && pwd)/peak_rss.py"
   python3 - "$TEXT" "$WORK/big.txt" "$WORK/big.u16" <<'PY'
 import array, sys
 b = open(sys.argv[1], "rb").read()
