@@ -163,10 +163,11 @@ void check_same(const ChunkCase<T>& got, const ChunkCase<T>& want, double tol) {
 struct Shape3 {
   int C, K, V, valid;
 };
-// C = 16 (the inverse's base case), 32 and 64 (one and two levels of blocking), K != V,
-// and partial chunks (zero-padded rows, as at the end of a segment).
-const std::vector<Shape3> kShapes = {
-    {16, 8, 24, 16}, {32, 16, 16, 19}, {64, 32, 16, 64}, {64, 16, 40, 37}};
+// C = 16 (the inverse's base case), 32, 64 and 128 (one to three levels of blocking), K != V,
+// K = V = 128 (Qwen3-Next's heads), and partial chunks (zero-padded rows, as at the end of a
+// segment).
+const std::vector<Shape3> kShapes = {{16, 8, 24, 16},  {32, 16, 16, 19},     {64, 32, 16, 64},
+                                     {64, 16, 40, 37}, {128, 128, 128, 128}, {128, 32, 64, 77}};
 
 }  // namespace
 

@@ -146,6 +146,7 @@ class ChunkKernel {
   GDN_HD void decay_terms(const T* g);  // G, Gamma, e, masked D
   GDN_HD void wy(const ChunkRows<T>& rows, T* w, T* u, T* kt, T* qg, T* P);
   GDN_HD void unit_lower_inverse(const T* L, T* Tinv, int n, int ld, T* tmp);
+  GDN_HD void invert_leaf(const T* L, T* Tinv, int n, int ld);
 
   // Dense, tightly packed operands (la::matmul's contract).
   GDN_HD void mm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, const T* B, T beta,
@@ -233,53 +234,65 @@ GDN_HD void ChunkKernel<T, Exec>::decay_terms(const T* g) {
 }
 
 // Tinv = (I + L)^{-1} for strictly lower L (n x n, leading dimension ld; Tinv zeroed by
-// the caller). Recursive blocking: [A 0; B D]^{-1} = [A^-1 0; -D^-1 B A^-1  D^-1], so
-// all but the 16 x 16 diagonal blocks are GEMMs. tmp holds n x n / 4 elements.
+// the caller). Blocked: [A 0; B D]^{-1} = [A^-1 0; -D^-1 B A^-1  D^-1], so all but the
+// 16 x 16 diagonal blocks are GEMMs. Bottom-up, as a loop (device code must not recurse):
+// first every 16 x 16 diagonal block, then the off-diagonal block of each pair of
+// neighbouring blocks of size 16, 32, ... (n is 16 or a power of two above). Each merge reads
+// only finished inverses of its two halves, so this is the recursive order's arithmetic,
+// entry for entry. tmp holds n x n / 4 elements.
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::unit_lower_inverse(const T* L, T* Tinv, int n, int ld, T* tmp) {
-  if (n <= 16) {
-    // Forward substitution, T_i = e_i - sum_{j<i} L_ij T_j: rows in order (row i reads
-    // rows j < i), the columns c < i of a row in parallel (T_jc = 0 for c > j).
-    if (Exec::serial && n == 16) {
-      // One thread: row i as a 16-wide vector of partial sums, T_i -= L_ij T_j for j < i,
-      // which the compiler keeps in one or two vector registers (the column-by-column dot
-      // products below were a serial FMA chain per entry). Column c gets the same terms in
-      // the same order j = c, ..., i - 1: the terms j < c are L_ij * 0 (Tinv is zero there,
-      // the caller zeroed it), which leave the partial sum unchanged. The leaves are 16 x 16
-      // (C is a power of two >= 16), and row j reads columns up to 15 of the leaf, all
-      // inside it.
-      for (int i = 0; i < n; ++i) {
-        T acc[16] = {};
-        for (int j = 0; j < i; ++j) {
-          const T l = L[i * ld + j];
-          const T* Tj = Tinv + j * ld;
-          for (int c = 0; c < 16; ++c) acc[c] -= l * Tj[c];
-        }
-        T* Ti = Tinv + i * ld;
-        for (int c = 0; c < i; ++c) Ti[c] = acc[c];
-        Ti[i] = 1;
-      }
-      return;
+  for (int b = 0; b < n; b += 16) {
+    const int m = n - b < 16 ? n - b : 16;
+    invert_leaf(L + b * ld + b, Tinv + b * ld + b, m, ld);
+  }
+  for (int s = 16; s < n; s *= 2) {
+    for (int b = 0; b + s < n; b += 2 * s) {
+      const int lo = b + s, m = n - lo < s ? n - lo : s;  // rows of the lower half
+      // Tinv_21 = -Tinv_22 (L_21 Tinv_11)
+      ex_.gemm(false, false, m, s, s, T(1), L + lo * ld + b, ld, Tinv + b * ld + b, ld, T(0), tmp,
+               s);
+      ex_.gemm(false, false, m, s, m, T(-1), Tinv + lo * ld + lo, ld, tmp, s, T(0),
+               Tinv + lo * ld + b, ld, Structure::kLowerA);
     }
+  }
+}
+
+// One diagonal block of unit_lower_inverse (n <= 16) by forward substitution,
+// T_i = e_i - sum_{j<i} L_ij T_j: rows in order (row i reads rows j < i), the columns c < i
+// of a row in parallel (T_jc = 0 for c > j).
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::invert_leaf(const T* L, T* Tinv, int n, int ld) {
+  if (Exec::serial && n == 16) {
+    // One thread: row i as a 16-wide vector of partial sums, T_i -= L_ij T_j for j < i,
+    // which the compiler keeps in one or two vector registers (the column-by-column dot
+    // products below were a serial FMA chain per entry). Column c gets the same terms in
+    // the same order j = c, ..., i - 1: the terms j < c are L_ij * 0 (Tinv is zero there,
+    // the caller zeroed it), which leave the partial sum unchanged. Row j reads columns up
+    // to 15 of the block, all inside it.
     for (int i = 0; i < n; ++i) {
-      T* Ti = Tinv + i * ld;
-      for (int c = ex_.tid(); c < i; c += ex_.nthreads()) {
-        T acc = 0;
-        for (int j = c; j < i; ++j) acc -= L[i * ld + j] * Tinv[j * ld + c];
-        Ti[c] = acc;
+      T acc[16] = {};
+      for (int j = 0; j < i; ++j) {
+        const T l = L[i * ld + j];
+        const T* Tj = Tinv + j * ld;
+        for (int c = 0; c < 16; ++c) acc[c] -= l * Tj[c];
       }
-      if (ex_.tid() == 0) Ti[i] = 1;
-      ex_.sync();
+      T* Ti = Tinv + i * ld;
+      for (int c = 0; c < i; ++c) Ti[c] = acc[c];
+      Ti[i] = 1;
     }
     return;
   }
-  const int h = n / 2;
-  unit_lower_inverse(L, Tinv, h, ld, tmp);
-  unit_lower_inverse(L + h * ld + h, Tinv + h * ld + h, n - h, ld, tmp);
-  // Tinv_21 = -Tinv_22 (L_21 Tinv_11)
-  ex_.gemm(false, false, n - h, h, h, T(1), L + h * ld, ld, Tinv, ld, T(0), tmp, h);
-  ex_.gemm(false, false, n - h, h, n - h, T(-1), Tinv + h * ld + h, ld, tmp, h, T(0), Tinv + h * ld,
-           ld, Structure::kLowerA);
+  for (int i = 0; i < n; ++i) {
+    T* Ti = Tinv + i * ld;
+    for (int c = ex_.tid(); c < i; c += ex_.nthreads()) {
+      T acc = 0;
+      for (int j = c; j < i; ++j) acc -= L[i * ld + j] * Tinv[j * ld + c];
+      Ti[c] = acc;
+    }
+    if (ex_.tid() == 0) Ti[i] = 1;
+    ex_.sync();
+  }
 }
 
 // L = strict_lower(diag(beta) K K^T .* D), T = (I + L)^{-1}, u = T (beta V),
