@@ -1,16 +1,24 @@
-"""Times fla's chunk_gated_delta_rule (flash-linear-attention) at gdn-cp's benchmark shapes
-on the GPU and prints JSON lines in gdn_bench's format, so scripts/device_check.sh can put
-them in one table. Runs on the device machine only (needs torch, triton and fla)."""
+"""Times fla's chunk_gated_delta_rule (flash-linear-attention) on the GPU at gdn-cp's
+benchmark shapes, forward and forward + backward, and prints one JSON line per (shape,
+variant) in gdn_bench's format, so scripts/device_check.sh can put both in one table.
+
+bf16 only: fla's kernels refuse fp32 inputs. Only the op module is imported (the fla-core
+wheel that fetch_device_deps.sh carries has no model code, which would need another
+transformers). Each case runs in its own try/except: a failure prints a JSON line with
+"error" and the next case still runs. Device machine only (torch, triton, fla).
+
+    PYTHONPATH=<fla-core> python3 scripts/bench_fla.py --shapes "1,8192,16,32,128,128;..."
+"""
+import argparse
 import json
 import statistics
 
 import torch
-from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
-SHAPES = [(1, 32768, 64, 64, 128, 128), (1, 8192, 16, 32, 128, 128)]
+from bench_shapes import parse_shapes  # scripts/ is on sys.path: it holds this script
 
 
-def time_ms(fn, reps=5, warmup=2):
+def time_ms(fn, reps, warmup):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -25,31 +33,51 @@ def time_ms(fn, reps=5, warmup=2):
     return statistics.median(out)
 
 
+def inputs(B, T, Hv, K, V):
+    dev, dt = "cuda", torch.bfloat16
+    # fla takes grouped heads through repetition, so q and k come with Hv heads here; the
+    # key heads are L2-normalised inside the op (use_qk_l2norm_in_kernel), as gdn-cp does.
+    q = torch.randn(B, T, Hv, K, device=dev, dtype=dt, requires_grad=True)
+    k = torch.randn(B, T, Hv, K, device=dev, dtype=dt, requires_grad=True)
+    v = torch.randn(B, T, Hv, V, device=dev, dtype=dt, requires_grad=True)
+    g = torch.nn.functional.logsigmoid(torch.randn(B, T, Hv, device=dev)).to(dt).requires_grad_(True)
+    beta = torch.rand(B, T, Hv, device=dev, dtype=dt).requires_grad_(True)
+    return q, k, v, g, beta
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="1,32768,16,32,128,128;1,8192,16,32,128,128")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    args = ap.parse_args()
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except Exception as e:  # the whole benchmark needs it: say why, once, as data
+        print(json.dumps({"variant": "fla_import", "error": f"{type(e).__name__}: {e}"}))
+        return
     torch.manual_seed(0)
-    for B, T, Hk, Hv, K, V in SHAPES:
-        for dtype in (torch.bfloat16, torch.float32):
-            dev = "cuda"
-            # fla wants the key heads repeated to the value heads (GVA via repeat).
-            q = torch.randn(B, T, Hv, K, device=dev, dtype=dtype, requires_grad=True)
-            k = torch.nn.functional.normalize(torch.randn(B, T, Hv, K, device=dev), dim=-1).to(dtype)
-            k.requires_grad_(True)
-            v = torch.randn(B, T, Hv, V, device=dev, dtype=dtype, requires_grad=True)
-            g = (-torch.rand(B, T, Hv, device=dev) * 0.1).to(dtype).requires_grad_(True)
-            beta = torch.rand(B, T, Hv, device=dev, dtype=dtype).requires_grad_(True)
+    for B, T, Hk, Hv, K, V in parse_shapes(args.shapes):
+        shape = {"B": B, "T": T, "Hk": Hk, "Hv": Hv, "K": K, "V": V}
+        for variant in ("fla_fwd", "fla_fwd_bwd"):
+            line = {"shape": shape, "variant": variant, "device": "cuda", "dtype": "bf16"}
+            try:
+                q, k, v, g, beta = inputs(B, T, Hv, K, V)
 
-            def fwd():
-                return chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)[0]
+                def fwd():
+                    with torch.no_grad():
+                        chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)
 
-            def fwd_bwd():
-                fwd().sum().backward()
+                def fwd_bwd():
+                    o, _ = chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)
+                    o.sum().backward()
 
-            name = "bf16" if dtype == torch.bfloat16 else "f32"
-            for variant, fn in (("fla_fwd", fwd), ("fla_fwd_bwd", fwd_bwd)):
-                ms = time_ms(fn)
-                print(json.dumps({"shape": {"B": B, "T": T, "Hk": Hk, "Hv": Hv, "K": K, "V": V},
-                                  "variant": variant, "dtype": name, "median_ms": ms,
-                                  "tokens_per_s": B * T / (ms / 1000.0)}))
+                ms = time_ms(fwd if variant == "fla_fwd" else fwd_bwd, args.reps, args.warmup)
+                line.update({"median_ms": ms, "tokens_per_s": B * T / (ms * 1e-3)})
+            except Exception as e:
+                line["error"] = f"{type(e).__name__}: {e}"
+            print(json.dumps(line), flush=True)
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

