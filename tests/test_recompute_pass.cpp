@@ -255,6 +255,15 @@ TEST_CASE("output_from_states without kept states says so", "[recompute]") {
   pass.reset(s.p, s.t0, s.t1 - 1, s.view());
   CHECK_THROWS_WITH(pass.output_from_states(r.o.ptr(), nullptr),
                     Catch::Contains("without kept chunk entry states of slice [100, 349)"));
+  // Kept for the same slice of a problem with other heads: the wrong size.
+  pass.reset(s.p, s.t0, s.t1, s.view());
+  pass.output(s.h_in.ptr(), r.o.ptr(), nullptr);
+  pass.release_keep_states();
+  GdnProblem fewer = s.p;
+  fewer.Hv = fewer.Hk = 1;
+  pass.reset(fewer, s.t0, s.t1, s.view());
+  CHECK_THROWS_WITH(pass.output_from_states(r.o.ptr(), nullptr),
+                    Catch::Contains("the kept states hold 2304 elements, but B = 1, Hv = 1"));
 }
 
 namespace {

@@ -56,7 +56,8 @@ class GdnContextParallel {
   // next forward makes them again.
   void release() {
     release_for_recompute();
-    for (Buffer<Dev, T>* b : {&h_in_, &own_M_, &gathered_}) *b = Buffer<Dev, T>();
+    pass_.release();  // the chunk entry states too
+    for (Buffer<Dev, T>* b : {&own_M_, &gathered_}) *b = Buffer<Dev, T>();
     replay_ = false;
   }
   // As release(), but keeps the local pass's per-chunk entry states (B Hv K V elements per

@@ -66,6 +66,11 @@ std::size_t LocalPass<T, Dev>::factor_elems() const {
 }
 
 template <typename T, typename Dev>
+std::size_t LocalPass<T, Dev>::state_elems() const {
+  return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
+}
+
+template <typename T, typename Dev>
 void LocalPass<T, Dev>::prepare() {
   const std::size_t n = factor_elems();
   if (factors_.size() != n) factors_.resize(n);
@@ -81,7 +86,7 @@ void LocalPass<T, Dev>::transition(T* M, T* U) {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::output(const T* h_in, T* o, T* ht) {
-  const std::size_t n = std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
+  const std::size_t n = state_elems();
   if (states_.size() != n) states_.resize(n);
   if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
   pass::output(Dev{}, args(), h_in, o, ht);
@@ -94,6 +99,9 @@ void LocalPass<T, Dev>::output_from_states(T* o, T* ht) {
   GDN_CHECK(have_states_ || states_kept_,
             "LocalPass::output_from_states without kept chunk entry states of slice [", layout_->t0,
             ", ", layout_->t1, "): call output(), then release_keep_states()");
+  GDN_CHECK(states_.size() == state_elems(), "LocalPass::output_from_states: the kept states hold ",
+            states_.size(), " elements, but B = ", p_.B, ", Hv = ", p_.Hv, ", K = ", p_.K,
+            ", V = ", p_.V, " and ", layout_->chunks.size(), " chunks need ", state_elems());
   // The CUDA pass makes the factors into the factor buffer as it goes (pass_args.h).
   const bool makes_factors = !prepared_ && pass::needs_prepare(Dev{});
   if (makes_factors && factors_.size() != factor_elems()) factors_.resize(factor_elems());

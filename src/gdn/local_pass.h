@@ -99,6 +99,7 @@ class LocalPass {
  private:
   PassArgs<T> args();
   std::size_t factor_elems() const;  // of every chunk's factors
+  std::size_t state_elems() const;   // of every chunk's entry state
 
   GdnProblem p_;
   std::optional<SliceLayout> layout_;
