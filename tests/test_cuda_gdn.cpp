@@ -111,6 +111,72 @@ const std::vector<Case> kPassCases = {
     {"K = V = 128, C=128, Hv = 2 Hk", make_problem(1, 300, 1, 2, 128, 128, 128), true, true},
 };
 
+// The recomputation of a slice on the GPU (LocalPass::output_from_states): output, then
+// release_keep_states, reset and the outputs from the kept states, then adjoint and
+// backward. o, ht, D and the gradients must be the same bits as the plain passes on the
+// GPU (output, adjoint, backward).
+template <typename T>
+void check_replay(const Case& c, std::int64_t t0, std::int64_t t1) {
+  const GdnProblem& p = c.p;
+  const Shard s{t0, t1};
+  const GdnData<double> d = random_gdn_inputs<double>(p, 46, c.h0, /*g_scale=*/0.1);
+  const Shape local = {p.B, std::int64_t(t1 - t0), p.Hv, p.V};
+  const Shape bh_state = {p.B, p.Hv, p.K, p.V};
+  const DeviceBuffer<T> q = on_gpu<T>(token_slice(d.q, s)), k = on_gpu<T>(token_slice(d.k, s)),
+                        v = on_gpu<T>(token_slice(d.v, s)), g = on_gpu<T>(token_slice(d.g, s)),
+                        beta = on_gpu<T>(token_slice(d.beta, s)),
+                        h0 = on_gpu<T>(c.h0 ? d.h0 : Tensor<double>(Shape{0})),
+                        dO = on_gpu<T>(random_tensor<double>(local, 47)),
+                        dht = on_gpu<T>(random_tensor<double>(state_shape(p), 48)),
+                        h_in = on_gpu<T>(random_tensor<double>(bh_state, 49)),
+                        lambda = on_gpu<T>(random_tensor<double>(bh_state, 50));
+  const GdnTensors<T> in{q.data(), k.data(),    v.data(),
+                         g.data(), beta.data(), c.h0 ? h0.data() : nullptr};
+  const T* dht_p = c.dht ? dht.data() : nullptr;
+  GdnProblem lp = p;
+  lp.T = t1 - t0;
+  const Grads<double> shapes(lp, false);
+  const std::int64_t n_state = Tensor<double>(state_shape(p)).size();
+  // o, ht, D, dq, dk, dv, dg, dbeta, dh0
+  const std::vector<std::int64_t> sizes = {Tensor<double>(local).size(),
+                                           n_state,
+                                           Tensor<double>(bh_state).size(),
+                                           shapes.dq.size(),
+                                           shapes.dk.size(),
+                                           shapes.dv.size(),
+                                           shapes.dg.size(),
+                                           shapes.dbeta.size(),
+                                           n_state};
+  auto run = [&](bool replay) {
+    std::vector<DeviceBuffer<T>> b;
+    for (const std::int64_t n : sizes) b.emplace_back(std::size_t(n));
+    LocalPass<T, Cuda> pass(p, t0, t1, in);
+    if (replay) {  // a first forward into scratch, then the recomputation
+      DeviceBuffer<T> o(static_cast<std::size_t>(sizes[0])), ht(static_cast<std::size_t>(sizes[1]));
+      pass.output(h_in.data(), o.data(), ht.data());
+      pass.release_keep_states();
+      pass.reset(p, t0, t1, in);
+      pass.output_from_states(b[0].data(), b[1].data());
+    } else {
+      pass.output(h_in.data(), b[0].data(), b[1].data());
+    }
+    pass.adjoint(dO.data(), dht_p, b[2].data());
+    GdnGrads<T> gv{b[3].data(), b[4].data(), b[5].data(),
+                   b[6].data(), b[7].data(), c.h0 ? b[8].data() : nullptr};
+    pass.backward(lambda.data(), dO.data(), dht_p, gv);
+    std::vector<std::vector<T>> host;
+    for (const DeviceBuffer<T>& x : b) host.push_back(to_host<Cuda>(x));
+    return host;
+  };
+  const std::vector<std::vector<T>> want = run(false), got = run(true);
+  const char* names[] = {"o", "ht", "D", "dq", "dk", "dv", "dg", "dbeta", "dh0"};
+  INFO(c.name << " slice [" << t0 << ", " << t1 << ") " << (sizeof(T) == 4 ? "fp32" : "fp64"));
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO(names[i]);
+    CHECK(got[i] == want[i]);  // the same bits (no NaN in these outputs)
+  }
+}
+
 // GdnContextParallel<T, Cuda> on one rank against the CPU single-rank op (fp64).
 template <typename T>
 void check_cp(const Case& c) {
@@ -168,6 +234,18 @@ TEST_CASE("LocalPass on the GPU equals the CPU on slices that continue a sequenc
     const std::int64_t t0 = c.p.T / 3, t1 = c.p.T - 7;  // cuts mid-chunk and mid-sequence
     check_pass<double>(c, t0, t1);
     check_pass<float>(c, t0, t1);
+  }
+}
+
+TEST_CASE("LocalPass on the GPU: outputs from the kept chunk states, then backward, same bits",
+          "[cuda][recompute]") {
+  for (const Case& c : kPassCases) {
+    check_replay<double>(c, 0, c.p.T);
+    check_replay<float>(c, 0, c.p.T);
+    if (c.p.B != 1) continue;
+    const std::int64_t t0 = c.p.T / 3, t1 = c.p.T - 7;  // continues a sequence from h_in
+    check_replay<double>(c, t0, t1);
+    check_replay<float>(c, t0, t1);
   }
 }
 

@@ -251,8 +251,8 @@ TEST_CASE("the conv halo moves exactly (W-1)(2 Hk K + Hv V) elements per rank pe
   const ModelConfig c = tiny_model();
   const int P = world.size();
   const Batch batch = make_batch(1, 37, c.vocab_size);
-  // Recomputing, the second forward of each layer reuses the halo and the entry state it
-  // got the first time: the same exchange, once.
+  // Recomputing, the second forward of each layer reuses the halo it got the first time
+  // and the chunk entry states it made from the gathered pairs: the same exchange, once.
   for (bool recompute : {false, true}) {
     world.reset_counters();
     Mesh mesh = make_mesh(world, 1, P);

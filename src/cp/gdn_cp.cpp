@@ -25,7 +25,6 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   shard_ = cp.shard;
   dims_ = {p.B * p.Hv, p.K, p.V};
   const int P = cp.comm.size(), r = cp.comm.rank();
-  const std::int64_t na = dims_.a_elems(), pair = dims_.pair_elems();
   norm_.normalize(p_, cp.tokens(), local);
   if constexpr (std::is_same_v<Dev, Host>) {
     plan_ = plan_split(cp.options, p_, cp.shard.begin, cp.shard.end, omp_get_max_threads());
@@ -33,10 +32,31 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   } else {
     pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view());
   }
+  const std::int64_t state_elems = std::int64_t(p_.num_sequences()) * p_.Hv * p_.K * p_.V;
+  if (ht) Dev::fill(ht, state_elems, T(0));
+  if (replay) {
+    // The outputs again from the chunk entry states the first forward kept; phases 1-2
+    // (and the exchange) made h_in, which those states already hold.
+    pass_.output_from_states(o, ht);
+  } else {
+    three_phases(cp, o, ht);
+  }
+  // On the host the factors are not kept for the backward: its phase 1 makes them again
+  // (phase 3 makes its own on the fly), so a layer holds them only while it runs. They are
+  // the largest buffer of the pass; keeping them for every layer would cost a shard at
+  // P > 1 more per token than at P = 1, which never stores them.
+  if constexpr (std::is_same_v<Dev, Host>) pass_.release_factors();
+  if (ht && r == 0) copy_empty_sequence_states<Dev>(p_, local.h0, ht);
+  // Each sequence's final state is on the rank holding its last token; share it.
+  if (ht && P > 1) cp.comm.all_reduce_sum(ht, state_elems, cp_sites::kFinalState);
+}
+
+template <typename T, typename Dev>
+void GdnContextParallel<T, Dev>::three_phases(const CpContext& cp, T* o, T* ht) {
+  const int P = cp.comm.size(), r = cp.comm.rank();
+  const std::int64_t na = dims_.a_elems(), pair = dims_.pair_elems();
   const T* h_in = nullptr;  // one rank: every sequence starts in its slice
-  if (P > 1 && replay) {
-    h_in = h_in_.data();  // phases 1-2 as the first time: h_in_ and the pairs were kept
-  } else if (P > 1) {
+  if (P > 1) {
     // Phase 1: this shard as one affine map of its entry state.
     pass_.prepare();
     mine_.resize(pair);
@@ -61,17 +81,7 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
     h_in = h_in_.data();
   }
   // Phase 3: outputs from the true entry state.
-  const std::int64_t state_elems = std::int64_t(p_.num_sequences()) * p_.Hv * p_.K * p_.V;
-  if (ht) Dev::fill(ht, state_elems, T(0));
   pass_.output(h_in, o, ht);
-  // On the host the factors are not kept for the backward: its phase 1 makes them again
-  // (phase 3 makes its own on the fly), so a layer holds them only while it runs. They are
-  // the largest buffer of the pass; keeping them for every layer would cost a shard at
-  // P > 1 more per token than at P = 1, which never stores them.
-  if constexpr (std::is_same_v<Dev, Host>) pass_.release_factors();
-  if (ht && r == 0) copy_empty_sequence_states<Dev>(p_, local.h0, ht);
-  // Each sequence's final state is on the rank holding its last token; share it.
-  if (ht && P > 1) cp.comm.all_reduce_sum(ht, state_elems, cp_sites::kFinalState);
 }
 
 template <typename T, typename Dev>

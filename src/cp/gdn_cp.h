@@ -5,7 +5,9 @@
 // Backward: 1. local adjoint pass with lambda = 0 -> D_r;  2. all-gather D_r, suffix-scan
 //           with the M_r kept from the forward -> lambda_r;  3. full local backward.
 // With options.log_depth_scan, step 2 is a Hillis-Steele scan over point-to-point messages.
-// At P = 1 there is nothing to compose: phases 1 and 2 are skipped.
+// At P = 1 there is nothing to compose: phases 1 and 2 are skipped. A recomputed forward
+// (release_for_recompute) skips all three: the outputs come again from the per-chunk
+// entry states the first forward's phase 3 kept.
 // On the host the local passes are a SplitLocalPass (split_pass.h): when B * Hv leaves
 // threads idle, the shard is cut into pieces that run as virtual ranks inside this one
 // (options.split_pieces, docs/design.md §4b); unsplit, it is the plain LocalPass.
@@ -54,18 +56,22 @@ class GdnContextParallel {
   // next forward makes them again.
   void release() {
     release_for_recompute();
-    for (Buffer<Dev, T>* b : {&h_in_, &own_M_, &gathered_}) *b = Buffer<Dev, T>();
+    pass_.release();  // the chunk entry states too
+    for (Buffer<Dev, T>* b : {&own_M_, &gathered_}) *b = Buffer<Dev, T>();
     replay_ = false;
   }
-  // As release(), but keeps what phases 1-2 made (the entry state h_in, the gathered pairs
-  // or this rank's M: 2 B Hv K (K + V) P elements at most), so that the next forward, a
-  // recomputation of the last one on the same shard and inputs, skips the transition pass
-  // and the exchange and runs phase 3 from the kept h_in. The results are the same bits
-  // (phases 1-2 are deterministic).
+  // As release(), but keeps the local pass's per-chunk entry states (B Hv K V elements per
+  // chunk of the shard, at any P) and what the backward's phase 2 reads from the forward
+  // (at P > 1 the gathered pairs, B Hv K (K + V) P elements, or with the log-depth scan
+  // this rank's M). The next forward, a recomputation of the last one on the same shard
+  // and inputs, then skips phases 1-2 (no transition pass, no exchange) and the
+  // sequential phase 3: it remakes the outputs from the kept states, in parallel over
+  // chunks (LocalPass::output_from_states). The results are the same bits. The entry
+  // state h_in goes: the first chunk's kept state holds it.
   void release_for_recompute() {
     norm_.release();
-    pass_.release();
-    for (Buffer<Dev, T>* b : {&mine_, &D_, &lambda_, &all_D_}) *b = Buffer<Dev, T>();
+    pass_.release_keep_states();
+    for (Buffer<Dev, T>* b : {&mine_, &h_in_, &D_, &lambda_, &all_D_}) *b = Buffer<Dev, T>();
     replay_ = comm_ != nullptr;
   }
   // How the last forward split this rank's shard (always 1 piece off the host).
@@ -75,10 +81,14 @@ class GdnContextParallel {
   using SlicePass =
       std::conditional_t<std::is_same_v<Dev, Host>, SplitLocalPass<T>, LocalPass<T, Dev>>;
 
+  // The forward's phases 1-3 on the shard pass_ was reset to: o, and the rows of ht
+  // (zeroed by the caller) of the sequences that end in the shard.
+  void three_phases(const CpContext& cp, T* o, T* ht);
+
   GdnProblem p_;
   const Communicator* comm_ = nullptr;  // of the last forward, to check backward's
   Shard shard_{};                       // of the last forward, to check a replay's
-  bool replay_ = false;                 // the next forward reuses the kept h_in (recompute)
+  bool replay_ = false;                 // the next forward reuses the kept states (recompute)
   QKNormalizer<T, Dev> norm_;
   SlicePass pass_;
   SplitPlan plan_{};

@@ -178,6 +178,18 @@ void SplitLocalPass<T>::output(const T* h_in, T* o, T* ht) {
 }
 
 template <typename T>
+void SplitLocalPass<T>::output_from_states(T* o, T* ht) {
+  if (pieces() == 1) return whole_.output_from_states(o, ht);
+  have_D_ = false;
+  // No phases 1-2: each piece's kept states start from its true entry state already.
+  std::vector<int> all(pieces());
+  for (int s = 0; s < pieces(); ++s) all[s] = s;
+  run(all, [&](int s, int b) {
+    piece(s, b).output_from_states(o + token_row(s, b) * p_.Hv * p_.V, offset(ht, state_row(b)));
+  });
+}
+
+template <typename T>
 void SplitLocalPass<T>::adjoint(const T* dO, const T* dht, T* D) {
   if (pieces() == 1) return whole_.adjoint(dO, dht, D);
   const int S = pieces();

@@ -76,11 +76,14 @@ class SplitLocalPass {
   void prepare();
   void transition(T* M, T* U);
   void output(const T* h_in, T* o, T* ht);
+  // LocalPass::output_from_states on the slice: every piece (or the whole slice, S = 1)
+  // from the chunk entry states its last output() kept through release_keep_states().
+  // The next reset() must be on the same slice, inputs and plan, so that the pieces are
+  // the ones that kept them.
+  void output_from_states(T* o, T* ht);
   void adjoint(const T* dO, const T* dht, T* D);
   // After adjoint() with the same dO and dht (unchanged), it reuses the pieces' D.
   void backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g);
-  // Frees what the passes keep between calls (activation recomputation); the next reset()
-  // and passes allocate it again.
   // Frees every piece's WY factors (LocalPass::release_factors); the passes that need
   // them prepare them again.
   void release_factors() {
@@ -88,9 +91,19 @@ class SplitLocalPass {
     for (Pass& p : passes_) p.release_factors();
     prepared_.assign(prepared_.size(), 0);
   }
+  // Frees what the passes keep between calls (activation recomputation); the next reset()
+  // and passes allocate it again.
   void release() {
+    release_keep_states();
     whole_.release();
     passes_ = std::vector<Pass>();
+  }
+  // As release(), but every piece keeps its chunk entry states (LocalPass::
+  // release_keep_states), for output_from_states() after the next reset(). The pieces'
+  // pairs and D_s go: the backward makes what it needs of them again.
+  void release_keep_states() {
+    whole_.release_keep_states();
+    for (Pass& p : passes_) p.release_keep_states();
     for (std::vector<T>* b : {&pairs_, &D_, &carried_}) *b = std::vector<T>();
     prepared_.assign(prepared_.size(), 0);
     have_pair_.assign(have_pair_.size(), 0);

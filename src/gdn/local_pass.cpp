@@ -23,6 +23,7 @@ void LocalPass<T, Dev>::reset(const GdnProblem& p, std::int64_t t0, std::int64_t
   in_ = in;
   prepared_ = have_states_ = false;
   if (keep) return;
+  states_kept_ = false;  // another slice: the kept states are not its chunks'
   layout_.emplace(p, t0, t1);
   segments_ = to_device<Dev>(layout_->segments.data(), layout_->segments.size());
   chunks_ = to_device<Dev>(layout_->chunks.data(), layout_->chunks.size());
@@ -59,9 +60,19 @@ PassArgs<T> LocalPass<T, Dev>::args() {
 }
 
 template <typename T, typename Dev>
+std::size_t LocalPass<T, Dev>::factor_elems() const {
+  return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() *
+         ChunkFactors<T>{p_.chunk_size, p_.K, p_.V}.size();
+}
+
+template <typename T, typename Dev>
+std::size_t LocalPass<T, Dev>::state_elems() const {
+  return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
+}
+
+template <typename T, typename Dev>
 void LocalPass<T, Dev>::prepare() {
-  const std::size_t n = std::size_t(p_.B) * p_.Hv * layout_->chunks.size() *
-                        ChunkFactors<T>{p_.chunk_size, p_.K, p_.V}.size();
+  const std::size_t n = factor_elems();
   if (factors_.size() != n) factors_.resize(n);
   pass::prepare(Dev{}, args());
   prepared_ = true;
@@ -75,10 +86,27 @@ void LocalPass<T, Dev>::transition(T* M, T* U) {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::output(const T* h_in, T* o, T* ht) {
-  const std::size_t n = std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
+  const std::size_t n = state_elems();
   if (states_.size() != n) states_.resize(n);
   if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
   pass::output(Dev{}, args(), h_in, o, ht);
+  have_states_ = true;
+}
+
+template <typename T, typename Dev>
+void LocalPass<T, Dev>::output_from_states(T* o, T* ht) {
+  GDN_CHECK(layout_.has_value(), "LocalPass: reset() was not called");
+  GDN_CHECK(have_states_ || states_kept_,
+            "LocalPass::output_from_states without kept chunk entry states of slice [", layout_->t0,
+            ", ", layout_->t1, "): call output(), then release_keep_states()");
+  GDN_CHECK(states_.size() == state_elems(), "LocalPass::output_from_states: the kept states hold ",
+            states_.size(), " elements, but B = ", p_.B, ", Hv = ", p_.Hv, ", K = ", p_.K,
+            ", V = ", p_.V, " and ", layout_->chunks.size(), " chunks need ", state_elems());
+  // The CUDA pass makes the factors into the factor buffer as it goes (pass_args.h).
+  const bool makes_factors = !prepared_ && pass::needs_prepare(Dev{});
+  if (makes_factors && factors_.size() != factor_elems()) factors_.resize(factor_elems());
+  pass::output_from_states(Dev{}, args(), o, ht);
+  prepared_ = prepared_ || makes_factors;
   have_states_ = true;
 }
 

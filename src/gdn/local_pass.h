@@ -54,6 +54,14 @@ class LocalPass {
   // (null: zero). Keeps each chunk's entry state for backward(). ht, when set, gets the
   // final state of every sequence that ends in this slice (other rows untouched).
   void output(const T* h_in, T* o, T* ht);
+  // Phase 3 again, for activation recomputation: the same o and ht bits as the output()
+  // whose chunk entry states release_keep_states() kept, on the same slice and the same
+  // inputs (reset() again with them is fine). No h_in: the kept states already hold it.
+  // The chunks are independent given their entry states, so this runs in parallel over
+  // (batch, value head, chunk) instead of walking the chunks in order; each job makes
+  // its chunk's factors (on the host in scratch; on CUDA into the factor buffer, kept for
+  // adjoint() as after prepare()). backward() may follow, as after output().
+  void output_from_states(T* o, T* ht);
   // Backward phase 1: D [B, Hv, K, V] = dLoss/dh_in with a zero exit adjoint (lambda = 0);
   // dht (global [N, Hv, K, V], may be null) applies where a sequence ends in the slice.
   void adjoint(const T* dO, const T* dht, T* D);
@@ -66,11 +74,19 @@ class LocalPass {
   // Frees what the passes keep between calls (factors, chunk entry states, scratch), for
   // activation recomputation; the next reset() and passes allocate them again.
   void release() {
-    factors_ = PassBuffer<Dev, T>();
+    release_keep_states();
     states_ = PassBuffer<Dev, T>();
+    states_kept_ = false;
+  }
+  // As release(), but keeps the chunk entry states of the last output() (B Hv K V
+  // elements per chunk, the only input of a chunk's outputs besides its tokens), for
+  // output_from_states() after the next reset().
+  void release_keep_states() {
+    factors_ = PassBuffer<Dev, T>();
     workspace_ = Buffer<Dev, T>();
     dqv_ = PassBuffer<Dev, T>();
     dkv_ = PassBuffer<Dev, T>();
+    states_kept_ = states_kept_ || have_states_;
     prepared_ = have_states_ = false;
   }
   // Frees the WY factors only (the largest buffer: about 6 K + C elements per token and
@@ -82,11 +98,16 @@ class LocalPass {
 
  private:
   PassArgs<T> args();
+  std::size_t factor_elems() const;  // of every chunk's factors
+  std::size_t state_elems() const;   // of every chunk's entry state
 
   GdnProblem p_;
   std::optional<SliceLayout> layout_;
   GdnTensors<T> in_;
   bool prepared_ = false, have_states_ = false;
+  // states_ hold the chunk entry states of an output() on this layout, kept through
+  // release_keep_states() and reset() (output_from_states() may run).
+  bool states_kept_ = false;
   Buffer<Dev, SliceLayout::Segment> segments_;  // the layout's tables in Dev's memory
   Buffer<Dev, SliceLayout::Chunk> chunks_;
   PassBuffer<Dev, T> factors_;  // [B * Hv, chunks, factor size], filled by prepare()

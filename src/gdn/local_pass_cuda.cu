@@ -1,7 +1,8 @@
 // The passes of LocalPass on the GPU: the chunk math of ops/gdn_chunk run by one CUDA
-// block per job (CudaExec). prepare is one block per (batch * value head, chunk);
-// transition, output, adjoint and backward walk the chunks of one (batch, value head) in
-// order, one block each. Each block's scratch is its slice of the pass's workspace.
+// block per job (CudaExec). prepare and output_from_states are one block per (batch *
+// value head, chunk); transition, output, adjoint and backward walk the chunks of one
+// (batch, value head) in order, one block each. Each block's scratch is its slice of the
+// pass's workspace.
 #include <algorithm>
 
 #include "gdn/pass_args.h"
@@ -168,6 +169,37 @@ __global__ void output_kernel(PassArgs<T> a, const T* h_in, T* o, T* ht) {
   }
 }
 
+// output_kernel's outputs from the entry states it kept, one block per (batch * value
+// head, chunk) job: no chunk waits for the one before. Where the factors are not made
+// yet, each job makes its chunk's into the factor buffer first (prepare_kernel's work,
+// the same bits), so adjoint() finds them there.
+template <typename T>
+__global__ void output_from_states_kernel(PassArgs<T> a, T* o, T* ht) {
+  const BlockBuffers<T> buf(a);
+  auto math = kernel_of(a, buf);
+  const int V = a.V;
+  const std::int64_t KV = std::int64_t(a.K) * V;
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x) {
+    const int bh = int(job / a.num_chunks), b = bh / a.Hv, hv = bh % a.Hv;
+    const std::int64_t c = job % a.num_chunks;
+    if (!a.prepared) {
+      gather_rows(a, bh, c, buf);
+      __syncthreads();
+      math.prepare(buf.rows(), a.factors_of(bh, c));  // ends with a barrier
+    }
+    block_copy(buf.h, a.entry_state(bh, c), KV);  // step's entry barrier orders it
+    math.step(a.factors_of(bh, c), buf.h, buf.o);
+    const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
+    scatter(buf.o, a.chunks[c].rows, V, o + (t * a.Hv + hv) * V, std::int64_t(a.Hv) * V);
+    // The last chunk of a sequence that ends in the slice leaves with its final state.
+    const Segment s = a.segments[a.segment_of(c)];
+    if (ht && s.ends && c == s.first_chunk + s.num_chunks - 1)
+      block_copy(ht + a.state_offset(a.seq_of(s, b), hv), buf.h, KV);
+    __syncthreads();  // the next job overwrites the row buffers, buf.h and buf.o
+  }
+}
+
 template <typename T>
 __global__ void adjoint_kernel(PassArgs<T> a, const T* dO, const T* dht, T* D) {
   const BlockBuffers<T> buf(a);
@@ -274,7 +306,7 @@ int grad_scratch_heads(Cuda, int G) {
 
 template <typename T>
 std::size_t workspace_elems(Cuda, const PassArgs<T>& a) {
-  // prepare has the most jobs, so it launches the most blocks.
+  // prepare and output_from_states have the most jobs, so they launch the most blocks.
   return std::size_t(
              blocks_for(std::int64_t(a.B) * a.Hv * std::max<std::int64_t>(1, a.num_chunks))) *
          BlockBuffers<T>::size(a.C, a.K, a.V);
@@ -297,6 +329,14 @@ void transition(Cuda, const PassArgs<T>& a, T* M, T* U) {
 template <typename T>
 void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht) {
   output_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, h_in, o, ht);
+  GDN_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void output_from_states(Cuda, const PassArgs<T>& a, T* o, T* ht) {
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  if (jobs == 0) return;
+  output_from_states_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o, ht);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 

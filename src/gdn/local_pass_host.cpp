@@ -1,7 +1,8 @@
 // The passes of LocalPass on the host: OpenMP over (batch row, value head) for the
-// sequential walks and over chunks for prepare; one ChunkMath (kernel + workspace) per
-// thread. Rows are gathered from the strided [B, T, H, D] layouts into dense, zero-padded
-// C-row blocks (the padding of docs/design.md §2) and results scattered back.
+// sequential walks and over chunks for prepare and output_from_states; one ChunkMath
+// (kernel + workspace) per thread. Rows are gathered from the strided [B, T, H, D]
+// layouts into dense, zero-padded C-row blocks (the padding of docs/design.md §2) and
+// results scattered back.
 #include <algorithm>
 #include <vector>
 
@@ -167,6 +168,42 @@ void output(Host, const PassArgs<T>& a, const T* h_in, T* o, T* ht) {
         }
         if (s.ends && ht) std::copy(h.begin(), h.end(), ht + a.state_offset(seq, hv));
       }
+    }
+  }
+}
+
+// Phase 3 again from the chunk entry states output() kept (activation recomputation):
+// the chunks are independent given their entry states, so this runs in parallel over
+// (batch, value head, chunk) like prepare. Each job makes its chunk's factors and steps
+// a copy of the kept entry state: the same step on the same factors and the same state
+// as output(), so the same bits.
+template <typename T>
+void output_from_states(Host, const PassArgs<T>& a, T* o, T* ht) {
+  const int K = a.K, V = a.V;
+  const std::int64_t nc = a.num_chunks;
+#pragma omp parallel
+  {
+    ChunkMath<T> math(a.C, K, V, a.scale);
+    RowBuffers<T> buf(a.C, K, V);
+    std::vector<T> h(std::size_t(K) * V), fbuf(a.prepared ? 0 : a.fsize);
+#pragma omp for schedule(dynamic)
+    for (std::int64_t job = 0; job < std::int64_t(a.B) * a.Hv * nc; ++job) {
+      const int bh = int(job / nc), b = bh / a.Hv, hv = bh % a.Hv;
+      const std::int64_t c = job % nc;
+      const T* f = a.prepared ? a.factors_of(bh, c) : fbuf.data();
+      if (!a.prepared) {
+        gather_rows(a, bh, c, buf);
+        math.prepare(buf.rows(), fbuf.data());
+      }
+      const T* entry = a.entry_state(bh, c);
+      std::copy(entry, entry + std::size_t(K) * V, h.begin());
+      math.step(f, h.data(), buf.o.data());
+      const ChunkAt<T> at(a, b, hv, c);
+      scatter(buf.o.data(), a.chunks[c].rows, V, o + at.v, std::int64_t(a.Hv) * V);
+      // The last chunk of a sequence that ends in the slice leaves with its final state.
+      const auto& s = a.segments[a.segment_of(c)];
+      if (ht && s.ends && c == s.first_chunk + s.num_chunks - 1)
+        std::copy(h.begin(), h.end(), ht + a.state_offset(a.seq_of(s, b), hv));
     }
   }
 }

@@ -42,10 +42,26 @@ struct PassArgs {
   GDN_HD T* entry_state(int bh, std::int64_t c) const {
     return states + (std::size_t(bh) * num_chunks + c) * K * V;
   }
+  // The segment holding chunk c (0 <= c < num_chunks): a binary search over the segments'
+  // first chunks, so that a pass over independent chunks finds which sequence a chunk
+  // belongs to and whether it is the last chunk of one.
+  GDN_HD std::int64_t segment_of(std::int64_t c) const {
+    std::int64_t lo = 0, hi = num_segments - 1;
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi + 1) / 2;
+      if (segments[mid].first_chunk <= c)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return lo;
+  }
 };
 
 // The passes of LocalPass on one device, same meaning as its members; backward gets
 // scratch dqv, dkv of grad_scratch_heads(Dev, G) x [B, Tl, Hk, K] elements each.
+// output_from_states reads a.states; where !a.prepared it makes each chunk's factors
+// itself: in scratch on the host, into a.factors on CUDA (which needs_prepare).
 // workspace_elems is how much scratch the device's passes want in PassArgs::workspace.
 namespace pass {
 // Per-value-head blocks of dq / dk scratch the backward needs: the CUDA pass writes all G
@@ -67,6 +83,7 @@ bool needs_prepare(Cuda);
   PREFIX void prepare(Dev, const PassArgs<T>& a);                                             \
   PREFIX void transition(Dev, const PassArgs<T>& a, T* M, T* U);                              \
   PREFIX void output(Dev, const PassArgs<T>& a, const T* h_in, T* o, T* ht);                  \
+  PREFIX void output_from_states(Dev, const PassArgs<T>& a, T* o, T* ht);                     \
   PREFIX void adjoint(Dev, const PassArgs<T>& a, const T* dO, const T* dht, T* D);            \
   PREFIX void backward(Dev, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht, \
                        GdnGrads<T>& g, T* dqv, T* dkv);

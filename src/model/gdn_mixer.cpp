@@ -84,10 +84,12 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
   const bool split = plan_split(CpOptions{}, core, 0, s.Tl, omp_get_max_threads()).pieces > 1;
   const std::int64_t wy = s.P > 1 || split ? s.B * Hv * chunks * factors : 0;
   if (s.P > 1) a.kept += std::int64_t(s.P) * s.B * Hv * K * (K + V);
-  // Recomputing, the conv halo, the entry state and the gathered pairs stay (an
-  // overestimate with the log-depth scan, which keeps this rank's M only).
+  // Recomputing, the conv halo, the per-chunk entry states (the recomputed forward makes
+  // the outputs from them, cp/gdn_cp.h) and the gathered pairs stay (an overestimate with
+  // the log-depth scan, which keeps this rank's M only).
   a.exchanged = std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1) * Cc +
-                (s.P > 1 ? s.B * Hv * K * V + std::int64_t(s.P) * s.B * Hv * K * (K + V) : 0);
+                s.B * Hv * chunks * K * V +
+                (s.P > 1 ? std::int64_t(s.P) * s.B * Hv * K * (K + V) : 0);
   // Backward scratch: dnormed, d_o, dz, dv; dq, dk; dg, dbeta, db, da; dconv_out,
   // dconv_in, dmixed; dx_part.
   a.transient = N * (4 * vd + 2 * qk + 4 * Hv + 3 * Cc + c.hidden_size) + wy;

@@ -35,8 +35,9 @@ class GdnMixer final : public Mixer<T, Dev> {
   void forward(const CpContext& cp, int B, const T* x, T* y) override;
   void backward(const CpContext& cp, const T* dy, T* dx) override;
   void release() override;
-  // Keeps the conv halo and the CP core's entry state and pairs: the recomputed forward
-  // exchanges nothing.
+  // Keeps the conv halo and the CP core's per-chunk entry states and gathered pairs: the
+  // recomputed forward exchanges nothing, and its core remakes the outputs from those
+  // states in parallel over chunks instead of walking the shard's chunks in order.
   void release_for_recompute() override;
 
  private:

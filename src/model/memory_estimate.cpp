@@ -43,7 +43,8 @@ MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int el
     const std::int64_t layer_transient = std::max(m.transient, f.transient) + 3 * nd;
     if (recompute) {
       // One layer's activations at a time (made again before its backward), plus the
-      // recomputed output; what came from other ranks stays for every layer.
+      // recomputed output; what came from other ranks (and GDN's per-chunk entry states)
+      // stays for every layer.
       kept += m.exchanged;
       largest_layer = std::max(largest_layer, layer_kept + layer_transient + nd);
     } else {

@@ -211,7 +211,9 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
       router[2 * std::size_t(E)] += double(N);
     }
     if (recompute) {
-      b.mixer->release_for_recompute();  // what came from other ranks stays
+      // What came from other ranks stays, and a GDN core's per-chunk entry states, from
+      // which its recomputed forward makes the outputs without the sequential pass.
+      b.mixer->release_for_recompute();
       b.mlp->release();
     }
   }
