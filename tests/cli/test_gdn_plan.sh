@@ -107,6 +107,82 @@ case_exchange() {
   exchange_case dp2cp2_f64 4 --cp 2 --dp 2 --batch 4 --dtype f64
 }
 
+# The memory model: bench-memory's GDN stack made small per token in FLOPs (d 64, vocab 256)
+# so that activations dominate at lengths that run in seconds.
+case_memory() {
+  local cfg="$WORK/memory.json"
+  jq '.model.vocab_size = 256 | .model.hidden_size = 64 | .model.intermediate_size = 128 |
+      .model.num_hidden_layers = 8 | .model.layer_types = [range(8) | "linear_attention"] |
+      .model.linear_key_head_dim = 32 | .model.linear_value_head_dim = 32' \
+    "$SRC/configs/bench-memory.json" >"$cfg"
+  peak() {  # peak NP T RECOMPUTE: the largest rank's peak RSS of a one-step run, bytes
+    rm -f "$WORK/m.jsonl"
+    if ! timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$1" "$BIN/gdn_train" --config "$cfg" --cp "$1" \
+      --seq-len "$2" --recompute "$3" --steps 1 --log "$WORK/m.jsonl" >"$WORK/m.out" 2>&1; then
+      cat "$WORK/m.out" >&2
+      return 1
+    fi
+    jq '.peak_rss' "$WORK/m.jsonl"
+  }
+  estimate() { "$PLAN" --config "$cfg" --cp "$1" --seq-len "$2" --recompute "$3" --json | jq '.memory.estimate.total'; }
+  # What the process holds besides the estimate's parts (the binary, MPI, and in a CUDA
+  # build its libraries, ~230 MB): the peak of a run with one token per rank, less that
+  # run's own estimate (its parameters, gradients and moments), per rank count.
+  local -A base
+  local np p e
+  for np in 1 2; do
+    p=$(peak "$np" "$np" none) && e=$(estimate "$np" "$np" none) || { fail "memory: start-up run at cp $np"; return; }
+    base[$np]=$((p - e))
+  done
+  echo "start-up memory (peak RSS at one token per rank - its estimate): cp 1 $((base[1] / 1048576)) MiB, cp 2 $((base[2] / 1048576)) MiB"
+  printf "%8s %3s %9s %11s %11s %11s %9s\n" seq_len cp recompute "peak RSS" estimate "+start-up" "vs peak"
+  local spec T rc pred
+  for spec in "1 4096 none" "2 8192 none" "2 16384 layer"; do
+    read -r np T rc <<<"$spec"
+    if ! p=$(peak "$np" "$T" "$rc") || ! e=$(estimate "$np" "$T" "$rc"); then
+      fail "memory: seq_len $T cp $np recompute $rc did not run"
+      continue
+    fi
+    pred=$((e + base[$np]))
+    printf "%8s %3s %9s %7d MiB %7d MiB %7d MiB %+8.1f%%\n" "$T" "$np" "$rc" $((p / 1048576)) \
+      $((e / 1048576)) $((pred / 1048576)) "$(awk -v a="$pred" -v b="$p" 'BEGIN { print 100 * (a - b) / b }')"
+    if close "$pred" "$p" 0.25; then
+      pass "memory: seq_len $T, cp $np, recompute $rc: estimate + start-up within 25% of the peak RSS"
+    else
+      fail "memory: seq_len $T, cp $np, recompute $rc: estimate + start-up $pred vs peak RSS $p bytes"
+    fi
+  done
+}
+
+case_flags() {
+  local help f out="$WORK/out" rc
+  help=$("$PLAN" --help)
+  for f in config train-config seq-len batch cp dp dtype chunk-size recompute \
+    attention-load-balance memory-gb cluster rank-gflops json help; do
+    grep -q -- "--$f" <<<"$help" || fail "flags: --help does not list --$f"
+  done
+  pass "flags: --help lists every flag"
+  run_plan() { "$PLAN" "$@" >"$out" 2>&1; rc=$?; }
+  run_plan --config "$TINY" --seq-len 64 --cluster "nodes=2,gpus=8,nvlink_GBps=400,bandwidth=3" --rank-gflops 10
+  expect_once "flags: unknown --cluster key" "unknown key 'bandwidth'" "$out" "$rc"
+  run_plan --config "$TINY" --seq-len 64 --cp 16 --cluster "nodes=1,gpus=8,nvlink_GBps=400" --rank-gflops 10
+  expect_once "flags: a layout larger than the cluster" "but the cluster has nodes x gpus = 1 x 8" "$out" "$rc"
+  run_plan --config "$TINY" --seq-len 64 --memory-gb lots
+  expect_once "flags: --memory-gb not a number" "--memory-gb lots: expected a number > 0" "$out" "$rc"
+  run_plan --config "$TINY" --seq-len 2 --cp 3
+  expect_once "flags: seq_len below cp" "seq_len 2 (--seq-len) is below cp 3" "$out" "$rc"
+  run_plan --config "$TINY" --rank-gflops 10
+  expect_once "flags: --rank-gflops without --cluster" "--rank-gflops is used with --cluster" "$out" "$rc"
+  local bare="$SRC/tests/fixtures/hf/qwen3_5_moe/config.json"
+  run_plan --config "$bare"
+  expect_once "flags: a bare config.json without --seq-len" "train.seq_len is not set" "$out" "$rc"
+  if "$PLAN" --config "$bare" --seq-len 128 --cp 2 --json 2>/dev/null | jq -e '.layout.cp == 2' >/dev/null; then
+    pass "flags: a bare Hugging Face config.json with --seq-len"
+  else
+    fail "flags: a bare Hugging Face config.json with --seq-len"
+  fi
+}
+
 case "$CASE" in
   projections) case_projections ;;
   crossover) case_crossover ;;
