@@ -82,7 +82,7 @@ exchange_case() {
   local name=$1 np=$2
   shift 2
   local args=(--config "$TINY" --seq-len 102 "$@")
-  if ! timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" --steps 1 \
+  if ! timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" --steps 1 --device cpu \
     --exchange-out "$WORK/$name.measured.json" >"$WORK/$name.out" 2>&1; then
     cat "$WORK/$name.out"
     fail "exchange $name: gdn_train failed"
@@ -117,7 +117,7 @@ case_memory() {
     "$SRC/configs/bench-memory.json" >"$cfg"
   peak() {  # peak NP T RECOMPUTE: the largest rank's peak RSS of a one-step run, bytes
     rm -f "$WORK/m.jsonl"
-    if ! timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$1" "$BIN/gdn_train" --config "$cfg" --cp "$1" \
+    if ! timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$1" "$BIN/gdn_train" --device cpu --config "$cfg" --cp "$1" \
       --seq-len "$2" --recompute "$3" --steps 1 --log "$WORK/m.jsonl" >"$WORK/m.out" 2>&1; then
       cat "$WORK/m.out" >&2
       return 1
