@@ -101,6 +101,11 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   // Only rank 0 writes: it checks now that it can, instead of failing at the first save.
   if (world.rank() == 0 && !t.checkpoint_dir.empty()) check_checkpoint_dir(t.checkpoint_dir);
   if (opt.resume && !t.checkpoint_dir.empty()) resume();
+  if (world.rank() == 0 && !opt.exchange_out.empty()) {
+    std::ofstream f(opt.exchange_out);  // written after the first step: fail now, not then
+    GDN_CHECK(f.good(), "cannot write the exchange record '", opt.exchange_out,
+              "' (--exchange-out): ", std::strerror(errno));
+  }
   if (world.rank() == 0 && !t.log.empty()) {
     log_.open(t.log, std::ios::app);
     GDN_CHECK(log_.good(), "cannot open the log file '", t.log, "'", t.origin("log"), ": ",

@@ -13,7 +13,8 @@
 #                layer_local and recomputation; dp 2 x cp 2 in f64)
 #   memory       the per-rank estimate plus the process's start-up memory is within 25% of
 #                gdn_train's measured peak RSS at three seq_len values (the table is printed)
-#   flags        --help lists every flag; bad flags give one message naming the value
+#   flags        --help lists every flag; bad flags give one message naming the value, and
+#                so does gdn_train --exchange-out to a path it cannot write
 #
 #   test_gdn_plan.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
@@ -173,6 +174,10 @@ case_flags() {
   expect_once "flags: seq_len below cp" "seq_len 2 (--seq-len) is below cp 3" "$out" "$rc"
   run_plan --config "$TINY" --rank-gflops 10
   expect_once "flags: --rank-gflops without --cluster" "--rank-gflops is used with --cluster" "$out" "$rc"
+  timeout 60 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --config "$TINY" --cp 2 --steps 1 \
+    --seq-len 64 --device cpu --exchange-out "$WORK/no/such/dir/x.json" >"$out" 2>&1
+  expect_once "flags: gdn_train --exchange-out into a missing directory" \
+    "cannot write the exchange record" "$out" "$?"
   local bare="$SRC/tests/fixtures/hf/qwen3_5_moe/config.json"
   run_plan --config "$bare"
   expect_once "flags: a bare config.json without --seq-len" "train.seq_len is not set" "$out" "$rc"
