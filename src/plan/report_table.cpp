@@ -108,7 +108,8 @@ void memory_table(const Plan& p, std::ostream& out) {
 void cluster_table(const Plan& p, std::ostream& out) {
   const ClusterSpec& c = *p.cluster;
   out << fmt::format(
-      "\nCluster: {} nodes x {} GPUs, NVLink {} GB/s ({} us), network {} GB/s ({} us) per GPU; "
+      "\nCluster: {} x {} GPUs (nodes x GPUs per node), NVLink {} GB/s ({} us), network {} GB/s "
+      "({} us) per GPU; "
       "{} GFLOP/s per rank\n",
       c.nodes, c.gpus, c.nvlink_GBps, c.nvlink_us, c.net_GBps, c.net_us, p.rank_flops_per_s / 1e9);
   const StepTime& s = *p.step;
