@@ -57,6 +57,11 @@ cxxopts::Options make_options() {
       "export-hf",
       "at the end, write the weights as a Hugging Face checkpoint (config.json and "
       "model.safetensors) to this directory",
+      cxxopts::value<std::string>())(
+      "exchange-out",
+      "after the first step, write every rank's exact Communicator counters of that step "
+      "(calls, bytes sent and received per call site) to this JSON file: what gdn_plan "
+      "predicts",
       cxxopts::value<std::string>());
   for (const TrainField& f : train_fields())
     if (*f.flag)
@@ -80,7 +85,7 @@ cxxopts::Options make_options() {
 
 struct Setup {
   RunConfig cfg;
-  std::string init_from, export_hf;
+  std::string init_from, export_hf, exchange_out;
   bool resume = false;
   bool help = false;
   app::Device device = app::Device::cpu;
@@ -106,6 +111,7 @@ Setup parse(int argc, char** argv, int world_size) {
       res.count("train-config") ? res["train-config"].as<std::string>() : "";
   if (res.count("init-from")) s.init_from = res["init-from"].as<std::string>();
   if (res.count("export-hf")) s.export_hf = res["export-hf"].as<std::string>();
+  if (res.count("exchange-out")) s.exchange_out = res["exchange-out"].as<std::string>();
   if (res.count("config")) {
     s.cfg = load_config(res["config"].as<std::string>(), train_file);
   }
@@ -173,6 +179,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
         opt.memory_available = memory_for_this_rank(s.device, on_node);
         opt.init_from = s.init_from;
         opt.data = s.data;
+        opt.exchange_out = s.exchange_out;
         trainer = std::make_unique<Trainer<T, Dev>>(s.cfg, world,
                                                     device_world ? *device_world : world, opt);
       }))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layer rules of docs/design.md §7, checked on the source tree; ctest runs it.
 #   1. Folders are libraries in one order: core < runtime < comm < ops < gdn < cp < model
-#      < train < apps. A file may include only its own folder and the folders before it,
+#      < train < plan < apps. A file may include only its own folder and the folders before it,
 #      and a folder's CMakeLists may link only the libraries of the folders before it.
 #   2. No file includes another folder's *_impl.h.
 #   3. Only src/comm and src/runtime talk to MPI (<mpi.h>); src/gdn has no communication
@@ -10,11 +10,11 @@
 set -uo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT" || exit 2
-order=(core runtime comm ops gdn cp model train)
+order=(core runtime comm ops gdn cp model train plan)
 declare -A rank lib
 for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
 lib=([core]=gdn_core [runtime]=gdn_runtime [comm]=gdn_comm [ops]=gdn_ops [gdn]=gdn_gdn
-     [cp]=gdn_cp [model]=gdn_model [train]=gdn_training)
+     [cp]=gdn_cp [model]=gdn_model [train]=gdn_training [plan]=gdn_planning)
 bad=0
 violation() { echo "layer rule: $*"; bad=1; }
 

@@ -13,6 +13,8 @@
 //              v_new = u - w h, q_g h, h_next: 3 x 2 C K V; P v_new: C^2 V
 //   state    (phase 1 of CP)      4 C K^2 + 4 C K V
 //              the transition M <- gamma M - k~^T (w M): 4 C K^2; U: v_new, h_next: 4 C K V
+//   adjoint  (CP backward phase 1) 6 C K V + C^2 V
+//              k~ mu, q_g^T dO, w^T dv_new: 3 x 2 C K V; P^T dO (upper triangle): C^2 V
 //   backward (of one chunk)       prepare + 14 C K V + 4 C^2 V + 6 C^2 K
 //              the factors again, v_new and seven C x K x V products: 14 C K V;
 //              dP, P^T dO, T^T du, dVb u^T: 4 C^2 V; dP K, dP^T Q, T^T dw, dKb w^T: 4 C^2 K,
@@ -29,7 +31,7 @@
 namespace gdn {
 
 struct ChunkFlops {
-  double prepare, output, state, backward;  // FLOPs of all chunks, per pass
+  double prepare, output, state, adjoint, backward;  // FLOPs of all chunks, per pass
   double forward() const { return prepare + output; }
   double forward_backward() const { return forward() + backward; }
 };
@@ -42,6 +44,7 @@ inline ChunkFlops chunk_flops(const GdnProblem& p) {
   f.prepare = chunks * prep;
   f.output = chunks * (6 * C * K * V + C * C * V);
   f.state = chunks * (4 * C * K * K + 4 * C * K * V);
+  f.adjoint = chunks * (6 * C * K * V + C * C * V);
   f.backward = chunks * (prep + 14 * C * K * V + 4 * C * C * V + 6 * C * C * K);
   return f;
 }

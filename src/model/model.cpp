@@ -103,7 +103,7 @@ template <typename T, typename Dev>
 double Model<T, Dev>::router_loss(Communicator& batch, std::vector<double>& sums, bool train) {
   const int E = c_.num_experts;
   Buffer<Dev, double> d_sums = to_device<Dev>(sums.data(), sums.size());
-  batch.all_reduce_sum(d_sums.data(), sums.size(), "model.router_stats");
+  batch.all_reduce_sum(d_sums.data(), sums.size(), model_sites::kRouterStats);
   Dev::download(sums.data(), d_sums.data(), sums.size());
   const double R = sums[2 * std::size_t(E)];
   double aux = 0;

@@ -101,6 +101,11 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   // Only rank 0 writes: it checks now that it can, instead of failing at the first save.
   if (world.rank() == 0 && !t.checkpoint_dir.empty()) check_checkpoint_dir(t.checkpoint_dir);
   if (opt.resume && !t.checkpoint_dir.empty()) resume();
+  if (world.rank() == 0 && !opt.exchange_out.empty()) {
+    std::ofstream f(opt.exchange_out);  // written after the first step: fail now, not then
+    GDN_CHECK(f.good(), "cannot write the exchange record '", opt.exchange_out,
+              "' (--exchange-out): ", std::strerror(errno));
+  }
   if (world.rank() == 0 && !t.log.empty()) {
     log_.open(t.log, std::ios::app);
     GDN_CHECK(log_.good(), "cannot open the log file '", t.log, "'", t.origin("log"), ": ",
@@ -125,6 +130,60 @@ void Trainer<T, Dev>::report_exchange() {
   for (const auto& [site, c] : mesh_.cp_comm->counters())
     spdlog::info("exchange per step on rank 0, {}: {} calls, {} sent, {} received", site, c.calls,
                  format_bytes(double(c.bytes_sent)), format_bytes(double(c.bytes_received)));
+}
+
+namespace {
+
+// The calls and bytes of each site between two readings of one communicator's counters.
+void add_counter_delta(const std::map<std::string, CommCounter>& before,
+                       const std::map<std::string, CommCounter>& after,
+                       std::map<std::string, CommCounter>& out) {
+  for (const auto& [site, c] : after) {
+    const auto it = before.find(site);
+    const CommCounter b = it == before.end() ? CommCounter{} : it->second;
+    if (c.calls == b.calls) continue;
+    CommCounter& o = out[site];
+    o.calls += c.calls - b.calls;
+    o.bytes_sent += c.bytes_sent - b.bytes_sent;
+    o.bytes_received += c.bytes_received - b.bytes_received;
+  }
+}
+
+}  // namespace
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::write_exchange_record(const std::map<std::string, CommCounter>& world_before,
+                                            const std::map<std::string, CommCounter>& dev_before) {
+  // This rank's sites of the step: the cp group's (reset before it) and the world's (and
+  // the device world's, when it is another communicator), as differences of readings
+  // taken around the step, so that set-up and reporting traffic stay out.
+  std::map<std::string, CommCounter> sites;
+  add_counter_delta({}, mesh_.cp_comm->counters(), sites);
+  add_counter_delta(world_before, world_.counters(), sites);
+  if (mesh_.world != &world_) add_counter_delta(dev_before, mesh_.world->counters(), sites);
+  nlohmann::json mine{{"rank", world_.rank()},
+                      {"dp_rank", mesh_.dp_rank},
+                      {"cp_rank", mesh_.cp_rank},
+                      {"sites", nlohmann::json::object()}};
+  for (const auto& [site, c] : sites)
+    mine["sites"][site] = {
+        {"calls", c.calls}, {"bytes_sent", c.bytes_sent}, {"bytes_received", c.bytes_received}};
+  // Every rank's record to rank 0: the texts padded with spaces to the longest one.
+  std::string text = mine.dump();
+  std::int64_t len = std::int64_t(text.size());
+  world_.all_reduce_max(&len, 1, "train.exchange_record");
+  text.resize(std::size_t(len), ' ');
+  std::string all(std::size_t(len) * std::size_t(world_.size()), ' ');
+  world_.all_gather(text.data(), all.data(), std::size_t(len), "train.exchange_record");
+  if (world_.rank() != 0) return;
+  nlohmann::json doc{{"step", step_}, {"ranks", nlohmann::json::array()}};
+  for (int r = 0; r < world_.size(); ++r)
+    doc["ranks"].push_back(
+        nlohmann::json::parse(all.substr(std::size_t(r * len), std::size_t(len))));
+  std::ofstream f(opt_.exchange_out);
+  f << doc.dump(1) << '\n';
+  GDN_CHECK(f.good(), "cannot write the exchange record '", opt_.exchange_out,
+            "': ", std::strerror(errno));
 }
 
 template <typename T, typename Dev>
@@ -286,9 +345,14 @@ RunResult Trainer<T, Dev>::run() {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
   mesh_.cp_comm->reset_counters();
+  // Readings of the world's counters before the first step (write_exchange_record).
+  const std::map<std::string, CommCounter> world_before = world_.counters(),
+                                           dev_before = mesh_.world->counters();
   while (step_ < cfg_.train.steps) {
     out.steps.push_back(step());
     const StepRecord& r = out.steps.back();
+    if (out.steps.size() == 1 && !opt_.exchange_out.empty())
+      write_exchange_record(world_before, dev_before);
     if (out.steps.size() == 1) report_exchange();
     if (!r.diverged.empty()) {
       out.stopped = r.diverged + ": stopping; no checkpoint was written for this step";

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,10 @@ struct TrainerOptions {
   // train.data, when the caller has opened it already (a token file's start-up pass over
   // every id then runs once); null: the trainer opens it.
   std::shared_ptr<const TokenSource> data;
+  // When set, rank 0 writes the exact Communicator counters of the first step of every
+  // rank to this JSON file (write_exchange_record): what gdn_plan's predictions are
+  // checked against. "" for none.
+  std::string exchange_out;
 };
 
 template <typename T, typename Dev>
@@ -91,6 +96,8 @@ class Trainer {
  private:
   void progress(const char* phase);
   void report_exchange();
+  void write_exchange_record(const std::map<std::string, CommCounter>& world_before,
+                             const std::map<std::string, CommCounter>& dev_before);
   void log_step(const StepRecord& r, double seconds_per_step);
   void save();
   void resume();

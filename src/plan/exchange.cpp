@@ -1,0 +1,174 @@
+#include "plan/exchange.h"
+
+#include <algorithm>
+
+#include "cp/attention_cp.h"
+#include "cp/gdn_cp.h"
+#include "cp/shard.h"
+#include "model/model.h"
+#include "ops/conv/conv_halo.h"
+#include "plan/attention_balance.h"
+#include "train/trainer.h"
+
+namespace gdn::plan {
+
+namespace {
+
+using i64 = std::int64_t;
+
+// The per-layer sizes the sites move, in bytes.
+struct Sizes {
+  i64 pair = 0, adjoint = 0, halo = 0;  // GDN: one rank's pair and adjoint; one halo
+  i64 kv = 0;                           // attention: one rank's K, V block
+  i64 qrow = 0;                         // attention: one query row of one sequence
+  i64 grads = 0, router = 0;
+};
+
+Sizes sizes(const PlanInput& in) {
+  const ModelConfig& c = in.model;
+  const i64 B = in.local_batch(), e = in.elem_bytes, P = in.cp;
+  const i64 Hv = c.linear_num_value_heads, K = c.linear_key_head_dim, V = c.linear_value_head_dim;
+  const i64 Cc = 2 * i64(c.linear_num_key_heads) * K + Hv * V;
+  Sizes s;
+  s.pair = B * Hv * K * (K + V) * e;
+  s.adjoint = B * Hv * K * V * e;
+  s.halo = B * (c.linear_conv_kernel_dim - 1) * Cc * e;
+  s.kv = B * ((in.T + P - 1) / P) * 2 * i64(c.num_key_value_heads) * c.head_dim * e;
+  s.qrow = i64(c.num_attention_heads) * c.head_dim * e;
+  s.grads = parameter_count(c) * e;
+  s.router = (2 * i64(c.num_experts) + 1) * i64(sizeof(double));
+  return s;
+}
+
+void add(SiteCounters& m, const std::string& site, i64 calls, i64 sent, i64 received) {
+  if (calls == 0) return;
+  CommCounter& c = m[site];
+  c.calls += calls;
+  c.bytes_sent += sent;
+  c.bytes_received += received;
+}
+
+// Rows (of one sequence) that cp rank r sends to each peer when moving its shard into
+// the balanced query layout, and receives from each: the inverse move swaps the two.
+struct AllToAll {
+  i64 to_peers = 0, from_peers = 0;
+};
+
+AllToAll to_queries(i64 T, int P, int r) {
+  AllToAll a;
+  const Shard mine = contiguous_shard(T, P, r);
+  const std::vector<Interval> q_mine = query_intervals(T, P, r, true);
+  for (int s = 0; s < P; ++s) {
+    if (s == r) continue;
+    const Shard theirs = contiguous_shard(T, P, s);
+    for (const Interval& q : query_intervals(T, P, s, true))
+      a.to_peers += overlap(q, {mine.begin, mine.end});
+    for (const Interval& q : q_mine) a.from_peers += overlap(q, {theirs.begin, theirs.end});
+  }
+  return a;
+}
+
+}  // namespace
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::all_gather:
+      return "all_gather";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::all_reduce:
+      return "all_reduce";
+    case Collective::chain:
+      return "chain";
+    case Collective::all_to_all:
+      return "all_to_all";
+  }
+  return "?";
+}
+
+std::vector<RankExchange> predict_exchange(const PlanInput& in) {
+  const ModelConfig& c = in.model;
+  const Sizes s = sizes(in);
+  const int P = in.cp;
+  const i64 n_attn = c.num_attention_layers(), n_gdn = c.num_hidden_layers - n_attn;
+  const i64 fwd_times = in.recompute ? 2 : 1;  // the replayed forward of attention layers
+  std::vector<RankExchange> out;
+  for (int g = 0; g < in.dp; ++g)
+    for (int r = 0; r < P; ++r) {
+      RankExchange x;
+      x.rank = g * P + r, x.dp_rank = g, x.cp_rank = r;
+      SiteCounters& m = x.sites;
+      if (P > 1) {
+        add(m, cp_sites::kForwardPairs, n_gdn, n_gdn * s.pair, n_gdn * P * s.pair);
+        add(m, cp_sites::kBackwardAdjoints, n_gdn, n_gdn * s.adjoint, n_gdn * P * s.adjoint);
+        // The halo chain: from the previous rank forward, from the next one backward.
+        const i64 in_fwd = r > 0, out_fwd = r < P - 1;
+        add(m, cp_sites::kConvHaloForward, n_gdn * (in_fwd + out_fwd), n_gdn * out_fwd * s.halo,
+            n_gdn * in_fwd * s.halo);
+        add(m, cp_sites::kConvHaloBackward, n_gdn * (in_fwd + out_fwd), n_gdn * in_fwd * s.halo,
+            n_gdn * out_fwd * s.halo);
+        const i64 na = n_attn * fwd_times;
+        add(m, attention_sites::kKvAllGather, na, na * s.kv, na * P * s.kv);
+        add(m, attention_sites::kDkvReduceScatter, n_attn, n_attn * P * s.kv, n_attn * s.kv);
+        if (in.layer_local) {
+          const AllToAll a = to_queries(in.T, P, r);
+          const i64 B = in.local_batch(), to = B * a.to_peers * s.qrow,
+                    from = B * a.from_peers * s.qrow;
+          add(m, attention_sites::kQueryToBalanced, na, na * to, na * from);
+          add(m, attention_sites::kOutputFromBalanced, na, na * from, na * to);
+          add(m, attention_sites::kDoutToBalanced, n_attn, n_attn * to, n_attn * from);
+          add(m, attention_sites::kDqFromBalanced, n_attn, n_attn * from, n_attn * to);
+        }
+      }
+      if (c.num_moe_layers() > 0) add(m, model_sites::kRouterStats, 1, s.router, s.router);
+      add(m, train_sites::kGradAllReduce, 1, s.grads, s.grads);
+      add(m, train_sites::kLossAllReduce, 1, sizeof(double), sizeof(double));
+      add(m, train_sites::kMemoryAllReduce, 1, sizeof(std::int64_t), sizeof(std::int64_t));
+      out.push_back(std::move(x));
+    }
+  return out;
+}
+
+std::vector<SiteTraffic> step_traffic(const PlanInput& in) {
+  const ModelConfig& c = in.model;
+  const Sizes s = sizes(in);
+  const int P = in.cp;
+  const i64 n_attn = c.num_attention_layers(), n_gdn = c.num_hidden_layers - n_attn;
+  const i64 fwd_times = in.recompute ? 2 : 1;
+  std::vector<SiteTraffic> t;
+  auto add_site = [&](const char* site, Collective k, bool world, i64 calls, double bytes) {
+    if (calls > 0) t.push_back({site, k, world, calls, bytes});
+  };
+  if (P > 1) {
+    add_site(cp_sites::kForwardPairs, Collective::all_gather, false, n_gdn, double(s.pair));
+    add_site(cp_sites::kBackwardAdjoints, Collective::all_gather, false, n_gdn, double(s.adjoint));
+    add_site(cp_sites::kConvHaloForward, Collective::chain, false, n_gdn, double(s.halo));
+    add_site(cp_sites::kConvHaloBackward, Collective::chain, false, n_gdn, double(s.halo));
+    add_site(attention_sites::kKvAllGather, Collective::all_gather, false, n_attn * fwd_times,
+             double(s.kv));
+    add_site(attention_sites::kDkvReduceScatter, Collective::reduce_scatter, false, n_attn,
+             double(s.kv));
+    if (in.layer_local) {
+      i64 most = 0;  // the busiest rank's rows in or out
+      for (int r = 0; r < P; ++r) {
+        const AllToAll a = to_queries(in.T, P, r);
+        most = std::max({most, a.to_peers, a.from_peers});
+      }
+      const double bytes = double(in.local_batch()) * double(most) * double(s.qrow);
+      add_site(attention_sites::kQueryToBalanced, Collective::all_to_all, false, n_attn * fwd_times,
+               bytes);
+      add_site(attention_sites::kOutputFromBalanced, Collective::all_to_all, false,
+               n_attn * fwd_times, bytes);
+      add_site(attention_sites::kDoutToBalanced, Collective::all_to_all, false, n_attn, bytes);
+      add_site(attention_sites::kDqFromBalanced, Collective::all_to_all, false, n_attn, bytes);
+    }
+  }
+  if (c.num_moe_layers() > 0)
+    add_site(model_sites::kRouterStats, Collective::all_reduce, true, 1, double(s.router));
+  add_site(train_sites::kGradAllReduce, Collective::all_reduce, true, 1, double(s.grads));
+  add_site(train_sites::kLossAllReduce, Collective::all_reduce, true, 1, sizeof(double));
+  add_site(train_sites::kMemoryAllReduce, Collective::all_reduce, true, 1, sizeof(std::int64_t));
+  return t;
+}
+
+}  // namespace gdn::plan

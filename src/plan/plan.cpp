@@ -1,0 +1,40 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace gdn::plan {
+
+Plan make_plan(const PlanInput& in, const PlanOptions& opt) {
+  Plan p;
+  p.in = in;
+  p.flops = count_flops(in);
+  p.exchange = predict_exchange(in);
+  p.traffic = step_traffic(in);
+  p.crossover = crossover(in);
+  p.memory_none = rank_memory(in, false);
+  p.memory_layer = rank_memory(in, true);
+  p.memory = in.recompute ? p.memory_layer : p.memory_none;
+  p.memory_budget = opt.memory_budget;
+  if (opt.memory_budget) {
+    // cp = 1, 2, 4, ... up to at least 8 and the run's cp.
+    std::vector<int> cps;
+    for (int P = 1; P <= std::max(8, in.cp); P *= 2) cps.push_back(P);
+    if (std::find(cps.begin(), cps.end(), in.cp) == cps.end()) cps.push_back(in.cp);
+    std::sort(cps.begin(), cps.end());
+    p.fits = longest_fits(in, *opt.memory_budget, cps);
+  }
+  if (opt.cluster) {
+    GDN_CHECK(opt.rank_flops_per_s > 0,
+              "--cluster needs --rank-gflops: the sustained GFLOP/s of one rank (gdn_bench's "
+              "\"gflops\", or a figure for the GPU)");
+    p.cluster = opt.cluster;
+    p.rank_flops_per_s = opt.rank_flops_per_s;
+    p.step = predict_step(in, *opt.cluster, opt.rank_flops_per_s);
+    p.scaling = cp_scaling(in, *opt.cluster, opt.rank_flops_per_s);
+  }
+  return p;
+}
+
+}  // namespace gdn::plan

@@ -1,0 +1,127 @@
+// gdn_plan's library (src/plan) against independent oracles: the query rows the attention
+// CP really uses (cp/attention_cp.h), hand counts of FLOPs written out from the config's
+// numbers, the alpha-beta formulas evaluated by hand, and the memory estimate itself at
+// the edges of the fit the bisection finds.
+#include <catch2/catch.hpp>
+
+#include "core/json_reader.h"
+#include "cp/attention_cp.h"
+#include "ops/attention/attention.h"
+#include "plan/attention_balance.h"
+#include "plan/cluster.h"
+#include "plan/flops.h"
+#include "plan/memory_fit.h"
+#include "train/run_config.h"
+
+using namespace gdn;
+using namespace gdn::plan;
+using Catch::Matchers::Contains;
+
+namespace {
+
+PlanInput tiny(std::int64_t T, int cp) {
+  RunConfig c = load_config(GDN_SOURCE_DIR "/configs/tiny-qwen3-next.json");
+  c.train.seq_len = T;
+  c.train.cp = cp;
+  c.train.batch_size = 2;
+  return plan_input(c);
+}
+
+}  // namespace
+
+TEST_CASE("closed-form attention work equals the positions the attention CP computes") {
+  for (std::int64_t T : {1, 7, 100, 257, 1000})
+    for (int P : {1, 2, 3, 4, 7})
+      for (bool balanced : {false, true}) {
+        if (T < P) continue;
+        const AttentionBalance b = attention_balance(T, P, balanced);
+        std::int64_t sum = 0;
+        for (int r = 0; r < P; ++r) {
+          const std::vector<std::int64_t> pos = attention_query_positions(T, P, r, balanced);
+          CAPTURE(T, P, r, balanced);
+          REQUIRE(b.pairs[std::size_t(r)] ==
+                  ops::attention_pairs(pos.data(), std::int64_t(pos.size())));
+          sum += b.pairs[std::size_t(r)];
+        }
+        REQUIRE(sum == T * (T + 1) / 2);  // the whole causal triangle, diagonal included
+      }
+  // Contiguous shards at P = 4 of a long sequence: the last rank does 7/16 of the work.
+  REQUIRE(attention_balance(1 << 20, 4, false).max_over_mean() == Approx(1.75).epsilon(1e-5));
+  REQUIRE(attention_balance(1 << 20, 4, true).max_over_mean() == Approx(1.0).epsilon(1e-5));
+}
+
+TEST_CASE("forward FLOPs per token of the tiny hybrid model equal a hand count") {
+  // tiny-qwen3-next: d 64, vocab 256 (tied), layers 0-2 GDN (Hk 2, K 16, Hv 4, V 16, W 4),
+  // layer 3 attention (Hq 4, Hkv 2, D 16); layer 0 a dense MLP (I 128), layers 1-3 MoE
+  // (E 8, top 2, I 32, shared 64). T = 128: two chunks of 64 per sequence.
+  const double d = 64, T = 128, C = 64, K = 16, V = 16, Hv = 4;
+  const double gdn_proj = 2 * (d * (2 * 2 * K + 2 * Hv * V) + d * 2 * Hv + Hv * V * d);
+  const double conv = 2 * 4 * (2 * 2 * K + Hv * V);
+  const double prepare = 3 * C * C * K + C * C * V + C * C * C / 3,
+               output = 6 * C * K * V + C * C * V;
+  const double core = (prepare + output) * Hv * (T / C) / T;
+  const double attn_proj = 2 * (d * 2 * 4 * 16 + 2 * d * 2 * 16 + 4 * 16 * d);
+  const double attn_core = 4 * 16 * 4 * (T * (T + 1) / 2) / T;
+  const double moe = 2 * d * 8 + 2 * 2 * 3 * d * 32 + 2 * (3 * d * 64 + d);
+  const double dense = 2 * 3 * d * 128, head = 2 * d * 256, loss = 4 * 256;
+  const double hand =
+      3 * (gdn_proj + conv + core) + attn_proj + attn_core + 3 * moe + dense + head + loss;
+  const FlopReport f = count_flops(tiny(128, 1));
+  REQUIRE(f.step.fwd / f.tokens == Approx(hand).epsilon(1e-12));
+  // Backward: twice every linear map, the GDN core's own formula, 14 D Hq per attention pair,
+  // 2 per logit for the loss.
+  const double core_bwd = (prepare + 14 * C * K * V + 4 * C * C * V + 6 * C * C * K) * Hv / C;
+  const double hand_bwd = 3 * (2 * gdn_proj + 2 * conv + core_bwd) + 2 * attn_proj +
+                          attn_core * 14.0 / 4 + 3 * 2 * moe + 2 * dense + 2 * head + 2 * 256;
+  REQUIRE(f.step.bwd / f.tokens == Approx(hand_bwd).epsilon(1e-12));
+  REQUIRE(f.relative_increase() == 0);
+}
+
+TEST_CASE("cp adds only the GDN core's phase 1; attention work moves between ranks") {
+  const FlopReport one = count_flops(tiny(256, 1)), four = count_flops(tiny(256, 4));
+  double cp_phase1 = 0, attention1 = 0, attention4 = 0;
+  for (std::size_t i = 0; i < four.components.size(); ++i) {
+    const ComponentFlops &a = one.components[i], &b = four.components[i];
+    if (b.name == "gdn.core.cp_phase1") cp_phase1 = b.step.total();
+    if (b.name == "attention.core") attention1 = a.step.total(), attention4 = b.step.total();
+    if (b.name != "gdn.core.cp_phase1") REQUIRE(a.step.total() == Approx(b.step.total()));
+  }
+  REQUIRE(attention1 == Approx(attention4));
+  REQUIRE(four.step.total() - one.step.total() == Approx(cp_phase1));
+  REQUIRE(cp_phase1 > 0);
+}
+
+TEST_CASE("collective costs follow the alpha-beta formulas") {
+  const Link l{1e11, 1e-5, false};  // 100 GB/s, 10 us
+  REQUIRE(collective_seconds(Collective::all_reduce, 8, 1e9, l) ==
+          Approx(2 * 7 * 1e-5 + 2.0 * 7 / 8 * 1e9 / 1e11));
+  REQUIRE(collective_seconds(Collective::all_gather, 4, 1e6, l) == Approx(3 * (1e-5 + 1e-5)));
+  REQUIRE(collective_seconds(Collective::all_to_all, 4, 1e6, l) == Approx(3e-5 + 1e-5));
+  REQUIRE(collective_seconds(Collective::all_gather, 1, 1e9, l) == 0);
+  const ClusterSpec c = parse_cluster("nodes=2,gpus=8,nvlink_GBps=400,net_GBps=50,net_us=8");
+  REQUIRE(c.ranks() == 16);
+  REQUIRE_FALSE(group_link(c, 8, 2).network);  // two cp groups of 8, one per node
+  REQUIRE(group_link(c, 16, 1).network);       // one group over both nodes
+  REQUIRE(group_link(c, 16, 1).bytes_per_s == 50e9);
+  REQUIRE(group_link(c, 16, 1).latency_s == Approx(8e-6));
+  REQUIRE(group_link(c, 3, 5).network);  // ranks 6, 7, 8: the third group straddles
+  REQUIRE_THROWS_WITH(parse_cluster("nodes=2,gpus=8,nvlink_GBps=400,bandwidth=3"),
+                      Contains("unknown key 'bandwidth'"));
+  REQUIRE_THROWS_WITH(parse_cluster("nodes=2,nvlink_GBps=400"), Contains("needs net_GBps"));
+  REQUIRE_THROWS_WITH(parse_cluster("nodes=x,nvlink_GBps=1"), Contains("nodes=x"));
+}
+
+TEST_CASE("the longest seq_len that fits is the edge of the memory estimate") {
+  const PlanInput in = tiny(256, 1);
+  const double budget = 64.0 * 1024 * 1024;
+  for (const Fit& f : longest_fits(in, budget, {1, 2, 4})) {
+    CAPTURE(f.cp, f.seq_len);
+    REQUIRE(f.seq_len >= f.cp);
+    PlanInput p = in;
+    p.cp = f.cp;
+    p.T = f.seq_len;
+    REQUIRE(double(rank_memory(p, false).total()) <= budget);
+    p.T = f.seq_len + 1;
+    REQUIRE(double(rank_memory(p, false).total()) > budget);
+  }
+}
