@@ -65,10 +65,25 @@ Model<T, Dev>::Model(const ModelConfig& c, int chunk_size, ModelOptions options)
 
 template <typename T, typename Dev>
 void Model<T, Dev>::init(std::uint64_t seed) {
+  // On the host the parameters are drawn in place: a second full copy would be the run's
+  // peak memory for a large model (parameters, gradients and moments exist already). On a
+  // GPU they are drawn on the host and uploaded.
+  if constexpr (std::is_same_v<Buffer<Dev, T>, std::vector<T>>) {
+    std::vector<T>& values = params_.host_storage();
+    std::fill(values.begin(), values.end(), T(0));
+    draw_init(seed, values);
+  } else {
+    std::vector<T> host(std::size_t(params_.num_elements()), T(0));
+    draw_init(seed, host);
+    params_.set_values(host);
+  }
+}
+
+template <typename T, typename Dev>
+void Model<T, Dev>::draw_init(std::uint64_t seed, std::vector<T>& host) const {
   Rng rng(seed);
   const double std = c_.initializer_range;
   // RMSNorm weights stay zero: Qwen3-Next scales by (1 + w).
-  std::vector<T> host(std::size_t(params_.num_elements()), T(0));
   auto normal = [&](ParamId id) {
     T* w = host.data() + params_.info(id).offset;
     for (std::int64_t i = 0; i < params_.info(id).size; ++i) w[i] = T(std * rng.normal());
@@ -84,7 +99,6 @@ void Model<T, Dev>::init(std::uint64_t seed) {
     b.mlp->init(rng, std, host);
   }
   if (lm_head_ != embed_) normal(lm_head_);
-  params_.set_values(host);
 }
 
 template <typename T, typename Dev>

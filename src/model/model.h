@@ -77,6 +77,8 @@ class Model {
   std::int64_t attention_pairs() const;
 
  private:
+  // The initial values of init() into host (all zeros on entry), in parameter order.
+  void draw_init(std::uint64_t seed, std::vector<T>& host) const;
   struct Block {
     ParamId input_norm, post_norm;
     std::unique_ptr<Mixer<T, Dev>> mixer;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/device.h"
@@ -71,6 +72,11 @@ class ParamStore {
     GDN_CHECK(host.size() == values_.size(), "set_values: ", host.size(), " values for ",
               values_.size(), " parameter elements");
     Dev::upload(values_.data(), host.data(), host.size());
+  }
+  // The values themselves, where they live in host memory (Buffer<Host, T> is a
+  // std::vector): initialisation writes them in place instead of through a second copy.
+  std::vector<T>& host_storage() requires std::is_same_v<Buffer<Dev, T>, std::vector<T>> {
+    return values_;
   }
 
  private:
