@@ -38,7 +38,8 @@ struct AttentionDims {
 };
 
 // The global positions of the query rows rank r computes: its shard, or with layer_local
-// balance chunks r and 2P-1-r of the sequence split into 2P (contiguous_shard(T, 2P, .)).
+// balance chunks r and 2P-1-r of the sequence split into 2P, chunk c being
+// [c T / 2P, (c + 1) T / 2P) (sizes within one of each other; not contiguous_shard's ceil).
 std::vector<std::int64_t> attention_query_positions(std::int64_t T, int P, int r, bool balanced);
 
 template <typename T, typename Dev>
