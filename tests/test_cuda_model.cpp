@@ -2,7 +2,8 @@
 // (Dev = Host), one rank: loss and every parameter gradient of one forward_backward
 // (relative L2 <= 1e-10 in fp64, <= 1e-4 in fp32: the device sums in other orders), tied
 // and untied embeddings, T not a multiple of the chunk; and three trainer steps, whose
-// losses must agree within 1e-3 (fp32: AdamW amplifies rounding differences a little).
+// losses must agree within 1e-3 (fp32: AdamW amplifies rounding differences a little);
+// and the steps after the first take no new device memory (the keeping pool).
 // Skipped (exit 77) where no GPU is visible; CI compiles and links it without one.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "core/rng.h"
 #include "gpu_support.h"
 #include "model/model.h"
+#include "runtime/device_pool.h"
 #include "train/trainer.h"
 
 using namespace gdn;
@@ -25,6 +27,24 @@ namespace {
 
 ModelConfig tiny_model(bool tied) {
   return make_model_config(23, 12, 2, 10, 1, 2, 4, 3, 0.3, tied);
+}
+
+// Three steps of the tiny model with warm-up, decay and clipping all in play.
+RunConfig three_step_run() {
+  RunConfig cfg;
+  cfg.model = tiny_model(true);
+  cfg.model.initializer_range = 0.02;
+  TrainConfig& t = cfg.train;
+  t.seq_len = 40;
+  t.batch_size = 2;
+  t.steps = 3;
+  t.lr = 3e-3;
+  t.warmup_steps = 1;
+  t.weight_decay = 0.01;
+  t.grad_clip = 1.0;
+  t.seed = 1234;
+  t.chunk_size = 16;
+  return cfg;
 }
 
 }  // namespace
@@ -75,20 +95,7 @@ TEMPLATE_TEST_CASE("Model on the GPU matches the CPU: loss and every gradient", 
 TEMPLATE_TEST_CASE("Trainer on the GPU follows the CPU trainer for three steps", "[cuda_model]",
                    float, double) {
   using T = TestType;
-  RunConfig cfg;
-  cfg.model = tiny_model(true);
-  cfg.model.initializer_range = 0.02;
-  TrainConfig& t = cfg.train;
-  t.seq_len = 40;
-  t.batch_size = 2;
-  t.steps = 3;
-  t.lr = 3e-3;
-  t.warmup_steps = 1;
-  t.weight_decay = 0.01;
-  t.grad_clip = 1.0;
-  t.seed = 1234;
-  t.chunk_size = 16;
-
+  const RunConfig cfg = three_step_run();
   SingleCommunicator world;
   Trainer<T, Host> cpu(cfg, world, world);
   const RunResult a = cpu.run();
@@ -112,4 +119,22 @@ TEMPLATE_TEST_CASE("Trainer on the GPU follows the CPU trainer for three steps",
     INFO(p.name);
     CHECK(rel_l2(vg.data() + p.offset, vc.data() + p.offset, std::size_t(p.size)) <= 1e-2);
   }
+}
+
+// The step buffers come from the keeping pool (runtime/device_pool.h): after the first step
+// the pool holds what a step needs, and later steps take nothing more from the driver. With
+// plain cudaMalloc the pool would hold nothing; with a pool that hands memory back at each
+// synchronisation, its size would move between steps.
+TEST_CASE("After the first step the trainer's device buffers all come from the pool",
+          "[cuda_model]") {
+  SingleCommunicator world;
+  Trainer<float, Cuda> gpu(three_step_run(), world, world);
+  gpu.step();
+  Cuda::synchronize();
+  const std::size_t after_first = cuda_detail::pool_reserved_bytes();
+  CHECK(after_first > 0);
+  gpu.step();
+  gpu.step();
+  Cuda::synchronize();
+  CHECK(cuda_detail::pool_reserved_bytes() == after_first);
 }

@@ -1,7 +1,9 @@
 // A device-memory array with std::vector's small interface (data, size, resize): the
 // Vector type of the Cuda device policy (cuda_device.h). New elements are zero
-// (cudaMemset), like std::vector's value-initialisation. Move-only. Plain C++ over the
-// CUDA runtime, usable from .cpp and .cu files.
+// (cudaMemset), like std::vector's value-initialisation. Move-only. Its memory comes from
+// the keeping pool of device_pool.h, so the buffers a step makes and drops cost no
+// cudaMalloc / cudaFree after the first step. Plain C++ over the CUDA runtime, usable from
+// .cpp and .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +12,7 @@
 #include <utility>
 
 #include "runtime/cuda_check.h"
+#include "runtime/device_pool.h"
 
 namespace gdn {
 
@@ -42,7 +45,7 @@ class DeviceBuffer {
     if (n == n_) return;
     T* q = nullptr;
     if (n > 0) {
-      GDN_CUDA_CHECK(cudaMalloc(&q, n * sizeof(T)));
+      q = static_cast<T*>(cuda_detail::pool_alloc(n * sizeof(T)));
       const std::size_t keep = n < n_ ? n : n_;
       if (keep > 0) GDN_CUDA_CHECK(cudaMemcpy(q, p_, keep * sizeof(T), cudaMemcpyDeviceToDevice));
       if (n > keep) GDN_CUDA_CHECK(cudaMemset(q + keep, 0, (n - keep) * sizeof(T)));
@@ -54,7 +57,7 @@ class DeviceBuffer {
 
  private:
   void release() noexcept {
-    if (p_) cudaFree(p_);  // no throw from a destructor; a failed free leaks, nothing worse
+    cuda_detail::pool_free(p_);  // stream-ordered, never throws
     p_ = nullptr;
     n_ = 0;
   }
