@@ -41,11 +41,13 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   } else {
     three_phases(cp, o, ht);
   }
-  // On the host the factors are not kept for the backward: its phase 1 makes them again
-  // (phase 3 makes its own on the fly), so a layer holds them only while it runs. They are
-  // the largest buffer of the pass; keeping them for every layer would cost a shard at
-  // P > 1 more per token than at P = 1, which never stores them.
-  if constexpr (std::is_same_v<Dev, Host>) pass_.release_factors();
+  // The factors are not kept for the backward: its phase 1 makes them again (its phase 3
+  // makes its own chunk by chunk), so a layer holds them only while it runs. They are the
+  // largest buffer of the pass (on the GPU, which keeps them through phases 1-3, 2.4 GB per
+  // layer at a 32K-token shard of Qwen3-Next: 32 heads, K = V = 128); kept for every layer
+  // they would bound the shard, and on the host cost P > 1 more per token than P = 1, which
+  // never stores them.
+  pass_.release_factors();
   if (ht && r == 0) copy_empty_sequence_states<Dev>(p_, local.h0, ht);
   // Each sequence's final state is on the rank holding its last token; share it.
   if (ht && P > 1) cp.comm.all_reduce_sum(ht, state_elems, cp_sites::kFinalState);
@@ -95,7 +97,7 @@ void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, cons
     // Phase 1: D_r = dLoss/dh_in_r with a zero exit adjoint.
     D_.resize(nb);
     lambda_.resize(nb);
-    if constexpr (std::is_same_v<Dev, Host>) pass_.prepare();
+    pass_.prepare();
     pass_.adjoint(dO, dht, D_.data());
     // Phase 2: the exit adjoint lambda_r from the ranks after this one.
     if (cp.options.log_depth_scan) {
@@ -117,7 +119,7 @@ void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, cons
   const std::int64_t state_elems = std::int64_t(p_.num_sequences()) * p_.Hv * p_.K * p_.V;
   if (grads.dh0) Dev::fill(grads.dh0, state_elems, T(0));
   pass_.backward(lambda, dO, dht, grads);
-  if constexpr (std::is_same_v<Dev, Host>) pass_.release_factors();
+  pass_.release_factors();
   if (grads.dh0 && r == 0) copy_empty_sequence_states<Dev>(p_, dht, grads.dh0);
   norm_.backward(grads.dq, grads.dk);
   // Each sequence's dh0 is on the rank holding its first token; share it.

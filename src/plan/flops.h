@@ -10,7 +10,7 @@
 //   gdn.conv         2 W Cc
 //   gdn.core         chunk_flops: prepare + output (backward: its own formula)
 //   gdn.core.cp_phase1 (P > 1) forward: state (the transition M, U); backward: prepare
-//                    again (the factors are not kept on the host) + adjoint
+//                    again (the factors are not kept for the backward) + adjoint
 //   attention.projections 2 [d 2 Hq D + 2 d Hkv D + Hq D d]      (q with its gate, k, v, o)
 //   attention.core   4 D Hq per (query, key) pair, backward 14 D Hq
 //   moe.router 2 d E; moe.experts 2 k 3 d I; moe.shared_expert 2 (3 d Is + d); mlp.dense 2 3 d I
