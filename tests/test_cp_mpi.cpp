@@ -20,16 +20,10 @@ using namespace gdn::test;
 
 namespace {
 
-// Rows [begin, end) of the token axis of a [B, T, ...] tensor.
+// A rank's shard of a [B, T, ...] tensor.
 template <typename T>
 Tensor<T> token_slice(const Tensor<T>& x, const Shard& s) {
-  Shape shape = x.shape;
-  const std::int64_t B = shape[0], Tn = shape[1], row = x.size() / (B * Tn);
-  shape[1] = s.size();
-  Tensor<T> out(shape);
-  for (std::int64_t b = 0; b < B; ++b)
-    std::copy_n(x.ptr() + (b * Tn + s.begin) * row, s.size() * row, out.ptr() + b * s.size() * row);
-  return out;
+  return gdn::test::token_slice(x, s.begin, s.end);
 }
 
 template <typename T>

@@ -21,11 +21,6 @@ using namespace gdn::test;
 
 namespace {
 
-template <typename T>
-bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.ptr(), b.ptr(), sizeof(T) * a.size()) == 0;
-}
-
 // Whether rows [t0, t1) of the token axis of two [B, T, ...] tensors are the same bits.
 template <typename T>
 bool same_token_rows(const Tensor<T>& a, const Tensor<T>& b, std::int64_t t0, std::int64_t t1) {
@@ -35,18 +30,6 @@ bool same_token_rows(const Tensor<T>& a, const Tensor<T>& b, std::int64_t t0, st
                     sizeof(T) * (t1 - t0) * row) != 0)
       return false;
   return true;
-}
-
-// Rows [t0, t1) of the token axis of a [B, T, ...] tensor.
-template <typename T>
-Tensor<T> token_slice(const Tensor<T>& x, std::int64_t t0, std::int64_t t1) {
-  Shape shape = x.shape;
-  const std::int64_t B = shape[0], Tn = shape[1], row = x.size() / (B * Tn), n = t1 - t0;
-  shape[1] = n;
-  Tensor<T> out(shape);
-  for (std::int64_t b = 0; b < B; ++b)
-    std::copy_n(x.ptr() + (b * Tn + t0) * row, n * row, out.ptr() + b * n * row);
-  return out;
 }
 
 // A slice [t0, t1) of a problem with its seeded tokens, an entry state h_in and an exit

@@ -31,23 +31,6 @@ struct ThreadGuard {
   ~ThreadGuard() { omp_set_num_threads(saved); }
 };
 
-template <typename T>
-bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.ptr(), b.ptr(), sizeof(T) * a.size()) == 0;
-}
-
-// Rows [t0, t1) of the token axis of a [B, T, ...] tensor.
-template <typename T>
-Tensor<T> token_slice(const Tensor<T>& x, std::int64_t t0, std::int64_t t1) {
-  Shape shape = x.shape;
-  const std::int64_t B = shape[0], Tn = shape[1], row = x.size() / (B * Tn), n = t1 - t0;
-  shape[1] = n;
-  Tensor<T> out(shape);
-  for (std::int64_t b = 0; b < B; ++b)
-    std::copy_n(x.ptr() + (b * Tn + t0) * row, n * row, out.ptr() + b * n * row);
-  return out;
-}
-
 // Seeded inputs and cotangents of a case. A slow decay (g about -0.012 per token) so the
 // state carries real weight across every piece boundary.
 struct Inputs {

@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
@@ -83,6 +85,24 @@ std::vector<double> finite_differences(double* x, std::size_t n, F loss, double 
 template <typename F>
 std::vector<double> finite_differences(std::vector<double>& x, F loss, double eps = 1e-6) {
   return finite_differences(x.data(), x.size(), loss, eps);
+}
+
+// Rows [t0, t1) of the token axis of a [B, T, ...] tensor (a rank's shard, a slice).
+template <typename T>
+Tensor<T> token_slice(const Tensor<T>& x, std::int64_t t0, std::int64_t t1) {
+  Shape shape = x.shape;
+  const std::int64_t B = shape[0], Tn = shape[1], row = x.size() / (B * Tn), n = t1 - t0;
+  shape[1] = n;
+  Tensor<T> out(shape);
+  for (std::int64_t b = 0; b < B; ++b)
+    std::copy_n(x.ptr() + (b * Tn + t0) * row, n * row, out.ptr() + b * n * row);
+  return out;
+}
+
+// The same shape and the same bits.
+template <typename T>
+bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.ptr(), b.ptr(), sizeof(T) * a.size()) == 0;
 }
 
 inline Shape output_shape(const GdnProblem& p) {
