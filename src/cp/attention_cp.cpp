@@ -13,27 +13,18 @@ namespace {
 
 using i64 = std::int64_t;
 
-// Chunk c of 2P: [c T / 2P, (c + 1) T / 2P), sizes within one of each other.
-std::pair<i64, i64> balanced_chunk(i64 T, int P, int c) {
-  return {T * c / (2 * P), T * (c + 1) / (2 * P)};
-}
-
 }  // namespace
+
+std::vector<Shard> attention_query_ranges(i64 T, int P, int r, bool balanced) {
+  if (!balanced) return {contiguous_shard(T, P, r)};
+  auto chunk = [&](int c) { return Shard{T * c / (2 * P), T * (c + 1) / (2 * P)}; };
+  return {chunk(r), chunk(2 * P - 1 - r)};
+}
 
 std::vector<i64> attention_query_positions(i64 T, int P, int r, bool balanced) {
   std::vector<i64> pos;
-  auto add = [&](i64 lo, i64 hi) {
-    for (i64 t = lo; t < hi; ++t) pos.push_back(t);
-  };
-  if (!balanced) {
-    const Shard s = contiguous_shard(T, P, r);
-    add(s.begin, s.end);
-  } else {
-    const auto [a0, a1] = balanced_chunk(T, P, r);
-    const auto [b0, b1] = balanced_chunk(T, P, 2 * P - 1 - r);
-    add(a0, a1);
-    add(b0, b1);
-  }
+  for (const Shard& s : attention_query_ranges(T, P, r, balanced))
+    for (i64 t = s.begin; t < s.end; ++t) pos.push_back(t);
   return pos;
 }
 

@@ -37,9 +37,11 @@ struct AttentionDims {
   double scale = 1.0;
 };
 
-// The global positions of the query rows rank r computes: its shard, or with layer_local
-// balance chunks r and 2P-1-r of the sequence split into 2P, chunk c being
-// [c T / 2P, (c + 1) T / 2P) (sizes within one of each other; not contiguous_shard's ceil).
+// The query rows rank r computes: its shard, or with layer_local balance chunks r and
+// 2P-1-r of the sequence split into 2P, chunk c being [c T / 2P, (c + 1) T / 2P) (sizes
+// within one of each other; not contiguous_shard's ceil). gdn_plan counts from these too.
+std::vector<Shard> attention_query_ranges(std::int64_t T, int P, int r, bool balanced);
+// The same rows as a list of global positions.
 std::vector<std::int64_t> attention_query_positions(std::int64_t T, int P, int r, bool balanced);
 
 template <typename T, typename Dev>

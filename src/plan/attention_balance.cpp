@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "cp/shard.h"
+#include "cp/attention_cp.h"
 
 namespace gdn::plan {
 
@@ -11,12 +11,7 @@ std::int64_t overlap(Interval a, Interval b) {
 }
 
 std::vector<Interval> query_intervals(std::int64_t T, int P, int r, bool balanced) {
-  if (!balanced || P == 1) {
-    const Shard s = contiguous_shard(T, P, r);
-    return {{s.begin, s.end}};
-  }
-  auto chunk = [&](int c) { return Interval{T * c / (2 * P), T * (c + 1) / (2 * P)}; };
-  return {chunk(r), chunk(2 * P - 1 - r)};
+  return attention_query_ranges(T, P, r, balanced && P > 1);
 }
 
 std::int64_t causal_pairs(const std::vector<Interval>& rows) {

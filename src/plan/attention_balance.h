@@ -1,18 +1,16 @@
-// Which query rows each cp rank's attention computes, and its share of the causal
-// triangle, in closed form (cp/attention_cp.h does the same on position lists): the
-// contiguous shard, or with layer_local balance chunks r and 2P-1-r of the sequence cut
-// into 2P pieces [c T / 2P, (c + 1) T / 2P).
+// Which query rows each cp rank's attention computes (cp/attention_cp.h's
+// attention_query_ranges: the contiguous shard, or with layer_local balance chunks r and
+// 2P-1-r of the sequence cut into 2P), and its share of the causal triangle in closed form.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "cp/shard.h"
+
 namespace gdn::plan {
 
-struct Interval {
-  std::int64_t begin = 0, end = 0;
-  std::int64_t size() const { return end - begin; }
-};
+using Interval = Shard;  // [begin, end) of the sequence
 
 std::int64_t overlap(Interval a, Interval b);
 
