@@ -35,16 +35,19 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/app_common.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "gdn/bf16_op.h"
 #include "gdn/flop_count.h"
 #include "gdn/local_pass.h"
 #include "gdn/op.h"
 #include "gdn/random_inputs.h"
 #include "gdn/recurrent.h"
+#include "ops/convert/convert.h"
 #include "ops/gemm/fma_peak.h"
 
 #if GDN_HAVE_CUDA
@@ -215,6 +218,47 @@ void bench_phases(const GdnProblem& p, const Settings& s, const GdnTensors<T>& i
 }
 
 #if GDN_HAVE_CUDA
+// The bf16 storage mode on the GPU (ChunkedGdnBf16<Cuda>: q, k, v, beta, o and dO in bf16,
+// as fla's chunk_gated_delta_rule is timed), with f32 runs only.
+void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnData<float>& d,
+                     const Tensor<float>& dO_h, std::map<std::string, double>& out) {
+  auto up16 = [](const Tensor<float>& t) {
+    std::vector<Bf16> h(t.data.size());
+    ops::to_bf16(Host{}, t.ptr(), std::int64_t(h.size()), h.data());
+    return to_device<Cuda>(h.data(), h.size());
+  };
+  auto up = [](const Tensor<float>& t) { return to_device<Cuda>(t.ptr(), t.data.size()); };
+  const DeviceBuffer<Bf16> q = up16(d.q), k = up16(d.k), v = up16(d.v), beta = up16(d.beta),
+                           dO = up16(dO_h);
+  const DeviceBuffer<float> g = up(d.g), h0 = up(d.h0);
+  const Bf16Inputs in{q.data(),    k.data(), v.data(),
+                      beta.data(), g.data(), d.h0.empty() ? nullptr : h0.data()};
+  const std::size_t states = std::size_t(p.num_sequences()) * p.Hv * p.K * p.V;
+  DeviceBuffer<Bf16> o(std::size_t(p.B) * p.T * p.Hv * p.V);
+  DeviceBuffer<float> ht(states), dq(d.q.data.size()), dk(d.k.data.size()), dv(d.v.data.size()),
+      dg(d.g.data.size()), dbeta(d.beta.data.size()), dh0(states);
+  GdnGrads<float> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
+  Cuda::synchronize();
+  const ChunkFlops f = chunk_flops(p);
+  const Variants variants = {
+      {"cuda_chunked_bf16_fwd",
+       [&] {
+         ChunkedGdnBf16<Cuda>(p, in).forward(o.data(), ht.data());
+         Cuda::synchronize();
+       },
+       f.forward()},
+      {"cuda_chunked_bf16_fwd_bwd",
+       [&] {
+         ChunkedGdnBf16<Cuda> op(p, in);
+         op.forward(o.data(), ht.data());
+         op.backward(dO.data(), nullptr, grads);
+         Cuda::synchronize();
+       },
+       f.forward_backward()},
+  };
+  time_variants<float>(p, s, "cuda", variants, out);
+}
+
 // The CUDA variants: ChunkedGdn<T, Cuda> on inputs uploaded here, outside the timed region.
 // Like the CPU ones they include the constructor (device allocations); each run ends with
 // a device sync.
@@ -251,6 +295,7 @@ void bench_cuda(const GdnProblem& p, const Settings& s, const GdnData<T>& d, con
        f.forward_backward()},
   };
   time_variants<T>(p, s, "cuda", variants, out);
+  if constexpr (std::is_same_v<T, float>) bench_cuda_bf16(p, s, d, dO_h, out);
 }
 #endif
 

@@ -209,7 +209,9 @@ for j in lines:
 lines = [j for j in lines if "shape" in j and "median_ms" in j]
 t = {(j["variant"], j["shape"]["T"]): j["median_ms"] for j in lines}
 for T in sorted({j["shape"]["T"] for j in lines}):
-    for ours, fla in (("cuda_chunked_fwd", "fla_fwd"), ("cuda_chunked_fwd_bwd", "fla_fwd_bwd")):
+    for ours, fla in (("cuda_chunked_fwd", "fla_fwd"), ("cuda_chunked_fwd_bwd", "fla_fwd_bwd"),
+                      ("cuda_chunked_bf16_fwd", "fla_fwd"),
+                      ("cuda_chunked_bf16_fwd_bwd", "fla_fwd_bwd")):
         if t.get((ours, T)) and t.get((fla, T)):
             print(f"ratio {ours} / {fla} T={T}\tinfo\t{t[(ours, T)] / t[(fla, T)]:.2f}x")
 PY

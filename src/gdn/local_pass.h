@@ -38,6 +38,11 @@ class LocalPass {
   // call to call; the layout is rebuilt only when the slice or the sequences change.
   void reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnTensors<T>& in);
 
+  // Points the pass at other views of the same values as the last reset()'s (fresh copies
+  // of inputs the caller freed in between, as the bf16 mode does): everything the passes
+  // keep stays valid, so backward() may follow the output() before.
+  void rebind(const GdnTensors<T>& in) { in_ = in; }
+
   std::int64_t tokens() const { return layout_ ? layout_->tokens() : 0; }
 
   // WY factors of every chunk, kept for the passes below (chunks are independent, so

@@ -1,0 +1,77 @@
+#include "gdn/bf16_op.h"
+
+#include "core/error.h"
+#include "gdn/empty_sequences.h"
+#include "ops/convert/convert.h"
+#include "runtime/devices.h"
+
+namespace gdn {
+
+namespace {
+
+template <typename Dev>
+void widen_into(const Bf16* x, std::size_t n, Buffer<Dev, float>& out) {
+  if (out.size() != n) out.resize(n);
+  ops::to_float(Dev{}, x, std::int64_t(n), out.data());
+}
+
+}  // namespace
+
+template <typename Dev>
+ChunkedGdnBf16<Dev>::ChunkedGdnBf16(const GdnProblem& p, const Bf16Inputs& in)
+    : p_(p.validated()), in_(in) {
+  GDN_CHECK(in.q && in.k && in.v && in.beta && in.g,
+            "ChunkedGdnBf16: q, k, v, beta and g must all be given (only h0 may be null)");
+}
+
+template <typename Dev>
+const GdnTensors<float>& ChunkedGdnBf16<Dev>::widen() {
+  const std::size_t rows = std::size_t(p_.B) * p_.T;
+  widen_into<Dev>(in_.q, rows * p_.Hk * p_.K, q_);
+  widen_into<Dev>(in_.k, rows * p_.Hk * p_.K, k_);
+  widen_into<Dev>(in_.v, rows * p_.Hv * p_.V, v_);
+  widen_into<Dev>(in_.beta, rows * p_.Hv, beta_);
+  const GdnTensors<float> wide{q_.data(), k_.data(), v_.data(), in_.g, beta_.data(), in_.h0};
+  norm_.normalize(p_, p_.T, wide);
+  return norm_.view();
+}
+
+template <typename Dev>
+void ChunkedGdnBf16<Dev>::release() {
+  q_ = Buffer<Dev, float>(), k_ = Buffer<Dev, float>();
+  v_ = Buffer<Dev, float>(), beta_ = Buffer<Dev, float>();
+  norm_.release();
+}
+
+template <typename Dev>
+void ChunkedGdnBf16<Dev>::forward(Bf16* o, float* ht) {
+  pass_.reset(p_, 0, p_.T, widen());
+  const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;
+  Buffer<Dev, float> o32(n);
+  pass_.output(nullptr, o32.data(), ht);
+  ops::to_bf16(Dev{}, o32.data(), std::int64_t(n), o);
+  if (ht) copy_empty_sequence_states<Dev>(p_, in_.h0, ht);
+  // Keep the chunk entry states only: the factors (made on CUDA) and the float inputs go.
+  pass_.release_factors();
+  release();
+}
+
+template <typename Dev>
+void ChunkedGdnBf16<Dev>::backward(const Bf16* dO, const float* dht, GdnGrads<float>& grads) {
+  // The same float values as in forward(), so the kept entry states still hold.
+  pass_.rebind(widen());
+  const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;
+  Buffer<Dev, float> dO32(n);
+  ops::to_float(Dev{}, dO, std::int64_t(n), dO32.data());
+  pass_.backward(nullptr, dO32.data(), dht, grads);
+  if (grads.dh0) copy_empty_sequence_states<Dev>(p_, dht, grads.dh0);
+  norm_.backward(grads.dq, grads.dk);
+  release();
+}
+
+template class ChunkedGdnBf16<Host>;
+#if GDN_HAVE_CUDA
+template class ChunkedGdnBf16<Cuda>;
+#endif
+
+}  // namespace gdn

@@ -1,0 +1,18 @@
+// Conversions between float and the bf16 storage type (core/bf16.h), element by element,
+// on either device: what the GDN op's bf16 mode (gdn/bf16_op.h) runs at its edges.
+// to_float is exact; to_bf16 rounds to nearest even.
+#pragma once
+
+#include <cstdint>
+
+#include "core/bf16.h"
+#include "core/device.h"
+
+namespace gdn::ops {
+
+void to_float(Host, const Bf16* x, std::int64_t n, float* y);
+void to_bf16(Host, const float* x, std::int64_t n, Bf16* y);
+void to_float(Cuda, const Bf16* x, std::int64_t n, float* y);
+void to_bf16(Cuda, const float* x, std::int64_t n, Bf16* y);
+
+}  // namespace gdn::ops

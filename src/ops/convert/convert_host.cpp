@@ -1,0 +1,15 @@
+#include "ops/convert/convert.h"
+
+namespace gdn::ops {
+
+void to_float(Host, const Bf16* x, std::int64_t n, float* y) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) y[i] = gdn::to_float(x[i]);
+}
+
+void to_bf16(Host, const float* x, std::int64_t n, Bf16* y) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) y[i] = gdn::to_bf16(x[i]);
+}
+
+}  // namespace gdn::ops
