@@ -179,14 +179,20 @@ if [ "$DRY" -eq 0 ] && command -v compute-sanitizer >/dev/null; then
     --error-exitcode 1 "$BUILD/apps/gdn_kernel" --in "$W/small" --out "$W/small_out" --backward --device cuda
 fi
 
-echo "== gdn_train: 20 steps"
-# GDN-only: the attention and MoE layers have no GPU version yet.
+echo "== gdn_train: 20 steps, GDN-only and hybrid"
 TRAIN=("$BUILD/apps/gdn_train" --config configs/tiny.json --steps 20 --seq-len 512)
 step "gdn_train reference (cpu, cp=1)" 120 "${NP1[@]}" "${TRAIN[@]}" --device cpu --log "$W/cpu.jsonl"
 step "gdn_train $DEV cp=1" 120 "${NP1[@]}" "${TRAIN[@]}" --device "$DEV" --log "$W/dev1.jsonl"
 step "gdn_train $DEV cp=2" 120 "${NP2[@]}" "${TRAIN[@]}" --cp 2 --device "$DEV" --log "$W/dev2.jsonl"
 [ "$DRY" -eq 0 ] && step "gdn_train cuda cp=1 vs the reference (tol 1e-3)" 30 python3 scripts/compare_losses.py "$W/dev1.jsonl" "$W/cpu.jsonl" 1e-3
 step "gdn_train $DEV cp=2 vs cp=1 (tol 1e-4)" 30 python3 scripts/compare_losses.py "$W/dev2.jsonl" "$W/dev1.jsonl" 1e-4
+# The hybrid model (GDN, gated attention, MoE): every layer kind on the device.
+HYB=("$BUILD/apps/gdn_train" --config configs/tiny-qwen3-next.json --steps 20 --seq-len 256)
+step "gdn_train hybrid reference (cpu, cp=1)" 120 "${NP1[@]}" "${HYB[@]}" --device cpu --log "$W/hyb_cpu.jsonl"
+step "gdn_train hybrid $DEV cp=1" 120 "${NP1[@]}" "${HYB[@]}" --device "$DEV" --log "$W/hyb_dev1.jsonl"
+step "gdn_train hybrid $DEV cp=2" 120 "${NP2[@]}" "${HYB[@]}" --cp 2 --device "$DEV" --log "$W/hyb_dev2.jsonl"
+[ "$DRY" -eq 0 ] && step "gdn_train hybrid cuda cp=1 vs the reference (tol 1e-3)" 30 python3 scripts/compare_losses.py "$W/hyb_dev1.jsonl" "$W/hyb_cpu.jsonl" 1e-3
+step "gdn_train hybrid $DEV cp=2 vs cp=1 (tol 1e-4)" 30 python3 scripts/compare_losses.py "$W/hyb_dev2.jsonl" "$W/hyb_dev1.jsonl" 1e-4
 for f in "$OUT"/gdn_train*.log; do grep -h "summary\|peak" "$f" | tail -1; done
 
 if [ "$DRY" -eq 0 ]; then
