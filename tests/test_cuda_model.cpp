@@ -3,12 +3,14 @@
 // (relative L2 <= 1e-10 in fp64, <= 1e-4 in fp32: the device sums in other orders), tied
 // and untied embeddings, T not a multiple of the chunk; and three trainer steps, whose
 // losses must agree within 1e-3 (fp32: AdamW amplifies rounding differences a little);
-// and the steps after the first take no new device memory (the keeping pool).
+// and the steps after the first take no new device memory (the keeping pool). And a hybrid
+// model (GDN, gated attention, MoE) the same way, biases and recomputation included.
 // Skipped (exit 77) where no GPU is visible; CI compiles and links it without one.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/single_communicator.h"
@@ -27,6 +29,64 @@ namespace {
 
 ModelConfig tiny_model(bool tied) {
   return make_model_config(23, 12, 2, 10, 1, 2, 4, 3, 0.3, tied);
+}
+
+// Qwen3-Next style: GDN, gated attention (GQA, partial RoPE), GDN, attention; MoE (top 2
+// of 4, renormalised or not) everywhere but layer 2; the router loss trained.
+ModelConfig hybrid_moe_model(bool bias, bool norm_topk) {
+  ModelConfig c = make_model_config(29, 16, 4, 24, 1, 2, 8, 6, 0.3);
+  c.layer_types = {LayerType::linear_attention, LayerType::full_attention,
+                   LayerType::linear_attention, LayerType::full_attention};
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.partial_rotary_factor = 0.5;
+  c.attention_bias = bias;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.norm_topk_prob = norm_topk;
+  c.moe_intermediate_size = 10;
+  c.shared_expert_intermediate_size = 12;
+  c.mlp_only_layers = {2};
+  c.output_router_logits = true;
+  c.router_aux_loss_coef = 0.3;
+  return c;
+}
+
+// Loss, router loss and every parameter gradient of one forward_backward on each device.
+template <typename T>
+void check_model_parity(const ModelConfig& c, int B, int Tl, int chunk, ModelOptions gpu_options) {
+  std::vector<std::int32_t> tokens(std::size_t(B * Tl)), targets(tokens.size());
+  Rng rng(8);
+  for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
+  for (auto& t : targets) t = std::int32_t(rng.next_u64() % c.vocab_size);
+  const double scale = 1.0 / (B * Tl);
+  SingleCommunicator comm;
+  const CpContext cp = CpContext::contiguous(comm, Tl);
+
+  Model<T, Host> cpu(c, chunk);
+  cpu.init(7);
+  cpu.params().zero_grad();
+  const auto want = cpu.forward_backward(cp, comm, tokens.data(), targets.data(), B, scale);
+
+  Model<T, Cuda> gpu(c, chunk, gpu_options);
+  gpu.init(7);  // same seed: same host values, uploaded
+  gpu.params().zero_grad();
+  const auto d_tokens = to_device<Cuda>(tokens.data(), tokens.size());
+  const auto d_targets = to_device<Cuda>(targets.data(), targets.size());
+  const auto got = gpu.forward_backward(cp, comm, d_tokens.data(), d_targets.data(), B, scale);
+
+  CHECK(std::abs(got.ce_sum - want.ce_sum) <= tolerance<T>() * std::abs(want.ce_sum));
+  CHECK(std::abs(got.aux - want.aux) <= tolerance<T>() * std::abs(want.aux));
+  const std::vector<T> gc = cpu.params().host_grads(), gg = gpu.params().host_grads();
+  REQUIRE(cpu.params().size() == gpu.params().size());
+  for (std::size_t i = 0; i < cpu.params().size(); ++i) {
+    const ParamInfo& p = cpu.params().info(i);
+    INFO(p.name);
+    REQUIRE(p.name == gpu.params().info(i).name);
+    CHECK(rel_l2(gg.data() + p.offset, gc.data() + p.offset, std::size_t(p.size)) <=
+          tolerance<T>());
+  }
 }
 
 // Three steps of the tiny model with warm-up, decay and clipping all in play.
@@ -55,40 +115,26 @@ TEMPLATE_TEST_CASE("Model on the GPU matches the CPU: loss and every gradient", 
                    float, double) {
   using T = TestType;
   for (bool tied : {false, true}) {
-    const ModelConfig c = tiny_model(tied);
-    const int B = 2, Tl = 21, chunk = 8;
-    std::vector<std::int32_t> tokens(B * Tl), targets(B * Tl);
-    Rng rng(8);
-    for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
-    for (auto& t : targets) t = std::int32_t(rng.next_u64() % c.vocab_size);
-    const double scale = 1.0 / (B * Tl);
-    SingleCommunicator comm;
-    const CpContext cp = CpContext::contiguous(comm, Tl);
-
-    Model<T, Host> cpu(c, chunk);
-    cpu.init(7);
-    cpu.params().zero_grad();
-    const double cpu_loss =
-        cpu.forward_backward(cp, comm, tokens.data(), targets.data(), B, scale).ce_sum;
-
-    Model<T, Cuda> gpu(c, chunk);
-    gpu.init(7);  // same seed: same host values, uploaded
-    gpu.params().zero_grad();
-    const auto d_tokens = to_device<Cuda>(tokens.data(), tokens.size());
-    const auto d_targets = to_device<Cuda>(targets.data(), targets.size());
-    const double gpu_loss =
-        gpu.forward_backward(cp, comm, d_tokens.data(), d_targets.data(), B, scale).ce_sum;
-
     INFO((tied ? "tied" : "untied"));
-    CHECK(std::abs(gpu_loss - cpu_loss) <= tolerance<T>() * std::abs(cpu_loss));
-    const std::vector<T> gc = cpu.params().host_grads(), gg = gpu.params().host_grads();
-    for (std::size_t i = 0; i < cpu.params().size(); ++i) {
-      const ParamInfo& p = cpu.params().info(i);
-      INFO(p.name);
-      REQUIRE(p.name == gpu.params().info(i).name);
-      CHECK(rel_l2(gg.data() + p.offset, gc.data() + p.offset, std::size_t(p.size)) <=
-            tolerance<T>());
-    }
+    check_model_parity<T>(tiny_model(tied), 2, 21, 8, {});
+  }
+}
+
+// The gated attention layers and the MoE blocks on the GPU: a hybrid model, every
+// parameter's gradient (attention projections, norms and biases, router, experts, shared
+// expert and its gate) against the CPU, and the router loss; with activation recomputation
+// on the GPU too (its second forward must route the tokens as the first did).
+TEMPLATE_TEST_CASE("Hybrid attention + MoE model on the GPU matches the CPU: every gradient",
+                   "[cuda_model]", float, double) {
+  using T = TestType;
+  for (auto [bias, norm_topk, recompute] :
+       {std::tuple{false, true, false}, std::tuple{true, false, false},
+        std::tuple{true, true, true}}) {
+    INFO("attention_bias " << bias << " norm_topk_prob " << norm_topk << " recompute "
+                           << recompute);
+    ModelOptions options;
+    options.recompute = recompute;
+    check_model_parity<T>(hybrid_moe_model(bias, norm_topk), 2, 19, 8, options);
   }
 }
 
