@@ -209,7 +209,7 @@ void attention_forward(Cuda, const T* q, const T* k, const T* v, const i64* qpos
                        i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse) {
   check_args(qpos, Tq, Tk, Hq, Hkv);
   const i64 rows = i64(B) * Tq * Hq;
-  if (rows == 0 || D == 0) return;
+  if (rows == 0) return;
   const std::size_t shared = (2 * std::size_t(D) + 2 * kAttnThreads) * sizeof(double);
   attention_forward_kernel<T><<<row_grid(rows), kAttnThreads, shared>>>(q, k, v, qpos, B, Tq, Tk,
                                                                         Hq, Hkv, D, scale, o, lse);
@@ -222,7 +222,6 @@ void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, co
                         int D, double scale, T* dq, T* dk, T* dv) {
   check_args(qpos, Tq, Tk, Hq, Hkv);
   const i64 rows = i64(B) * Tq * Hq, keys = i64(B) * Tk * Hkv;
-  if (D == 0) return;
   Scratch<double> delta{std::size_t(rows)};
   if (rows > 0) {
     attention_delta_kernel<T><<<row_blocks(rows), kThreads>>>(dout, o, rows, D, delta.get());
