@@ -664,6 +664,21 @@ TEMPLATE_TEST_CASE("cuda MoE router matches the host: top-k choice, ties, backwa
   }
 }
 
+TEST_CASE("cuda MoE router: NaN logits still give k distinct experts in range", "[cuda_ops]") {
+  // A diverged step: the model groups rows by these choices before the loss is seen.
+  const int E = 6, k = 4;
+  std::vector<float> logits = {NAN, 0.5f, NAN, 0.2f, 0.9f, NAN};
+  const auto logits_ = to_device(logits);
+  DeviceBuffer<float> probs_(static_cast<std::size_t>(E)), weights_(static_cast<std::size_t>(k));
+  DeviceBuffer<std::int32_t> idx_(static_cast<std::size_t>(k));
+  ops::router_forward(Cuda{}, logits_.data(), 1, E, k, true, probs_.data(), idx_.data(),
+                      weights_.data());
+  std::vector<std::int32_t> idx = to_host<Cuda>(idx_);
+  for (std::int32_t e : idx) CHECK((e >= 0 && e < E));
+  std::sort(idx.begin(), idx.end());
+  CHECK(std::adjacent_find(idx.begin(), idx.end()) == idx.end());
+}
+
 TEMPLATE_TEST_CASE("cuda MoE row moves, dots and the shared expert's gate match the host",
                    "[cuda_ops]", float, double) {
   using T = TestType;

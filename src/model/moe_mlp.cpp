@@ -67,7 +67,12 @@ void MoeMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
   // Group the routed (token, slot) pairs by expert, tokens in order, on the host.
   const std::vector<std::int32_t> idx = to_host<Dev>(idx_);
   offset_.assign(std::size_t(E_) + 1, 0);
-  for (std::int64_t i = 0; i < N * k_; ++i) ++offset_[std::size_t(idx[std::size_t(i)]) + 1];
+  for (std::int64_t i = 0; i < N * k_; ++i) {
+    const std::int32_t e = idx[std::size_t(i)];
+    GDN_CHECK(e >= 0 && e < E_, "moe: the router chose expert ", e, " of ", E_, " (row ", i / k_,
+              ")");  // a broken router kernel stops here, not in the offsets
+    ++offset_[std::size_t(e) + 1];
+  }
   for (int e = 0; e < E_; ++e) offset_[std::size_t(e) + 1] += offset_[std::size_t(e)];
   std::vector<std::int64_t> rows(std::size_t(N * k_)), choice(rows.size());
   std::vector<std::int64_t> fill(offset_.begin(), offset_.end() - 1);

@@ -30,15 +30,18 @@ __global__ void router_forward_kernel(const T* logits, i64 N, int E, int k, bool
     for (int e = 1; e < E; ++e) mx = ::fmax(mx, double(l[e]));
     for (int e = 0; e < E; ++e) sum += ::exp(double(l[e]) - mx);
     for (int e = 0; e < E; ++e) p[e] = T(::exp(double(l[e]) - mx) / sum);
-    // Selection without a scratch array: pick j is the first expert, in the top-k order,
-    // after pick j - 1. The order is total, so this is the host's partial_sort prefix.
+    // Selection sort of the first k: pick j is the first expert, in the top-k order, of
+    // those not picked yet. The order is total, so this is the host's partial_sort prefix;
+    // with NaN probabilities (a diverged step) the picks stay distinct and in range.
     std::int32_t* id = idx + n * k;
     double top = 0;
     for (int j = 0; j < k; ++j) {
       int best = -1;
-      for (int e = 0; e < E; ++e)
-        if ((j == 0 || ranks_before(p, id[j - 1], e)) && (best < 0 || ranks_before(p, e, best)))
-          best = e;
+      for (int e = 0; e < E; ++e) {
+        bool taken = false;
+        for (int i = 0; i < j; ++i) taken = taken || id[i] == e;
+        if (!taken && (best < 0 || ranks_before(p, e, best))) best = e;
+      }
       id[j] = best;
       top += double(p[best]);
     }
