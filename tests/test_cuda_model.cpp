@@ -3,18 +3,25 @@
 // (relative L2 <= 1e-10 in fp64, <= 1e-4 in fp32: the device sums in other orders), tied
 // and untied embeddings, T not a multiple of the chunk; and three trainer steps, whose
 // losses must agree within 1e-3 (fp32: AdamW amplifies rounding differences a little);
-// and the steps after the first take no new device memory (the keeping pool).
+// and the steps after the first take no new device memory (the keeping pool). And a hybrid
+// model (GDN, gated attention, MoE) the same way, biases and recomputation included, after
+// its attention layer and MoE block alone.
 // Skipped (exit 77) where no GPU is visible; CI compiles and links it without one.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "comm/single_communicator.h"
 #include "core/rng.h"
 #include "gpu_support.h"
+#include "model/attention_mixer.h"
 #include "model/model.h"
+#include "model/moe_mlp.h"
 #include "runtime/device_pool.h"
 #include "train/trainer.h"
 
@@ -27,6 +34,98 @@ namespace {
 
 ModelConfig tiny_model(bool tied) {
   return make_model_config(23, 12, 2, 10, 1, 2, 4, 3, 0.3, tied);
+}
+
+// Qwen3-Next style: GDN, gated attention (GQA, partial RoPE), GDN, attention; MoE (top 2
+// of 4, renormalised or not) everywhere but layer 2; the router loss trained.
+ModelConfig hybrid_moe_model(bool bias, bool norm_topk) {
+  ModelConfig c = make_model_config(29, 16, 4, 24, 1, 2, 8, 6, 0.3);
+  c.layer_types = {LayerType::linear_attention, LayerType::full_attention,
+                   LayerType::linear_attention, LayerType::full_attention};
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.partial_rotary_factor = 0.5;
+  c.attention_bias = bias;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.norm_topk_prob = norm_topk;
+  c.moe_intermediate_size = 10;
+  c.shared_expert_intermediate_size = 12;
+  c.mlp_only_layers = {2};
+  c.output_router_logits = true;
+  c.router_aux_loss_coef = 0.3;
+  return c;
+}
+
+// Every parameter of both stores set to the same N(0, scale) values (the norms too, so
+// their gradients matter), gradients zero.
+template <typename T>
+void same_random_params(ParamStore<T, Host>& cpu, ParamStore<T, Cuda>& gpu, std::uint64_t seed,
+                        double scale) {
+  Rng rng(seed);
+  std::vector<T> v(std::size_t(cpu.num_elements()));
+  for (T& x : v) x = T(scale * rng.normal());
+  cpu.set_values(v);
+  gpu.set_values(v);
+  cpu.zero_grad();
+  gpu.zero_grad();
+}
+
+template <typename T>
+void check_grads(const ParamStore<T, Host>& cpu, const ParamStore<T, Cuda>& gpu) {
+  const std::vector<T> gc = cpu.host_grads(), gg = gpu.host_grads();
+  REQUIRE(cpu.size() == gpu.size());
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    const ParamInfo& p = cpu.info(i);
+    INFO(p.name);
+    CHECK(rel_l2(gg.data() + p.offset, gc.data() + p.offset, std::size_t(p.size)) <=
+          tolerance<T>());
+  }
+}
+
+template <typename T>
+void check_rows(const char* what, const DeviceBuffer<T>& got, const std::vector<T>& want) {
+  INFO(what);
+  const std::vector<T> g = to_host<Cuda>(got);
+  REQUIRE(g.size() == want.size());
+  CHECK(rel_l2(g.data(), want.data(), want.size()) <= tolerance<T>());
+}
+
+// Loss, router loss and every parameter gradient of one forward_backward on each device.
+template <typename T>
+void check_model_parity(const ModelConfig& c, int B, int Tl, int chunk, ModelOptions gpu_options) {
+  std::vector<std::int32_t> tokens(std::size_t(B * Tl)), targets(tokens.size());
+  Rng rng(8);
+  for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
+  for (auto& t : targets) t = std::int32_t(rng.next_u64() % c.vocab_size);
+  const double scale = 1.0 / (B * Tl);
+  SingleCommunicator comm;
+  const CpContext cp = CpContext::contiguous(comm, Tl);
+
+  Model<T, Host> cpu(c, chunk);
+  cpu.init(7);
+  cpu.params().zero_grad();
+  const auto want = cpu.forward_backward(cp, comm, tokens.data(), targets.data(), B, scale);
+
+  Model<T, Cuda> gpu(c, chunk, gpu_options);
+  gpu.init(7);  // same seed: same host values, uploaded
+  gpu.params().zero_grad();
+  const auto d_tokens = to_device<Cuda>(tokens.data(), tokens.size());
+  const auto d_targets = to_device<Cuda>(targets.data(), targets.size());
+  const auto got = gpu.forward_backward(cp, comm, d_tokens.data(), d_targets.data(), B, scale);
+
+  CHECK(std::abs(got.ce_sum - want.ce_sum) <= tolerance<T>() * std::abs(want.ce_sum));
+  CHECK(std::abs(got.aux - want.aux) <= tolerance<T>() * std::abs(want.aux));
+  const std::vector<T> gc = cpu.params().host_grads(), gg = gpu.params().host_grads();
+  REQUIRE(cpu.params().size() == gpu.params().size());
+  for (std::size_t i = 0; i < cpu.params().size(); ++i) {
+    const ParamInfo& p = cpu.params().info(i);
+    INFO(p.name);
+    REQUIRE(p.name == gpu.params().info(i).name);
+    CHECK(rel_l2(gg.data() + p.offset, gc.data() + p.offset, std::size_t(p.size)) <=
+          tolerance<T>());
+  }
 }
 
 // Three steps of the tiny model with warm-up, decay and clipping all in play.
@@ -55,40 +154,117 @@ TEMPLATE_TEST_CASE("Model on the GPU matches the CPU: loss and every gradient", 
                    float, double) {
   using T = TestType;
   for (bool tied : {false, true}) {
-    const ModelConfig c = tiny_model(tied);
-    const int B = 2, Tl = 21, chunk = 8;
-    std::vector<std::int32_t> tokens(B * Tl), targets(B * Tl);
-    Rng rng(8);
-    for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
-    for (auto& t : targets) t = std::int32_t(rng.next_u64() % c.vocab_size);
-    const double scale = 1.0 / (B * Tl);
+    INFO((tied ? "tied" : "untied"));
+    check_model_parity<T>(tiny_model(tied), 2, 21, 8, {});
+  }
+}
+
+// The layers alone, before the whole model: output, input gradient and every parameter
+// gradient of the gated attention layer (GQA, partial RoPE, with and without biases) and
+// of the MoE block (with the router statistics and the load-balancing gradient).
+TEMPLATE_TEST_CASE("The gated attention layer on the GPU matches the CPU", "[cuda_model]", float,
+                   double) {
+  using T = TestType;
+  for (bool bias : {false, true}) {
+    INFO("attention_bias " << bias);
+    ModelConfig c;
+    c.hidden_size = 12;
+    c.num_attention_heads = 6;
+    c.num_key_value_heads = 2;
+    c.head_dim = 6;
+    c.partial_rotary_factor = 2.0 / 3.0;  // rotary_dim 4 of 6
+    c.rope_theta = 100.0;
+    c.attention_bias = bias;
+    c.rms_norm_eps = 1e-6;
+    ParamStore<T, Host> ps_cpu;
+    ParamStore<T, Cuda> ps_gpu;
+    AttentionMixer<T, Host> cpu(ps_cpu, "layer.", c);
+    AttentionMixer<T, Cuda> gpu(ps_gpu, "layer.", c);
+    ps_cpu.allocate();
+    ps_gpu.allocate();
+    same_random_params(ps_cpu, ps_gpu, 3, 0.4);
+    const int B = 2, Tl = 11, d = c.hidden_size;
     SingleCommunicator comm;
     const CpContext cp = CpContext::contiguous(comm, Tl);
+    const std::vector<T> x = gdn::test::random_tensor<T>({B, Tl, d}, 4).data;
+    const std::vector<T> dy = gdn::test::random_tensor<T>({B, Tl, d}, 5).data;
+    std::vector<T> y(x.size()), dx(x.size());
+    cpu.forward(cp, B, x.data(), y.data());
+    cpu.backward(cp, dy.data(), dx.data());
+    const auto x_ = to_device<Cuda>(x.data(), x.size()),
+               dy_ = to_device<Cuda>(dy.data(), dy.size());
+    DeviceBuffer<T> y_(y.size()), dx_(dx.size());
+    gpu.forward(cp, B, x_.data(), y_.data());
+    check_rows("y", y_, y);
+    gpu.backward(cp, dy_.data(), dx_.data());
+    check_rows("dx", dx_, dx);
+    check_grads(ps_cpu, ps_gpu);
+  }
+}
 
-    Model<T, Host> cpu(c, chunk);
-    cpu.init(7);
-    cpu.params().zero_grad();
-    const double cpu_loss =
-        cpu.forward_backward(cp, comm, tokens.data(), targets.data(), B, scale).ce_sum;
+TEMPLATE_TEST_CASE("The MoE block on the GPU matches the CPU, router statistics included",
+                   "[cuda_model]", float, double) {
+  using T = TestType;
+  for (auto [family, norm] :
+       {std::pair{ModelFamily::qwen3_next, true}, std::pair{ModelFamily::qwen3_next, false},
+        std::pair{ModelFamily::qwen3_5_moe, false}}) {
+    INFO(family_name(family) << " norm_topk_prob " << norm);
+    ModelConfig c;
+    c.family = family;
+    c.hidden_size = 8;
+    c.num_experts = 5;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 6;
+    c.shared_expert_intermediate_size = 7;
+    c.norm_topk_prob = norm;
+    ParamStore<T, Host> ps_cpu;
+    ParamStore<T, Cuda> ps_gpu;
+    MoeMlp<T, Host> cpu(ps_cpu, "layer.", c);
+    MoeMlp<T, Cuda> gpu(ps_gpu, "layer.", c);
+    ps_cpu.allocate();
+    ps_gpu.allocate();
+    same_random_params(ps_cpu, ps_gpu, 11, 0.5);
+    const int N = 29, d = c.hidden_size, E = c.num_experts;
+    const std::vector<T> x = gdn::test::random_tensor<T>({N, d}, 12).data;
+    const std::vector<T> dy = gdn::test::random_tensor<T>({N, d}, 13).data;
+    const std::vector<double> dprob = gdn::test::random_tensor<double>({E}, 14).data;
+    std::vector<T> y(x.size()), dx(x.size());
+    std::vector<double> assigned(2 * std::size_t(E)), prob(2 * std::size_t(E));  // cpu, gpu
+    cpu.forward(N, x.data(), y.data());
+    cpu.add_router_stats(assigned.data(), prob.data());
+    cpu.set_router_loss_grad(dprob.data());
+    cpu.backward(dy.data(), dx.data());
+    const auto x_ = to_device<Cuda>(x.data(), x.size()),
+               dy_ = to_device<Cuda>(dy.data(), dy.size());
+    DeviceBuffer<T> y_(y.size()), dx_(dx.size());
+    gpu.forward(N, x_.data(), y_.data());
+    check_rows("y", y_, y);
+    gpu.add_router_stats(assigned.data() + E, prob.data() + E);
+    // The same top-k choices: the same counts; the probabilities within rounding.
+    CHECK(std::equal(assigned.begin(), assigned.begin() + E, assigned.begin() + E));
+    CHECK(rel_l2(prob.data() + E, prob.data(), std::size_t(E)) <= tolerance<T>());
+    gpu.set_router_loss_grad(dprob.data());
+    gpu.backward(dy_.data(), dx_.data());
+    check_rows("dx", dx_, dx);
+    check_grads(ps_cpu, ps_gpu);
+  }
+}
 
-    Model<T, Cuda> gpu(c, chunk);
-    gpu.init(7);  // same seed: same host values, uploaded
-    gpu.params().zero_grad();
-    const auto d_tokens = to_device<Cuda>(tokens.data(), tokens.size());
-    const auto d_targets = to_device<Cuda>(targets.data(), targets.size());
-    const double gpu_loss =
-        gpu.forward_backward(cp, comm, d_tokens.data(), d_targets.data(), B, scale).ce_sum;
-
-    INFO((tied ? "tied" : "untied"));
-    CHECK(std::abs(gpu_loss - cpu_loss) <= tolerance<T>() * std::abs(cpu_loss));
-    const std::vector<T> gc = cpu.params().host_grads(), gg = gpu.params().host_grads();
-    for (std::size_t i = 0; i < cpu.params().size(); ++i) {
-      const ParamInfo& p = cpu.params().info(i);
-      INFO(p.name);
-      REQUIRE(p.name == gpu.params().info(i).name);
-      CHECK(rel_l2(gg.data() + p.offset, gc.data() + p.offset, std::size_t(p.size)) <=
-            tolerance<T>());
-    }
+// The gated attention layers and the MoE blocks on the GPU: a hybrid model, every
+// parameter's gradient (attention projections, norms and biases, router, experts, shared
+// expert and its gate) against the CPU, and the router loss; with activation recomputation
+// on the GPU too (its second forward must route the tokens as the first did).
+TEMPLATE_TEST_CASE("Hybrid attention + MoE model on the GPU matches the CPU: every gradient",
+                   "[cuda_model]", float, double) {
+  using T = TestType;
+  for (auto [bias, norm_topk, recompute] :
+       {std::tuple{false, true, false}, std::tuple{true, false, false},
+        std::tuple{true, true, true}}) {
+    INFO("attention_bias " << bias << " norm_topk_prob " << norm_topk << " recompute "
+                           << recompute);
+    ModelOptions options;
+    options.recompute = recompute;
+    check_model_parity<T>(hybrid_moe_model(bias, norm_topk), 2, 19, 8, options);
   }
 }
 

@@ -3,8 +3,11 @@
 // and backward, input gradients overwritten (the buffers start as garbage), parameter gradients
 // accumulated (they start non-zero, and some are accumulated twice), null gradient pointers
 // skipped, out-of-range ids rejected. Tolerance: relative L2 error
-// <= 1e-5 in fp32 and <= 1e-12 in fp64 against the host op run in the same precision.
+// <= 1e-5 in fp32 and <= 1e-12 in fp64 against the host op run in the same precision; the
+// ops of the attention layer and the MoE block (at the end) at gpu_support.h's 1e-4 and
+// 1e-10, exactly where the result is a copy, a single rounding, or a top-k choice.
 // Skipped (exit 77) where no GPU is visible; CI compiles and links it without one.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -13,15 +16,20 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "gpu_support.h"
 #include "model/params.h"
 #include "ops/adamw/adamw.h"
+#include "ops/attention/attention.h"
+#include "ops/bias/bias.h"
 #include "ops/conv/conv.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/gating/gating.h"
 #include "ops/linear/linear.h"
+#include "ops/moe/moe.h"
 #include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/rope.h"
 #include "ops/swiglu/swiglu.h"
 #include "runtime/cuda_device.h"
 #include "test_support.h"
@@ -436,4 +444,294 @@ TEMPLATE_TEST_CASE("cuda sum_squares and scale match clip_grad_norm", "[cuda_ops
     check_close("scaled", g_, ps.host_grads());
   }
   CHECK(ops::sum_squares(Cuda{}, static_cast<const T*>(nullptr), 0) == 0.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The ops of the gated attention layer and the MoE block (rope, bias, attention, moe):
+// against the host op, at the looser tolerance of gpu_support.h (1e-4 fp32, 1e-10 fp64),
+// with the exact checks where the result is a copy or a choice.
+
+namespace {
+
+template <typename T>
+void check_near(const std::string& what, const DeviceBuffer<T>& got, const std::vector<T>& want) {
+  INFO(what);
+  REQUIRE(got.size() == want.size());
+  const std::vector<T> g = to_host<Cuda>(got);
+  const double err = rel_l2(g.data(), want.data(), want.size());
+  INFO("relative error " << err);
+  CHECK(err <= gdn::test::tolerance<T>());
+}
+
+// The host array for the host op, its device copy for the CUDA one: a test's lambda over
+// the device tag then runs the same call on both.
+template <typename H, typename D>
+auto pick(Host, H& host, D&) {
+  return host.data();
+}
+template <typename H, typename D>
+auto pick(Cuda, H&, D& device) {
+  return device.data();
+}
+
+// Query positions of a rank holding two chunks, as the layer-local balance makes them:
+// [a0, a1) and [b0, b1), ascending.
+std::vector<i64> two_chunks(i64 a0, i64 a1, i64 b0, i64 b1) {
+  std::vector<i64> pos;
+  for (i64 t = a0; t < a1; ++t) pos.push_back(t);
+  for (i64 t = b0; t < b1; ++t) pos.push_back(t);
+  return pos;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("cuda rope matches the host, in place and not, forward and backward",
+                   "[cuda_ops]", float, double) {
+  using T = TestType;
+  const i64 N = 37;
+  const int H = 3;
+  std::vector<i64> pos(static_cast<std::size_t>(N));
+  for (i64 n = 0; n < N; ++n) pos[std::size_t(n)] = 1000 + 3 * n;  // large angles
+  const auto d_pos = to_device(pos);
+  for (auto [D, R] : {std::pair{10, 6}, std::pair{9, 0}, std::pair{8, 8}, std::pair{130, 64}}) {
+    INFO("D " << D << " R " << R);
+    const std::size_t n = std::size_t(N) * H * D;
+    const auto x = random_vec<T>(n, 61);
+    for (bool backward : {false, true}) {
+      INFO((backward ? "backward" : "forward"));
+      auto run = [&](auto dev, const T* in, T* out) {
+        if (backward)
+          ops::rope_backward(dev, in, pick(dev, pos, d_pos), N, H, D, R, 100.0, out);
+        else
+          ops::rope_forward(dev, in, pick(dev, pos, d_pos), N, H, D, R, 100.0, out);
+      };
+      std::vector<T> y(n);
+      run(Host{}, x.data(), y.data());
+      auto x_ = to_device(x), y_ = to_device(random_vec<T>(n, 62));  // y_ starts as garbage
+      run(Cuda{}, x_.data(), y_.data());
+      check_near("y", y_, y);
+      run(Cuda{}, x_.data(), x_.data());  // in place
+      check_near("y in place", x_, y);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda bias matches the host, db accumulates", "[cuda_ops]", float, double) {
+  using T = TestType;
+  const i64 N = 300;  // more than one block of the column sums
+  const int out = 45;
+  const auto y0 = random_vec<T>(std::size_t(N) * out, 71), b = random_vec<T>(std::size_t(out), 72);
+  const auto dy = random_vec<T>(y0.size(), 73);
+  auto y = y0, db = random_vec<T>(std::size_t(out), 74);  // db non-zero: accumulation
+  ops::bias_add(Host{}, y.data(), b.data(), N, out);
+  ops::bias_backward(Host{}, dy.data(), N, out, db.data());
+  ops::bias_backward(Host{}, dy.data(), N, out, db.data());  // twice: adds again
+
+  auto y_ = to_device(y0), b_ = to_device(b), dy_ = to_device(dy);
+  auto db_ = to_device(random_vec<T>(std::size_t(out), 74));
+  ops::bias_add(Cuda{}, y_.data(), b_.data(), N, out);
+  CHECK(to_host<Cuda>(y_) == y);  // one addition per element: exact
+  ops::bias_backward(Cuda{}, dy_.data(), N, out, db_.data());
+  ops::bias_backward(Cuda{}, dy_.data(), N, out, db_.data());
+  check_near("db", db_, db);
+}
+
+TEMPLATE_TEST_CASE("cuda attention matches the host: GQA, two query chunks, key tiles",
+                   "[cuda_ops]", float, double) {
+  using T = TestType;
+  struct Case {
+    int B;
+    i64 Tk;
+    int Hq, Hkv, D;
+    std::vector<i64> qpos;
+  };
+  // Query rows that do not start at 0 (a balanced rank's two chunks), keys past the last
+  // query (their dk, dv are zero); more keys and more head_dim than a block has threads.
+  const std::vector<Case> cases = {
+      {2, 27, 6, 2, 7, two_chunks(5, 10, 20, 25)},
+      {1, 300, 4, 1, 130, two_chunks(0, 3, 140, 299)},
+      {3, 9, 2, 2, 5, two_chunks(8, 9, 9, 9)},  // one query row, the last key
+  };
+  for (const Case& c : cases) {
+    const i64 Tq = i64(c.qpos.size());
+    INFO("B " << c.B << " Tq " << Tq << " Tk " << c.Tk << " Hq " << c.Hq << " Hkv " << c.Hkv
+              << " D " << c.D);
+    const std::size_t nq = std::size_t(c.B * Tq) * c.Hq * c.D,
+                      nk = std::size_t(c.B * c.Tk) * c.Hkv * c.D;
+    const std::size_t nl = std::size_t(c.B * Tq) * c.Hq;
+    const double scale = 1.0 / std::sqrt(double(c.D));
+    auto q = random_vec<T>(nq, 81), k = random_vec<T>(nk, 82), v = random_vec<T>(nk, 83);
+    auto dout = random_vec<T>(nq, 84);
+    auto qpos = c.qpos;
+    std::vector<T> o(nq), lse(nl), dq(nq), dk(nk), dv(nk);
+    auto q_ = to_device(q), k_ = to_device(k), v_ = to_device(v), dout_ = to_device(dout);
+    auto qpos_ = to_device(qpos);
+    // Outputs start as garbage: all of them are overwritten.
+    auto o_ = to_device(random_vec<T>(nq, 85)), lse_ = to_device(random_vec<T>(nl, 86));
+    auto dq_ = to_device(random_vec<T>(nq, 87)), dk_ = to_device(random_vec<T>(nk, 88)),
+         dv_ = to_device(random_vec<T>(nk, 89));
+    auto forward = [&](auto dev) {
+      ops::attention_forward(dev, pick(dev, q, q_), pick(dev, k, k_), pick(dev, v, v_),
+                             pick(dev, qpos, qpos_), c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D, scale,
+                             pick(dev, o, o_), pick(dev, lse, lse_));
+    };
+    auto backward = [&](auto dev, bool want_dq, bool want_dkv) {
+      ops::attention_backward(
+          dev, pick(dev, q, q_), pick(dev, k, k_), pick(dev, v, v_), pick(dev, o, o_),
+          pick(dev, lse, lse_), pick(dev, dout, dout_), pick(dev, qpos, qpos_), c.B, Tq, c.Tk, c.Hq,
+          c.Hkv, c.D, scale, want_dq ? pick(dev, dq, dq_) : nullptr,
+          want_dkv ? pick(dev, dk, dk_) : nullptr, want_dkv ? pick(dev, dv, dv_) : nullptr);
+    };
+    forward(Host{});
+    backward(Host{}, true, true);
+    forward(Cuda{});
+    check_near("o", o_, o);
+    check_near("lse", lse_, lse);
+    backward(Cuda{}, true, true);
+    check_near("dq", dq_, dq);
+    check_near("dk", dk_, dk);
+    check_near("dv", dv_, dv);
+    // Keys no query reaches get exact zeros.
+    const i64 last = *std::max_element(qpos.begin(), qpos.end());
+    const std::vector<T> hk = to_host<Cuda>(dk_);
+    for (int b = 0; b < c.B; ++b)
+      for (std::size_t e = std::size_t(b * c.Tk + last + 1) * c.Hkv * c.D;
+           e < std::size_t(b + 1) * c.Tk * c.Hkv * c.D; ++e)
+        REQUIRE(hk[e] == T(0));
+    // Either half of the backward alone gives the same numbers.
+    dq_ = to_device(random_vec<T>(nq, 90));
+    backward(Cuda{}, true, false);
+    check_near("dq alone", dq_, dq);
+    dk_ = to_device(random_vec<T>(nk, 91));
+    dv_ = to_device(random_vec<T>(nk, 92));
+    backward(Cuda{}, false, true);
+    check_near("dk alone", dk_, dk);
+    check_near("dv alone", dv_, dv);
+  }
+}
+
+TEST_CASE("cuda attention rejects query positions out of range", "[cuda_ops]") {
+  const std::vector<i64> qpos = {0, 4};  // Tk = 4: position 4 has no key
+  const auto qpos_ = to_device(qpos);
+  DeviceBuffer<float> q(2 * 2), k(4 * 2), v(4 * 2), o(2 * 2), lse(2);
+  CHECK_THROWS_AS(ops::attention_forward(Cuda{}, q.data(), k.data(), v.data(), qpos_.data(), 1, 2,
+                                         4, 1, 1, 2, 1.0, o.data(), lse.data()),
+                  Error);
+}
+
+TEMPLATE_TEST_CASE("cuda MoE router matches the host: top-k choice, ties, backward", "[cuda_ops]",
+                   float, double) {
+  using T = TestType;
+  const i64 N = 37;
+  const int E = 7, k = 3;
+  auto logits = random_vec<T>(std::size_t(N) * E, 101, 2.0);
+  // Row 0: experts 1, 2 and 4 tie at the top, 6 just below; row 1: all equal. The ties go
+  // to the lower index on both devices (the probabilities of equal logits are equal).
+  for (int e = 0; e < E; ++e) logits[std::size_t(e)] = T(e == 1 || e == 2 || e == 4 ? 1.5 : 0.1);
+  logits[6] = T(1.25);
+  for (int e = 0; e < E; ++e) logits[std::size_t(E + e)] = T(0.3);
+  const auto dweights = random_vec<T>(std::size_t(N) * k, 102);
+  std::vector<double> dprob_all = random_vec<double>(std::size_t(E), 103);
+  auto logits_ = to_device(logits), dweights_ = to_device(dweights);
+  auto dprob_all_ = to_device(dprob_all);
+  for (bool renorm : {false, true}) {
+    INFO("renorm " << renorm);
+    std::vector<T> probs(std::size_t(N) * E), weights(std::size_t(N) * k);
+    std::vector<std::int32_t> idx(std::size_t(N) * k);
+    ops::router_forward(Host{}, logits.data(), N, E, k, renorm, probs.data(), idx.data(),
+                        weights.data());
+    DeviceBuffer<T> probs_(probs.size()), weights_(weights.size());
+    DeviceBuffer<std::int32_t> idx_(idx.size());
+    ops::router_forward(Cuda{}, logits_.data(), N, E, k, renorm, probs_.data(), idx_.data(),
+                        weights_.data());
+    check_near("probs", probs_, probs);
+    check_near("weights", weights_, weights);
+    const std::vector<std::int32_t> got = to_host<Cuda>(idx_);
+    CHECK(got == idx);  // the same choices, in the same order
+    CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + 2 * k) ==
+          std::vector<std::int32_t>{1, 2, 4, 0, 1, 2});
+    for (bool lb_loss : {false, true}) {
+      INFO("load-balancing gradient " << lb_loss);
+      std::vector<T> dlogits(probs.size());
+      ops::router_backward(Host{}, probs.data(), idx.data(), dweights.data(), N, E, k, renorm,
+                           lb_loss ? dprob_all.data() : nullptr, dlogits.data());
+      auto dlogits_ = to_device(random_vec<T>(probs.size(), 104));
+      // The device's own forward: its probabilities, the same choices.
+      ops::router_backward(Cuda{}, probs_.data(), idx_.data(), dweights_.data(), N, E, k, renorm,
+                           lb_loss ? dprob_all_.data() : nullptr, dlogits_.data());
+      check_near("dlogits", dlogits_, dlogits);
+    }
+  }
+}
+
+TEST_CASE("cuda MoE router: NaN logits still give k distinct experts in range", "[cuda_ops]") {
+  // A diverged step: the model groups rows by these choices before the loss is seen.
+  const int E = 6, k = 4;
+  std::vector<float> logits = {NAN, 0.5f, NAN, 0.2f, 0.9f, NAN};
+  const auto logits_ = to_device(logits);
+  DeviceBuffer<float> probs_(static_cast<std::size_t>(E)), weights_(static_cast<std::size_t>(k));
+  DeviceBuffer<std::int32_t> idx_(static_cast<std::size_t>(k));
+  ops::router_forward(Cuda{}, logits_.data(), 1, E, k, true, probs_.data(), idx_.data(),
+                      weights_.data());
+  std::vector<std::int32_t> idx = to_host<Cuda>(idx_);
+  for (std::int32_t e : idx) CHECK((e >= 0 && e < E));
+  std::sort(idx.begin(), idx.end());
+  CHECK(std::adjacent_find(idx.begin(), idx.end()) == idx.end());
+}
+
+TEMPLATE_TEST_CASE("cuda MoE row moves, dots and the shared expert's gate match the host",
+                   "[cuda_ops]", float, double) {
+  using T = TestType;
+  const i64 N = 41, n = 17;
+  const int d = 45;  // more than a warp
+  // n distinct rows of N, out of order.
+  std::vector<i64> rows;
+  for (i64 i = 0; i < n; ++i) rows.push_back((i * 12 + 5) % N);
+  const auto src = random_vec<T>(std::size_t(N) * d, 111),
+             x = random_vec<T>(std::size_t(n) * d, 112);
+  const auto s = random_vec<T>(std::size_t(n), 113), y0 = random_vec<T>(std::size_t(N) * d, 114);
+  auto src_ = to_device(src), x_ = to_device(x), s_ = to_device(s), rows_ = to_device(rows);
+
+  std::vector<T> g(std::size_t(n) * d);
+  ops::gather_rows(Host{}, src.data(), rows.data(), n, d, g.data());
+  DeviceBuffer<T> g_(g.size());
+  ops::gather_rows(Cuda{}, src_.data(), rows_.data(), n, d, g_.data());
+  CHECK(to_host<Cuda>(g_) == g);  // a copy: exact
+
+  for (bool scaled : {false, true}) {
+    INFO("scaled " << scaled);
+    auto y = y0;
+    ops::scatter_add_rows(Host{}, x.data(), rows.data(), scaled ? s.data() : nullptr, n, d,
+                          y.data());
+    auto y_ = to_device(y0);
+    ops::scatter_add_rows(Cuda{}, x_.data(), rows_.data(), scaled ? s_.data() : nullptr, n, d,
+                          y_.data());
+    check_near("scatter_add_rows", y_, y);
+  }
+
+  std::vector<T> dots(static_cast<std::size_t>(n)), scaled(x.size());
+  ops::row_dots(Host{}, x.data(), g.data(), n, d, dots.data());
+  ops::scale_rows(Host{}, x.data(), s.data(), n, d, scaled.data());
+  DeviceBuffer<T> dots_(dots.size());
+  ops::row_dots(Cuda{}, x_.data(), g_.data(), n, d, dots_.data());
+  check_near("row_dots", dots_, dots);
+  ops::scale_rows(Cuda{}, x_.data(), s_.data(), n, d, x_.data());  // in place
+  CHECK(to_host<Cuda>(x_) == scaled);                              // one product per element: exact
+
+  // The shared expert's gate: N rows of d, z one logit per row.
+  const auto se = random_vec<T>(std::size_t(N) * d, 115), z = random_vec<T>(std::size_t(N), 116);
+  const auto dy = random_vec<T>(se.size(), 117);
+  auto y = y0;
+  std::vector<T> ds(se.size()), dz(static_cast<std::size_t>(N));
+  ops::shared_gate_forward(Host{}, se.data(), z.data(), N, d, y.data());
+  ops::shared_gate_backward(Host{}, se.data(), z.data(), dy.data(), N, d, ds.data(), dz.data());
+  auto se_ = to_device(se), z_ = to_device(z), dy_ = to_device(dy), y_ = to_device(y0);
+  auto ds_ = to_device(random_vec<T>(ds.size(), 118)),
+       dz_ = to_device(random_vec<T>(dz.size(), 119));
+  ops::shared_gate_forward(Cuda{}, se_.data(), z_.data(), N, d, y_.data());
+  check_near("shared gate y", y_, y);
+  ops::shared_gate_backward(Cuda{}, se_.data(), z_.data(), dy_.data(), N, d, ds_.data(),
+                            dz_.data());
+  check_near("shared gate ds", ds_, ds);
+  check_near("shared gate dz", dz_, dz);
 }

@@ -1,11 +1,14 @@
 #include "cp/attention_cp.h"
 
 #include <algorithm>
-#include <type_traits>
+#include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "cp/shard.h"
 #include "ops/attention/attention.h"
+#include "ops/moe/moe.h"
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -76,28 +79,32 @@ void AttentionContextParallel<T, Dev>::redistribute(const CpContext& cp, const T
         std::size_t(B) * recv_pos[std::size_t(s)].size() * std::size_t(row);
     nr += recv_bytes[std::size_t(s)];
   }
+  // Both moves are gathers of whole rows (on either device, one op each): send row n is
+  // source row send_src[n]; destination row r is received row dst_src[r]. Every
+  // destination row arrives exactly once (each position has one owner and one query rank).
+  std::vector<i64> send_src, dst_src(static_cast<std::size_t>(i64(B) * dst_T), -1);
+  i64 received = 0;
+  for (int s = 0; s < P; ++s)
+    for (int b = 0; b < B; ++b)
+      for (i64 t : send_pos[std::size_t(s)]) send_src.push_back(i64(b) * src_T + src_row(t));
+  for (int s = 0; s < P; ++s)
+    for (int b = 0; b < B; ++b)
+      for (i64 t : recv_pos[std::size_t(s)])
+        dst_src[std::size_t(i64(b) * dst_T + dst_row(t))] = received++;
+  GDN_CHECK(std::find(dst_src.begin(), dst_src.end(), i64(-1)) == dst_src.end(),
+            "attention redistribute: a destination row receives nothing");
+  const Buffer<Dev, i64> d_send_src = to_device<Dev>(send_src.data(), send_src.size());
+  const Buffer<Dev, i64> d_dst_src = to_device<Dev>(dst_src.data(), dst_src.size());
   Buffer<Dev, T> send(ns / sizeof(T)), recv(nr / sizeof(T));
-  T* out = send.data();
-  for (int s = 0; s < P; ++s)
-    for (int b = 0; b < B; ++b)
-      for (i64 t : send_pos[std::size_t(s)]) {
-        Dev::copy(out, src + (i64(b) * src_T + src_row(t)) * width, std::size_t(width));
-        out += width;
-      }
+  ops::gather_rows(Dev{}, src, d_send_src.data(), i64(send_src.size()), width, send.data());
   cp.comm.all_to_all(send.data(), send_bytes, send_off, recv.data(), recv_bytes, recv_off, site);
-  const T* in = recv.data();
-  for (int s = 0; s < P; ++s)
-    for (int b = 0; b < B; ++b)
-      for (i64 t : recv_pos[std::size_t(s)]) {
-        Dev::copy(dst + (i64(b) * dst_T + dst_row(t)) * width, in, std::size_t(width));
-        in += width;
-      }
+  ops::gather_rows(Dev{}, static_cast<const T*>(recv.data()), d_dst_src.data(), i64(dst_src.size()),
+                   width, dst);
 }
 
 template <typename T, typename Dev>
 void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const AttentionDims& d,
                                                const T* q, const T* k, const T* v, T* o) {
-  static_assert(std::is_same_v<Dev, Host>, "attention runs on the host only so far");
   d_ = d;
   const int P = cp.comm.size(), B = d.B;
   const i64 Tg = cp.T_global, Tl = cp.tokens(), Tmax = (Tg + P - 1) / P;
@@ -106,6 +113,7 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
   qpos_ = attention_query_positions(Tg, P, cp.comm.rank(), balanced_);
   const i64 Tq = i64(qpos_.size());
   pairs_ = ops::attention_pairs(qpos_.data(), Tq);
+  qpos_dev_ = to_device<Dev>(qpos_.data(), qpos_.size());
 
   // 1. The whole sequence's K and V: each rank contributes [B, Tmax, 2, Hkv D] (its shard,
   // zero-padded), and the blocks are unpacked to [B, T, Hkv, D] by global position.
@@ -146,7 +154,7 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
     q_view_ = q;
     o_view_ = o;
   }
-  ops::attention_forward(Dev{}, q_view_, k_all_.data(), v_all_.data(), qpos_.data(), B, Tq, Tg,
+  ops::attention_forward(Dev{}, q_view_, k_all_.data(), v_all_.data(), qpos_dev_.data(), B, Tq, Tg,
                          d.Hq, d.Hkv, d.D, d.scale, o_view_, lse_.data());
   if (balanced_)
     redistribute(cp, o_.data(), o, int(qw), false, attention_sites::kOutputFromBalanced);
@@ -173,7 +181,7 @@ void AttentionContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO
   }
   Buffer<Dev, T> dk_all(std::size_t(B * Tg * kv)), dv_all(std::size_t(B * Tg * kv));
   ops::attention_backward(Dev{}, q_view_, k_all_.data(), v_all_.data(), o_view_, lse_.data(),
-                          dO_view, qpos_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D, d.scale, dq_view,
+                          dO_view, qpos_dev_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D, d.scale, dq_view,
                           dk_all.data(), dv_all.data());
   if (balanced_)
     redistribute(cp, dq_q.data(), dq, int(qw), false, attention_sites::kDqFromBalanced);
@@ -202,7 +210,8 @@ void AttentionContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO
   }
 }
 
-template class AttentionContextParallel<float, Host>;
-template class AttentionContextParallel<double, Host>;
+#define GDN_INSTANTIATE(T, Dev) template class AttentionContextParallel<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

@@ -10,8 +10,8 @@
 //           of the whole sequence are summed over the ranks onto their owners
 //           (reduce-scatter).
 // Its exchange grows with T (the K, V of every token), unlike the GDN layers' fixed-size
-// pairs; the counters of the call sites below show both. Host only for now (the
-// attention op has no CUDA version yet).
+// pairs; the counters of the call sites below show both. On either device: the
+// communicator takes Dev's buffers, and rows move by copies and gathers in Dev's memory.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +69,8 @@ class AttentionContextParallel {
 
   AttentionDims d_;
   bool balanced_ = false;
-  std::vector<std::int64_t> qpos_;
+  std::vector<std::int64_t> qpos_;      // the query rows' global positions, ascending
+  Buffer<Dev, std::int64_t> qpos_dev_;  // the same in Dev's memory, for the attention op
   std::int64_t pairs_ = 0;
   Buffer<Dev, T> k_all_, v_all_;  // [B, T, Hkv, D]: the whole sequence
   Buffer<Dev, T> q_, o_, lse_;    // in the query layout (balanced only: q_, o_)

@@ -1,12 +1,15 @@
 #include "model/attention_mixer.h"
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "ops/bias/bias.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/linear/linear.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/rope.h"
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -89,9 +92,10 @@ void AttentionMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* 
   k_.resize(N * kv);
   ops::rmsnorm_forward(dev, q_raw_.data(), ps_.value(q_norm_), N * Hq_, D_, eps_, q_.data());
   ops::rmsnorm_forward(dev, k_raw_.data(), ps_.value(k_norm_), N * Hkv_, D_, eps_, k_.data());
-  pos_.resize(std::size_t(N));
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(N));
   for (int b = 0; b < B; ++b)
-    for (std::int64_t t = 0; t < Tl; ++t) pos_[std::size_t(b * Tl + t)] = cp.shard.begin + t;
+    for (std::int64_t t = 0; t < Tl; ++t) pos[std::size_t(b * Tl + t)] = cp.shard.begin + t;
+  pos_ = to_device<Dev>(pos.data(), pos.size());
   ops::rope_forward(dev, q_.data(), pos_.data(), N, Hq_, D_, R_, theta_, q_.data());
   ops::rope_forward(dev, k_.data(), pos_.data(), N, Hkv_, D_, R_, theta_, k_.data());
   // Attention over the whole sequence, then the sigmoid gate and o_proj.
@@ -156,7 +160,8 @@ void AttentionMixer<T, Dev>::release() {
   core_.release();
 }
 
-template class AttentionMixer<float, Host>;
-template class AttentionMixer<double, Host>;
+#define GDN_INSTANTIATE(T, Dev) template class AttentionMixer<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

@@ -7,7 +7,8 @@
 //   a = softmax(q k^T / sqrt(D), causal) v with GQA (cp/attention_cp.h: K, V gathered)
 //   y = o_proj( a * sigmoid(gate) )
 //
-// Biases on all four projections when attention_bias. Host only for now.
+// Biases on all four projections when attention_bias. On either device: every step is an op
+// of src/ops or a copy through Dev.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +48,7 @@ class AttentionMixer final : public Mixer<T, Dev> {
   // The last forward.
   int B_ = 0;
   const T* x_ = nullptr;
-  std::vector<std::int64_t> pos_;  // global position of each row
+  Buffer<Dev, std::int64_t> pos_;  // global position of each row (for RoPE, in Dev's memory)
   Buffer<Dev, T> q_raw_, gate_, k_raw_, q_, k_, v_, attn_, gated_;
   AttentionContextParallel<T, Dev> core_;
 };

@@ -1,13 +1,15 @@
 #include "model/moe_mlp.h"
 
 #include <algorithm>
-#include <type_traits>
+#include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/linear/linear.h"
 #include "ops/moe/moe.h"
 #include "ops/swiglu/swiglu.h"
+#include "runtime/devices.h"
 
 namespace gdn {
 
@@ -51,7 +53,6 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
 
 template <typename T, typename Dev>
 void MoeMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
-  static_assert(std::is_same_v<Dev, Host>, "the MoE block runs on the host only so far");
   const Dev dev{};
   N_ = N;
   x_ = x;
@@ -63,22 +64,29 @@ void MoeMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
   weights_.resize(N * k_);
   ops::router_forward(dev, logits.data(), N, E_, k_, renorm_, probs_.data(), idx_.data(),
                       weights_.data());
-  // Group the routed (token, slot) pairs by expert, tokens in order.
+  // Group the routed (token, slot) pairs by expert, tokens in order, on the host.
+  const std::vector<std::int32_t> idx = to_host<Dev>(idx_);
   offset_.assign(std::size_t(E_) + 1, 0);
-  for (std::int64_t i = 0; i < N * k_; ++i) ++offset_[std::size_t(idx_[i]) + 1];
+  for (std::int64_t i = 0; i < N * k_; ++i) {
+    const std::int32_t e = idx[std::size_t(i)];
+    GDN_CHECK(e >= 0 && e < E_, "moe: the router chose expert ", e, " of ", E_, " (row ", i / k_,
+              ")");  // a broken router kernel stops here, not in the offsets
+    ++offset_[std::size_t(e) + 1];
+  }
   for (int e = 0; e < E_; ++e) offset_[std::size_t(e) + 1] += offset_[std::size_t(e)];
-  rows_.assign(std::size_t(N * k_), 0);
-  slot_.assign(std::size_t(N * k_), 0);
+  std::vector<std::int64_t> rows(std::size_t(N * k_)), choice(rows.size());
   std::vector<std::int64_t> fill(offset_.begin(), offset_.end() - 1);
   for (std::int64_t n = 0; n < N; ++n)
     for (int j = 0; j < k_; ++j) {
-      const std::size_t at = std::size_t(fill[std::size_t(idx_[n * k_ + j])]++);
-      rows_[at] = n;
-      slot_[at] = j;
+      const std::size_t at = std::size_t(fill[std::size_t(idx[std::size_t(n * k_ + j)])]++);
+      rows[at] = n;
+      choice[at] = n * k_ + j;
     }
+  rows_ = to_device<Dev>(rows.data(), rows.size());
+  choice_ = to_device<Dev>(choice.data(), choice.size());
   const std::int64_t R = N * k_;
   routed_w_.resize(R);
-  for (std::int64_t r = 0; r < R; ++r) routed_w_[r] = weights_[rows_[r] * k_ + slot_[r]];
+  ops::gather_rows(dev, weights_.data(), choice_.data(), R, 1, routed_w_.data());
   g_.resize(R * I_);
   u_.resize(R * I_);
   act_.resize(R * I_);
@@ -107,17 +115,18 @@ void MoeMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
 
 template <typename T, typename Dev>
 void MoeMlp<T, Dev>::add_router_stats(double* assigned, double* prob_sum) const {
+  const std::vector<T> probs = to_host<Dev>(probs_);  // summed on the host, in token order
   for (int e = 0; e < E_; ++e) {
     assigned[e] += double(offset_[std::size_t(e) + 1] - offset_[std::size_t(e)]);
     double s = 0;
-    for (std::int64_t n = 0; n < N_; ++n) s += double(probs_[n * E_ + e]);
+    for (std::int64_t n = 0; n < N_; ++n) s += double(probs[std::size_t(n * E_ + e)]);
     prob_sum[e] += s;
   }
 }
 
 template <typename T, typename Dev>
 void MoeMlp<T, Dev>::set_router_loss_grad(const double* dprob) {
-  dprob_.assign(dprob ? dprob : nullptr, dprob ? dprob + E_ : nullptr);
+  dprob_ = dprob ? to_device<Dev>(dprob, std::size_t(E_)) : Buffer<Dev, double>();
 }
 
 template <typename T, typename Dev>
@@ -157,7 +166,10 @@ void MoeMlp<T, Dev>::backward(const T* dy, T* dx) {
     ops::scatter_add_rows(dev, dxe.data(), rows_.data() + o, static_cast<const T*>(nullptr), n, d_,
                           dx);
   }
-  for (std::int64_t r = 0; r < N * k_; ++r) dweights[rows_[r] * k_ + slot_[r]] = dw_routed[r];
+  // Each (token, slot) is routed once: dweights is dw_routed put back in token order (added
+  // to the new buffer's zeros, which leaves every value as it is).
+  ops::scatter_add_rows(dev, dw_routed.data(), choice_.data(), static_cast<const T*>(nullptr),
+                        N * k_, 1, dweights.data());
   // The shared expert and its gate.
   Buffer<Dev, T> ds(N * d_), dz(N), part(N * d_);
   ops::shared_gate_backward(dev, shared_out_.data(), shared_z_.data(), dy, N, d_, ds.data(),
@@ -170,7 +182,7 @@ void MoeMlp<T, Dev>::backward(const T* dy, T* dx) {
   // The router, with the load-balancing loss's gradient on every probability.
   Buffer<Dev, T> dlogits(N * E_);
   ops::router_backward(dev, probs_.data(), idx_.data(), dweights.data(), N, E_, k_, renorm_,
-                       dprob_.empty() ? nullptr : dprob_.data(), dlogits.data());
+                       dprob_.size() == 0 ? nullptr : dprob_.data(), dlogits.data());
   ops::linear_backward(dev, x_, ps_.value(router_), dlogits.data(), N, d_, E_, part.data(),
                        ps_.grad(router_));
   ops::add(dev, dx, dx, part.data(), N * d_);
@@ -183,12 +195,13 @@ void MoeMlp<T, Dev>::release() {
     *b = Buffer<Dev, T>();
   idx_ = Buffer<Dev, std::int32_t>();
   offset_ = {};
-  rows_ = {};
-  slot_ = {};
+  rows_ = Buffer<Dev, std::int64_t>();
+  choice_ = Buffer<Dev, std::int64_t>();
   shared_.release();
 }
 
-template class MoeMlp<float, Host>;
-template class MoeMlp<double, Host>;
+#define GDN_INSTANTIATE(T, Dev) template class MoeMlp<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn

@@ -9,7 +9,9 @@
 // Experts are stored fused as transformers' modelling code holds them: gate_up_proj
 // [E, 2I, d] (gate rows first) and down_proj [E, d, I]. Each expert runs as GEMMs on the
 // rows routed to it, in expert order, so the result does not depend on the thread count.
-// Every rank holds every expert (no expert parallelism yet). Host only for now.
+// Every rank holds every expert (no expert parallelism yet). On either device: the token
+// to expert grouping is made on the host from the router's choices (N k numbers copied
+// back), and its row lists go to Dev for the gathers and scatters.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,7 @@ class MoeMlp final : public Mlp<T, Dev> {
   void backward(const T* dy, T* dx) override;
 
   int num_experts() const override { return E_; }
+  // assigned, prob_sum and dprob are host arrays of E numbers (the model's reductions).
   void add_router_stats(double* assigned, double* prob_sum) const override;
   void set_router_loss_grad(const double* dprob) override;
   void release() override;
@@ -53,15 +56,16 @@ class MoeMlp final : public Mlp<T, Dev> {
   DenseMlp<T, Dev> shared_;
 
   // The last forward. Routed rows are grouped by expert: expert e holds the slots
-  // [offset_[e], offset_[e + 1]) of rows_ (token index) and slot_ (its top-k position).
+  // [offset_[e], offset_[e + 1]) (on the host) of rows_ (token index) and choice_ (the
+  // token's entry n k + j of idx_ and weights_: its top-k position j), both in Dev's memory.
   std::int64_t N_ = 0;
   const T* x_ = nullptr;
   Buffer<Dev, T> probs_, weights_, shared_out_, shared_z_;
   Buffer<Dev, std::int32_t> idx_;
-  std::vector<std::int64_t> offset_, rows_;
-  std::vector<int> slot_;
+  std::vector<std::int64_t> offset_;
+  Buffer<Dev, std::int64_t> rows_, choice_;
   Buffer<Dev, T> routed_w_, g_, u_, act_, out_;  // per routed row
-  std::vector<double> dprob_;                    // the load-balancing loss gradient
+  Buffer<Dev, double> dprob_;                    // the load-balancing loss gradient
 };
 
 }  // namespace gdn

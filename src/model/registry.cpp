@@ -1,6 +1,4 @@
 // The one place that maps a layer's config to its mixer and MLP implementations.
-#include <type_traits>
-
 #include "core/error.h"
 #include "model/attention_mixer.h"
 #include "model/dense_mlp.h"
@@ -27,19 +25,6 @@ ActivationElems mlp_activations(const ModelConfig& c, int layer, std::int64_t N)
   return DenseMlp<float, Host>::activations(c.hidden_size, c.intermediate_size, N);
 }
 
-namespace {
-
-// The layers written for the host only so far, refused on a GPU with the reason.
-template <typename Dev>
-void require_host(const char* what, const std::string& prefix) {
-  if constexpr (!std::is_same_v<Dev, Host>)
-    throw_error(prefix, ": ", what,
-                " runs on CPU ranks only so far (its CUDA version is not written yet); run with "
-                "--device cpu");
-}
-
-}  // namespace
-
 template <typename T, typename Dev>
 std::unique_ptr<Mixer<T, Dev>> make_mixer(LayerType type, ParamStore<T, Dev>& ps,
                                           const std::string& prefix, const ModelConfig& c,
@@ -48,10 +33,7 @@ std::unique_ptr<Mixer<T, Dev>> make_mixer(LayerType type, ParamStore<T, Dev>& ps
     case LayerType::linear_attention:
       return std::make_unique<GdnMixer<T, Dev>>(ps, prefix, c, chunk_size);
     case LayerType::full_attention:
-      require_host<Dev>("gated full attention", prefix + "self_attn");
-      if constexpr (std::is_same_v<Dev, Host>)
-        return std::make_unique<AttentionMixer<T, Dev>>(ps, prefix, c);
-      break;
+      return std::make_unique<AttentionMixer<T, Dev>>(ps, prefix, c);
   }
   throw_error("make_mixer: layer type ", int(type), " has no mixer");
 }
@@ -59,10 +41,7 @@ std::unique_ptr<Mixer<T, Dev>> make_mixer(LayerType type, ParamStore<T, Dev>& ps
 template <typename T, typename Dev>
 std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string& prefix,
                                       const ModelConfig& c, int layer) {
-  if (c.is_moe_layer(layer)) {
-    require_host<Dev>("the sparse MoE block", prefix + "mlp");
-    if constexpr (std::is_same_v<Dev, Host>) return std::make_unique<MoeMlp<T, Dev>>(ps, prefix, c);
-  }
+  if (c.is_moe_layer(layer)) return std::make_unique<MoeMlp<T, Dev>>(ps, prefix, c);
   return std::make_unique<DenseMlp<T, Dev>>(ps, prefix + "mlp.", c.hidden_size,
                                             c.intermediate_size);
 }

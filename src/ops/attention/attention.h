@@ -5,8 +5,8 @@
 // every sequence b, and attends to keys 0..qpos[i] (causal, inclusive):
 //   o_i = sum_j softmax_j(scale q_i . k_j) v_j,  lse_i = log sum_j exp(scale q_i . k_j).
 // Grouped-query attention as Hugging Face's repeat_kv: query head h reads kv head
-// h / (Hq / Hkv). Host only: the CUDA version is not written yet, so the op is declared
-// for Host alone.
+// h / (Hq / Hkv). qpos lives in the device's memory, like the data (the CUDA version
+// copies it to the host once to check its range).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,6 @@ inline std::int64_t attention_pairs(const std::int64_t* qpos, std::int64_t Tq) {
                                  const T* lse, const T* dout, const std::int64_t* qpos, int B,     \
                                  std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D,         \
                                  double scale, T* dq, T* dk, T* dv);
-GDN_ATTENTION_OPS(template <typename T>, Host, T)
+GDN_DECLARE_ON_DEVICES(GDN_ATTENTION_OPS)
 
 }  // namespace gdn::ops

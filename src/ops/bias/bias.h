@@ -1,5 +1,4 @@
 // The bias of a linear layer (attention_bias): y[n] += b, and its gradient db += sum_n dy[n].
-// Host only for now (used by the attention layer, which has no CUDA version yet).
 #pragma once
 
 #include <cstdint>
@@ -9,10 +8,11 @@
 namespace gdn::ops {
 
 // bias_add: y [N, out] += b [out] per row.
-// bias_backward: db [out] += column sums of dy [N, out] (bit-identical for any thread count).
+// bias_backward: db [out] += column sums of dy [N, out] (bit-identical for any thread count;
+// on the GPU by the deterministic column sums).
 #define GDN_BIAS_OPS(PREFIX, Dev, T)                                    \
   PREFIX void bias_add(Dev, T* y, const T* b, std::int64_t N, int out); \
   PREFIX void bias_backward(Dev, const T* dy, std::int64_t N, int out, T* db);
-GDN_BIAS_OPS(template <typename T>, Host, T)
+GDN_DECLARE_ON_DEVICES(GDN_BIAS_OPS)
 
 }  // namespace gdn::ops

@@ -1,7 +1,7 @@
 // The pieces of a sparse mixture-of-experts block that are not GEMMs (model/moe_mlp.h):
 // the softmax top-k router and its backward, moving token rows to and from an expert's
-// batch, and the sigmoid-gated shared expert. Host only for now: the CUDA versions come
-// with the GPU MoE.
+// batch, and the sigmoid-gated shared expert. Every pointer (idx, rows, dprob_all too)
+// lives in the device's memory.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,6 @@ namespace gdn::ops {
   PREFIX void shared_gate_forward(Dev, const T* s, const T* z, std::int64_t N, int d, T* y);      \
   PREFIX void shared_gate_backward(Dev, const T* s, const T* z, const T* dy, std::int64_t N,      \
                                    int d, T* ds, T* dz);
-GDN_MOE_OPS(template <typename T>, Host, T)
+GDN_DECLARE_ON_DEVICES(GDN_MOE_OPS)
 
 }  // namespace gdn::ops

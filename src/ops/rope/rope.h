@@ -3,7 +3,7 @@
 // rotate and the rest pass through. With half = R / 2, inv_freq[i] = theta^(-2i / R) and
 // angle[i] = pos * inv_freq[i] (in double for any T), for i < half:
 //   y[i] = x[i] cos - x[i + half] sin,  y[i + half] = x[i + half] cos + x[i] sin.
-// Host only: the CUDA version is not written yet, so the op is declared for Host alone.
+// pos lives in the device's memory, like the data.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,6 @@ namespace gdn::ops {
                            int R, double theta, T* y);                                             \
   PREFIX void rope_backward(Dev, const T* dy, const std::int64_t* pos, std::int64_t N, int H,      \
                             int D, int R, double theta, T* dx);
-GDN_ROPE_OPS(template <typename T>, Host, T)
+GDN_DECLARE_ON_DEVICES(GDN_ROPE_OPS)
 
 }  // namespace gdn::ops
