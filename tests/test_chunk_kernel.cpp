@@ -206,3 +206,181 @@ TEST_CASE("HostExec is the serial policy ChunkMath runs", "[chunk_kernel]") {
                  viaMath.dbeta.data()});
   check_same(viaMath, run_host(c), 0.0);
 }
+
+namespace {
+
+// A column tile [c0, c0 + n) of a rows x width row-major matrix, copied out (dense, leading
+// dimension n, as a GPU block holds it in shared memory) and back.
+template <typename T>
+std::vector<T> tile_of(const std::vector<T>& x, int rows, int width, int c0, int n) {
+  std::vector<T> t(std::size_t(rows) * n);
+  for (int i = 0; i < rows; ++i)
+    for (int d = 0; d < n; ++d) t[std::size_t(i) * n + d] = x[std::size_t(i) * width + c0 + d];
+  return t;
+}
+template <typename T>
+void put_tile(const std::vector<T>& t, int rows, int width, int c0, int n, std::vector<T>& x) {
+  for (int i = 0; i < rows; ++i)
+    for (int d = 0; d < n; ++d) x[std::size_t(i) * width + c0 + d] = t[std::size_t(i) * n + d];
+}
+
+// step / compose / adjoint tile by tile (step_cols, compose_cols, adjoint_cols) with
+// HostExec, against the full-width forms on the same factors. Half the tiles work on a
+// dense copy of the tile (the GPU's shared-memory tile), half in place (leading dimension
+// V or K), so both the tile pointer and the leading dimensions are exercised. The kernel
+// that runs the tiles has a null workspace: the *_cols forms must not touch it.
+template <typename T>
+void check_tiles(const Shape3& s, int bv, double tol) {
+  ChunkCase<T> full(s.C, s.K, s.V, s.valid, 21);
+  std::vector<T> ws(ChunkKernel<T, HostExec>::workspace_size(s.C, s.K, s.V));
+  ChunkKernel<T, HostExec> math(s.C, s.K, s.V, full.scale, ws.data());
+  const ChunkRows<T> r{full.q.data(), full.k.data(), full.v.data(), full.g.data(),
+                       full.beta.data()};
+  math.prepare(r, full.f.data());
+  ChunkCase<T> tiled = full;  // same inputs, same factors
+  math.step(full.f.data(), full.h.data(), full.o.data());
+  math.compose(full.f.data(), full.M.data());
+  math.adjoint(full.f.data(), full.mu.data(), full.dO.data());
+
+  ChunkKernel<T, HostExec> cols(s.C, s.K, s.V, full.scale, nullptr);
+  const T* f = tiled.f.data();
+  const int C = s.C, K = s.K, V = s.V;
+  std::vector<T> scratch(std::size_t(C) * bv);
+  int tile = 0;
+  for (int c0 = 0; c0 < V; c0 += bv, ++tile) {
+    const int n = std::min(bv, V - c0);
+    if (tile % 2 == 0) {
+      std::vector<T> h = tile_of(tiled.h, K, V, c0, n), o(std::size_t(C) * n);
+      std::vector<T> mu = tile_of(tiled.mu, K, V, c0, n), dO = tile_of(tiled.dO, C, V, c0, n);
+      cols.step_cols(f, c0, n, h.data(), n, o.data(), n, scratch.data());
+      cols.adjoint_cols(f, n, mu.data(), n, dO.data(), n, scratch.data());
+      put_tile(h, K, V, c0, n, tiled.h);
+      put_tile(o, C, V, c0, n, tiled.o);
+      put_tile(mu, K, V, c0, n, tiled.mu);
+    } else {
+      cols.step_cols(f, c0, n, tiled.h.data() + c0, V, tiled.o.data() + c0, V, scratch.data());
+      cols.adjoint_cols(f, n, tiled.mu.data() + c0, V, tiled.dO.data() + c0, V, scratch.data());
+    }
+  }
+  tile = 0;
+  for (int c0 = 0; c0 < K; c0 += bv, ++tile) {
+    const int n = std::min(bv, K - c0);
+    if (tile % 2 == 0) {
+      std::vector<T> m = tile_of(tiled.M, K, K, c0, n);
+      cols.compose_cols(f, n, m.data(), n, scratch.data());
+      put_tile(m, K, K, c0, n, tiled.M);
+    } else {
+      cols.compose_cols(f, n, tiled.M.data() + c0, K, scratch.data());
+    }
+  }
+  const auto got = tiled.results(), want = full.results();
+  for (std::size_t i = 0; i < 5; ++i) {  // factors, o, h, M, mu
+    INFO(got[i].first);
+    CHECK(rel_l2(got[i].second->data(), want[i].second->data(), want[i].second->size()) <= tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ChunkKernel column tiles (step_cols, compose_cols, adjoint_cols) equal the full width",
+          "[chunk_kernel]") {
+  for (const Shape3& s : kShapes)
+    for (int bv : {1, 7, 16, 32, 64, 128}) {
+      if (bv > std::max(s.K, s.V)) continue;
+      INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " valid=" << s.valid << " BV=" << bv);
+      check_tiles<double>(s, bv, 1e-12);
+      check_tiles<float>(s, bv, 2e-5);
+    }
+  // The full width through the *_cols forms is the full-width form's call: the same bits.
+  const Shape3 s{64, 32, 48, 50};
+  check_tiles<double>(s, 48, 0.0);
+}
+
+namespace {
+
+// The CUDA backward's order of operations (local_pass_cuda.cu), with HostExec, against the
+// host's fused walk over a run of chunks of one (batch, head):
+//   fused:  dh = lambda; for c = last..0: backward(c) from dh (updates dh); dh0 = dh
+//   split:  (a) mu = lambda; for c = last..0: exit[c] = mu; mu <- adjoint(c) (tile by tile,
+//           adjoint_cols over column tiles of width bv); dh0 = mu
+//           (b) for every c independently: dh = exit[c]; backward(c) from dh
+// Every gradient, and dh0, must agree; (b)'s returned entry adjoint must be exit[c - 1]
+// (dh0 for the first chunk), which the split does not otherwise use.
+template <typename T>
+void check_split_backward(int C, int K, int V, int nchunks, int last_valid, int bv, double tol) {
+  std::vector<ChunkCase<T>> ch;
+  for (int c = 0; c < nchunks; ++c)
+    ch.emplace_back(C, K, V, c + 1 == nchunks ? last_valid : C, 100 + c);
+  ChunkMath<T> math(C, K, V, ch[0].scale);
+  auto rows = [&](const ChunkCase<T>& x) {
+    return ChunkRows<T>{x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.beta.data()};
+  };
+  // Forward: the entry state of every chunk (output()'s states) and the factors.
+  std::vector<std::vector<T>> entry(nchunks);
+  std::vector<T> h = ch[0].h, o(std::size_t(C) * V);
+  for (int c = 0; c < nchunks; ++c) {
+    math.prepare(rows(ch[c]), ch[c].f.data());
+    entry[c] = h;
+    math.step(ch[c].f.data(), h.data(), o.data());
+  }
+  const std::vector<T> lambda = ch[nchunks - 1].dh;
+  auto grads = [](ChunkCase<T>& x) {
+    return ChunkRowGrads<T>{x.dq.data(), x.dk.data(), x.dv.data(), x.dg.data(), x.dbeta.data()};
+  };
+
+  std::vector<ChunkCase<T>> fused = ch, split = ch;
+  std::vector<T> dh = lambda;
+  for (int c = nchunks - 1; c >= 0; --c)
+    math.backward(rows(ch[c]), entry[c].data(), ch[c].dO.data(), dh.data(), grads(fused[c]));
+  const std::vector<T> dh0_fused = dh;
+
+  // (a) the adjoint walk, column tile by column tile, storing each chunk's exit adjoint.
+  ChunkKernel<T, HostExec> cols(C, K, V, ch[0].scale, nullptr);
+  std::vector<std::vector<T>> exits(nchunks, std::vector<T>(std::size_t(K) * V));
+  std::vector<T> mu = lambda, scratch(std::size_t(C) * bv);
+  for (int c0 = 0; c0 < V; c0 += bv) {
+    const int n = std::min(bv, V - c0);
+    std::vector<T> tile = tile_of(mu, K, V, c0, n);
+    for (int c = nchunks - 1; c >= 0; --c) {
+      put_tile(tile, K, V, c0, n, exits[c]);
+      const std::vector<T> dO = tile_of(ch[c].dO, C, V, c0, n);
+      cols.adjoint_cols(ch[c].f.data(), n, tile.data(), n, dO.data(), n, scratch.data());
+    }
+    put_tile(tile, K, V, c0, n, mu);
+  }
+  // (b) every chunk on its own, from its entry state and exit adjoint.
+  for (int c = 0; c < nchunks; ++c) {
+    std::vector<T> d = exits[c];
+    math.backward(rows(ch[c]), entry[c].data(), ch[c].dO.data(), d.data(), grads(split[c]));
+    INFO("entry adjoint of chunk " << c);
+    const std::vector<T>& before = c == 0 ? mu : exits[c - 1];
+    CHECK(rel_l2(d.data(), before.data(), before.size()) <= tol);
+  }
+  CHECK(rel_l2(mu.data(), dh0_fused.data(), mu.size()) <= tol);
+  for (int c = 0; c < nchunks; ++c) {
+    const auto got = split[c].results(), want = fused[c].results();
+    for (std::size_t i = 6; i < got.size(); ++i) {  // dq, dk, dv, dg, dbeta
+      INFO("chunk " << c << " " << got[i].first);
+      CHECK(rel_l2(got[i].second->data(), want[i].second->data(), want[i].second->size()) <= tol);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "Chunk-parallel backward (adjoint walk storing exit adjoints, then every chunk alone) "
+    "equals the fused backward walk",
+    "[chunk_kernel]") {
+  struct S {
+    int C, K, V, nchunks, last_valid, bv;
+  };
+  for (const S& s : std::vector<S>{{16, 8, 24, 5, 9, 7},
+                                   {32, 16, 16, 3, 32, 16},
+                                   {64, 32, 40, 4, 37, 32},
+                                   {64, 128, 128, 3, 50, 32}}) {
+    INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " chunks=" << s.nchunks << " BV=" << s.bv);
+    check_split_backward<double>(s.C, s.K, s.V, s.nchunks, s.last_valid, s.bv, 1e-12);
+    check_split_backward<float>(s.C, s.K, s.V, s.nchunks, s.last_valid, s.bv, 1e-4);
+  }
+}

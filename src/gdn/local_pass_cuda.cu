@@ -1,10 +1,40 @@
-// The passes of LocalPass on the GPU: the chunk math of ops/gdn_chunk run by one CUDA
-// block per job (CudaExec). prepare and output_from_states are one block per (batch *
-// value head, chunk); transition, output, adjoint and backward walk the chunks of one
-// (batch, value head) in order, one block each. Each block's scratch is its slice of the
-// pass's workspace.
+// The passes of LocalPass on the GPU: the chunk math of ops/gdn_chunk run by CUDA blocks
+// (CudaExec). Two kinds of kernel:
+//  - chunk jobs, one block per (batch * value head, chunk): prepare, output_from_states and
+//    the second half of backward. Each block's scratch is its slice of the pass's workspace
+//    (global memory: the chunk's backward needs about 9 C^2 + 9 C K + 4 C V elements).
+//  - sequential walks over the chunks of one (batch, value head): transition, output,
+//    adjoint and the first half of backward. The state's columns never mix (chunk_kernel.h,
+//    the *_cols forms), so each walk is split over column tiles of BV columns: one block per
+//    (batch * value head, tile), B Hv ceil(V / BV) blocks (transition also tiles M's K
+//    columns), each keeping its K x BV state tile and its two C x BV scratch tiles in
+//    dynamic shared memory and reading only its columns of u and dO. BV is 64 where that
+//    already gives every SM a block and 32 otherwise (tile_width): at Qwen3-Next's
+//    B Hv = 32, V = 128 that is 128 blocks on an H200's 132 SMs instead of 32. Narrower
+//    tiles would fill more SMs at small B Hv, but every tile re-reads all of w, k~, q_g and P
+//    of every chunk, so the factor traffic grows as V / BV.
+// backward is (a) the adjoint walk, storing every chunk's exit adjoint (PassArgs::adjoints)
+// and dh0 where a sequence starts, then (b) one chunk job per (batch * value head, chunk):
+// ChunkKernel::backward from the chunk's kept entry state and exit adjoint. The sequential
+// part is then the adjoint step alone (4 GEMMs of C K BV per chunk and tile); the chunk's
+// whole backward (about 30 GEMMs) runs on every chunk at once. The host keeps its fused
+// walk.
+//
+// Memory at a 32K-token shard of Qwen3-Next's GDN (B = 1, Hv = 32, Hk = 16, K = V = 128,
+// C = 64, fp32; 512 chunks per (batch, head), 16384 (b, h, chunk) jobs), per layer:
+//   WY factors  (1 + 3 C K + C V + C^2 = 36865 elements per job)  2.42 GB (2.25 GiB)
+//   entry states (K V = 16384 per job, kept from forward to backward) 1.07 GB (1 GiB)
+//   exit adjoints (K V per job, during backward() only)              1.07 GB (1 GiB)
+//   dq / dk per value head scratch (2 x G B T Hk K, G = 2)          0.54 GB
+//   chunk-job workspace: min(jobs, 4 SMs) = 528 blocks x ~0.11 M el.  0.24 GB
+// The factors are freed after each forward and backward by the CP core; the entry states
+// are the only thing kept between a layer's forward and its backward (1 GiB per layer, or
+// 0 with recomputation keeping them alone). Peak inside backward: factors + states +
+// exit adjoints + scratch, about 5.3 GB. Every buffer comes from the device pool
+// (runtime/device_pool.h): after the first step no kernel launch here allocates.
 #include <algorithm>
 
+#include "core/error.h"
 #include "gdn/pass_args.h"
 #include "ops/gdn_chunk/chunk_kernel.h"
 #include "ops/gdn_chunk/cuda_exec.cuh"
@@ -17,7 +47,8 @@ namespace {
 
 using Segment = SliceLayout::Segment;
 using Chunk = SliceLayout::Chunk;
-constexpr int kThreads = 256;  // threads per block of every pass kernel
+// Threads per block of every pass kernel: the tiled GEMM's 16 x 16 thread grid.
+constexpr int kThreads = kTileThreads;
 
 // One block's slice of the workspace: the kernel's scratch, then the chunk's rows.
 template <typename T>
@@ -109,62 +140,196 @@ __global__ void prepare_kernel(PassArgs<T> a) {
   }
 }
 
+// ---- The V-tiled sequential walks ----
+
+// One walk block's dynamic shared memory: the K x n state tile (h, mu or M's columns) and two
+// C x n scratch tiles, all dense with leading dimension n (the tile's width).
+extern __shared__ __align__(16) unsigned char tile_smem[];
 template <typename T>
-__global__ void transition_kernel(PassArgs<T> a, T* M, T* U) {
-  const BlockBuffers<T> buf(a);
-  auto math = kernel_of(a, buf);
-  const int K = a.K, V = a.V;
-  for (int bh = blockIdx.x; bh < a.B * a.Hv; bh += gridDim.x) {
-    const int b = bh / a.Hv, h = bh % a.Hv;
-    T* m = M + std::size_t(bh) * K * K;
-    T* u = U + std::size_t(bh) * K * V;
-    block_fill(m, std::int64_t(K) * K, T(0));
-    block_fill(u, std::int64_t(K) * V, T(0));
-    __syncthreads();
-    // As LocalPass::transition: only the last segment reaches the slice's end.
-    const bool empty = a.num_segments == 0;
-    const Segment s = empty ? Segment{} : a.segments[a.num_segments - 1];
-    const bool affine = empty || !s.starts;
-    if (affine)
-      for (int i = threadIdx.x; i < K; i += blockDim.x) m[i * K + i] = 1;
-    else if (a.in.h0)
-      block_copy(u, a.in.h0 + a.state_offset(a.seq_of(s, b), h), std::int64_t(K) * V);
-    __syncthreads();
-    if (empty) continue;
-    for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-      if (affine) math.compose(a.factors_of(bh, c), m);
-      math.step(a.factors_of(bh, c), u, nullptr);
-    }
+struct TileSmem {
+  T *state, *s1, *s2;
+  __device__ TileSmem(int K, int C, int n) {
+    state = reinterpret_cast<T*>(tile_smem);
+    s1 = state + std::size_t(K) * n;
+    s2 = s1 + std::size_t(C) * n;
   }
+  __host__ static std::size_t bytes(int K, int C, int bv) {
+    return (std::size_t(K) + 2 * std::size_t(C)) * bv * sizeof(T);
+  }
+};
+
+// rows x n tile of a row-major matrix with leading dimension ld, to and from a dense tile.
+template <typename T>
+__device__ void load_tile(T* dst, const T* src, int rows, int n, std::int64_t ld) {
+  for (int x = threadIdx.x; x < rows * n; x += blockDim.x) dst[x] = src[(x / n) * ld + x % n];
+}
+template <typename T>
+__device__ void store_tile(T* dst, std::int64_t ld, const T* src, int rows, int n) {
+  for (int x = threadIdx.x; x < rows * n; x += blockDim.x) dst[(x / n) * ld + x % n] = src[x];
 }
 
 template <typename T>
-__global__ void output_kernel(PassArgs<T> a, const T* h_in, T* o, T* ht) {
-  const BlockBuffers<T> buf(a);
-  auto math = kernel_of(a, buf);
-  const int K = a.K, V = a.V;
-  const std::int64_t KV = std::int64_t(K) * V;
-  for (int bh = blockIdx.x; bh < a.B * a.Hv; bh += gridDim.x) {
-    const int b = bh / a.Hv, hv = bh % a.Hv;
+__device__ ChunkKernel<T, CudaExec> tile_kernel_of(const PassArgs<T>& a) {
+  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, nullptr);  // *_cols forms only
+}
+
+// Jobs of a walk: (batch * value head) x tiles, the tiles of one (b, h) adjacent so that
+// they run together and share the factors' reads in L2.
+struct TileJob {
+  int bh, tile;
+};
+__device__ inline TileJob tile_job(std::int64_t job, int tiles) {
+  return {int(job / tiles), int(job % tiles)};
+}
+
+// LocalPass::transition, tiled over the K columns of M and then the V columns of U: per
+// (b, h), tiles [0, tk) hold M's columns (compose_cols), [tk, tk + tv) U's (step_cols
+// without outputs). Only the last segment reaches the slice's end.
+template <typename T>
+__global__ void transition_kernel(PassArgs<T> a, T* M, T* U, int bv) {
+  const int K = a.K, V = a.V, tk = (K + bv - 1) / bv, tv = (V + bv - 1) / bv;
+  auto math = tile_kernel_of(a);
+  const bool empty = a.num_segments == 0;
+  const Segment s = empty ? Segment{} : a.segments[a.num_segments - 1];
+  const bool affine = empty || !s.starts;
+  for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * (tk + tv);
+       job += gridDim.x) {
+    const TileJob j = tile_job(job, tk + tv);
+    const int b = j.bh / a.Hv, h = j.bh % a.Hv;
+    const bool of_m = j.tile < tk;
+    const int c0 = (of_m ? j.tile : j.tile - tk) * bv, width = of_m ? K : V;
+    const int n = min(bv, width - c0);
+    const TileSmem<T> sm(K, a.C, n);
+    T* out = (of_m ? M + std::size_t(j.bh) * K * K : U + std::size_t(j.bh) * K * V) + c0;
+    if (of_m) {  // M = I (the slice continues a sequence, or is empty), else 0
+      for (int x = threadIdx.x; x < K * n; x += blockDim.x)
+        sm.state[x] = affine && x / n == c0 + x % n ? T(1) : T(0);
+    } else if (!empty && !affine && a.in.h0) {
+      load_tile(sm.state, a.in.h0 + a.state_offset(a.seq_of(s, b), h) + c0, K, n, V);
+    } else {
+      for (int x = threadIdx.x; x < K * n; x += blockDim.x) sm.state[x] = T(0);
+    }
+    __syncthreads();
+    if (!empty && (affine || !of_m))
+      for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
+        if (of_m)
+          math.compose_cols(a.factors_of(j.bh, c), n, sm.state, n, sm.s1);
+        else
+          math.step_cols(a.factors_of(j.bh, c), c0, n, sm.state, n, nullptr, 0, sm.s1);
+      }
+    store_tile(out, width, sm.state, K, n);
+    __syncthreads();  // the next job overwrites the tile
+  }
+}
+
+// LocalPass::output, one block per (b, h, column tile): the state tile walks the chunks,
+// leaving each chunk's entry state (its columns) in a.states and its output columns in o.
+template <typename T>
+__global__ void output_kernel(PassArgs<T> a, const T* h_in, T* o, T* ht, int bv) {
+  const int K = a.K, V = a.V, tv = (V + bv - 1) / bv;
+  auto math = tile_kernel_of(a);
+  const std::int64_t v_stride = std::int64_t(a.Hv) * V;
+  for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * tv; job += gridDim.x) {
+    const TileJob j = tile_job(job, tv);
+    const int b = j.bh / a.Hv, hv = j.bh % a.Hv, c0 = j.tile * bv, n = min(bv, V - c0);
+    const TileSmem<T> sm(K, a.C, n);
     for (std::int64_t si = 0; si < a.num_segments; ++si) {
       const Segment s = a.segments[si];
       const int seq = a.seq_of(s, b);
       if (s.starts && a.in.h0)
-        block_copy(buf.h, a.in.h0 + a.state_offset(seq, hv), KV);
+        load_tile(sm.state, a.in.h0 + a.state_offset(seq, hv) + c0, K, n, V);
       else if (!s.starts && h_in)
-        block_copy(buf.h, h_in + std::size_t(bh) * KV, KV);
+        load_tile(sm.state, h_in + std::size_t(j.bh) * K * V + c0, K, n, V);
       else
-        block_fill(buf.h, KV, T(0));
+        for (int x = threadIdx.x; x < K * n; x += blockDim.x) sm.state[x] = T(0);
       __syncthreads();
       for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-        block_copy(a.entry_state(bh, c), buf.h, KV);  // step's entry barrier orders it
-        math.step(a.factors_of(bh, c), buf.h, buf.o);
+        // Reads the tile only; step_cols writes it after its GEMMs' barriers.
+        store_tile(a.entry_state(j.bh, c) + c0, V, sm.state, K, n);
+        math.step_cols(a.factors_of(j.bh, c), c0, n, sm.state, n, sm.s2, n, sm.s1);
         const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
-        scatter(buf.o, a.chunks[c].rows, V, o + (t * a.Hv + hv) * V, std::int64_t(a.Hv) * V);
-        __syncthreads();  // the next step overwrites buf.o
+        // The next step writes s2 only after its first GEMM's entry barrier.
+        store_tile(o + (t * a.Hv + hv) * V + c0, v_stride, sm.s2, a.chunks[c].rows, n);
       }
-      if (s.ends && ht) block_copy(ht + a.state_offset(seq, hv), buf.h, KV);
+      if (s.ends && ht) store_tile(ht + a.state_offset(seq, hv) + c0, V, sm.state, K, n);
+      __syncthreads();  // the next segment or job overwrites the tile
+    }
+  }
+}
+
+// The adjoint over the chunks of segment s, last to first, on the tile mu (K x n, shared,
+// initialised and behind a barrier): mu <- M_c^T mu + A_c^T dO_c (adjoint_cols), storing
+// each chunk's exit adjoint (mu before its step) into a.adjoints when `store` is set.
+template <typename T>
+__device__ void adjoint_walk(const PassArgs<T>& a, ChunkKernel<T, CudaExec>& math,
+                             const TileSmem<T>& sm, int bh, int c0, int n, const Segment& s,
+                             const T* dO, bool store) {
+  const int b = bh / a.Hv, hv = bh % a.Hv, V = a.V;
+  for (std::int64_t c = s.first_chunk + s.num_chunks - 1; c >= s.first_chunk; --c) {
+    if (store) store_tile(a.exit_adjoint(bh, c) + c0, V, sm.state, a.K, n);
+    const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
+    const int rows = a.chunks[c].rows;
+    const T* src = dO + (t * a.Hv + hv) * V + c0;
+    const std::int64_t stride = std::int64_t(a.Hv) * V;
+    // dO's tile, zero past the chunk's rows; s2 was last read before the previous
+    // adjoint_cols' exit barrier, and the next GEMM's entry barrier orders these writes.
+    for (int x = threadIdx.x; x < a.C * n; x += blockDim.x) {
+      const int i = x / n, d = x % n;
+      sm.s2[x] = i < rows ? src[i * stride + d] : T(0);
+    }
+    math.adjoint_cols(a.factors_of(bh, c), n, sm.state, n, sm.s2, n, sm.s1);
+  }
+}
+
+// LocalPass::adjoint (backward phase 1): D = dLoss/dh_in from a zero exit adjoint. Only a
+// first segment that continues a sequence carries gradient to h_in.
+template <typename T>
+__global__ void adjoint_kernel(PassArgs<T> a, const T* dO, const T* dht, T* D, int bv) {
+  const int K = a.K, V = a.V, tv = (V + bv - 1) / bv;
+  auto math = tile_kernel_of(a);
+  const bool carries = a.num_segments > 0 && !a.segments[0].starts;
+  for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * tv; job += gridDim.x) {
+    const TileJob j = tile_job(job, tv);
+    const int b = j.bh / a.Hv, hv = j.bh % a.Hv, c0 = j.tile * bv, n = min(bv, V - c0);
+    const TileSmem<T> sm(K, a.C, n);
+    const Segment s = carries ? a.segments[0] : Segment{};
+    if (carries && s.ends && dht)
+      load_tile(sm.state, dht + a.state_offset(a.seq_of(s, b), hv) + c0, K, n, V);
+    else
+      for (int x = threadIdx.x; x < K * n; x += blockDim.x) sm.state[x] = T(0);
+    __syncthreads();
+    if (carries) adjoint_walk(a, math, sm, j.bh, c0, n, s, dO, false);
+    store_tile(D + std::size_t(j.bh) * K * V + c0, V, sm.state, K, n);
+    __syncthreads();
+  }
+}
+
+// Backward, part (a): every segment's adjoint walk from its exit adjoint (dht where the
+// sequence ends in the slice, lambda where it continues past it, else 0), as the fused
+// backward initialises dh per segment; every chunk's exit adjoint into a.adjoints, and dh0
+// where a sequence starts.
+template <typename T>
+__global__ void backward_walk_kernel(PassArgs<T> a, const T* lambda, const T* dO, const T* dht,
+                                     T* dh0, int bv) {
+  const int K = a.K, V = a.V, tv = (V + bv - 1) / bv;
+  auto math = tile_kernel_of(a);
+  for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * tv; job += gridDim.x) {
+    const TileJob j = tile_job(job, tv);
+    const int b = j.bh / a.Hv, hv = j.bh % a.Hv, c0 = j.tile * bv, n = min(bv, V - c0);
+    const TileSmem<T> sm(K, a.C, n);
+    for (std::int64_t si = a.num_segments - 1; si >= 0; --si) {
+      const Segment s = a.segments[si];
+      const int seq = a.seq_of(s, b);
+      if (s.ends && dht)
+        load_tile(sm.state, dht + a.state_offset(seq, hv) + c0, K, n, V);
+      else if (!s.ends && lambda)
+        load_tile(sm.state, lambda + std::size_t(j.bh) * K * V + c0, K, n, V);
+      else
+        for (int x = threadIdx.x; x < K * n; x += blockDim.x) sm.state[x] = T(0);
       __syncthreads();
+      adjoint_walk(a, math, sm, j.bh, c0, n, s, dO, true);
+      if (s.starts && dh0) store_tile(dh0 + a.state_offset(seq, hv) + c0, V, sm.state, K, n);
+      __syncthreads();  // the next segment or job overwrites the tile
     }
   }
 }
@@ -200,70 +365,37 @@ __global__ void output_from_states_kernel(PassArgs<T> a, T* o, T* ht) {
   }
 }
 
+// Backward, part (b): one block per (batch * value head, chunk) job, the chunk's whole
+// backward from its entry state (output()) and exit adjoint (part (a)); the entry adjoint it
+// returns in buf.h is part (a)'s too and is dropped. dq, dk per value head go to dqv, dkv
+// ([G, B, Tl, Hk, K]); summed per group afterwards.
 template <typename T>
-__global__ void adjoint_kernel(PassArgs<T> a, const T* dO, const T* dht, T* D) {
-  const BlockBuffers<T> buf(a);
-  auto math = kernel_of(a, buf);
-  const int K = a.K, V = a.V;
-  const std::int64_t KV = std::int64_t(K) * V;
-  for (int bh = blockIdx.x; bh < a.B * a.Hv; bh += gridDim.x) {
-    const int b = bh / a.Hv, hv = bh % a.Hv;
-    T* mu = D + std::size_t(bh) * KV;
-    block_fill(mu, KV, T(0));
-    __syncthreads();
-    // Only a first segment that continues a sequence carries gradient to h_in.
-    if (a.num_segments == 0 || a.segments[0].starts) continue;
-    const Segment s = a.segments[0];
-    if (s.ends && dht) block_copy(mu, dht + a.state_offset(a.seq_of(s, b), hv), KV);
-    __syncthreads();
-    for (std::int64_t c = s.first_chunk + s.num_chunks - 1; c >= s.first_chunk; --c) {
-      const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
-      gather(dO + (t * a.Hv + hv) * V, std::int64_t(a.Hv) * V, a.chunks[c].rows, V, a.C, buf.dO);
-      math.adjoint(a.factors_of(bh, c), mu, buf.dO);  // barriers on entry and exit
-    }
-  }
-}
-
-// dq, dk per value head go to dqv, dkv ([G, B, Tl, Hk, K]); summed per group afterwards.
-template <typename T>
-__global__ void backward_kernel(PassArgs<T> a, const T* lambda, const T* dO, const T* dht,
-                                GdnGrads<T> gr, T* dqv, T* dkv) {
+__global__ void backward_chunks_kernel(PassArgs<T> a, const T* dO, GdnGrads<T> gr, T* dqv, T* dkv) {
   const BlockBuffers<T> buf(a);
   auto math = kernel_of(a, buf);
   const int K = a.K, V = a.V, G = a.G;
   const std::int64_t KV = std::int64_t(K) * V;
   const std::int64_t qk_elems = std::int64_t(a.B) * a.Tl * a.Hk * K;
   const std::int64_t qk_stride = std::int64_t(a.Hk) * K, v_stride = std::int64_t(a.Hv) * V;
-  for (int bh = blockIdx.x; bh < a.B * a.Hv; bh += gridDim.x) {
-    const int b = bh / a.Hv, hv = bh % a.Hv, hk = hv / G;
-    for (std::int64_t si = a.num_segments - 1; si >= 0; --si) {
-      const Segment s = a.segments[si];
-      const int seq = a.seq_of(s, b);
-      if (s.ends && dht)
-        block_copy(buf.h, dht + a.state_offset(seq, hv), KV);
-      else if (!s.ends && lambda)
-        block_copy(buf.h, lambda + std::size_t(bh) * KV, KV);
-      else
-        block_fill(buf.h, KV, T(0));
-      for (std::int64_t c = s.first_chunk + s.num_chunks - 1; c >= s.first_chunk; --c) {
-        const Chunk ch = a.chunks[c];
-        const std::int64_t t = std::int64_t(b) * a.Tl + ch.begin;
-        const std::int64_t qk_at = (t * a.Hk + hk) * K, v_at = (t * a.Hv + hv) * V;
-        gather_rows(a, bh, c, buf);
-        gather(dO + v_at, v_stride, ch.rows, V, a.C, buf.dO);
-        __syncthreads();
-        math.backward(buf.rows(), a.entry_state(bh, c), buf.dO, buf.h, buf.grads());
-        const std::int64_t head = std::int64_t(hv % G) * qk_elems;
-        scatter(buf.dq, ch.rows, K, dqv + head + qk_at, qk_stride);
-        scatter(buf.dk, ch.rows, K, dkv + head + qk_at, qk_stride);
-        scatter(buf.dv, ch.rows, V, gr.dv + v_at, v_stride);
-        scatter(buf.dg, ch.rows, 1, gr.dg + t * a.Hv + hv, a.Hv);
-        scatter(buf.dbeta, ch.rows, 1, gr.dbeta + t * a.Hv + hv, a.Hv);
-        __syncthreads();  // the next chunk's gather overwrites the row buffers
-      }
-      if (s.starts && gr.dh0) block_copy(gr.dh0 + a.state_offset(seq, hv), buf.h, KV);
-      __syncthreads();
-    }
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x) {
+    const int bh = int(job / a.num_chunks), b = bh / a.Hv, hv = bh % a.Hv, hk = hv / G;
+    const std::int64_t c = job % a.num_chunks;
+    const Chunk ch = a.chunks[c];
+    const std::int64_t t = std::int64_t(b) * a.Tl + ch.begin;
+    const std::int64_t qk_at = (t * a.Hk + hk) * K, v_at = (t * a.Hv + hv) * V;
+    gather_rows(a, bh, c, buf);
+    gather(dO + v_at, v_stride, ch.rows, V, a.C, buf.dO);
+    block_copy(buf.h, a.exit_adjoint(bh, c), KV);
+    __syncthreads();
+    math.backward(buf.rows(), a.entry_state(bh, c), buf.dO, buf.h, buf.grads());
+    const std::int64_t head = std::int64_t(hv % G) * qk_elems;
+    scatter(buf.dq, ch.rows, K, dqv + head + qk_at, qk_stride);
+    scatter(buf.dk, ch.rows, K, dkv + head + qk_at, qk_stride);
+    scatter(buf.dv, ch.rows, V, gr.dv + v_at, v_stride);
+    scatter(buf.dg, ch.rows, 1, gr.dg + t * a.Hv + hv, a.Hv);
+    scatter(buf.dbeta, ch.rows, 1, gr.dbeta + t * a.Hv + hv, a.Hv);
+    __syncthreads();  // the next job overwrites the row buffers
   }
 }
 
@@ -282,21 +414,64 @@ int grid_for(std::int64_t n, int threads) {
   return int(std::min<std::int64_t>((n + threads - 1) / threads, 65535));
 }
 
-// A few resident blocks per SM; more only multiplies the workspace.
-int max_blocks() {
+int sm_count() {
   int device = 0, sms = 0;
   GDN_CUDA_CHECK(cudaGetDevice(&device));
   GDN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max(1, 4 * sms);
+  return std::max(1, sms);
+}
+
+// A few resident blocks per SM; more only multiplies the workspace.
+int max_blocks() {
+  return 4 * sm_count();
 }
 
 int blocks_for(std::int64_t jobs) {
   return int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, max_blocks())));
 }
 
+// A walk kernel's launch: its column tile width BV and dynamic shared memory.
+struct WalkLaunch {
+  int bv;
+  std::size_t smem;
+};
+
+// BV = 64 where B Hv ceil(V / 64) blocks already fill the SMs, else 32 (see the top of this
+// file); then halved until the tiles fit the block's shared memory next to the kernel's
+// static share (the GEMM's staging), which only large K or C in fp64 need.
+template <typename T, typename Kernel>
+WalkLaunch walk_launch(const PassArgs<T>& a, Kernel kernel) {
+  const std::int64_t bh = std::int64_t(a.B) * a.Hv;
+  int bv = bh * ((a.V + 63) / 64) >= sm_count() ? 64 : 32;
+  bv = std::max(1, std::min(bv, std::max(a.K, a.V)));
+  int device = 0, optin = 0;
+  GDN_CUDA_CHECK(cudaGetDevice(&device));
+  GDN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  cudaFuncAttributes attr{};
+  GDN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  const std::size_t room = std::size_t(optin) - std::min<std::size_t>(optin, attr.sharedSizeBytes);
+  while (bv > 1 && TileSmem<T>::bytes(a.K, a.C, bv) > room) bv /= 2;
+  const std::size_t smem = TileSmem<T>::bytes(a.K, a.C, bv);
+  GDN_CHECK(smem <= room, "GDN CUDA pass: a K = ", a.K, ", C = ", a.C,
+            " state column does not fit in shared memory (", room, " bytes)");
+  // Above the default 48 KiB a kernel must opt in; setting it every launch is cheap.
+  GDN_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  return {bv, smem};
+}
+
+// One block per (b, h, tile) job: the walks are few and long, so every one gets its block.
+int walk_grid(std::int64_t jobs) {
+  return int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, 1 << 30)));
+}
+
 }  // namespace
 
 bool needs_prepare(Cuda) {
+  return true;
+}
+
+bool chunk_parallel_backward(Cuda) {
   return true;
 }
 
@@ -306,7 +481,8 @@ int grad_scratch_heads(Cuda, int G) {
 
 template <typename T>
 std::size_t workspace_elems(Cuda, const PassArgs<T>& a) {
-  // prepare and output_from_states have the most jobs, so they launch the most blocks.
+  // The chunk jobs (prepare, output_from_states, backward part (b)) have the most jobs, so
+  // they launch the most blocks; the walks keep their tiles in shared memory.
   return std::size_t(
              blocks_for(std::int64_t(a.B) * a.Hv * std::max<std::int64_t>(1, a.num_chunks))) *
          BlockBuffers<T>::size(a.C, a.K, a.V);
@@ -322,13 +498,19 @@ void prepare(Cuda, const PassArgs<T>& a) {
 
 template <typename T>
 void transition(Cuda, const PassArgs<T>& a, T* M, T* U) {
-  transition_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, M, U);
+  if (a.B * a.Hv == 0) return;
+  const WalkLaunch l = walk_launch(a, transition_kernel<T>);
+  const std::int64_t tiles = (a.K + l.bv - 1) / l.bv + (a.V + l.bv - 1) / l.bv;
+  transition_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, M, U, l.bv);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
 void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht) {
-  output_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, h_in, o, ht);
+  if (a.B * a.Hv == 0) return;
+  const WalkLaunch l = walk_launch(a, output_kernel<T>);
+  const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
+  output_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, h_in, o, ht, l.bv);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -342,14 +524,30 @@ void output_from_states(Cuda, const PassArgs<T>& a, T* o, T* ht) {
 
 template <typename T>
 void adjoint(Cuda, const PassArgs<T>& a, const T* dO, const T* dht, T* D) {
-  adjoint_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, dO, dht, D);
+  if (a.B * a.Hv == 0) return;
+  const WalkLaunch l = walk_launch(a, adjoint_kernel<T>);
+  const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
+  adjoint_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, dO, dht, D, l.bv);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
 void backward(Cuda, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
               GdnGrads<T>& gr, T* dqv, T* dkv) {
-  backward_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, lambda, dO, dht, gr, dqv, dkv);
+  GDN_CHECK(a.adjoints != nullptr || a.num_chunks == 0,
+            "GDN CUDA backward: no exit-adjoint buffer (LocalPass::backward allocates it)");
+  GDN_CHECK(a.prepared || a.num_chunks == 0, "GDN CUDA backward: the WY factors are not made");
+  if (a.B * a.Hv == 0) return;
+  // (a) the sequential adjoint walk, V-tiled: exit adjoints and dh0.
+  const WalkLaunch l = walk_launch(a, backward_walk_kernel<T>);
+  const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
+  backward_walk_kernel<T>
+      <<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, lambda, dO, dht, gr.dh0, l.bv);
+  GDN_CUDA_CHECK(cudaGetLastError());
+  // (b) every chunk's backward at once.
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  if (jobs == 0) return;
+  backward_chunks_kernel<T><<<blocks_for(jobs), kThreads>>>(a, dO, gr, dqv, dkv);
   GDN_CUDA_CHECK(cudaGetLastError());
   const std::int64_t qk_elems = std::int64_t(a.B) * a.Tl * a.Hk * a.K;
   if (qk_elems == 0) return;
