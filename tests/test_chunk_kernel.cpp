@@ -14,6 +14,7 @@
 
 #include "core/rng.h"
 #include "ops/gdn_chunk/host_exec.h"
+#include "ops/gdn_chunk/tiled_gemm.h"
 #include "test_support.h"
 
 using namespace gdn;
@@ -382,5 +383,136 @@ TEST_CASE(
     INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " chunks=" << s.nchunks << " BV=" << s.bv);
     check_split_backward<double>(s.C, s.K, s.V, s.nchunks, s.last_valid, s.bv, 1e-12);
     check_split_backward<float>(s.C, s.K, s.V, s.nchunks, s.last_valid, s.bv, 1e-4);
+  }
+}
+
+namespace {
+
+// CudaExec's GEMM (tiled_gemm, tiled_gemm.h) on kTileThreads emulated block threads: the same
+// source the GPU runs, the same choice of output tile (4 x 2 per thread where n <= 32), a
+// staging buffer shared by the threads as a block shares its shared memory.
+struct TiledExec {
+  static constexpr bool serial = false;
+  int t;
+  std::barrier<>* bar;
+  void* stage;  // tiled_gemm_stage_elems<4, 4>() elements of the T in use
+  int tid() const { return t; }
+  int nthreads() const { return kTileThreads; }
+  void sync() const { bar->arrive_and_wait(); }
+  template <typename T>
+  void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B,
+            int ldb, T beta, T* C, int ldc, Structure s = Structure::kDense) const {
+    sync();
+    auto barrier = [this] { sync(); };
+    T* st = static_cast<T*>(stage);
+    if (n <= 32)
+      tiled_gemm<4, 2>(t, barrier, st, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+    else
+      tiled_gemm<4, 4>(t, barrier, st, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+    sync();
+  }
+};
+
+// f(exec) on kTileThreads threads sharing one barrier and one staging buffer.
+template <typename T, typename F>
+void on_tiled_block(F f) {
+  std::vector<T> stage(tiled_gemm_stage_elems<4, 4>(), std::numeric_limits<T>::quiet_NaN());
+  std::barrier<> bar(kTileThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kTileThreads; ++t)
+    threads.emplace_back([&, t] { f(TiledExec{t, &bar, stage.data()}); });
+  for (auto& th : threads) th.join();
+}
+
+struct GemmShape {
+  int m, n, k;
+};
+
+}  // namespace
+
+TEST_CASE("The tiled block GEMM (CudaExec's) equals the plain product, every transposition",
+          "[chunk_kernel][tiled_gemm]") {
+  Rng rng(31);
+  const std::vector<GemmShape> shapes = {{64, 32, 128}, {37, 53, 29}, {128, 128, 64},
+                                         {16, 16, 16},  {1, 5, 3},    {70, 33, 17}};
+  for (const GemmShape& g : shapes)
+    for (int tr = 0; tr < 4; ++tr)
+      for (Structure s :
+           {Structure::kDense, Structure::kLowerA, Structure::kUpperA, Structure::kLowerC}) {
+        const bool ta = tr & 1, tb = tr & 2;
+        const bool square = g.m == g.k;  // the triangular hints need op(A) square
+        if ((s == Structure::kLowerA || s == Structure::kUpperA) && !square) continue;
+        INFO("m=" << g.m << " n=" << g.n << " k=" << g.k << " ta=" << ta << " tb=" << tb
+                  << " s=" << int(s));
+        // Leading dimensions wider than the operands, as the V-tiled passes use them.
+        const int lda = (ta ? g.m : g.k) + 3, ldb = (tb ? g.k : g.n) + 2, ldc = g.n + 5;
+        std::vector<double> A(std::size_t(ta ? g.k : g.m) * lda),
+            B(std::size_t(tb ? g.n : g.k) * ldb);
+        for (double& x : A) x = rng.normal();
+        for (double& x : B) x = rng.normal();
+        auto opA = [&](int i, int p) -> double& { return ta ? A[p * lda + i] : A[i * lda + p]; };
+        for (int i = 0; i < g.m; ++i)
+          for (int p = 0; p < g.k; ++p)
+            if ((s == Structure::kLowerA && p > i) || (s == Structure::kUpperA && p < i))
+              opA(i, p) = 0;
+        std::vector<double> C0(std::size_t(g.m) * ldc);
+        for (double& x : C0) x = rng.normal();
+        for (const double beta : {0.0, 0.5}) {
+          std::vector<double> want = C0, got = C0;
+          if (beta == 0)  // beta = 0 never reads C
+            for (double& x : got) x = std::numeric_limits<double>::quiet_NaN();
+          RefExec::gemm(ta, tb, g.m, g.n, g.k, -1.25, A.data(), lda, B.data(), ldb, beta,
+                        want.data(), ldc);
+          on_tiled_block<double>([&](const TiledExec& ex) {
+            ex.gemm(ta, tb, g.m, g.n, g.k, -1.25, A.data(), lda, B.data(), ldb, beta, got.data(),
+                    ldc, s);
+          });
+          double err = 0, ref = 0;
+          for (int i = 0; i < g.m; ++i)
+            for (int j = 0; j < g.n; ++j) {
+              if (s == Structure::kLowerC && j > i) continue;  // nobody reads these
+              const double d = got[i * ldc + j] - want[i * ldc + j];
+              err += d * d;
+              ref += want[i * ldc + j] * want[i * ldc + j];
+            }
+          CHECK(std::sqrt(err) <= 1e-13 * std::sqrt(ref));
+          // Entries outside the m x n window (the padding of ldc) are untouched.
+          if (beta != 0)
+            for (int i = 0; i < g.m; ++i)
+              for (int j = g.n; j < ldc; ++j) CHECK(got[i * ldc + j] == C0[i * ldc + j]);
+        }
+      }
+}
+
+TEST_CASE("The tiled block GEMM's entries do not depend on the width or the column offset",
+          "[chunk_kernel][tiled_gemm]") {
+  // What makes a V-tiled pass (n = BV columns at offset c0) and a full-width chunk job give
+  // the same bits (local_pass_cuda.cu): each entry is one thread's sum in the same order.
+  Rng rng(32);
+  const int m = 64, k = 128, V = 128;
+  std::vector<float> A(std::size_t(m) * k), B(std::size_t(k) * V);
+  for (float& x : A) x = float(rng.normal());
+  for (float& x : B) x = float(rng.normal());
+  std::vector<float> full(std::size_t(m) * V), tiled(std::size_t(m) * V);
+  on_tiled_block<float>([&](const TiledExec& ex) {
+    ex.gemm(false, false, m, V, k, 1.f, A.data(), k, B.data(), V, 0.f, full.data(), V);
+    for (int c0 = 0; c0 < V; c0 += 32)  // 4 x 2 tiles at n = 32, 4 x 4 at n = 128
+      ex.gemm(false, false, m, 32, k, 1.f, A.data(), k, B.data() + c0, V, 0.f, tiled.data() + c0,
+              V);
+  });
+  CHECK(full == tiled);
+}
+
+TEST_CASE("ChunkKernel with the tiled block GEMM on 256 emulated block threads matches one thread",
+          "[chunk_kernel][tiled_gemm]") {
+  for (const Shape3& s :
+       {Shape3{64, 32, 16, 64}, Shape3{64, 128, 128, 50}, Shape3{32, 16, 16, 19}}) {
+    INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " valid=" << s.valid);
+    ChunkCase<double> c(s.C, s.K, s.V, s.valid, 14);
+    const ChunkCase<double> want = run_host(c);
+    std::vector<double> ws(ChunkKernel<double, TiledExec>::workspace_size(s.C, s.K, s.V),
+                           std::numeric_limits<double>::quiet_NaN());
+    on_tiled_block<double>([&](const TiledExec& ex) { c.run(ex, ws.data()); });
+    check_same(c, want, 1e-12);
   }
 }
