@@ -516,3 +516,22 @@ TEST_CASE("ChunkKernel with the tiled block GEMM on 256 emulated block threads m
     check_same(c, want, 1e-12);
   }
 }
+
+TEST_CASE("ChunkKernel::outputs is step's o without the state update, same bits",
+          "[chunk_kernel]") {
+  for (const Shape3& s : kShapes) {
+    INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " valid=" << s.valid);
+    ChunkCase<double> c(s.C, s.K, s.V, s.valid, 15);
+    ChunkMath<double> math(s.C, s.K, s.V, c.scale);
+    const ChunkRows<double> r{c.q.data(), c.k.data(), c.v.data(), c.g.data(), c.beta.data()};
+    math.prepare(r, c.f.data());
+    std::vector<double> ws(ChunkKernel<double, HostExec>::workspace_size(s.C, s.K, s.V));
+    ChunkKernel<double, HostExec> k(s.C, s.K, s.V, c.scale, ws.data());
+    std::vector<double> o(c.o.size());
+    const std::vector<double> h = c.h;
+    k.outputs(c.f.data(), c.h.data(), o.data());
+    CHECK(c.h == h);
+    math.step(c.f.data(), c.h.data(), c.o.data());
+    CHECK(o == c.o);
+  }
+}

@@ -1,6 +1,9 @@
 // The GDN operator on the GPU against the CPU path: LocalPass<T, Cuda> against
 // LocalPass<double, Host>, phase by phase, on whole slices and on slices that continue a
-// sequence; and GdnContextParallel<T, Cuda> against the single-rank CPU op. Tolerances:
+// sequence; and GdnContextParallel<T, Cuda> against the single-rank CPU op. The GPU's
+// order of operations differs from the host's (V-tiled walks; output and backward split
+// into a walk and a chunk-parallel part): tests/test_chunk_kernel.cpp checks that order
+// on the CPU, these check the kernels. Tolerances:
 // fp32 relative <= 1e-4 against the fp64 CPU result, fp64 <= 1e-10. Skipped (exit 77)
 // where no GPU is visible; CI compiles and links it without one.
 #include <catch2/catch.hpp>
@@ -103,6 +106,12 @@ const std::vector<Case> kPassCases = {
     {"K = V = 128, C=16", make_problem(1, 150, 1, 2, 128, 128, 16), true, true},
     {"K = V = 128, C=64", make_problem(1, 300, 1, 2, 128, 128, 64), true, true},
     {"K = V = 128, C=128, Hv = 2 Hk", make_problem(1, 300, 1, 2, 128, 128, 128), true, true},
+    // The V-tiled walks (local_pass_cuda.cu): K and V not multiples of the tile width
+    // (BV = 32 here: tiles of 32, 32, 16 columns of U and 32, 16 of M), and enough
+    // (batch, head) pairs for BV = 64 (B Hv ceil(V / 64) >= the SM count) with a ragged
+    // last tile (96 = 64 + 32).
+    {"K = 48, V = 80: ragged column tiles", make_problem(1, 130, 1, 2, 48, 80, 32), true, true},
+    {"B Hv = 136, V = 96: BV = 64 tiles", make_problem(2, 40, 4, 68, 16, 96, 16), true, true},
 };
 
 // The recomputation of a slice on the GPU (LocalPass::output_from_states): output, then

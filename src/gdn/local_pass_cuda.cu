@@ -1,18 +1,20 @@
 // The passes of LocalPass on the GPU: the chunk math of ops/gdn_chunk run by CUDA blocks
 // (CudaExec). Two kinds of kernel:
 //  - chunk jobs, one block per (batch * value head, chunk): prepare, output_from_states and
-//    the second half of backward. Each block's scratch is its slice of the pass's workspace
-//    (global memory: the chunk's backward needs about 9 C^2 + 9 C K + 4 C V elements).
-//  - sequential walks over the chunks of one (batch, value head): transition, output,
-//    adjoint and the first half of backward. The state's columns never mix (chunk_kernel.h,
+//    the second halves of output and backward. Each block's scratch is its slice of the pass's
+//    workspace (global memory: the chunk's backward needs about 9 C^2 + 9 C K + 4 C V elements).
+//  - sequential walks over the chunks of one (batch, value head): transition, adjoint and
+//    the first halves of output and backward. The state's columns never mix (chunk_kernel.h,
 //    the *_cols forms), so each walk is split over column tiles of BV columns: one block per
 //    (batch * value head, tile), B Hv ceil(V / BV) blocks (transition also tiles M's K
 //    columns), each keeping its K x BV state tile and its two C x BV scratch tiles in
 //    dynamic shared memory and reading only its columns of u and dO. BV is 64 where that
-//    already gives every SM a block and 32 otherwise (tile_width): at Qwen3-Next's
+//    already gives every SM a block and 32 otherwise (walk_launch): at Qwen3-Next's
 //    B Hv = 32, V = 128 that is 128 blocks on an H200's 132 SMs instead of 32. Narrower
 //    tiles would fill more SMs at small B Hv, but every tile re-reads all of w, k~, q_g and P
 //    of every chunk, so the factor traffic grows as V / BV.
+// output is (a) the state walk alone (two GEMMs per chunk and tile), storing every chunk's
+// entry state, then (b) every chunk's outputs from its entry state at once.
 // backward is (a) the adjoint walk, storing every chunk's exit adjoint (PassArgs::adjoints)
 // and dh0 where a sequence starts, then (b) one chunk job per (batch * value head, chunk):
 // ChunkKernel::backward from the chunk's kept entry state and exit adjoint. The sequential
@@ -22,16 +24,19 @@
 //
 // Memory at a 32K-token shard of Qwen3-Next's GDN (B = 1, Hv = 32, Hk = 16, K = V = 128,
 // C = 64, fp32; 512 chunks per (batch, head), 16384 (b, h, chunk) jobs), per layer:
-//   WY factors  (1 + 3 C K + C V + C^2 = 36865 elements per job)  2.42 GB (2.25 GiB)
-//   entry states (K V = 16384 per job, kept from forward to backward) 1.07 GB (1 GiB)
-//   exit adjoints (K V per job, during backward() only)              1.07 GB (1 GiB)
-//   dq / dk per value head scratch (2 x G B T Hk K, G = 2)          0.54 GB
-//   chunk-job workspace: min(jobs, 4 SMs) = 528 blocks x ~0.11 M el.  0.24 GB
-// The factors are freed after each forward and backward by the CP core; the entry states
-// are the only thing kept between a layer's forward and its backward (1 GiB per layer, or
-// 0 with recomputation keeping them alone). Peak inside backward: factors + states +
-// exit adjoints + scratch, about 5.3 GB. Every buffer comes from the device pool
-// (runtime/device_pool.h): after the first step no kernel launch here allocates.
+//   WY factors, 1 + 3 C K + C V + C^2 = 36865 elements per job    2.25 GiB (2.42 GB)
+//   chunk entry states, K V = 16384 per job                        1.00 GiB (1.07 GB)
+//   exit adjoints, K V per job (inside backward() only)            1.00 GiB
+//   dq / dk per value head scratch, 2 x G B T Hk K (G = 2)         1.00 GiB
+//   chunk-job workspace, min(jobs, 4 x 132 SMs) = 528 blocks
+//     x 230209 elements (the chunk's backward scratch and rows)    0.45 GiB
+// Kept from a layer's forward to its backward: the entry states only (1 GiB; the CP core
+// frees the factors after the forward, and with recomputation they are all it keeps).
+// Peak inside a layer's backward: factors (its phase 1 makes them again) + states + exit
+// adjoints + dq / dk scratch + workspace = 5.7 GiB, released or reused by the next layer.
+// Every buffer is a Buffer<Cuda> from the device's pool (runtime/device_pool.h), the exit
+// adjoints included: once the pool is warm (from the second step) nothing here calls
+// cudaMalloc or cudaFree; the walks' tiles live in shared memory.
 #include <algorithm>
 
 #include "core/error.h"
@@ -222,13 +227,15 @@ __global__ void transition_kernel(PassArgs<T> a, T* M, T* U, int bv) {
   }
 }
 
-// LocalPass::output, one block per (b, h, column tile): the state tile walks the chunks,
-// leaving each chunk's entry state (its columns) in a.states and its output columns in o.
+// LocalPass::output, part (a): the state walk alone, one block per (b, h, column tile),
+// leaving each chunk's entry state (its columns) in a.states and the final states in ht.
+// Per chunk and tile it is two GEMMs (v_new = u - w h, h <- gamma h + k~^T v_new); the
+// outputs, which nothing later in the walk reads, are part (b) (outputs_kernel), as fla's
+// chunk_fwd_h / chunk_fwd_o split it.
 template <typename T>
-__global__ void output_kernel(PassArgs<T> a, const T* h_in, T* o, T* ht, int bv) {
+__global__ void state_walk_kernel(PassArgs<T> a, const T* h_in, T* ht, int bv) {
   const int K = a.K, V = a.V, tv = (V + bv - 1) / bv;
   auto math = tile_kernel_of(a);
-  const std::int64_t v_stride = std::int64_t(a.Hv) * V;
   for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * tv; job += gridDim.x) {
     const TileJob j = tile_job(job, tv);
     const int b = j.bh / a.Hv, hv = j.bh % a.Hv, c0 = j.tile * bv, n = min(bv, V - c0);
@@ -246,14 +253,30 @@ __global__ void output_kernel(PassArgs<T> a, const T* h_in, T* o, T* ht, int bv)
       for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
         // Reads the tile only; step_cols writes it after its GEMMs' barriers.
         store_tile(a.entry_state(j.bh, c) + c0, V, sm.state, K, n);
-        math.step_cols(a.factors_of(j.bh, c), c0, n, sm.state, n, sm.s2, n, sm.s1);
-        const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
-        // The next step writes s2 only after its first GEMM's entry barrier.
-        store_tile(o + (t * a.Hv + hv) * V + c0, v_stride, sm.s2, a.chunks[c].rows, n);
+        math.step_cols(a.factors_of(j.bh, c), c0, n, sm.state, n, nullptr, 0, sm.s1);
       }
       if (s.ends && ht) store_tile(ht + a.state_offset(seq, hv) + c0, V, sm.state, K, n);
       __syncthreads();  // the next segment or job overwrites the tile
     }
+  }
+}
+
+// LocalPass::output, part (b): every chunk's outputs from its entry state at once, one
+// block per (batch * value head, chunk) job (ChunkKernel::outputs: the same GEMM calls as
+// the step's, so the same bits as output_from_states, which steps the full width).
+template <typename T>
+__global__ void outputs_kernel(PassArgs<T> a, T* o) {
+  const BlockBuffers<T> buf(a);
+  auto math = kernel_of(a, buf);
+  const int V = a.V;
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x) {
+    const int bh = int(job / a.num_chunks), b = bh / a.Hv, hv = bh % a.Hv;
+    const std::int64_t c = job % a.num_chunks;
+    math.outputs(a.factors_of(bh, c), a.entry_state(bh, c), buf.o);  // barriers in its GEMMs
+    const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
+    scatter(buf.o, a.chunks[c].rows, V, o + (t * a.Hv + hv) * V, std::int64_t(a.Hv) * V);
+    __syncthreads();  // the next job overwrites buf.o
   }
 }
 
@@ -334,7 +357,7 @@ __global__ void backward_walk_kernel(PassArgs<T> a, const T* lambda, const T* dO
   }
 }
 
-// output_kernel's outputs from the entry states it kept, one block per (batch * value
+// output()'s outputs from the entry states it kept, one block per (batch * value
 // head, chunk) job: no chunk waits for the one before. Where the factors are not made
 // yet, each job makes its chunk's into the factor buffer first (prepare_kernel's work,
 // the same bits), so adjoint() finds them there.
@@ -508,9 +531,13 @@ void transition(Cuda, const PassArgs<T>& a, T* M, T* U) {
 template <typename T>
 void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht) {
   if (a.B * a.Hv == 0) return;
-  const WalkLaunch l = walk_launch(a, output_kernel<T>);
+  const WalkLaunch l = walk_launch(a, state_walk_kernel<T>);
   const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
-  output_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, h_in, o, ht, l.bv);
+  state_walk_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, h_in, ht, l.bv);
+  GDN_CUDA_CHECK(cudaGetLastError());
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  if (jobs == 0) return;
+  outputs_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -133,6 +133,10 @@ class ChunkKernel {
   GDN_HD void prepare(const ChunkRows<T>& rows, T* f);
   // h (K x V) <- gamma h + k~^T (u - w h); o (C x V) = s (q_g h + P (u - w h)) if o != null.
   GDN_HD void step(const T* f, T* h, T* o);
+  // o (C x V) = s (q_g h + P (u - w h)), h unchanged: step's outputs without its state
+  // update (its first three GEMM calls, so the same bits as step's o). The GPU's output pass
+  // walks the states alone and then makes every chunk's outputs from its entry state at once.
+  GDN_HD void outputs(const T* f, const T* h, T* o);
   // M (K x K) <- gamma M - k~^T (w M): the low-rank transition update, 2 K^2 C flops.
   GDN_HD void compose(const T* f, T* M);
   // mu (K x V) <- M_c^T mu + A_c^T dO: the adjoint of the chunk's entry state.
@@ -349,6 +353,16 @@ GDN_HD void ChunkKernel<T, Exec>::prepare(const ChunkRows<T>& rows, T* f) {
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::step(const T* f, T* h, T* o) {
   step_cols(f, 0, V_, h, V_, o, V_, vnew_);
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::outputs(const T* f, const T* h, T* o) {
+  const int C = C_, K = K_, V = V_;
+  const T* u = fl_.u(f);
+  for (int x = ex_.tid(); x < C * V; x += ex_.nthreads()) vnew_[x] = u[x];
+  ex_.gemm(false, false, C, V, K, T(-1), fl_.w(f), K, h, V, T(1), vnew_, V);  // u - w h
+  ex_.gemm(false, false, C, V, K, s_, fl_.qg(f), K, h, V, T(0), o, V);
+  ex_.gemm(false, false, C, V, C, s_, fl_.P(f), C, vnew_, V, T(1), o, V, Structure::kLowerA);
 }
 
 template <typename T, typename Exec>
