@@ -53,7 +53,8 @@ PassArgs<T> LocalPass<T, Dev>::args() {
                 prepared_,
                 states_.data(),
                 nullptr,
-                nullptr};
+                nullptr,
+                false};
   const std::size_t ws = pass::workspace_elems(Dev{}, a);
   if (workspace_.size() < ws) workspace_.resize(ws);
   a.workspace = workspace_.data();

@@ -38,6 +38,9 @@
 // adjoints included: once the pool is warm (from the second step) nothing here calls
 // cudaMalloc or cudaFree; the walks' tiles live in shared memory.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "gdn/pass_args.h"
@@ -128,7 +131,7 @@ __device__ void gather_rows(const PassArgs<T>& a, int bh, std::int64_t c,
 
 template <typename T>
 __device__ ChunkKernel<T, CudaExec> kernel_of(const PassArgs<T>& a, const BlockBuffers<T>& buf) {
-  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, buf.kernel);
+  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, buf.kernel, CudaExec{a.tf32});
 }
 
 template <typename T>
@@ -175,7 +178,8 @@ __device__ void store_tile(T* dst, std::int64_t ld, const T* src, int rows, int 
 
 template <typename T>
 __device__ ChunkKernel<T, CudaExec> tile_kernel_of(const PassArgs<T>& a) {
-  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, nullptr);  // *_cols forms only
+  // The *_cols forms only: they need no workspace.
+  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, nullptr, CudaExec{a.tf32});
 }
 
 // Jobs of a walk: (batch * value head) x tiles, the tiles of one (b, h) adjacent so that
@@ -488,7 +492,27 @@ int walk_grid(std::int64_t jobs) {
   return int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, 1 << 30)));
 }
 
+int tf32_mode = -1;  // set_cuda_tf32
+
+// The launch's view of the arguments: LocalPass's, plus the GEMM choice.
+template <typename T>
+PassArgs<T> configured(const PassArgs<T>& args) {
+  PassArgs<T> a = args;
+  a.tf32 = std::is_same_v<T, float> && cuda_tf32();
+  return a;
+}
+
 }  // namespace
+
+void set_cuda_tf32(int mode) {
+  tf32_mode = mode;
+}
+
+bool cuda_tf32() {
+  if (tf32_mode >= 0) return tf32_mode == 1;
+  const char* env = std::getenv("GDN_CUDA_TF32");
+  return env && std::string(env) == "1";
+}
 
 bool needs_prepare(Cuda) {
   return true;
@@ -512,7 +536,8 @@ std::size_t workspace_elems(Cuda, const PassArgs<T>& a) {
 }
 
 template <typename T>
-void prepare(Cuda, const PassArgs<T>& a) {
+void prepare(Cuda, const PassArgs<T>& args) {
+  const PassArgs<T> a = configured(args);
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
   prepare_kernel<T><<<blocks_for(jobs), kThreads>>>(a);
@@ -520,7 +545,8 @@ void prepare(Cuda, const PassArgs<T>& a) {
 }
 
 template <typename T>
-void transition(Cuda, const PassArgs<T>& a, T* M, T* U) {
+void transition(Cuda, const PassArgs<T>& args, T* M, T* U) {
+  const PassArgs<T> a = configured(args);
   if (a.B * a.Hv == 0) return;
   const WalkLaunch l = walk_launch(a, transition_kernel<T>);
   const std::int64_t tiles = (a.K + l.bv - 1) / l.bv + (a.V + l.bv - 1) / l.bv;
@@ -529,7 +555,8 @@ void transition(Cuda, const PassArgs<T>& a, T* M, T* U) {
 }
 
 template <typename T>
-void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht) {
+void output(Cuda, const PassArgs<T>& args, const T* h_in, T* o, T* ht) {
+  const PassArgs<T> a = configured(args);
   if (a.B * a.Hv == 0) return;
   const WalkLaunch l = walk_launch(a, state_walk_kernel<T>);
   const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
@@ -542,7 +569,8 @@ void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht) {
 }
 
 template <typename T>
-void output_from_states(Cuda, const PassArgs<T>& a, T* o, T* ht) {
+void output_from_states(Cuda, const PassArgs<T>& args, T* o, T* ht) {
+  const PassArgs<T> a = configured(args);
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
   output_from_states_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o, ht);
@@ -550,7 +578,8 @@ void output_from_states(Cuda, const PassArgs<T>& a, T* o, T* ht) {
 }
 
 template <typename T>
-void adjoint(Cuda, const PassArgs<T>& a, const T* dO, const T* dht, T* D) {
+void adjoint(Cuda, const PassArgs<T>& args, const T* dO, const T* dht, T* D) {
+  const PassArgs<T> a = configured(args);
   if (a.B * a.Hv == 0) return;
   const WalkLaunch l = walk_launch(a, adjoint_kernel<T>);
   const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
@@ -559,8 +588,9 @@ void adjoint(Cuda, const PassArgs<T>& a, const T* dO, const T* dht, T* D) {
 }
 
 template <typename T>
-void backward(Cuda, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
+void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const T* dht,
               GdnGrads<T>& gr, T* dqv, T* dkv) {
+  const PassArgs<T> a = configured(args);
   GDN_CHECK(a.adjoints != nullptr || a.num_chunks == 0,
             "GDN CUDA backward: no exit-adjoint buffer (LocalPass::backward allocates it)");
   GDN_CHECK(a.prepared || a.num_chunks == 0, "GDN CUDA backward: the WY factors are not made");

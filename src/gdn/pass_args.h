@@ -35,6 +35,9 @@ struct PassArgs {
   // sequential walk stores for its chunk-parallel part (pass::chunk_parallel_backward);
   // null on the host, whose backward stays one fused walk.
   T* adjoints = nullptr;
+  // CUDA, float: the chunk math's GEMMs on tensor cores (TF32 inputs, fp32 accumulation;
+  // pass::set_cuda_tf32). The CUDA passes set it per launch; the host ignores it.
+  bool tf32 = false;
 
   GDN_HD int seq_of(const Segment& s, int b) const { return packed ? s.seq : b; }
   GDN_HD std::int64_t state_offset(int seq, int h) const {
@@ -92,6 +95,12 @@ inline bool chunk_parallel_backward(Host) {
   return false;
 }
 bool chunk_parallel_backward(Cuda);
+// The CUDA passes' float GEMMs on tensor cores: TF32 inputs (10 mantissa bits) with fp32
+// accumulation, about 1e-3 relative instead of fp32's 1e-6, so off by default. mode 1: on,
+// 0: off, -1 (the default): on where the environment variable GDN_CUDA_TF32 is "1".
+// fp64 passes ignore it. CUDA builds only.
+void set_cuda_tf32(int mode);
+bool cuda_tf32();
 
 #define GDN_PASS_OPS(PREFIX, Dev, T)                                                          \
   PREFIX std::size_t workspace_elems(Dev, const PassArgs<T>& a);                              \

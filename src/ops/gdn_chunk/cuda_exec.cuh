@@ -10,15 +10,23 @@
 // one thread's sum in a fixed order, independent of the block count or tile widths.
 // A block of another size than kTileThreads falls back to block_gemm (one output per
 // thread, operands in global memory), the simple form the CPU tests also check.
+//
+// tf32 (float only, off unless the caller sets it: pass::set_cuda_tf32) runs the float GEMMs
+// on tensor cores instead (tf32_gemm.cuh): TF32 inputs, fp32 accumulation, about 1e-3
+// relative. Its staging shares the static array (26 KiB for float then).
 #pragma once
 
+#include <type_traits>
+
 #include "ops/gdn_chunk/chunk_kernel.h"
+#include "ops/gdn_chunk/tf32_gemm.cuh"
 #include "ops/gdn_chunk/tiled_gemm.h"
 
 namespace gdn {
 
 struct CudaExec {
   static constexpr bool serial = false;
+  bool tf32 = false;  // float GEMMs on tensor cores (TF32), see above
   __device__ int tid() const { return int(threadIdx.x); }
   __device__ int nthreads() const { return int(blockDim.x); }
   __device__ void sync() const { __syncthreads(); }
@@ -32,8 +40,21 @@ struct CudaExec {
   __device__ void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda,
                        const T* B, int ldb, T beta, T* C, int ldc,
                        Structure s = Structure::kDense) const {
-    __shared__ T stage[tiled_gemm_stage_elems<4, 4>()];
+    constexpr int simt = tiled_gemm_stage_elems<4, 4>();
+    constexpr int elems =
+        std::is_same_v<T, float> && kTf32StageElems > simt ? kTf32StageElems : simt;
+    __shared__ __align__(32) T stage[elems];  // wmma wants 32-byte aligned tiles
     __syncthreads();
+    if constexpr (std::is_same_v<T, float>) {
+      if (tf32 && blockDim.x == kTileThreads) {
+        if (n <= 32)
+          tf32_gemm<2>(stage, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+        else
+          tf32_gemm<4>(stage, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+        __syncthreads();
+        return;
+      }
+    }
     if (blockDim.x == kTileThreads) {
       // 64 x 32 output tiles where n is narrow (the V-tiled passes' BV = 32 columns), so
       // that no thread idles; 64 x 64 otherwise. The same sums either way.
