@@ -45,6 +45,7 @@ struct CudaExec {
         std::is_same_v<T, float> && kTf32StageElems > simt ? kTf32StageElems : simt;
     __shared__ __align__(32) T stage[elems];  // wmma wants 32-byte aligned tiles
     __syncthreads();
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 WMMA: sm_80 on; else SIMT
     if constexpr (std::is_same_v<T, float>) {
       if (tf32 && blockDim.x == kTileThreads) {
         if (n <= 32)
@@ -55,6 +56,7 @@ struct CudaExec {
         return;
       }
     }
+#endif
     if (blockDim.x == kTileThreads) {
       // 64 x 32 output tiles where n is narrow (the V-tiled passes' BV = 32 columns), so
       // that no thread idles; 64 x 64 otherwise. The same sums either way.

@@ -26,6 +26,8 @@ constexpr int kTf32StageElems = 2 * 16 * kTf32Ld + 64 * kTf32Ld;
 
 // stage: kTf32StageElems floats, 32-byte aligned. Called by all 256 threads; the caller
 // provides the barriers around the call.
+// Compiled only for sm_80 and later (TF32 WMMA); CudaExec takes the SIMT path elsewhere.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 template <int FN>
 __device__ void tf32_gemm(float* stage, bool ta, bool tb, int m, int n, int k, float alpha,
                           const float* A, int lda, const float* B, int ldb, float beta, float* C,
@@ -88,5 +90,6 @@ __device__ void tf32_gemm(float* stage, bool ta, bool tb, int m, int n, int k, f
     __syncthreads();  // the next tile overwrites Out
   }
 }
+#endif
 
 }  // namespace gdn
