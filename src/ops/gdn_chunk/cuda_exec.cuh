@@ -5,7 +5,8 @@
 // The GEMM is tiled_gemm (tiled_gemm.h): operands staged through shared memory in k-slices,
 // each thread RM x RN outputs in registers, the Structure hint used to skip zero triangles.
 // Its staging buffer is a static __shared__ array of this function, so every kernel that
-// runs a ChunkKernel holds it once (about 8 KiB for float, 16 KiB for double). The
+// runs a ChunkKernel holds it once (16.3 KiB for double; 25.5 KiB for float, sized for the
+// TF32 path below, which shares it). Also used by src/cp/pair_scan_cuda.cu. The
 // accumulator is T (fp32 for float: state and accumulation stay fp32), and each output is
 // one thread's sum in a fixed order, independent of the block count or tile widths.
 // A block of another size than kTileThreads falls back to block_gemm (one output per
@@ -13,7 +14,7 @@
 //
 // tf32 (float only, off unless the caller sets it: pass::set_cuda_tf32) runs the float GEMMs
 // on tensor cores instead (tf32_gemm.cuh): TF32 inputs, fp32 accumulation, about 1e-3
-// relative. Its staging shares the static array (26 KiB for float then).
+// relative.
 #pragma once
 
 #include <type_traits>
