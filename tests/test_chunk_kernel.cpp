@@ -13,6 +13,10 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "gdn/local_pass.h"
+#include "gdn/pass_walks.h"
+#include "gdn/random_inputs.h"
+#include "gdn/slice_layout.h"
 #include "ops/gdn_chunk/host_exec.h"
 #include "ops/gdn_chunk/tiled_gemm.h"
 #include "test_support.h"
@@ -534,4 +538,202 @@ TEST_CASE("ChunkKernel::outputs is step's o without the state update, same bits"
     math.step(c.f.data(), c.h.data(), c.o.data());
     CHECK(o == c.o);
   }
+}
+
+namespace {
+
+// The CUDA passes (local_pass_cuda.cu) on the CPU: their walk job bodies (gdn/pass_walks.h,
+// the same source the kernels run) on the policy of RunJob, each (b, h, column tile) job
+// after the other, and their chunk jobs (ChunkKernel::outputs, ChunkKernel::backward from
+// the stored entry states and exit adjoints) written out here as the kernels do them;
+// against LocalPass<double, Host>, every output and gradient.
+struct SerialJobs {  // every job on one thread (HostExec)
+  template <typename F>
+  void operator()(int C, int K, int V, double scale, F job) const {
+    ChunkKernel<double, HostExec> math(C, K, V, scale, nullptr);
+    job(math, HostExec{});
+  }
+};
+struct ThreadedJobs {  // every job on n emulated block threads (ThreadedExec, block_gemm)
+  int n;
+  template <typename F>
+  void operator()(int C, int K, int V, double scale, F job) const {
+    std::barrier<> bar(n);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < n; ++t)
+      threads.emplace_back([&, t] {
+        const ThreadedExec ex{t, n, &bar};
+        ChunkKernel<double, ThreadedExec> math(C, K, V, scale, nullptr, ex);
+        job(math, ex);
+      });
+    for (auto& th : threads) th.join();
+  }
+};
+
+template <typename RunJobs>
+void check_cuda_pass_order(const Case& c, std::int64_t t0, std::int64_t t1, int bv,
+                           const RunJobs& run_jobs) {
+  const GdnProblem& p = c.p;
+  const GdnData<double> d = random_gdn_inputs<double>(p, 71, c.h0, /*g_scale=*/0.1);
+  const Tensor<double> q = token_slice(d.q, t0, t1), k = token_slice(d.k, t0, t1),
+                       v = token_slice(d.v, t0, t1), g = token_slice(d.g, t0, t1),
+                       beta = token_slice(d.beta, t0, t1);
+  const std::int64_t Tl = t1 - t0;
+  const Shape local = {p.B, Tl, p.Hv, p.V}, bh_state = {p.B, p.Hv, p.K, p.V};
+  const Tensor<double> dO = random_tensor<double>(local, 72);
+  const Tensor<double> dht = random_tensor<double>(state_shape(p), 73);
+  const Tensor<double> h_in = random_tensor<double>(bh_state, 74);
+  const Tensor<double> lambda = random_tensor<double>(bh_state, 75);
+  const double* dht_p = c.dht ? dht.ptr() : nullptr;
+  const GdnTensors<double> in{q.ptr(), k.ptr(),    v.ptr(),
+                              g.ptr(), beta.ptr(), c.h0 ? d.h0.ptr() : nullptr};
+  GdnProblem lp = p;
+  lp.T = Tl;
+
+  // The host passes.
+  LocalPass<double, Host> cpu(p, t0, t1, in);
+  Tensor<double> M({p.B, p.Hv, p.K, p.K}), U(bh_state), o(local), ht(state_shape(p)), D(bh_state);
+  Grads<double> gr(lp, false);
+  gr.dh0 = Tensor<double>(c.h0 ? state_shape(p) : Shape{0});
+  GdnGrads<double> gv = gr.view();
+  cpu.prepare();
+  cpu.transition(M.ptr(), U.ptr());
+  cpu.output(h_in.ptr(), o.ptr(), ht.ptr());
+  cpu.adjoint(dO.ptr(), dht_p, D.ptr());
+  cpu.backward(lambda.ptr(), dO.ptr(), dht_p, gv);
+
+  // The CUDA order of operations.
+  const SliceLayout L(p, t0, t1);
+  const int B = p.B, Hv = p.Hv, Hk = p.Hk, K = p.K, V = p.V, C = p.chunk_size, G = p.group();
+  const std::int64_t nc = std::int64_t(L.chunks.size());
+  const std::size_t fsize = ChunkFactors<double>{C, K, V}.size();
+  std::vector<double> factors(std::size_t(B) * Hv * nc * fsize);
+  std::vector<double> states(std::size_t(B) * Hv * nc * K * V, std::nan(""));
+  std::vector<double> exits(states.size(), std::nan(""));
+  PassArgs<double> a{B,
+                     Hk,
+                     Hv,
+                     K,
+                     V,
+                     C,
+                     G,
+                     !p.cu_seqlens.empty(),
+                     Tl,
+                     std::int64_t(L.segments.size()),
+                     nc,
+                     L.segments.data(),
+                     L.chunks.data(),
+                     in,
+                     double(p.scale_value()),
+                     fsize,
+                     factors.data(),
+                     true,
+                     states.data(),
+                     nullptr,
+                     exits.data(),
+                     false};
+  pass::prepare(Host{}, a);
+  std::vector<double> tile(walk::tile_elems(K, C, bv), std::nan(""));
+  Tensor<double> eM(M.shape), eU(U.shape), eo(local), eht(state_shape(p)), eD(bh_state);
+  Grads<double> eg(lp, false);
+  eg.dh0 = Tensor<double>(gr.dh0.shape);
+  const std::int64_t BH = std::int64_t(B) * Hv;
+  for (std::int64_t job = 0; job < BH * (walk::tiles(K, bv) + walk::tiles(V, bv)); ++job)
+    run_jobs(C, K, V, a.scale, [&](auto& math, const auto& ex) {
+      walk::transition(math, ex, a, eM.ptr(), eU.ptr(), bv, job, tile.data());
+    });
+  for (std::int64_t job = 0; job < BH * walk::tiles(V, bv); ++job)
+    run_jobs(C, K, V, a.scale, [&](auto& math, const auto& ex) {
+      walk::state_walk(math, ex, a, h_in.ptr(), eht.ptr(), bv, job, tile.data());
+    });
+  for (std::int64_t job = 0; job < BH * walk::tiles(V, bv); ++job)
+    run_jobs(C, K, V, a.scale, [&](auto& math, const auto& ex) {
+      walk::adjoint(math, ex, a, dO.ptr(), dht_p, eD.ptr(), bv, job, tile.data());
+    });
+  for (std::int64_t job = 0; job < BH * walk::tiles(V, bv); ++job)
+    run_jobs(C, K, V, a.scale, [&](auto& math, const auto& ex) {
+      walk::backward_walk(math, ex, a, lambda.ptr(), dO.ptr(), dht_p, c.h0 ? eg.dh0.ptr() : nullptr,
+                          bv, job, tile.data());
+    });
+  // The chunk jobs (outputs_kernel, backward_chunks_kernel).
+  ChunkMath<double> math(C, K, V, a.scale);
+  std::vector<double> rq(std::size_t(C) * K), rk(rq.size()), rv(std::size_t(C) * V), rg(C), rb(C),
+      rdO(rv.size()), ob(rv.size()), dh(std::size_t(K) * V), gq(rq.size()), gk(rq.size()),
+      gvv(rv.size()), gg(C), gb(C);
+  for (std::int64_t job = 0; job < BH * nc; ++job) {
+    const int bh = int(job / nc), b = bh / Hv, hv = bh % Hv, hk = hv / G;
+    const std::int64_t ci = job % nc;
+    const SliceLayout::Chunk ch = L.chunks[ci];
+    const std::int64_t t = std::int64_t(b) * Tl + ch.begin;
+    auto gather = [&](const double* src, int width, int H, int h, std::vector<double>& dst) {
+      for (int i = 0; i < C; ++i)
+        for (int x = 0; x < width; ++x)
+          dst[std::size_t(i) * width + x] = i < ch.rows ? src[((t + i) * H + h) * width + x] : 0.0;
+    };
+    gather(q.ptr(), K, Hk, hk, rq);
+    gather(k.ptr(), K, Hk, hk, rk);
+    gather(v.ptr(), V, Hv, hv, rv);
+    gather(g.ptr(), 1, Hv, hv, rg);
+    gather(beta.ptr(), 1, Hv, hv, rb);
+    gather(dO.ptr(), V, Hv, hv, rdO);
+    const double* entry = a.entry_state(bh, ci);
+    std::vector<double> ws(ChunkKernel<double, HostExec>::workspace_size(C, K, V));
+    ChunkKernel<double, HostExec> full(C, K, V, a.scale, ws.data());
+    full.outputs(a.factors_of(bh, ci), entry, ob.data());
+    const double* ex_adj = a.exit_adjoint(bh, ci);
+    std::copy(ex_adj, ex_adj + dh.size(), dh.begin());
+    math.backward({rq.data(), rk.data(), rv.data(), rg.data(), rb.data()}, entry, rdO.data(),
+                  dh.data(), {gq.data(), gk.data(), gvv.data(), gg.data(), gb.data()});
+    for (int i = 0; i < ch.rows; ++i) {
+      for (int x = 0; x < V; ++x) {
+        eo.data[((t + i) * Hv + hv) * V + x] = ob[std::size_t(i) * V + x];
+        eg.dv.data[((t + i) * Hv + hv) * V + x] = gvv[std::size_t(i) * V + x];
+      }
+      for (int x = 0; x < K; ++x) {
+        eg.dq.data[((t + i) * Hk + hk) * K + x] += gq[std::size_t(i) * K + x];
+        eg.dk.data[((t + i) * Hk + hk) * K + x] += gk[std::size_t(i) * K + x];
+      }
+      eg.dg.data[(t + i) * Hv + hv] = gg[i];
+      eg.dbeta.data[(t + i) * Hv + hv] = gb[i];
+    }
+  }
+  INFO(c.name << " slice [" << t0 << ", " << t1 << ") BV=" << bv);
+  auto close = [](const char* what, const Tensor<double>& got, const Tensor<double>& want) {
+    INFO(what);
+    CHECK(rel_l2(got.ptr(), want.ptr(), want.data.size()) <= 1e-12);
+  };
+  close("M", eM, M);
+  close("U", eU, U);
+  close("o", eo, o);
+  close("ht", eht, ht);
+  close("D", eD, D);
+  close("dq", eg.dq, gr.dq);
+  close("dk", eg.dk, gr.dk);
+  close("dv", eg.dv, gr.dv);
+  close("dg", eg.dg, gr.dg);
+  close("dbeta", eg.dbeta, gr.dbeta);
+  if (c.h0) close("dh0", eg.dh0, gr.dh0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "The CUDA passes' order of operations (V-tiled walks, then chunk jobs) on the CPU "
+    "equals the host passes",
+    "[chunk_kernel][cuda_order]") {
+  const std::vector<Case> cases = {
+      {"B=2, K=12, V=20, C=32, h0, dht", make_problem(2, 100, 2, 2, 12, 20, 32), true, true},
+      {"packed, Hv = 2 Hk, C=16",
+       make_problem(1, 150, 1, 2, 16, 8, 16, false, {0, 10, 11, 80, 150}), true, true},
+      {"no h0, no dht, Hv = 3 Hk", make_problem(1, 90, 1, 3, 8, 24, 16), false, false},
+  };
+  for (const Case& c : cases)
+    for (int bv : {8, 64}) {
+      check_cuda_pass_order(c, 0, c.p.T, bv, SerialJobs{});
+      if (c.p.B != 1) continue;
+      check_cuda_pass_order(c, c.p.T / 3, c.p.T - 7, bv, SerialJobs{});
+    }
+  // The walks on emulated block threads (split loops, barriers): one case, ragged tiles.
+  check_cuda_pass_order(cases[1], cases[1].p.T / 3, cases[1].p.T - 7, 6, ThreadedJobs{3});
+  check_cuda_pass_order(cases[0], 0, cases[0].p.T, 8, ThreadedJobs{4});
 }

@@ -44,6 +44,7 @@
 
 #include "core/error.h"
 #include "gdn/pass_args.h"
+#include "gdn/pass_walks.h"
 #include "ops/gdn_chunk/chunk_kernel.h"
 #include "ops/gdn_chunk/cuda_exec.cuh"
 #include "runtime/cuda_check.h"
@@ -148,32 +149,15 @@ __global__ void prepare_kernel(PassArgs<T> a) {
   }
 }
 
-// ---- The V-tiled sequential walks ----
+// ---- The V-tiled sequential walks (gdn/pass_walks.h: the job bodies, shared with the CPU
+// tests): one block per (batch * value head, column tile) job, the tile in dynamic shared
+// memory ----
 
-// One walk block's dynamic shared memory: the K x n state tile (h, mu or M's columns) and two
-// C x n scratch tiles, all dense with leading dimension n (the tile's width).
 extern __shared__ __align__(16) unsigned char tile_smem[];
-template <typename T>
-struct TileSmem {
-  T *state, *s1, *s2;
-  __device__ TileSmem(int K, int C, int n) {
-    state = reinterpret_cast<T*>(tile_smem);
-    s1 = state + std::size_t(K) * n;
-    s2 = s1 + std::size_t(C) * n;
-  }
-  __host__ static std::size_t bytes(int K, int C, int bv) {
-    return (std::size_t(K) + 2 * std::size_t(C)) * bv * sizeof(T);
-  }
-};
 
-// rows x n tile of a row-major matrix with leading dimension ld, to and from a dense tile.
 template <typename T>
-__device__ void load_tile(T* dst, const T* src, int rows, int n, std::int64_t ld) {
-  for (int x = threadIdx.x; x < rows * n; x += blockDim.x) dst[x] = src[(x / n) * ld + x % n];
-}
-template <typename T>
-__device__ void store_tile(T* dst, std::int64_t ld, const T* src, int rows, int n) {
-  for (int x = threadIdx.x; x < rows * n; x += blockDim.x) dst[(x / n) * ld + x % n] = src[x];
+__device__ T* tile_of_block() {
+  return reinterpret_cast<T*>(tile_smem);
 }
 
 template <typename T>
@@ -182,87 +166,42 @@ __device__ ChunkKernel<T, CudaExec> tile_kernel_of(const PassArgs<T>& a) {
   return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, nullptr, CudaExec{a.tf32});
 }
 
-// Jobs of a walk: (batch * value head) x tiles, the tiles of one (b, h) adjacent so that
-// they run together and share the factors' reads in L2.
-struct TileJob {
-  int bh, tile;
-};
-__device__ inline TileJob tile_job(std::int64_t job, int tiles) {
-  return {int(job / tiles), int(job % tiles)};
-}
-
-// LocalPass::transition, tiled over the K columns of M and then the V columns of U: per
-// (b, h), tiles [0, tk) hold M's columns (compose_cols), [tk, tk + tv) U's (step_cols
-// without outputs). Only the last segment reaches the slice's end.
 template <typename T>
 __global__ void transition_kernel(PassArgs<T> a, T* M, T* U, int bv) {
-  const int K = a.K, V = a.V, tk = (K + bv - 1) / bv, tv = (V + bv - 1) / bv;
   auto math = tile_kernel_of(a);
-  const bool empty = a.num_segments == 0;
-  const Segment s = empty ? Segment{} : a.segments[a.num_segments - 1];
-  const bool affine = empty || !s.starts;
-  for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * (tk + tv);
-       job += gridDim.x) {
-    const TileJob j = tile_job(job, tk + tv);
-    const int b = j.bh / a.Hv, h = j.bh % a.Hv;
-    const bool of_m = j.tile < tk;
-    const int c0 = (of_m ? j.tile : j.tile - tk) * bv, width = of_m ? K : V;
-    const int n = min(bv, width - c0);
-    const TileSmem<T> sm(K, a.C, n);
-    T* out = (of_m ? M + std::size_t(j.bh) * K * K : U + std::size_t(j.bh) * K * V) + c0;
-    if (of_m) {  // M = I (the slice continues a sequence, or is empty), else 0
-      for (int x = threadIdx.x; x < K * n; x += blockDim.x)
-        sm.state[x] = affine && x / n == c0 + x % n ? T(1) : T(0);
-    } else if (!empty && !affine && a.in.h0) {
-      load_tile(sm.state, a.in.h0 + a.state_offset(a.seq_of(s, b), h) + c0, K, n, V);
-    } else {
-      for (int x = threadIdx.x; x < K * n; x += blockDim.x) sm.state[x] = T(0);
-    }
-    __syncthreads();
-    if (!empty && (affine || !of_m))
-      for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-        if (of_m)
-          math.compose_cols(a.factors_of(j.bh, c), n, sm.state, n, sm.s1);
-        else
-          math.step_cols(a.factors_of(j.bh, c), c0, n, sm.state, n, nullptr, 0, sm.s1);
-      }
-    store_tile(out, width, sm.state, K, n);
-    __syncthreads();  // the next job overwrites the tile
-  }
+  const CudaExec ex{a.tf32};
+  const std::int64_t jobs =
+      std::int64_t(a.B) * a.Hv * (walk::tiles(a.K, bv) + walk::tiles(a.V, bv));
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
+    walk::transition(math, ex, a, M, U, bv, job, tile_of_block<T>());
 }
 
-// LocalPass::output, part (a): the state walk alone, one block per (b, h, column tile),
-// leaving each chunk's entry state (its columns) in a.states and the final states in ht.
-// Per chunk and tile it is two GEMMs (v_new = u - w h, h <- gamma h + k~^T v_new); the
-// outputs, which nothing later in the walk reads, are part (b) (outputs_kernel), as fla's
-// chunk_fwd_h / chunk_fwd_o split it.
 template <typename T>
 __global__ void state_walk_kernel(PassArgs<T> a, const T* h_in, T* ht, int bv) {
-  const int K = a.K, V = a.V, tv = (V + bv - 1) / bv;
   auto math = tile_kernel_of(a);
-  for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * tv; job += gridDim.x) {
-    const TileJob j = tile_job(job, tv);
-    const int b = j.bh / a.Hv, hv = j.bh % a.Hv, c0 = j.tile * bv, n = min(bv, V - c0);
-    const TileSmem<T> sm(K, a.C, n);
-    for (std::int64_t si = 0; si < a.num_segments; ++si) {
-      const Segment s = a.segments[si];
-      const int seq = a.seq_of(s, b);
-      if (s.starts && a.in.h0)
-        load_tile(sm.state, a.in.h0 + a.state_offset(seq, hv) + c0, K, n, V);
-      else if (!s.starts && h_in)
-        load_tile(sm.state, h_in + std::size_t(j.bh) * K * V + c0, K, n, V);
-      else
-        for (int x = threadIdx.x; x < K * n; x += blockDim.x) sm.state[x] = T(0);
-      __syncthreads();
-      for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-        // Reads the tile only; step_cols writes it after its GEMMs' barriers.
-        store_tile(a.entry_state(j.bh, c) + c0, V, sm.state, K, n);
-        math.step_cols(a.factors_of(j.bh, c), c0, n, sm.state, n, nullptr, 0, sm.s1);
-      }
-      if (s.ends && ht) store_tile(ht + a.state_offset(seq, hv) + c0, V, sm.state, K, n);
-      __syncthreads();  // the next segment or job overwrites the tile
-    }
-  }
+  const CudaExec ex{a.tf32};
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
+    walk::state_walk(math, ex, a, h_in, ht, bv, job, tile_of_block<T>());
+}
+
+template <typename T>
+__global__ void adjoint_kernel(PassArgs<T> a, const T* dO, const T* dht, T* D, int bv) {
+  auto math = tile_kernel_of(a);
+  const CudaExec ex{a.tf32};
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
+    walk::adjoint(math, ex, a, dO, dht, D, bv, job, tile_of_block<T>());
+}
+
+template <typename T>
+__global__ void backward_walk_kernel(PassArgs<T> a, const T* lambda, const T* dO, const T* dht,
+                                     T* dh0, int bv) {
+  auto math = tile_kernel_of(a);
+  const CudaExec ex{a.tf32};
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
+    walk::backward_walk(math, ex, a, lambda, dO, dht, dh0, bv, job, tile_of_block<T>());
 }
 
 // LocalPass::output, part (b): every chunk's outputs from its entry state at once, one
@@ -281,83 +220,6 @@ __global__ void outputs_kernel(PassArgs<T> a, T* o) {
     const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
     scatter(buf.o, a.chunks[c].rows, V, o + (t * a.Hv + hv) * V, std::int64_t(a.Hv) * V);
     __syncthreads();  // the next job overwrites buf.o
-  }
-}
-
-// The adjoint over the chunks of segment s, last to first, on the tile mu (K x n, shared,
-// initialised and behind a barrier): mu <- M_c^T mu + A_c^T dO_c (adjoint_cols), storing
-// each chunk's exit adjoint (mu before its step) into a.adjoints when `store` is set.
-template <typename T>
-__device__ void adjoint_walk(const PassArgs<T>& a, ChunkKernel<T, CudaExec>& math,
-                             const TileSmem<T>& sm, int bh, int c0, int n, const Segment& s,
-                             const T* dO, bool store) {
-  const int b = bh / a.Hv, hv = bh % a.Hv, V = a.V;
-  for (std::int64_t c = s.first_chunk + s.num_chunks - 1; c >= s.first_chunk; --c) {
-    if (store) store_tile(a.exit_adjoint(bh, c) + c0, V, sm.state, a.K, n);
-    const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
-    const int rows = a.chunks[c].rows;
-    const T* src = dO + (t * a.Hv + hv) * V + c0;
-    const std::int64_t stride = std::int64_t(a.Hv) * V;
-    // dO's tile, zero past the chunk's rows; s2 was last read before the previous
-    // adjoint_cols' exit barrier, and the next GEMM's entry barrier orders these writes.
-    for (int x = threadIdx.x; x < a.C * n; x += blockDim.x) {
-      const int i = x / n, d = x % n;
-      sm.s2[x] = i < rows ? src[i * stride + d] : T(0);
-    }
-    math.adjoint_cols(a.factors_of(bh, c), n, sm.state, n, sm.s2, n, sm.s1);
-  }
-}
-
-// LocalPass::adjoint (backward phase 1): D = dLoss/dh_in from a zero exit adjoint. Only a
-// first segment that continues a sequence carries gradient to h_in.
-template <typename T>
-__global__ void adjoint_kernel(PassArgs<T> a, const T* dO, const T* dht, T* D, int bv) {
-  const int K = a.K, V = a.V, tv = (V + bv - 1) / bv;
-  auto math = tile_kernel_of(a);
-  const bool carries = a.num_segments > 0 && !a.segments[0].starts;
-  for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * tv; job += gridDim.x) {
-    const TileJob j = tile_job(job, tv);
-    const int b = j.bh / a.Hv, hv = j.bh % a.Hv, c0 = j.tile * bv, n = min(bv, V - c0);
-    const TileSmem<T> sm(K, a.C, n);
-    const Segment s = carries ? a.segments[0] : Segment{};
-    if (carries && s.ends && dht)
-      load_tile(sm.state, dht + a.state_offset(a.seq_of(s, b), hv) + c0, K, n, V);
-    else
-      for (int x = threadIdx.x; x < K * n; x += blockDim.x) sm.state[x] = T(0);
-    __syncthreads();
-    if (carries) adjoint_walk(a, math, sm, j.bh, c0, n, s, dO, false);
-    store_tile(D + std::size_t(j.bh) * K * V + c0, V, sm.state, K, n);
-    __syncthreads();
-  }
-}
-
-// Backward, part (a): every segment's adjoint walk from its exit adjoint (dht where the
-// sequence ends in the slice, lambda where it continues past it, else 0), as the fused
-// backward initialises dh per segment; every chunk's exit adjoint into a.adjoints, and dh0
-// where a sequence starts.
-template <typename T>
-__global__ void backward_walk_kernel(PassArgs<T> a, const T* lambda, const T* dO, const T* dht,
-                                     T* dh0, int bv) {
-  const int K = a.K, V = a.V, tv = (V + bv - 1) / bv;
-  auto math = tile_kernel_of(a);
-  for (std::int64_t job = blockIdx.x; job < std::int64_t(a.B) * a.Hv * tv; job += gridDim.x) {
-    const TileJob j = tile_job(job, tv);
-    const int b = j.bh / a.Hv, hv = j.bh % a.Hv, c0 = j.tile * bv, n = min(bv, V - c0);
-    const TileSmem<T> sm(K, a.C, n);
-    for (std::int64_t si = a.num_segments - 1; si >= 0; --si) {
-      const Segment s = a.segments[si];
-      const int seq = a.seq_of(s, b);
-      if (s.ends && dht)
-        load_tile(sm.state, dht + a.state_offset(seq, hv) + c0, K, n, V);
-      else if (!s.ends && lambda)
-        load_tile(sm.state, lambda + std::size_t(j.bh) * K * V + c0, K, n, V);
-      else
-        for (int x = threadIdx.x; x < K * n; x += blockDim.x) sm.state[x] = T(0);
-      __syncthreads();
-      adjoint_walk(a, math, sm, j.bh, c0, n, s, dO, true);
-      if (s.starts && dh0) store_tile(dh0 + a.state_offset(seq, hv) + c0, V, sm.state, K, n);
-      __syncthreads();  // the next segment or job overwrites the tile
-    }
   }
 }
 
@@ -477,8 +339,8 @@ WalkLaunch walk_launch(const PassArgs<T>& a, Kernel kernel) {
   cudaFuncAttributes attr{};
   GDN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
   const std::size_t room = std::size_t(optin) - std::min<std::size_t>(optin, attr.sharedSizeBytes);
-  while (bv > 1 && TileSmem<T>::bytes(a.K, a.C, bv) > room) bv /= 2;
-  const std::size_t smem = TileSmem<T>::bytes(a.K, a.C, bv);
+  while (bv > 1 && walk::tile_elems(a.K, a.C, bv) * sizeof(T) > room) bv /= 2;
+  const std::size_t smem = walk::tile_elems(a.K, a.C, bv) * sizeof(T);
   GDN_CHECK(smem <= room, "GDN CUDA pass: a K = ", a.K, ", C = ", a.C,
             " state column does not fit in shared memory (", room, " bytes)");
   // Above the default 48 KiB a kernel must opt in; setting it every launch is cheap.
