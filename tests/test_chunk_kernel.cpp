@@ -13,7 +13,12 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "gdn/local_pass.h"
+#include "gdn/pass_walks.h"
+#include "gdn/random_inputs.h"
+#include "gdn/slice_layout.h"
 #include "ops/gdn_chunk/host_exec.h"
+#include "ops/gdn_chunk/tiled_gemm.h"
 #include "test_support.h"
 
 using namespace gdn;
@@ -205,4 +210,530 @@ TEST_CASE("HostExec is the serial policy ChunkMath runs", "[chunk_kernel]") {
                 {viaMath.dq.data(), viaMath.dk.data(), viaMath.dv.data(), viaMath.dg.data(),
                  viaMath.dbeta.data()});
   check_same(viaMath, run_host(c), 0.0);
+}
+
+namespace {
+
+// A column tile [c0, c0 + n) of a rows x width row-major matrix, copied out (dense, leading
+// dimension n, as a GPU block holds it in shared memory) and back.
+template <typename T>
+std::vector<T> tile_of(const std::vector<T>& x, int rows, int width, int c0, int n) {
+  std::vector<T> t(std::size_t(rows) * n);
+  for (int i = 0; i < rows; ++i)
+    for (int d = 0; d < n; ++d) t[std::size_t(i) * n + d] = x[std::size_t(i) * width + c0 + d];
+  return t;
+}
+template <typename T>
+void put_tile(const std::vector<T>& t, int rows, int width, int c0, int n, std::vector<T>& x) {
+  for (int i = 0; i < rows; ++i)
+    for (int d = 0; d < n; ++d) x[std::size_t(i) * width + c0 + d] = t[std::size_t(i) * n + d];
+}
+
+// step / compose / adjoint tile by tile (step_cols, compose_cols, adjoint_cols) with
+// HostExec, against the full-width forms on the same factors. Half the tiles work on a
+// dense copy of the tile (the GPU's shared-memory tile), half in place (leading dimension
+// V or K), so both the tile pointer and the leading dimensions are exercised. The kernel
+// that runs the tiles has a null workspace: the *_cols forms must not touch it.
+template <typename T>
+void check_tiles(const Shape3& s, int bv, double tol) {
+  ChunkCase<T> full(s.C, s.K, s.V, s.valid, 21);
+  std::vector<T> ws(ChunkKernel<T, HostExec>::workspace_size(s.C, s.K, s.V));
+  ChunkKernel<T, HostExec> math(s.C, s.K, s.V, full.scale, ws.data());
+  const ChunkRows<T> r{full.q.data(), full.k.data(), full.v.data(), full.g.data(),
+                       full.beta.data()};
+  math.prepare(r, full.f.data());
+  ChunkCase<T> tiled = full;  // same inputs, same factors
+  math.step(full.f.data(), full.h.data(), full.o.data());
+  math.compose(full.f.data(), full.M.data());
+  math.adjoint(full.f.data(), full.mu.data(), full.dO.data());
+
+  ChunkKernel<T, HostExec> cols(s.C, s.K, s.V, full.scale, nullptr);
+  const T* f = tiled.f.data();
+  const int C = s.C, K = s.K, V = s.V;
+  std::vector<T> scratch(std::size_t(C) * bv);
+  int tile = 0;
+  for (int c0 = 0; c0 < V; c0 += bv, ++tile) {
+    const int n = std::min(bv, V - c0);
+    if (tile % 2 == 0) {
+      std::vector<T> h = tile_of(tiled.h, K, V, c0, n), o(std::size_t(C) * n);
+      std::vector<T> mu = tile_of(tiled.mu, K, V, c0, n), dO = tile_of(tiled.dO, C, V, c0, n);
+      cols.step_cols(f, c0, n, h.data(), n, o.data(), n, scratch.data());
+      cols.adjoint_cols(f, n, mu.data(), n, dO.data(), n, scratch.data());
+      put_tile(h, K, V, c0, n, tiled.h);
+      put_tile(o, C, V, c0, n, tiled.o);
+      put_tile(mu, K, V, c0, n, tiled.mu);
+    } else {
+      cols.step_cols(f, c0, n, tiled.h.data() + c0, V, tiled.o.data() + c0, V, scratch.data());
+      cols.adjoint_cols(f, n, tiled.mu.data() + c0, V, tiled.dO.data() + c0, V, scratch.data());
+    }
+  }
+  tile = 0;
+  for (int c0 = 0; c0 < K; c0 += bv, ++tile) {
+    const int n = std::min(bv, K - c0);
+    if (tile % 2 == 0) {
+      std::vector<T> m = tile_of(tiled.M, K, K, c0, n);
+      cols.compose_cols(f, n, m.data(), n, scratch.data());
+      put_tile(m, K, K, c0, n, tiled.M);
+    } else {
+      cols.compose_cols(f, n, tiled.M.data() + c0, K, scratch.data());
+    }
+  }
+  const auto got = tiled.results(), want = full.results();
+  for (std::size_t i = 0; i < 5; ++i) {  // factors, o, h, M, mu
+    INFO(got[i].first);
+    CHECK(rel_l2(got[i].second->data(), want[i].second->data(), want[i].second->size()) <= tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ChunkKernel column tiles (step_cols, compose_cols, adjoint_cols) equal the full width",
+          "[chunk_kernel]") {
+  for (const Shape3& s : kShapes)
+    for (int bv : {1, 7, 16, 32, 64, 128}) {
+      if (bv > std::max(s.K, s.V)) continue;
+      INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " valid=" << s.valid << " BV=" << bv);
+      check_tiles<double>(s, bv, 1e-12);
+      check_tiles<float>(s, bv, 2e-5);
+    }
+  // The full width through the *_cols forms is the full-width form's call: the same bits.
+  const Shape3 s{64, 32, 48, 50};
+  check_tiles<double>(s, 48, 0.0);
+}
+
+namespace {
+
+// The CUDA backward's order of operations (local_pass_cuda.cu), with HostExec, against the
+// host's fused walk over a run of chunks of one (batch, head):
+//   fused:  dh = lambda; for c = last..0: backward(c) from dh (updates dh); dh0 = dh
+//   split:  (a) mu = lambda; for c = last..0: exit[c] = mu; mu <- adjoint(c) (tile by tile,
+//           adjoint_cols over column tiles of width bv); dh0 = mu
+//           (b) for every c independently: dh = exit[c]; backward(c) from dh
+// Every gradient, and dh0, must agree; (b)'s returned entry adjoint must be exit[c - 1]
+// (dh0 for the first chunk), which the split does not otherwise use.
+template <typename T>
+void check_split_backward(int C, int K, int V, int nchunks, int last_valid, int bv, double tol) {
+  std::vector<ChunkCase<T>> ch;
+  for (int c = 0; c < nchunks; ++c)
+    ch.emplace_back(C, K, V, c + 1 == nchunks ? last_valid : C, 100 + c);
+  ChunkMath<T> math(C, K, V, ch[0].scale);
+  auto rows = [&](const ChunkCase<T>& x) {
+    return ChunkRows<T>{x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.beta.data()};
+  };
+  // Forward: the entry state of every chunk (output()'s states) and the factors.
+  std::vector<std::vector<T>> entry(nchunks);
+  std::vector<T> h = ch[0].h, o(std::size_t(C) * V);
+  for (int c = 0; c < nchunks; ++c) {
+    math.prepare(rows(ch[c]), ch[c].f.data());
+    entry[c] = h;
+    math.step(ch[c].f.data(), h.data(), o.data());
+  }
+  const std::vector<T> lambda = ch[nchunks - 1].dh;
+  auto grads = [](ChunkCase<T>& x) {
+    return ChunkRowGrads<T>{x.dq.data(), x.dk.data(), x.dv.data(), x.dg.data(), x.dbeta.data()};
+  };
+
+  std::vector<ChunkCase<T>> fused = ch, split = ch;
+  std::vector<T> dh = lambda;
+  for (int c = nchunks - 1; c >= 0; --c)
+    math.backward(rows(ch[c]), entry[c].data(), ch[c].dO.data(), dh.data(), grads(fused[c]));
+  const std::vector<T> dh0_fused = dh;
+
+  // (a) the adjoint walk, column tile by column tile, storing each chunk's exit adjoint.
+  ChunkKernel<T, HostExec> cols(C, K, V, ch[0].scale, nullptr);
+  std::vector<std::vector<T>> exits(nchunks, std::vector<T>(std::size_t(K) * V));
+  std::vector<T> mu = lambda, scratch(std::size_t(C) * bv);
+  for (int c0 = 0; c0 < V; c0 += bv) {
+    const int n = std::min(bv, V - c0);
+    std::vector<T> tile = tile_of(mu, K, V, c0, n);
+    for (int c = nchunks - 1; c >= 0; --c) {
+      put_tile(tile, K, V, c0, n, exits[c]);
+      const std::vector<T> dO = tile_of(ch[c].dO, C, V, c0, n);
+      cols.adjoint_cols(ch[c].f.data(), n, tile.data(), n, dO.data(), n, scratch.data());
+    }
+    put_tile(tile, K, V, c0, n, mu);
+  }
+  // (b) every chunk on its own, from its entry state and exit adjoint.
+  for (int c = 0; c < nchunks; ++c) {
+    std::vector<T> d = exits[c];
+    math.backward(rows(ch[c]), entry[c].data(), ch[c].dO.data(), d.data(), grads(split[c]));
+    INFO("entry adjoint of chunk " << c);
+    const std::vector<T>& before = c == 0 ? mu : exits[c - 1];
+    CHECK(rel_l2(d.data(), before.data(), before.size()) <= tol);
+  }
+  CHECK(rel_l2(mu.data(), dh0_fused.data(), mu.size()) <= tol);
+  for (int c = 0; c < nchunks; ++c) {
+    const auto got = split[c].results(), want = fused[c].results();
+    for (std::size_t i = 6; i < got.size(); ++i) {  // dq, dk, dv, dg, dbeta
+      INFO("chunk " << c << " " << got[i].first);
+      CHECK(rel_l2(got[i].second->data(), want[i].second->data(), want[i].second->size()) <= tol);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "Chunk-parallel backward (adjoint walk storing exit adjoints, then every chunk alone) "
+    "equals the fused backward walk",
+    "[chunk_kernel]") {
+  struct S {
+    int C, K, V, nchunks, last_valid, bv;
+  };
+  for (const S& s : std::vector<S>{{16, 8, 24, 5, 9, 7},
+                                   {32, 16, 16, 3, 32, 16},
+                                   {64, 32, 40, 4, 37, 32},
+                                   {64, 128, 128, 3, 50, 32}}) {
+    INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " chunks=" << s.nchunks << " BV=" << s.bv);
+    check_split_backward<double>(s.C, s.K, s.V, s.nchunks, s.last_valid, s.bv, 1e-12);
+    check_split_backward<float>(s.C, s.K, s.V, s.nchunks, s.last_valid, s.bv, 1e-4);
+  }
+}
+
+namespace {
+
+// CudaExec's GEMM (tiled_gemm, tiled_gemm.h) on kTileThreads emulated block threads: the same
+// source the GPU runs, the same choice of output tile (4 x 2 per thread where n <= 32), a
+// staging buffer shared by the threads as a block shares its shared memory.
+struct TiledExec {
+  static constexpr bool serial = false;
+  int t;
+  std::barrier<>* bar;
+  void* stage;  // tiled_gemm_stage_elems<4, 4>() elements of the T in use
+  int tid() const { return t; }
+  int nthreads() const { return kTileThreads; }
+  void sync() const { bar->arrive_and_wait(); }
+  template <typename T>
+  void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B,
+            int ldb, T beta, T* C, int ldc, Structure s = Structure::kDense) const {
+    sync();
+    auto barrier = [this] { sync(); };
+    T* st = static_cast<T*>(stage);
+    if (n <= 32)
+      tiled_gemm<4, 2>(t, barrier, st, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+    else
+      tiled_gemm<4, 4>(t, barrier, st, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+    sync();
+  }
+};
+
+// f(exec) on kTileThreads threads sharing one barrier and one staging buffer.
+template <typename T, typename F>
+void on_tiled_block(F f) {
+  std::vector<T> stage(tiled_gemm_stage_elems<4, 4>(), std::numeric_limits<T>::quiet_NaN());
+  std::barrier<> bar(kTileThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kTileThreads; ++t)
+    threads.emplace_back([&, t] { f(TiledExec{t, &bar, stage.data()}); });
+  for (auto& th : threads) th.join();
+}
+
+struct GemmShape {
+  int m, n, k;
+};
+
+}  // namespace
+
+TEST_CASE("The tiled block GEMM (CudaExec's) equals the plain product, every transposition",
+          "[chunk_kernel][tiled_gemm]") {
+  Rng rng(31);
+  const std::vector<GemmShape> shapes = {{64, 32, 128}, {37, 53, 29}, {128, 128, 64},
+                                         {16, 16, 16},  {1, 5, 3},    {70, 33, 17}};
+  for (const GemmShape& g : shapes)
+    for (int tr = 0; tr < 4; ++tr)
+      for (Structure s :
+           {Structure::kDense, Structure::kLowerA, Structure::kUpperA, Structure::kLowerC}) {
+        const bool ta = tr & 1, tb = tr & 2;
+        const bool square = g.m == g.k;  // the triangular hints need op(A) square
+        if ((s == Structure::kLowerA || s == Structure::kUpperA) && !square) continue;
+        INFO("m=" << g.m << " n=" << g.n << " k=" << g.k << " ta=" << ta << " tb=" << tb
+                  << " s=" << int(s));
+        // Leading dimensions wider than the operands, as the V-tiled passes use them.
+        const int lda = (ta ? g.m : g.k) + 3, ldb = (tb ? g.k : g.n) + 2, ldc = g.n + 5;
+        std::vector<double> A(std::size_t(ta ? g.k : g.m) * lda),
+            B(std::size_t(tb ? g.n : g.k) * ldb);
+        for (double& x : A) x = rng.normal();
+        for (double& x : B) x = rng.normal();
+        auto opA = [&](int i, int p) -> double& { return ta ? A[p * lda + i] : A[i * lda + p]; };
+        for (int i = 0; i < g.m; ++i)
+          for (int p = 0; p < g.k; ++p)
+            if ((s == Structure::kLowerA && p > i) || (s == Structure::kUpperA && p < i))
+              opA(i, p) = 0;
+        std::vector<double> C0(std::size_t(g.m) * ldc);
+        for (double& x : C0) x = rng.normal();
+        for (const double beta : {0.0, 0.5}) {
+          std::vector<double> want = C0, got = C0;
+          if (beta == 0)  // beta = 0 never reads C
+            for (double& x : got) x = std::numeric_limits<double>::quiet_NaN();
+          RefExec::gemm(ta, tb, g.m, g.n, g.k, -1.25, A.data(), lda, B.data(), ldb, beta,
+                        want.data(), ldc);
+          on_tiled_block<double>([&](const TiledExec& ex) {
+            ex.gemm(ta, tb, g.m, g.n, g.k, -1.25, A.data(), lda, B.data(), ldb, beta, got.data(),
+                    ldc, s);
+          });
+          double err = 0, ref = 0;
+          for (int i = 0; i < g.m; ++i)
+            for (int j = 0; j < g.n; ++j) {
+              if (s == Structure::kLowerC && j > i) continue;  // nobody reads these
+              const double d = got[i * ldc + j] - want[i * ldc + j];
+              err += d * d;
+              ref += want[i * ldc + j] * want[i * ldc + j];
+            }
+          CHECK(std::sqrt(err) <= 1e-13 * std::sqrt(ref));
+          // Entries outside the m x n window (the padding of ldc) are untouched.
+          if (beta != 0)
+            for (int i = 0; i < g.m; ++i)
+              for (int j = g.n; j < ldc; ++j) CHECK(got[i * ldc + j] == C0[i * ldc + j]);
+        }
+      }
+}
+
+TEST_CASE("The tiled block GEMM's entries do not depend on the width or the column offset",
+          "[chunk_kernel][tiled_gemm]") {
+  // What makes a V-tiled pass (n = BV columns at offset c0) and a full-width chunk job give
+  // the same bits (local_pass_cuda.cu): each entry is one thread's sum in the same order.
+  Rng rng(32);
+  const int m = 64, k = 128, V = 128;
+  std::vector<float> A(std::size_t(m) * k), B(std::size_t(k) * V);
+  for (float& x : A) x = float(rng.normal());
+  for (float& x : B) x = float(rng.normal());
+  std::vector<float> full(std::size_t(m) * V), tiled(std::size_t(m) * V);
+  on_tiled_block<float>([&](const TiledExec& ex) {
+    ex.gemm(false, false, m, V, k, 1.f, A.data(), k, B.data(), V, 0.f, full.data(), V);
+    for (int c0 = 0; c0 < V; c0 += 32)  // 4 x 2 tiles at n = 32, 4 x 4 at n = 128
+      ex.gemm(false, false, m, 32, k, 1.f, A.data(), k, B.data() + c0, V, 0.f, tiled.data() + c0,
+              V);
+  });
+  CHECK(full == tiled);
+}
+
+TEST_CASE("ChunkKernel with the tiled block GEMM on 256 emulated block threads matches one thread",
+          "[chunk_kernel][tiled_gemm]") {
+  for (const Shape3& s :
+       {Shape3{64, 32, 16, 64}, Shape3{64, 128, 128, 50}, Shape3{32, 16, 16, 19}}) {
+    INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " valid=" << s.valid);
+    ChunkCase<double> c(s.C, s.K, s.V, s.valid, 14);
+    const ChunkCase<double> want = run_host(c);
+    std::vector<double> ws(ChunkKernel<double, TiledExec>::workspace_size(s.C, s.K, s.V),
+                           std::numeric_limits<double>::quiet_NaN());
+    on_tiled_block<double>([&](const TiledExec& ex) { c.run(ex, ws.data()); });
+    check_same(c, want, 1e-12);
+  }
+}
+
+TEST_CASE("ChunkKernel::outputs is step's o without the state update, same bits",
+          "[chunk_kernel]") {
+  for (const Shape3& s : kShapes) {
+    INFO("C=" << s.C << " K=" << s.K << " V=" << s.V << " valid=" << s.valid);
+    ChunkCase<double> c(s.C, s.K, s.V, s.valid, 15);
+    ChunkMath<double> math(s.C, s.K, s.V, c.scale);
+    const ChunkRows<double> r{c.q.data(), c.k.data(), c.v.data(), c.g.data(), c.beta.data()};
+    math.prepare(r, c.f.data());
+    std::vector<double> ws(ChunkKernel<double, HostExec>::workspace_size(s.C, s.K, s.V));
+    ChunkKernel<double, HostExec> k(s.C, s.K, s.V, c.scale, ws.data());
+    std::vector<double> o(c.o.size());
+    const std::vector<double> h = c.h;
+    k.outputs(c.f.data(), c.h.data(), o.data());
+    CHECK(c.h == h);
+    math.step(c.f.data(), c.h.data(), c.o.data());
+    CHECK(o == c.o);
+  }
+}
+
+namespace {
+
+// The CUDA passes (local_pass_cuda.cu) on the CPU: their walk job bodies (gdn/pass_walks.h,
+// the same source the kernels run) on the policy of RunJob, each (b, h, column tile) job
+// after the other, and their chunk jobs (ChunkKernel::outputs, ChunkKernel::backward from
+// the stored entry states and exit adjoints) written out here as the kernels do them;
+// against LocalPass<double, Host>, every output and gradient.
+struct SerialJobs {  // every job on one thread (HostExec)
+  template <typename F>
+  void operator()(int C, int K, int V, double scale, F job) const {
+    ChunkKernel<double, HostExec> math(C, K, V, scale, nullptr);
+    job(math, HostExec{});
+  }
+};
+struct ThreadedJobs {  // every job on n emulated block threads (ThreadedExec, block_gemm)
+  int n;
+  template <typename F>
+  void operator()(int C, int K, int V, double scale, F job) const {
+    std::barrier<> bar(n);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < n; ++t)
+      threads.emplace_back([&, t] {
+        const ThreadedExec ex{t, n, &bar};
+        ChunkKernel<double, ThreadedExec> math(C, K, V, scale, nullptr, ex);
+        job(math, ex);
+      });
+    for (auto& th : threads) th.join();
+  }
+};
+
+template <typename RunJobs>
+void check_cuda_pass_order(const Case& c, std::int64_t t0, std::int64_t t1, int bv,
+                           const RunJobs& run_jobs) {
+  const GdnProblem& p = c.p;
+  const GdnData<double> d = random_gdn_inputs<double>(p, 71, c.h0, /*g_scale=*/0.1);
+  const Tensor<double> q = token_slice(d.q, t0, t1), k = token_slice(d.k, t0, t1),
+                       v = token_slice(d.v, t0, t1), g = token_slice(d.g, t0, t1),
+                       beta = token_slice(d.beta, t0, t1);
+  const std::int64_t Tl = t1 - t0;
+  const Shape local = {p.B, Tl, p.Hv, p.V}, bh_state = {p.B, p.Hv, p.K, p.V};
+  const Tensor<double> dO = random_tensor<double>(local, 72);
+  const Tensor<double> dht = random_tensor<double>(state_shape(p), 73);
+  const Tensor<double> h_in = random_tensor<double>(bh_state, 74);
+  const Tensor<double> lambda = random_tensor<double>(bh_state, 75);
+  const double* dht_p = c.dht ? dht.ptr() : nullptr;
+  const GdnTensors<double> in{q.ptr(), k.ptr(),    v.ptr(),
+                              g.ptr(), beta.ptr(), c.h0 ? d.h0.ptr() : nullptr};
+  GdnProblem lp = p;
+  lp.T = Tl;
+
+  // The host passes.
+  LocalPass<double, Host> cpu(p, t0, t1, in);
+  Tensor<double> M({p.B, p.Hv, p.K, p.K}), U(bh_state), o(local), ht(state_shape(p)), D(bh_state);
+  Grads<double> gr(lp, false);
+  gr.dh0 = Tensor<double>(c.h0 ? state_shape(p) : Shape{0});
+  GdnGrads<double> gv = gr.view();
+  cpu.prepare();
+  cpu.transition(M.ptr(), U.ptr());
+  cpu.output(h_in.ptr(), o.ptr(), ht.ptr());
+  cpu.adjoint(dO.ptr(), dht_p, D.ptr());
+  cpu.backward(lambda.ptr(), dO.ptr(), dht_p, gv);
+
+  // The CUDA order of operations.
+  const SliceLayout L(p, t0, t1);
+  const int B = p.B, Hv = p.Hv, Hk = p.Hk, K = p.K, V = p.V, C = p.chunk_size, G = p.group();
+  const std::int64_t nc = std::int64_t(L.chunks.size());
+  const std::size_t fsize = ChunkFactors<double>{C, K, V}.size();
+  std::vector<double> factors(std::size_t(B) * Hv * nc * fsize);
+  std::vector<double> states(std::size_t(B) * Hv * nc * K * V, std::nan(""));
+  std::vector<double> exits(states.size(), std::nan(""));
+  PassArgs<double> a{B,
+                     Hk,
+                     Hv,
+                     K,
+                     V,
+                     C,
+                     G,
+                     !p.cu_seqlens.empty(),
+                     Tl,
+                     std::int64_t(L.segments.size()),
+                     nc,
+                     L.segments.data(),
+                     L.chunks.data(),
+                     in,
+                     double(p.scale_value()),
+                     fsize,
+                     factors.data(),
+                     true,
+                     states.data(),
+                     nullptr,
+                     exits.data(),
+                     false};
+  pass::prepare(Host{}, a);
+  std::vector<double> tile(walk::tile_elems(K, C, bv), std::nan(""));
+  Tensor<double> eM(M.shape), eU(U.shape), eo(local), eht(state_shape(p)), eD(bh_state);
+  Grads<double> eg(lp, false);
+  eg.dh0 = Tensor<double>(gr.dh0.shape);
+  const std::int64_t BH = std::int64_t(B) * Hv;
+  for (std::int64_t job = 0; job < BH * (walk::tiles(K, bv) + walk::tiles(V, bv)); ++job)
+    run_jobs(C, K, V, a.scale, [&](auto& math, const auto& ex) {
+      walk::transition(math, ex, a, eM.ptr(), eU.ptr(), bv, job, tile.data());
+    });
+  for (std::int64_t job = 0; job < BH * walk::tiles(V, bv); ++job)
+    run_jobs(C, K, V, a.scale, [&](auto& math, const auto& ex) {
+      walk::state_walk(math, ex, a, h_in.ptr(), eht.ptr(), bv, job, tile.data());
+    });
+  for (std::int64_t job = 0; job < BH * walk::tiles(V, bv); ++job)
+    run_jobs(C, K, V, a.scale, [&](auto& math, const auto& ex) {
+      walk::adjoint(math, ex, a, dO.ptr(), dht_p, eD.ptr(), bv, job, tile.data());
+    });
+  for (std::int64_t job = 0; job < BH * walk::tiles(V, bv); ++job)
+    run_jobs(C, K, V, a.scale, [&](auto& math, const auto& ex) {
+      walk::backward_walk(math, ex, a, lambda.ptr(), dO.ptr(), dht_p, c.h0 ? eg.dh0.ptr() : nullptr,
+                          bv, job, tile.data());
+    });
+  // The chunk jobs (outputs_kernel, backward_chunks_kernel).
+  ChunkMath<double> math(C, K, V, a.scale);
+  std::vector<double> rq(std::size_t(C) * K), rk(rq.size()), rv(std::size_t(C) * V), rg(C), rb(C),
+      rdO(rv.size()), ob(rv.size()), dh(std::size_t(K) * V), gq(rq.size()), gk(rq.size()),
+      gvv(rv.size()), gg(C), gb(C);
+  for (std::int64_t job = 0; job < BH * nc; ++job) {
+    const int bh = int(job / nc), b = bh / Hv, hv = bh % Hv, hk = hv / G;
+    const std::int64_t ci = job % nc;
+    const SliceLayout::Chunk ch = L.chunks[ci];
+    const std::int64_t t = std::int64_t(b) * Tl + ch.begin;
+    auto gather = [&](const double* src, int width, int H, int h, std::vector<double>& dst) {
+      for (int i = 0; i < C; ++i)
+        for (int x = 0; x < width; ++x)
+          dst[std::size_t(i) * width + x] = i < ch.rows ? src[((t + i) * H + h) * width + x] : 0.0;
+    };
+    gather(q.ptr(), K, Hk, hk, rq);
+    gather(k.ptr(), K, Hk, hk, rk);
+    gather(v.ptr(), V, Hv, hv, rv);
+    gather(g.ptr(), 1, Hv, hv, rg);
+    gather(beta.ptr(), 1, Hv, hv, rb);
+    gather(dO.ptr(), V, Hv, hv, rdO);
+    const double* entry = a.entry_state(bh, ci);
+    std::vector<double> ws(ChunkKernel<double, HostExec>::workspace_size(C, K, V));
+    ChunkKernel<double, HostExec> full(C, K, V, a.scale, ws.data());
+    full.outputs(a.factors_of(bh, ci), entry, ob.data());
+    const double* ex_adj = a.exit_adjoint(bh, ci);
+    std::copy(ex_adj, ex_adj + dh.size(), dh.begin());
+    math.backward({rq.data(), rk.data(), rv.data(), rg.data(), rb.data()}, entry, rdO.data(),
+                  dh.data(), {gq.data(), gk.data(), gvv.data(), gg.data(), gb.data()});
+    for (int i = 0; i < ch.rows; ++i) {
+      for (int x = 0; x < V; ++x) {
+        eo.data[((t + i) * Hv + hv) * V + x] = ob[std::size_t(i) * V + x];
+        eg.dv.data[((t + i) * Hv + hv) * V + x] = gvv[std::size_t(i) * V + x];
+      }
+      for (int x = 0; x < K; ++x) {
+        eg.dq.data[((t + i) * Hk + hk) * K + x] += gq[std::size_t(i) * K + x];
+        eg.dk.data[((t + i) * Hk + hk) * K + x] += gk[std::size_t(i) * K + x];
+      }
+      eg.dg.data[(t + i) * Hv + hv] = gg[i];
+      eg.dbeta.data[(t + i) * Hv + hv] = gb[i];
+    }
+  }
+  INFO(c.name << " slice [" << t0 << ", " << t1 << ") BV=" << bv);
+  auto close = [](const char* what, const Tensor<double>& got, const Tensor<double>& want) {
+    INFO(what);
+    CHECK(rel_l2(got.ptr(), want.ptr(), want.data.size()) <= 1e-12);
+  };
+  close("M", eM, M);
+  close("U", eU, U);
+  close("o", eo, o);
+  close("ht", eht, ht);
+  close("D", eD, D);
+  close("dq", eg.dq, gr.dq);
+  close("dk", eg.dk, gr.dk);
+  close("dv", eg.dv, gr.dv);
+  close("dg", eg.dg, gr.dg);
+  close("dbeta", eg.dbeta, gr.dbeta);
+  if (c.h0) close("dh0", eg.dh0, gr.dh0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "The CUDA passes' order of operations (V-tiled walks, then chunk jobs) on the CPU "
+    "equals the host passes",
+    "[chunk_kernel][cuda_order]") {
+  const std::vector<Case> cases = {
+      {"B=2, K=12, V=20, C=32, h0, dht", make_problem(2, 100, 2, 2, 12, 20, 32), true, true},
+      {"packed, Hv = 2 Hk, C=16",
+       make_problem(1, 150, 1, 2, 16, 8, 16, false, {0, 10, 11, 80, 150}), true, true},
+      {"no h0, no dht, Hv = 3 Hk", make_problem(1, 90, 1, 3, 8, 24, 16), false, false},
+  };
+  for (const Case& c : cases)
+    for (int bv : {8, 64}) {
+      check_cuda_pass_order(c, 0, c.p.T, bv, SerialJobs{});
+      if (c.p.B != 1) continue;
+      check_cuda_pass_order(c, c.p.T / 3, c.p.T - 7, bv, SerialJobs{});
+    }
+  // The walks on emulated block threads (split loops, barriers): one case, ragged tiles.
+  check_cuda_pass_order(cases[1], cases[1].p.T / 3, cases[1].p.T - 7, 6, ThreadedJobs{3});
+  check_cuda_pass_order(cases[0], 0, cases[0].p.T, 8, ThreadedJobs{4});
 }

@@ -1,6 +1,9 @@
 // The GDN operator on the GPU against the CPU path: LocalPass<T, Cuda> against
 // LocalPass<double, Host>, phase by phase, on whole slices and on slices that continue a
-// sequence; and GdnContextParallel<T, Cuda> against the single-rank CPU op. Tolerances:
+// sequence; and GdnContextParallel<T, Cuda> against the single-rank CPU op. The GPU's
+// order of operations differs from the host's (V-tiled walks; output and backward split
+// into a walk and a chunk-parallel part): tests/test_chunk_kernel.cpp checks that order
+// on the CPU, these check the kernels. Tolerances:
 // fp32 relative <= 1e-4 against the fp64 CPU result, fp64 <= 1e-10. Skipped (exit 77)
 // where no GPU is visible; CI compiles and links it without one.
 #include <catch2/catch.hpp>
@@ -29,7 +32,7 @@ Tensor<double> token_slice(const Tensor<double>& x, const Shard& s) {
 // One slice [t0, t1) of a problem: every phase of the local pass on the CPU (fp64)
 // and on the GPU (T), from the same random entry state, exit adjoint and cotangents.
 template <typename T>
-void check_pass(const Case& c, std::int64_t t0, std::int64_t t1) {
+void check_pass(const Case& c, std::int64_t t0, std::int64_t t1, double tol = tolerance<T>()) {
   const GdnProblem& p = c.p;
   const Shard s{t0, t1};
   const GdnData<double> d = random_gdn_inputs<double>(p, 41, c.h0, /*g_scale=*/0.1);
@@ -79,17 +82,17 @@ void check_pass(const Case& c, std::int64_t t0, std::int64_t t1) {
   gpu.backward(dlambda.data(), ddO.data(), c.dht ? ddht.data() : nullptr, ggv);
 
   INFO(c.name << " slice [" << t0 << ", " << t1 << ") " << (sizeof(T) == 4 ? "fp32" : "fp64"));
-  check_close("M", gM, M);
-  check_close("U", gU, U);
-  check_close("o", go, o);
-  check_close("ht", ght, ht);
-  check_close("D", gD, D);
-  check_close("dq", gdq, gr.dq);
-  check_close("dk", gdk, gr.dk);
-  check_close("dv", gdv, gr.dv);
-  check_close("dg", gdg, gr.dg);
-  check_close("dbeta", gdbeta, gr.dbeta);
-  if (c.h0) check_close("dh0", gdh0, gr.dh0);
+  check_close("M", gM, M, tol);
+  check_close("U", gU, U, tol);
+  check_close("o", go, o, tol);
+  check_close("ht", ght, ht, tol);
+  check_close("D", gD, D, tol);
+  check_close("dq", gdq, gr.dq, tol);
+  check_close("dk", gdk, gr.dk, tol);
+  check_close("dv", gdv, gr.dv, tol);
+  check_close("dg", gdg, gr.dg, tol);
+  check_close("dbeta", gdbeta, gr.dbeta, tol);
+  if (c.h0) check_close("dh0", gdh0, gr.dh0, tol);
 }
 
 const std::vector<Case> kPassCases = {
@@ -103,6 +106,12 @@ const std::vector<Case> kPassCases = {
     {"K = V = 128, C=16", make_problem(1, 150, 1, 2, 128, 128, 16), true, true},
     {"K = V = 128, C=64", make_problem(1, 300, 1, 2, 128, 128, 64), true, true},
     {"K = V = 128, C=128, Hv = 2 Hk", make_problem(1, 300, 1, 2, 128, 128, 128), true, true},
+    // The V-tiled walks (local_pass_cuda.cu): K and V not multiples of the tile width
+    // (BV = 32 here: tiles of 32, 32, 16 columns of U and 32, 16 of M), and enough
+    // (batch, head) pairs for BV = 64 (B Hv ceil(V / 64) >= the SM count) with a ragged
+    // last tile (96 = 64 + 32).
+    {"K = 48, V = 80: ragged column tiles", make_problem(1, 130, 1, 2, 48, 80, 32), true, true},
+    {"B Hv = 136, V = 96: BV = 64 tiles", make_problem(2, 40, 4, 68, 16, 96, 16), true, true},
 };
 
 // The recomputation of a slice on the GPU (LocalPass::output_from_states): output, then
@@ -262,4 +271,36 @@ TEST_CASE("The CUDA path refuses the log-depth scan with a clear message", "[cud
   CHECK_THROWS_WITH(log_depth_scan(Cuda{}, comm, A.data(), B.data(), PairDims{1, 4, 4}, false,
                                    "test", out.data()),
                     Catch::Contains("--log-depth-scan is not available on the CUDA path yet"));
+}
+
+// The tensor-core GEMMs (pass::set_cuda_tf32, off by default): TF32 inputs keep 10 mantissa
+// bits, so the passes are held to rel L2 3e-2 against the fp64 CPU instead of fp32's 1e-4
+// (the chunk inverse and the state recurrence compound the 5e-4 per-input rounding; dg,
+// a difference of row and column sums, is the loosest). Also checks that the switch takes
+// effect: the outputs differ from the SIMT path's.
+TEST_CASE("LocalPass on the GPU with TF32 tensor-core GEMMs (opt-in) is close to the CPU",
+          "[cuda][tf32]") {
+  struct Reset {
+    ~Reset() { pass::set_cuda_tf32(-1); }
+  } reset;
+  for (const Case& c : {kPassCases[0], kPassCases[2], kPassCases[5], kPassCases[7]}) {
+    pass::set_cuda_tf32(1);
+    check_pass<float>(c, 0, c.p.T, 3e-2);
+    if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2);
+  }
+  const Case& c = kPassCases[5];
+  const GdnData<double> d = random_gdn_inputs<double>(c.p, 61, false, 0.1);
+  const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
+                            g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta);
+  auto run = [&](int mode) {
+    pass::set_cuda_tf32(mode);
+    LocalPass<float, Cuda> pass(c.p, 0, c.p.T,
+                                {q.data(), k.data(), v.data(), g.data(), beta.data(), nullptr});
+    DeviceBuffer<float> o(std::size_t(c.p.B * c.p.T * c.p.Hv * c.p.V));
+    pass.output(nullptr, o.data(), nullptr);
+    return to_host<Cuda>(o);
+  };
+  const std::vector<float> simt = run(0), tc = run(1);
+  CHECK(simt != tc);
+  CHECK(rel_l2(tc.data(), simt.data(), simt.size()) <= 1e-2);
 }

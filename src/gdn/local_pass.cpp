@@ -52,7 +52,9 @@ PassArgs<T> LocalPass<T, Dev>::args() {
                 factors_.data(),
                 prepared_,
                 states_.data(),
-                nullptr};
+                nullptr,
+                nullptr,
+                false};
   const std::size_t ws = pass::workspace_elems(Dev{}, a);
   if (workspace_.size() < ws) workspace_.resize(ws);
   a.workspace = workspace_.data();
@@ -126,7 +128,18 @@ void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, Gdn
     dqv_.resize(n);
     dkv_.resize(n);
   }
-  pass::backward(Dev{}, args(), lambda, dO, dht, g, dqv_.data(), dkv_.data());
+  // The CUDA backward walks the adjoint on the factors, keeps every chunk's exit adjoint
+  // (as many elements as the entry states) for the chunk-parallel part, and drops them on
+  // return: held only while this layer's backward runs (from the device's pool, so no
+  // cudaMalloc once the pool is warm).
+  PassBuffer<Dev, T> exits;
+  if (pass::chunk_parallel_backward(Dev{})) {
+    if (!prepared_) prepare();
+    exits.resize(state_elems());
+  }
+  PassArgs<T> a = args();
+  a.adjoints = exits.data();
+  pass::backward(Dev{}, a, lambda, dO, dht, g, dqv_.data(), dkv_.data());
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class LocalPass<T, Dev>;

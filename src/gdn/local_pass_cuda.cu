@@ -1,11 +1,50 @@
-// The passes of LocalPass on the GPU: the chunk math of ops/gdn_chunk run by one CUDA
-// block per job (CudaExec). prepare and output_from_states are one block per (batch *
-// value head, chunk); transition, output, adjoint and backward walk the chunks of one
-// (batch, value head) in order, one block each. Each block's scratch is its slice of the
-// pass's workspace.
+// The passes of LocalPass on the GPU: the chunk math of ops/gdn_chunk run by CUDA blocks
+// (CudaExec). Two kinds of kernel:
+//  - chunk jobs, one block per (batch * value head, chunk): prepare, output_from_states and
+//    the second halves of output and backward. Each block's scratch is its slice of the pass's
+//    workspace (global memory: the chunk's backward needs about 9 C^2 + 9 C K + 4 C V elements).
+//  - sequential walks over the chunks of one (batch, value head): transition, adjoint and
+//    the first halves of output and backward. The state's columns never mix (chunk_kernel.h,
+//    the *_cols forms), so each walk is split over column tiles of BV columns: one block per
+//    (batch * value head, tile), B Hv ceil(V / BV) blocks (transition also tiles M's K
+//    columns), each keeping its K x BV state tile and its two C x BV scratch tiles in
+//    dynamic shared memory and reading only its columns of u and dO. BV is 64 where that
+//    already gives every SM a block and 32 otherwise (walk_launch): at Qwen3-Next's
+//    B Hv = 32, V = 128 that is 128 blocks on an H200's 132 SMs instead of 32. Narrower
+//    tiles would fill more SMs at small B Hv, but every tile re-reads all of w, k~, q_g and P
+//    of every chunk, so the factor traffic grows as V / BV.
+// output is (a) the state walk alone (two GEMMs per chunk and tile), storing every chunk's
+// entry state, then (b) every chunk's outputs from its entry state at once.
+// backward is (a) the adjoint walk, storing every chunk's exit adjoint (PassArgs::adjoints)
+// and dh0 where a sequence starts, then (b) one chunk job per (batch * value head, chunk):
+// ChunkKernel::backward from the chunk's kept entry state and exit adjoint. The sequential
+// part is then the adjoint step alone (4 GEMMs of C K BV per chunk and tile); the chunk's
+// whole backward (about 30 GEMMs) runs on every chunk at once. The host keeps its fused
+// walk.
+//
+// Memory at a 32K-token shard of Qwen3-Next's GDN (B = 1, Hv = 32, Hk = 16, K = V = 128,
+// C = 64, fp32; 512 chunks per (batch, head), 16384 (b, h, chunk) jobs), per layer:
+//   WY factors, 1 + 3 C K + C V + C^2 = 36865 elements per job    2.25 GiB (2.42 GB)
+//   chunk entry states, K V = 16384 per job                        1.00 GiB (1.07 GB)
+//   exit adjoints, K V per job (inside backward() only)            1.00 GiB
+//   dq / dk per value head scratch, 2 x G B T Hk K (G = 2)         1.00 GiB
+//   chunk-job workspace, min(jobs, 4 x 132 SMs) = 528 blocks
+//     x 230209 elements (the chunk's backward scratch and rows)    0.45 GiB
+// Kept from a layer's forward to its backward: the entry states only (1 GiB; the CP core
+// frees the factors after the forward, and with recomputation they are all it keeps).
+// Peak inside a layer's backward: factors (its phase 1 makes them again) + states + exit
+// adjoints + dq / dk scratch + workspace = 5.7 GiB, released or reused by the next layer.
+// Every buffer is a Buffer<Cuda> from the device's pool (runtime/device_pool.h), the exit
+// adjoints included: once the pool is warm (from the second step) nothing here calls
+// cudaMalloc or cudaFree; the walks' tiles live in shared memory.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
 
+#include "core/error.h"
 #include "gdn/pass_args.h"
+#include "gdn/pass_walks.h"
 #include "ops/gdn_chunk/chunk_kernel.h"
 #include "ops/gdn_chunk/cuda_exec.cuh"
 #include "runtime/cuda_check.h"
@@ -17,7 +56,8 @@ namespace {
 
 using Segment = SliceLayout::Segment;
 using Chunk = SliceLayout::Chunk;
-constexpr int kThreads = 256;  // threads per block of every pass kernel
+// Threads per block of every pass kernel: the tiled GEMM's 16 x 16 thread grid.
+constexpr int kThreads = kTileThreads;
 
 // One block's slice of the workspace: the kernel's scratch, then the chunk's rows.
 template <typename T>
@@ -92,7 +132,7 @@ __device__ void gather_rows(const PassArgs<T>& a, int bh, std::int64_t c,
 
 template <typename T>
 __device__ ChunkKernel<T, CudaExec> kernel_of(const PassArgs<T>& a, const BlockBuffers<T>& buf) {
-  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, buf.kernel);
+  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, buf.kernel, CudaExec{a.tf32});
 }
 
 template <typename T>
@@ -109,67 +149,81 @@ __global__ void prepare_kernel(PassArgs<T> a) {
   }
 }
 
+// ---- The V-tiled sequential walks (gdn/pass_walks.h: the job bodies, shared with the CPU
+// tests): one block per (batch * value head, column tile) job, the tile in dynamic shared
+// memory ----
+
+extern __shared__ __align__(16) unsigned char tile_smem[];
+
 template <typename T>
-__global__ void transition_kernel(PassArgs<T> a, T* M, T* U) {
-  const BlockBuffers<T> buf(a);
-  auto math = kernel_of(a, buf);
-  const int K = a.K, V = a.V;
-  for (int bh = blockIdx.x; bh < a.B * a.Hv; bh += gridDim.x) {
-    const int b = bh / a.Hv, h = bh % a.Hv;
-    T* m = M + std::size_t(bh) * K * K;
-    T* u = U + std::size_t(bh) * K * V;
-    block_fill(m, std::int64_t(K) * K, T(0));
-    block_fill(u, std::int64_t(K) * V, T(0));
-    __syncthreads();
-    // As LocalPass::transition: only the last segment reaches the slice's end.
-    const bool empty = a.num_segments == 0;
-    const Segment s = empty ? Segment{} : a.segments[a.num_segments - 1];
-    const bool affine = empty || !s.starts;
-    if (affine)
-      for (int i = threadIdx.x; i < K; i += blockDim.x) m[i * K + i] = 1;
-    else if (a.in.h0)
-      block_copy(u, a.in.h0 + a.state_offset(a.seq_of(s, b), h), std::int64_t(K) * V);
-    __syncthreads();
-    if (empty) continue;
-    for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-      if (affine) math.compose(a.factors_of(bh, c), m);
-      math.step(a.factors_of(bh, c), u, nullptr);
-    }
-  }
+__device__ T* tile_of_block() {
+  return reinterpret_cast<T*>(tile_smem);
 }
 
 template <typename T>
-__global__ void output_kernel(PassArgs<T> a, const T* h_in, T* o, T* ht) {
+__device__ ChunkKernel<T, CudaExec> tile_kernel_of(const PassArgs<T>& a) {
+  // The *_cols forms only: they need no workspace.
+  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, nullptr, CudaExec{a.tf32});
+}
+
+template <typename T>
+__global__ void transition_kernel(PassArgs<T> a, T* M, T* U, int bv) {
+  auto math = tile_kernel_of(a);
+  const CudaExec ex{a.tf32};
+  const std::int64_t jobs =
+      std::int64_t(a.B) * a.Hv * (walk::tiles(a.K, bv) + walk::tiles(a.V, bv));
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
+    walk::transition(math, ex, a, M, U, bv, job, tile_of_block<T>());
+}
+
+template <typename T>
+__global__ void state_walk_kernel(PassArgs<T> a, const T* h_in, T* ht, int bv) {
+  auto math = tile_kernel_of(a);
+  const CudaExec ex{a.tf32};
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
+    walk::state_walk(math, ex, a, h_in, ht, bv, job, tile_of_block<T>());
+}
+
+template <typename T>
+__global__ void adjoint_kernel(PassArgs<T> a, const T* dO, const T* dht, T* D, int bv) {
+  auto math = tile_kernel_of(a);
+  const CudaExec ex{a.tf32};
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
+    walk::adjoint(math, ex, a, dO, dht, D, bv, job, tile_of_block<T>());
+}
+
+template <typename T>
+__global__ void backward_walk_kernel(PassArgs<T> a, const T* lambda, const T* dO, const T* dht,
+                                     T* dh0, int bv) {
+  auto math = tile_kernel_of(a);
+  const CudaExec ex{a.tf32};
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
+    walk::backward_walk(math, ex, a, lambda, dO, dht, dh0, bv, job, tile_of_block<T>());
+}
+
+// LocalPass::output, part (b): every chunk's outputs from its entry state at once, one
+// block per (batch * value head, chunk) job (ChunkKernel::outputs: the same GEMM calls as
+// the step's, so the same bits as output_from_states, which steps the full width).
+template <typename T>
+__global__ void outputs_kernel(PassArgs<T> a, T* o) {
   const BlockBuffers<T> buf(a);
   auto math = kernel_of(a, buf);
-  const int K = a.K, V = a.V;
-  const std::int64_t KV = std::int64_t(K) * V;
-  for (int bh = blockIdx.x; bh < a.B * a.Hv; bh += gridDim.x) {
-    const int b = bh / a.Hv, hv = bh % a.Hv;
-    for (std::int64_t si = 0; si < a.num_segments; ++si) {
-      const Segment s = a.segments[si];
-      const int seq = a.seq_of(s, b);
-      if (s.starts && a.in.h0)
-        block_copy(buf.h, a.in.h0 + a.state_offset(seq, hv), KV);
-      else if (!s.starts && h_in)
-        block_copy(buf.h, h_in + std::size_t(bh) * KV, KV);
-      else
-        block_fill(buf.h, KV, T(0));
-      __syncthreads();
-      for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-        block_copy(a.entry_state(bh, c), buf.h, KV);  // step's entry barrier orders it
-        math.step(a.factors_of(bh, c), buf.h, buf.o);
-        const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
-        scatter(buf.o, a.chunks[c].rows, V, o + (t * a.Hv + hv) * V, std::int64_t(a.Hv) * V);
-        __syncthreads();  // the next step overwrites buf.o
-      }
-      if (s.ends && ht) block_copy(ht + a.state_offset(seq, hv), buf.h, KV);
-      __syncthreads();
-    }
+  const int V = a.V;
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x) {
+    const int bh = int(job / a.num_chunks), b = bh / a.Hv, hv = bh % a.Hv;
+    const std::int64_t c = job % a.num_chunks;
+    math.outputs(a.factors_of(bh, c), a.entry_state(bh, c), buf.o);  // barriers in its GEMMs
+    const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
+    scatter(buf.o, a.chunks[c].rows, V, o + (t * a.Hv + hv) * V, std::int64_t(a.Hv) * V);
+    __syncthreads();  // the next job overwrites buf.o
   }
 }
 
-// output_kernel's outputs from the entry states it kept, one block per (batch * value
+// output()'s outputs from the entry states it kept, one block per (batch * value
 // head, chunk) job: no chunk waits for the one before. Where the factors are not made
 // yet, each job makes its chunk's into the factor buffer first (prepare_kernel's work,
 // the same bits), so adjoint() finds them there.
@@ -200,70 +254,37 @@ __global__ void output_from_states_kernel(PassArgs<T> a, T* o, T* ht) {
   }
 }
 
+// Backward, part (b): one block per (batch * value head, chunk) job, the chunk's whole
+// backward from its entry state (output()) and exit adjoint (part (a)); the entry adjoint it
+// returns in buf.h is part (a)'s too and is dropped. dq, dk per value head go to dqv, dkv
+// ([G, B, Tl, Hk, K]); summed per group afterwards.
 template <typename T>
-__global__ void adjoint_kernel(PassArgs<T> a, const T* dO, const T* dht, T* D) {
-  const BlockBuffers<T> buf(a);
-  auto math = kernel_of(a, buf);
-  const int K = a.K, V = a.V;
-  const std::int64_t KV = std::int64_t(K) * V;
-  for (int bh = blockIdx.x; bh < a.B * a.Hv; bh += gridDim.x) {
-    const int b = bh / a.Hv, hv = bh % a.Hv;
-    T* mu = D + std::size_t(bh) * KV;
-    block_fill(mu, KV, T(0));
-    __syncthreads();
-    // Only a first segment that continues a sequence carries gradient to h_in.
-    if (a.num_segments == 0 || a.segments[0].starts) continue;
-    const Segment s = a.segments[0];
-    if (s.ends && dht) block_copy(mu, dht + a.state_offset(a.seq_of(s, b), hv), KV);
-    __syncthreads();
-    for (std::int64_t c = s.first_chunk + s.num_chunks - 1; c >= s.first_chunk; --c) {
-      const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
-      gather(dO + (t * a.Hv + hv) * V, std::int64_t(a.Hv) * V, a.chunks[c].rows, V, a.C, buf.dO);
-      math.adjoint(a.factors_of(bh, c), mu, buf.dO);  // barriers on entry and exit
-    }
-  }
-}
-
-// dq, dk per value head go to dqv, dkv ([G, B, Tl, Hk, K]); summed per group afterwards.
-template <typename T>
-__global__ void backward_kernel(PassArgs<T> a, const T* lambda, const T* dO, const T* dht,
-                                GdnGrads<T> gr, T* dqv, T* dkv) {
+__global__ void backward_chunks_kernel(PassArgs<T> a, const T* dO, GdnGrads<T> gr, T* dqv, T* dkv) {
   const BlockBuffers<T> buf(a);
   auto math = kernel_of(a, buf);
   const int K = a.K, V = a.V, G = a.G;
   const std::int64_t KV = std::int64_t(K) * V;
   const std::int64_t qk_elems = std::int64_t(a.B) * a.Tl * a.Hk * K;
   const std::int64_t qk_stride = std::int64_t(a.Hk) * K, v_stride = std::int64_t(a.Hv) * V;
-  for (int bh = blockIdx.x; bh < a.B * a.Hv; bh += gridDim.x) {
-    const int b = bh / a.Hv, hv = bh % a.Hv, hk = hv / G;
-    for (std::int64_t si = a.num_segments - 1; si >= 0; --si) {
-      const Segment s = a.segments[si];
-      const int seq = a.seq_of(s, b);
-      if (s.ends && dht)
-        block_copy(buf.h, dht + a.state_offset(seq, hv), KV);
-      else if (!s.ends && lambda)
-        block_copy(buf.h, lambda + std::size_t(bh) * KV, KV);
-      else
-        block_fill(buf.h, KV, T(0));
-      for (std::int64_t c = s.first_chunk + s.num_chunks - 1; c >= s.first_chunk; --c) {
-        const Chunk ch = a.chunks[c];
-        const std::int64_t t = std::int64_t(b) * a.Tl + ch.begin;
-        const std::int64_t qk_at = (t * a.Hk + hk) * K, v_at = (t * a.Hv + hv) * V;
-        gather_rows(a, bh, c, buf);
-        gather(dO + v_at, v_stride, ch.rows, V, a.C, buf.dO);
-        __syncthreads();
-        math.backward(buf.rows(), a.entry_state(bh, c), buf.dO, buf.h, buf.grads());
-        const std::int64_t head = std::int64_t(hv % G) * qk_elems;
-        scatter(buf.dq, ch.rows, K, dqv + head + qk_at, qk_stride);
-        scatter(buf.dk, ch.rows, K, dkv + head + qk_at, qk_stride);
-        scatter(buf.dv, ch.rows, V, gr.dv + v_at, v_stride);
-        scatter(buf.dg, ch.rows, 1, gr.dg + t * a.Hv + hv, a.Hv);
-        scatter(buf.dbeta, ch.rows, 1, gr.dbeta + t * a.Hv + hv, a.Hv);
-        __syncthreads();  // the next chunk's gather overwrites the row buffers
-      }
-      if (s.starts && gr.dh0) block_copy(gr.dh0 + a.state_offset(seq, hv), buf.h, KV);
-      __syncthreads();
-    }
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x) {
+    const int bh = int(job / a.num_chunks), b = bh / a.Hv, hv = bh % a.Hv, hk = hv / G;
+    const std::int64_t c = job % a.num_chunks;
+    const Chunk ch = a.chunks[c];
+    const std::int64_t t = std::int64_t(b) * a.Tl + ch.begin;
+    const std::int64_t qk_at = (t * a.Hk + hk) * K, v_at = (t * a.Hv + hv) * V;
+    gather_rows(a, bh, c, buf);
+    gather(dO + v_at, v_stride, ch.rows, V, a.C, buf.dO);
+    block_copy(buf.h, a.exit_adjoint(bh, c), KV);
+    __syncthreads();
+    math.backward(buf.rows(), a.entry_state(bh, c), buf.dO, buf.h, buf.grads());
+    const std::int64_t head = std::int64_t(hv % G) * qk_elems;
+    scatter(buf.dq, ch.rows, K, dqv + head + qk_at, qk_stride);
+    scatter(buf.dk, ch.rows, K, dkv + head + qk_at, qk_stride);
+    scatter(buf.dv, ch.rows, V, gr.dv + v_at, v_stride);
+    scatter(buf.dg, ch.rows, 1, gr.dg + t * a.Hv + hv, a.Hv);
+    scatter(buf.dbeta, ch.rows, 1, gr.dbeta + t * a.Hv + hv, a.Hv);
+    __syncthreads();  // the next job overwrites the row buffers
   }
 }
 
@@ -282,21 +303,84 @@ int grid_for(std::int64_t n, int threads) {
   return int(std::min<std::int64_t>((n + threads - 1) / threads, 65535));
 }
 
-// A few resident blocks per SM; more only multiplies the workspace.
-int max_blocks() {
+int sm_count() {
   int device = 0, sms = 0;
   GDN_CUDA_CHECK(cudaGetDevice(&device));
   GDN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max(1, 4 * sms);
+  return std::max(1, sms);
+}
+
+// A few resident blocks per SM; more only multiplies the workspace.
+int max_blocks() {
+  return 4 * sm_count();
 }
 
 int blocks_for(std::int64_t jobs) {
   return int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, max_blocks())));
 }
 
+// A walk kernel's launch: its column tile width BV and dynamic shared memory.
+struct WalkLaunch {
+  int bv;
+  std::size_t smem;
+};
+
+// BV = 64 where B Hv ceil(V / 64) blocks already fill the SMs, else 32 (see the top of this
+// file); then halved until the tiles fit the block's shared memory next to the kernel's
+// static share (the GEMM's staging), which only large K or C in fp64 need.
+template <typename T, typename Kernel>
+WalkLaunch walk_launch(const PassArgs<T>& a, Kernel kernel) {
+  const std::int64_t bh = std::int64_t(a.B) * a.Hv;
+  int bv = bh * ((a.V + 63) / 64) >= sm_count() ? 64 : 32;
+  bv = std::max(1, std::min(bv, std::max(a.K, a.V)));
+  int device = 0, optin = 0;
+  GDN_CUDA_CHECK(cudaGetDevice(&device));
+  GDN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  cudaFuncAttributes attr{};
+  GDN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  const std::size_t room = std::size_t(optin) - std::min<std::size_t>(optin, attr.sharedSizeBytes);
+  while (bv > 1 && walk::tile_elems(a.K, a.C, bv) * sizeof(T) > room) bv /= 2;
+  const std::size_t smem = walk::tile_elems(a.K, a.C, bv) * sizeof(T);
+  GDN_CHECK(smem <= room, "GDN CUDA pass: a K = ", a.K, ", C = ", a.C,
+            " state column does not fit in shared memory (", room, " bytes)");
+  // Above the default 48 KiB a kernel must opt in; setting it every launch is cheap.
+  GDN_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  return {bv, smem};
+}
+
+// One block per (b, h, tile) job: the walks are few and long, so every one gets its block.
+int walk_grid(std::int64_t jobs) {
+  return int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, 1 << 30)));
+}
+
+int tf32_mode = -1;  // set_cuda_tf32
+
+// The launch's view of the arguments: LocalPass's, plus the GEMM choice.
+template <typename T>
+PassArgs<T> configured(const PassArgs<T>& args) {
+  PassArgs<T> a = args;
+  a.tf32 = std::is_same_v<T, float> && cuda_tf32();
+  return a;
+}
+
 }  // namespace
 
+void set_cuda_tf32(int mode) {
+  tf32_mode = mode;
+}
+
+bool cuda_tf32() {
+  if (tf32_mode >= 0) return tf32_mode == 1;
+  const char* env = std::getenv("GDN_CUDA_TF32");
+  return env && std::string(env) == "1";
+}
+
 bool needs_prepare(Cuda) {
+  return true;
+}
+
+bool chunk_parallel_backward(Cuda) {
   return true;
 }
 
@@ -306,14 +390,16 @@ int grad_scratch_heads(Cuda, int G) {
 
 template <typename T>
 std::size_t workspace_elems(Cuda, const PassArgs<T>& a) {
-  // prepare and output_from_states have the most jobs, so they launch the most blocks.
+  // The chunk jobs (prepare, output_from_states, backward part (b)) have the most jobs, so
+  // they launch the most blocks; the walks keep their tiles in shared memory.
   return std::size_t(
              blocks_for(std::int64_t(a.B) * a.Hv * std::max<std::int64_t>(1, a.num_chunks))) *
          BlockBuffers<T>::size(a.C, a.K, a.V);
 }
 
 template <typename T>
-void prepare(Cuda, const PassArgs<T>& a) {
+void prepare(Cuda, const PassArgs<T>& args) {
+  const PassArgs<T> a = configured(args);
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
   prepare_kernel<T><<<blocks_for(jobs), kThreads>>>(a);
@@ -321,19 +407,32 @@ void prepare(Cuda, const PassArgs<T>& a) {
 }
 
 template <typename T>
-void transition(Cuda, const PassArgs<T>& a, T* M, T* U) {
-  transition_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, M, U);
+void transition(Cuda, const PassArgs<T>& args, T* M, T* U) {
+  const PassArgs<T> a = configured(args);
+  if (a.B * a.Hv == 0) return;
+  const WalkLaunch l = walk_launch(a, transition_kernel<T>);
+  const std::int64_t tiles = (a.K + l.bv - 1) / l.bv + (a.V + l.bv - 1) / l.bv;
+  transition_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, M, U, l.bv);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
-void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht) {
-  output_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, h_in, o, ht);
+void output(Cuda, const PassArgs<T>& args, const T* h_in, T* o, T* ht) {
+  const PassArgs<T> a = configured(args);
+  if (a.B * a.Hv == 0) return;
+  const WalkLaunch l = walk_launch(a, state_walk_kernel<T>);
+  const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
+  state_walk_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, h_in, ht, l.bv);
+  GDN_CUDA_CHECK(cudaGetLastError());
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  if (jobs == 0) return;
+  outputs_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
-void output_from_states(Cuda, const PassArgs<T>& a, T* o, T* ht) {
+void output_from_states(Cuda, const PassArgs<T>& args, T* o, T* ht) {
+  const PassArgs<T> a = configured(args);
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
   output_from_states_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o, ht);
@@ -341,15 +440,33 @@ void output_from_states(Cuda, const PassArgs<T>& a, T* o, T* ht) {
 }
 
 template <typename T>
-void adjoint(Cuda, const PassArgs<T>& a, const T* dO, const T* dht, T* D) {
-  adjoint_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, dO, dht, D);
+void adjoint(Cuda, const PassArgs<T>& args, const T* dO, const T* dht, T* D) {
+  const PassArgs<T> a = configured(args);
+  if (a.B * a.Hv == 0) return;
+  const WalkLaunch l = walk_launch(a, adjoint_kernel<T>);
+  const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
+  adjoint_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, dO, dht, D, l.bv);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
-void backward(Cuda, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
+void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const T* dht,
               GdnGrads<T>& gr, T* dqv, T* dkv) {
-  backward_kernel<T><<<blocks_for(a.B * a.Hv), kThreads>>>(a, lambda, dO, dht, gr, dqv, dkv);
+  const PassArgs<T> a = configured(args);
+  GDN_CHECK(a.adjoints != nullptr || a.num_chunks == 0,
+            "GDN CUDA backward: no exit-adjoint buffer (LocalPass::backward allocates it)");
+  GDN_CHECK(a.prepared || a.num_chunks == 0, "GDN CUDA backward: the WY factors are not made");
+  if (a.B * a.Hv == 0) return;
+  // (a) the sequential adjoint walk, V-tiled: exit adjoints and dh0.
+  const WalkLaunch l = walk_launch(a, backward_walk_kernel<T>);
+  const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
+  backward_walk_kernel<T>
+      <<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, lambda, dO, dht, gr.dh0, l.bv);
+  GDN_CUDA_CHECK(cudaGetLastError());
+  // (b) every chunk's backward at once.
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  if (jobs == 0) return;
+  backward_chunks_kernel<T><<<blocks_for(jobs), kThreads>>>(a, dO, gr, dqv, dkv);
   GDN_CUDA_CHECK(cudaGetLastError());
   const std::int64_t qk_elems = std::int64_t(a.B) * a.Tl * a.Hk * a.K;
   if (qk_elems == 0) return;

@@ -31,6 +31,13 @@ struct PassArgs {
   bool prepared;
   T* states;     // [B * Hv, chunks, K, V]
   T* workspace;  // the device's scratch (workspace_elems of it)
+  // [B * Hv, chunks, K, V]: the adjoint of every chunk's exit state, which the CUDA backward's
+  // sequential walk stores for its chunk-parallel part (pass::chunk_parallel_backward);
+  // null on the host, whose backward stays one fused walk.
+  T* adjoints = nullptr;
+  // CUDA, float: the chunk math's GEMMs on tensor cores (TF32 inputs, fp32 accumulation;
+  // pass::set_cuda_tf32). The CUDA passes set it per launch; the host ignores it.
+  bool tf32 = false;
 
   GDN_HD int seq_of(const Segment& s, int b) const { return packed ? s.seq : b; }
   GDN_HD std::int64_t state_offset(int seq, int h) const {
@@ -41,6 +48,9 @@ struct PassArgs {
   }
   GDN_HD T* entry_state(int bh, std::int64_t c) const {
     return states + (std::size_t(bh) * num_chunks + c) * K * V;
+  }
+  GDN_HD T* exit_adjoint(int bh, std::int64_t c) const {
+    return adjoints + (std::size_t(bh) * num_chunks + c) * K * V;
   }
   // The segment holding chunk c (0 <= c < num_chunks): a binary search over the segments'
   // first chunks, so that a pass over independent chunks finds which sequence a chunk
@@ -77,6 +87,20 @@ inline bool needs_prepare(Host) {
   return false;
 }
 bool needs_prepare(Cuda);
+// Whether backward() runs as a sequential adjoint walk that stores every chunk's exit
+// adjoint (PassArgs::adjoints, B Hv K V elements per chunk, allocated by LocalPass for the
+// call) followed by one independent job per chunk; it needs the WY factors (prepare()).
+// The host keeps its fused walk (the chunk's backward carries the adjoint itself).
+inline bool chunk_parallel_backward(Host) {
+  return false;
+}
+bool chunk_parallel_backward(Cuda);
+// The CUDA passes' float GEMMs on tensor cores: TF32 inputs (10 mantissa bits) with fp32
+// accumulation, about 1e-3 relative instead of fp32's 1e-6, so off by default. mode 1: on,
+// 0: off, -1 (the default): on where the environment variable GDN_CUDA_TF32 is "1".
+// fp64 passes ignore it. CUDA builds only.
+void set_cuda_tf32(int mode);
+bool cuda_tf32();
 
 #define GDN_PASS_OPS(PREFIX, Dev, T)                                                          \
   PREFIX std::size_t workspace_elems(Dev, const PassArgs<T>& a);                              \

@@ -113,9 +113,9 @@ class ChunkKernel {
       : ex_(ex), C_(C), K_(K), V_(V), s_(scale), fl_{C, K, V} {
     const std::size_t CC = std::size_t(C) * C, CK = std::size_t(C) * K, CV = std::size_t(C) * V;
     T* p = workspace;
-    auto take = [&p](std::size_t n) {
+    auto take = [&p](std::size_t n) {  // null stays null: only the *_cols forms may run then
       T* r = p;
-      p += n;
+      if (p) p += n;
       return r;
     };
     G_ = take(C), Gam_ = take(C), e_ = take(C), dGam_ = take(C), redC_ = take(C), redK_ = take(K);
@@ -133,6 +133,10 @@ class ChunkKernel {
   GDN_HD void prepare(const ChunkRows<T>& rows, T* f);
   // h (K x V) <- gamma h + k~^T (u - w h); o (C x V) = s (q_g h + P (u - w h)) if o != null.
   GDN_HD void step(const T* f, T* h, T* o);
+  // o (C x V) = s (q_g h + P (u - w h)), h unchanged: step's outputs without its state
+  // update (its first three GEMM calls, so the same bits as step's o). The GPU's output pass
+  // walks the states alone and then makes every chunk's outputs from its entry state at once.
+  GDN_HD void outputs(const T* f, const T* h, T* o);
   // M (K x K) <- gamma M - k~^T (w M): the low-rank transition update, 2 K^2 C flops.
   GDN_HD void compose(const T* f, T* M);
   // mu (K x V) <- M_c^T mu + A_c^T dO: the adjoint of the chunk's entry state.
@@ -141,6 +145,23 @@ class ChunkKernel {
   // the state leaving it, on return the adjoint of the state entering it.
   GDN_HD void backward(const ChunkRows<T>& rows, const T* h, const T* dO, T* dh,
                        const ChunkRowGrads<T>& out);
+
+  // Column tiles of the three sequential steps. The state's columns never mix: column j of
+  // h_next (of mu, of M's update) reads column j of h (mu, M), of u and of dO only, and
+  // w, k~, q_g, P, gamma, which every column shares. So step, adjoint and compose split
+  // over column tiles [c0, c0 + n) of the state, which is how the GPU spreads one (batch,
+  // head)'s sequential walk over several blocks (local_pass_cuda.cu). The tile pointers
+  // (h, mu, M; o, dO) point at the tile's first column with their own leading dimensions;
+  // scratch is C x n elements (dense, leading dimension n), which these forms use instead
+  // of the workspace (a ChunkKernel made with a null workspace may call them). The
+  // full-width step, adjoint and compose are these with c0 = 0, n = V (K for compose) and
+  // the kernel's own scratch: the same GEMM calls with the same arguments, so the same bits.
+  //   step_cols:    h (K x n) <- gamma h + k~^T (u_tile - w h); o (C x n) = s (q_g h + P v_new)
+  //   compose_cols: M (K x n) <- gamma M - k~^T (w M)
+  //   adjoint_cols: mu (K x n) <- gamma mu + s q_g^T dO - w^T (k~ mu + s P^T dO)
+  GDN_HD void step_cols(const T* f, int c0, int n, T* h, int ldh, T* o, int ldo, T* scratch);
+  GDN_HD void compose_cols(const T* f, int n, T* M, int ldm, T* scratch);
+  GDN_HD void adjoint_cols(const T* f, int n, T* mu, int ldmu, const T* dO, int lddo, T* scratch);
 
  private:
   GDN_HD void decay_terms(const T* g);  // G, Gamma, e, masked D
@@ -331,32 +352,63 @@ GDN_HD void ChunkKernel<T, Exec>::prepare(const ChunkRows<T>& rows, T* f) {
 
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::step(const T* f, T* h, T* o) {
+  step_cols(f, 0, V_, h, V_, o, V_, vnew_);
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::outputs(const T* f, const T* h, T* o) {
   const int C = C_, K = K_, V = V_;
   const T* u = fl_.u(f);
   for (int x = ex_.tid(); x < C * V; x += ex_.nthreads()) vnew_[x] = u[x];
-  mm(false, false, C, V, K, T(-1), fl_.w(f), h, T(1), vnew_);  // v_new = u - w h
-  if (o) {
-    mm(false, false, C, V, K, s_, fl_.qg(f), h, T(0), o);
-    mm(false, false, C, V, C, s_, fl_.P(f), vnew_, T(1), o, Structure::kLowerA);
-  }
-  mm(true, false, K, V, C, T(1), fl_.kt(f), vnew_, ChunkFactors<T>::gamma(f), h);
+  ex_.gemm(false, false, C, V, K, T(-1), fl_.w(f), K, h, V, T(1), vnew_, V);  // u - w h
+  ex_.gemm(false, false, C, V, K, s_, fl_.qg(f), K, h, V, T(0), o, V);
+  ex_.gemm(false, false, C, V, C, s_, fl_.P(f), C, vnew_, V, T(1), o, V, Structure::kLowerA);
 }
 
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::compose(const T* f, T* M) {
-  const int C = C_, K = K_;
-  mm(false, false, C, K, K, T(1), fl_.w(f), M, T(0), tmpCK_);  // w M
-  mm(true, false, K, K, C, T(-1), fl_.kt(f), tmpCK_, ChunkFactors<T>::gamma(f), M);
+  compose_cols(f, K_, M, K_, tmpCK_);
 }
 
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::adjoint(const T* f, T* mu, const T* dO) {
+  adjoint_cols(f, V_, mu, V_, dO, V_, dvn_);
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::step_cols(const T* f, int c0, int n, T* h, int ldh, T* o, int ldo,
+                                            T* vnew) {
   const int C = C_, K = K_, V = V_;
+  const T* u = fl_.u(f) + c0;
+  if (n == V) {  // the whole width: one flat copy (the full-width step's loop)
+    for (int x = ex_.tid(); x < C * V; x += ex_.nthreads()) vnew[x] = u[x];
+  } else {
+    each2d(C, n, [&](int i, int d) { vnew[i * n + d] = u[i * V + d]; });
+  }
+  ex_.gemm(false, false, C, n, K, T(-1), fl_.w(f), K, h, ldh, T(1), vnew, n);  // u - w h
+  if (o) {
+    ex_.gemm(false, false, C, n, K, s_, fl_.qg(f), K, h, ldh, T(0), o, ldo);
+    ex_.gemm(false, false, C, n, C, s_, fl_.P(f), C, vnew, n, T(1), o, ldo, Structure::kLowerA);
+  }
+  ex_.gemm(true, false, K, n, C, T(1), fl_.kt(f), K, vnew, n, ChunkFactors<T>::gamma(f), h, ldh);
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::compose_cols(const T* f, int n, T* M, int ldm, T* wm) {
+  const int C = C_, K = K_;
+  ex_.gemm(false, false, C, n, K, T(1), fl_.w(f), K, M, ldm, T(0), wm, n);  // w M
+  ex_.gemm(true, false, K, n, C, T(-1), fl_.kt(f), K, wm, n, ChunkFactors<T>::gamma(f), M, ldm);
+}
+
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::adjoint_cols(const T* f, int n, T* mu, int ldmu, const T* dO,
+                                               int lddo, T* dvn) {
+  const int C = C_, K = K_;
   // dv_new = k~ mu + s P^T dO;  mu <- gamma mu + s q_g^T dO - w^T dv_new
-  mm(false, false, C, V, K, T(1), fl_.kt(f), mu, T(0), dvn_);
-  mm(true, false, C, V, C, s_, fl_.P(f), dO, T(1), dvn_, Structure::kUpperA);
-  mm(true, false, K, V, C, s_, fl_.qg(f), dO, ChunkFactors<T>::gamma(f), mu);
-  mm(true, false, K, V, C, T(-1), fl_.w(f), dvn_, T(1), mu);
+  ex_.gemm(false, false, C, n, K, T(1), fl_.kt(f), K, mu, ldmu, T(0), dvn, n);
+  ex_.gemm(true, false, C, n, C, s_, fl_.P(f), C, dO, lddo, T(1), dvn, n, Structure::kUpperA);
+  ex_.gemm(true, false, K, n, C, s_, fl_.qg(f), K, dO, lddo, ChunkFactors<T>::gamma(f), mu, ldmu);
+  ex_.gemm(true, false, K, n, C, T(-1), fl_.w(f), K, dvn, n, T(1), mu, ldmu);
 }
 
 // docs/design.md §2b, line by line.

@@ -1,29 +1,75 @@
-// The execution policy of ChunkKernel (chunk_kernel.h) on the GPU: one chunk job is one
-// CUDA block, its threads split every loop, and __syncthreads is the barrier. The GEMM
-// is the simple cooperative one (block_gemm: one C entry per thread at a time, operands
-// in global memory). It is written for correctness first; tiling it through shared
-// memory (or tensor cores) is the next step and does not change the kernel's source.
+// The execution policy of ChunkKernel (chunk_kernel.h) on the GPU: one chunk job (or one
+// column tile of a sequential walk) is one CUDA block, its threads split every loop, and
+// __syncthreads is the barrier.
+//
+// The GEMM is tiled_gemm (tiled_gemm.h): operands staged through shared memory in k-slices,
+// each thread RM x RN outputs in registers, the Structure hint used to skip zero triangles.
+// Its staging buffer is a static __shared__ array of this function, so every kernel that
+// runs a ChunkKernel holds it once (16.3 KiB for double; 25.5 KiB for float, sized for the
+// TF32 path below, which shares it). Also used by src/cp/pair_scan_cuda.cu. The
+// accumulator is T (fp32 for float: state and accumulation stay fp32), and each output is
+// one thread's sum in a fixed order, independent of the block count or tile widths.
+// A block of another size than kTileThreads falls back to block_gemm (one output per
+// thread, operands in global memory), the simple form the CPU tests also check.
+//
+// tf32 (float only, off unless the caller sets it: pass::set_cuda_tf32) runs the float GEMMs
+// on tensor cores instead (tf32_gemm.cuh): TF32 inputs, fp32 accumulation, about 1e-3
+// relative.
 #pragma once
 
+#include <type_traits>
+
 #include "ops/gdn_chunk/chunk_kernel.h"
+#include "ops/gdn_chunk/tf32_gemm.cuh"
+#include "ops/gdn_chunk/tiled_gemm.h"
 
 namespace gdn {
 
 struct CudaExec {
   static constexpr bool serial = false;
+  bool tf32 = false;  // float GEMMs on tensor cores (TF32), see above
   __device__ int tid() const { return int(threadIdx.x); }
   __device__ int nthreads() const { return int(blockDim.x); }
   __device__ void sync() const { __syncthreads(); }
+  struct Barrier {
+    __device__ void operator()() const { __syncthreads(); }
+  };
   // A barrier on entry (inputs written by other threads are complete; nobody still reads
-  // C's old values) and on exit (C is visible to every thread): ChunkKernel's contract.
-  // The accumulator is T: fp32 for float, as the issue asks (state and accumulation fp32).
-  // The Structure hint is ignored: the full product honours it.
+  // C's old values, nor the staging buffer) and on exit (C is visible to every thread):
+  // ChunkKernel's contract.
   template <typename T>
   __device__ void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda,
                        const T* B, int ldb, T beta, T* C, int ldc,
-                       Structure = Structure::kDense) const {
+                       Structure s = Structure::kDense) const {
+    constexpr int simt = tiled_gemm_stage_elems<4, 4>();
+    constexpr int elems =
+        std::is_same_v<T, float> && kTf32StageElems > simt ? kTf32StageElems : simt;
+    __shared__ __align__(32) T stage[elems];  // wmma wants 32-byte aligned tiles
     __syncthreads();
-    block_gemm<T>(tid(), nthreads(), ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 WMMA: sm_80 on; else SIMT
+    if constexpr (std::is_same_v<T, float>) {
+      if (tf32 && blockDim.x == kTileThreads) {
+        if (n <= 32)
+          tf32_gemm<2>(stage, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+        else
+          tf32_gemm<4>(stage, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+        __syncthreads();
+        return;
+      }
+    }
+#endif
+    if (blockDim.x == kTileThreads) {
+      // 64 x 32 output tiles where n is narrow (the V-tiled passes' BV = 32 columns), so
+      // that no thread idles; 64 x 64 otherwise. The same sums either way.
+      if (n <= 32)
+        tiled_gemm<4, 2>(tid(), Barrier{}, stage, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C,
+                         ldc, s);
+      else
+        tiled_gemm<4, 4>(tid(), Barrier{}, stage, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C,
+                         ldc, s);
+    } else {
+      block_gemm<T>(tid(), nthreads(), ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
     __syncthreads();
   }
 };
