@@ -12,12 +12,13 @@
 # the wheel's MPI instead of any system MPI (checked in the binaries' linkage), a CPU-only
 # build, the whole CPU test suite, and the CPU sides of the parity runs. On the device:
 # a CUDA build that must not come out CPU-only (GDN_REQUIRE_CUDA=ON), the GPU tests first
-# with CUDA_LAUNCH_BLOCKING=1, then every test, a compute-sanitizer memcheck of a small
-# case, the kernels' register and memory use (cuobjdump), gdn_kernel GPU vs CPU and cp = 2
-# vs cp = 1, gdn_train GPU vs CPU and cp = 2 vs cp = 1 (20 steps), and the benchmark table
-# against fla's chunk_gated_delta_rule (bf16). Every step's exit code is checked, JSON is
-# read with python3, and everything is written under $OUT (out/device when unset): a
-# log per step and summary.md. Exits 1 when any step failed.
+# with CUDA_LAUNCH_BLOCKING=1, then every test, a compute-sanitizer memcheck and racecheck
+# of a small case, the kernels' register and memory use (cuobjdump), gdn_kernel GPU vs CPU
+# and cp = 2 vs cp = 1, gdn_train GPU vs CPU and cp = 2 vs cp = 1 (20 steps, GDN-only and
+# the hybrid model), and the benchmark table against fla's chunk_gated_delta_rule (bf16;
+# ours in fp32, with TF32 GEMMs, and in the bf16 mode). Every step's exit code is checked,
+# JSON is read with python3, and everything is written under $OUT (out/device when unset):
+# a log per step and summary.md. Exits 1 when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DRY=0
@@ -177,6 +178,9 @@ if [ "$DRY" -eq 0 ] && command -v compute-sanitizer >/dev/null; then
     --dtype f32 --h0 --backward >/dev/null 2>&1
   step "compute-sanitizer memcheck (gdn_kernel, T=300)" 120 compute-sanitizer --tool memcheck \
     --error-exitcode 1 "$BUILD/apps/gdn_kernel" --in "$W/small" --out "$W/small_out" --backward --device cuda
+  # Shared-memory hazards of the V-tiled walks and the tiled block GEMM.
+  step "compute-sanitizer racecheck (gdn_kernel, T=300)" 120 compute-sanitizer --tool racecheck \
+    --error-exitcode 1 "$BUILD/apps/gdn_kernel" --in "$W/small" --out "$W/small_race" --backward --device cuda
 fi
 
 echo "== gdn_train: 20 steps, GDN-only and hybrid"
@@ -200,6 +204,9 @@ if [ "$DRY" -eq 0 ]; then
   SHAPES="1,32768,16,32,128,128;1,8192,16,32,128,128"
   step "gdn_bench" 150 sh -c "'$BUILD/apps/gdn_bench' --device all --shapes '$SHAPES' --phases=false \
     --skip-recurrent-above 0 --reps 5 --cpu-reps 1 --cpu-warmup 0 > '$OUT/bench.jsonl'"
+  # The opt-in TF32 tensor-core GEMMs (GDN_CUDA_TF32=1), GPU only.
+  step "gdn_bench tf32" 90 bash -c "set -o pipefail; GDN_CUDA_TF32=1 '$BUILD/apps/gdn_bench' --device cuda --shapes '$SHAPES' \
+    --phases=false --skip-recurrent-above 0 --reps 5 | sed 's/\"variant\":\"cuda_/\"variant\":\"tf32_cuda_/' >> '$OUT/bench.jsonl'"
   if ls "$DEPS"/wheels/fla_core-*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-deps --no-index --target "$WORK/fla" "$DEPS"/wheels/fla_core-*.whl
     step "fla bench (bf16)" 120 sh -c "PYTHONPATH='$WORK/fla' python3 scripts/bench_fla.py --shapes '$SHAPES' >> '$OUT/bench.jsonl'"
@@ -217,7 +224,9 @@ t = {(j["variant"], j["shape"]["T"]): j["median_ms"] for j in lines}
 for T in sorted({j["shape"]["T"] for j in lines}):
     for ours, fla in (("cuda_chunked_fwd", "fla_fwd"), ("cuda_chunked_fwd_bwd", "fla_fwd_bwd"),
                       ("cuda_chunked_bf16_fwd", "fla_fwd"),
-                      ("cuda_chunked_bf16_fwd_bwd", "fla_fwd_bwd")):
+                      ("cuda_chunked_bf16_fwd_bwd", "fla_fwd_bwd"),
+                      ("tf32_cuda_chunked_fwd", "fla_fwd"),
+                      ("tf32_cuda_chunked_fwd_bwd", "fla_fwd_bwd")):
         if t.get((ours, T)) and t.get((fla, T)):
             print(f"ratio {ours} / {fla} T={T}\tinfo\t{t[(ours, T)] / t[(fla, T)]:.2f}x")
 PY
