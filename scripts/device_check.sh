@@ -11,21 +11,22 @@
 # --dry-run proves every non-GPU step on a machine without a GPU: the same carried .deps/,
 # the wheel's MPI instead of any system MPI (checked in the binaries' linkage), a CPU-only
 # build, the whole CPU test suite, and the CPU sides of the parity runs. On the device:
-# a CUDA build that must not come out CPU-only (GDN_REQUIRE_CUDA=ON), the GPU tests first
-# with CUDA_LAUNCH_BLOCKING=1, then every test, a compute-sanitizer memcheck and racecheck
-# of a small case, the kernels' register and memory use (cuobjdump), gdn_kernel GPU vs CPU
-# and cp = 2 vs cp = 1, gdn_train GPU vs CPU and cp = 2 vs cp = 1 (20 steps, GDN-only and
-# the hybrid model), and the benchmark table against fla's chunk_gated_delta_rule (bf16;
-# ours in fp32, with TF32 GEMMs, and in the bf16 mode). Every step's exit code is checked,
-# JSON is read with python3, and everything is written under $OUT (out/device when unset):
-# a log per step and summary.md. Exits 1 when any step failed.
+# a CUDA build that must not come out CPU-only (GDN_REQUIRE_CUDA=ON), the GPU tests with
+# CUDA_LAUNCH_BLOCKING=1, the kernels' register and memory use (cuobjdump), the benchmark
+# table against fla's chunk_gated_delta_rule (bf16; ours in fp32, with TF32 GEMMs, and in
+# the bf16 mode), gdn_kernel GPU vs CPU and cp = 2 vs cp = 1, a compute-sanitizer memcheck
+# and racecheck of a small case, gdn_train GPU vs CPU and cp = 2 vs cp = 1 (20 steps,
+# GDN-only and the hybrid model), and last every test. In that order, so that what only
+# the device can give comes before the budget could run out. Every step's exit code is
+# checked, JSON is read with python3, and everything is written under $OUT (out/device
+# when unset): a log per step and summary.md. Exits 1 when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DRY=0
 case "${1:-}" in
   --dry-run) DRY=1 ;;
   "") ;;
-  -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
   *) echo "device_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 OUT=${OUT:-out/device}
@@ -156,9 +157,40 @@ PY
 )"
   fi
 fi
-step "ctest (every test$([ "$DRY" -eq 1 ] && echo ', GPU ones not built'))" 300 \
-  ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
-row "ctest summary" info "$(grep -hE 'tests passed|tests failed' "$OUT"/ctest*.log | tail -1)"
+# The benchmark first after the GPU tests: it is what only the device can give, so the
+# budget must not run out before it.
+if [ "$DRY" -eq 0 ]; then
+  echo "== benchmark: gdn_bench (GPU and CPU) and fla (bf16)"
+  SHAPES="1,32768,16,32,128,128;1,8192,16,32,128,128"
+  step "gdn_bench" 150 sh -c "'$BUILD/apps/gdn_bench' --device all --shapes '$SHAPES' --phases=false \
+    --skip-recurrent-above 0 --reps 5 --cpu-reps 1 --cpu-warmup 0 > '$OUT/bench.jsonl'"
+  # The opt-in TF32 tensor-core GEMMs (GDN_CUDA_TF32=1), GPU only.
+  step "gdn_bench tf32" 90 bash -c "set -o pipefail; GDN_CUDA_TF32=1 '$BUILD/apps/gdn_bench' --device cuda --shapes '$SHAPES' \
+    --phases=false --skip-recurrent-above 0 --reps 5 | sed 's/\"variant\":\"cuda_/\"variant\":\"tf32_cuda_/' >> '$OUT/bench.jsonl'"
+  if ls "$DEPS"/wheels/fla_core-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-deps --no-index --target "$WORK/fla" "$DEPS"/wheels/fla_core-*.whl
+    step "fla bench (bf16)" 120 sh -c "PYTHONPATH='$WORK/fla' python3 scripts/bench_fla.py --shapes '$SHAPES' >> '$OUT/bench.jsonl'"
+  fi
+  python3 - "$OUT/bench.jsonl" >> "$ROWS" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and '"variant"' in l]
+for j in lines:
+    s = j.get("shape", {})
+    name = f"bench {j['variant']} {j.get('dtype', '')} T={s.get('T')} Hv={s.get('Hv')}"
+    err = j.get("error")
+    print(f"{name}\t{'FAILED' if err else 'info'}\t{err or '%.3f ms' % j['median_ms']}")
+lines = [j for j in lines if "shape" in j and "median_ms" in j]
+t = {(j["variant"], j["shape"]["T"]): j["median_ms"] for j in lines}
+for T in sorted({j["shape"]["T"] for j in lines}):
+    for ours, fla in (("cuda_chunked_fwd", "fla_fwd"), ("cuda_chunked_fwd_bwd", "fla_fwd_bwd"),
+                      ("cuda_chunked_bf16_fwd", "fla_fwd"),
+                      ("cuda_chunked_bf16_fwd_bwd", "fla_fwd_bwd"),
+                      ("tf32_cuda_chunked_fwd", "fla_fwd"),
+                      ("tf32_cuda_chunked_fwd_bwd", "fla_fwd_bwd")):
+        if t.get((ours, T)) and t.get((fla, T)):
+            print(f"ratio {ours} / {fla} T={T}\tinfo\t{t[(ours, T)] / t[(fla, T)]:.2f}x")
+PY
+fi
 
 echo "== gdn_kernel parity"
 # The runs under test are on the GPU; in the dry run CPU ranks stand in for them.
@@ -199,36 +231,10 @@ step "gdn_train hybrid $DEV cp=2" 120 "${NP2[@]}" "${HYB[@]}" --cp 2 --device "$
 step "gdn_train hybrid $DEV cp=2 vs cp=1 (tol 1e-4)" 30 python3 scripts/compare_losses.py "$W/hyb_dev2.jsonl" "$W/hyb_dev1.jsonl" 1e-4
 for f in "$OUT"/gdn_train*.log; do grep -h "summary\|peak" "$f" | tail -1; done
 
-if [ "$DRY" -eq 0 ]; then
-  echo "== benchmark: gdn_bench (GPU and CPU) and fla (bf16)"
-  SHAPES="1,32768,16,32,128,128;1,8192,16,32,128,128"
-  step "gdn_bench" 150 sh -c "'$BUILD/apps/gdn_bench' --device all --shapes '$SHAPES' --phases=false \
-    --skip-recurrent-above 0 --reps 5 --cpu-reps 1 --cpu-warmup 0 > '$OUT/bench.jsonl'"
-  # The opt-in TF32 tensor-core GEMMs (GDN_CUDA_TF32=1), GPU only.
-  step "gdn_bench tf32" 90 bash -c "set -o pipefail; GDN_CUDA_TF32=1 '$BUILD/apps/gdn_bench' --device cuda --shapes '$SHAPES' \
-    --phases=false --skip-recurrent-above 0 --reps 5 | sed 's/\"variant\":\"cuda_/\"variant\":\"tf32_cuda_/' >> '$OUT/bench.jsonl'"
-  if ls "$DEPS"/wheels/fla_core-*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-deps --no-index --target "$WORK/fla" "$DEPS"/wheels/fla_core-*.whl
-    step "fla bench (bf16)" 120 sh -c "PYTHONPATH='$WORK/fla' python3 scripts/bench_fla.py --shapes '$SHAPES' >> '$OUT/bench.jsonl'"
-  fi
-  python3 - "$OUT/bench.jsonl" >> "$ROWS" <<'PY'
-import json, sys
-lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and '"variant"' in l]
-for j in lines:
-    s = j.get("shape", {})
-    name = f"bench {j['variant']} {j.get('dtype', '')} T={s.get('T')} Hv={s.get('Hv')}"
-    err = j.get("error")
-    print(f"{name}\t{'FAILED' if err else 'info'}\t{err or '%.3f ms' % j['median_ms']}")
-lines = [j for j in lines if "shape" in j and "median_ms" in j]
-t = {(j["variant"], j["shape"]["T"]): j["median_ms"] for j in lines}
-for T in sorted({j["shape"]["T"] for j in lines}):
-    for ours, fla in (("cuda_chunked_fwd", "fla_fwd"), ("cuda_chunked_fwd_bwd", "fla_fwd_bwd"),
-                      ("cuda_chunked_bf16_fwd", "fla_fwd"),
-                      ("cuda_chunked_bf16_fwd_bwd", "fla_fwd_bwd"),
-                      ("tf32_cuda_chunked_fwd", "fla_fwd"),
-                      ("tf32_cuda_chunked_fwd_bwd", "fla_fwd_bwd")):
-        if t.get((ours, T)) and t.get((fla, T)):
-            print(f"ratio {ours} / {fla} T={T}\tinfo\t{t[(ours, T)] / t[(fla, T)]:.2f}x")
-PY
-fi
+echo "== every test"
+# Last: CI runs the CPU tests on every commit; here they check the wheel's MPI and the
+# device build's CPU side (the dry run's main step).
+step "ctest (every test$([ "$DRY" -eq 1 ] && echo ', GPU ones not built'))" 300 \
+  ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
+row "ctest summary" info "$(grep -hE 'tests passed|tests failed' "$OUT"/ctest*.log | tail -1)"
 finish
