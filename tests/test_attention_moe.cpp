@@ -37,38 +37,13 @@ void check_against_fd(ParamStore<double, Host>& ps, std::vector<double>& x,
   }
 }
 
-ModelConfig attention_config(bool bias) {
-  ModelConfig c;
-  c.hidden_size = 12;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 6;
-  c.partial_rotary_factor = 2.0 / 3.0;  // rotary_dim 4 of 6: rotated and passed-through parts
-  c.rope_theta = 100.0;                 // large angles at these short positions
-  c.attention_bias = bias;
-  c.rms_norm_eps = 1e-6;
-  return c;
-}
-
-ModelConfig moe_config(ModelFamily family, bool norm_topk) {
-  ModelConfig c;
-  c.family = family;
-  c.hidden_size = 8;
-  c.num_experts = 5;
-  c.num_experts_per_tok = 2;
-  c.moe_intermediate_size = 6;
-  c.shared_expert_intermediate_size = 7;
-  c.norm_topk_prob = norm_topk;
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("gated attention backward matches finite differences (fp64)", "[attention][fd]") {
   for (bool bias : {false, true}) {
     INFO("attention_bias " << bias);
     SingleCommunicator comm;
-    const ModelConfig c = attention_config(bias);
+    const ModelConfig c = attention_layer_config(bias);
     ParamStore<double, Host> ps;
     AttentionMixer<double, Host> layer(ps, "layer.", c);
     ps.allocate();
@@ -94,7 +69,7 @@ TEST_CASE("gated attention backward matches finite differences (fp64)", "[attent
 
 TEST_CASE("attention's output at a position does not depend on later tokens", "[attention]") {
   SingleCommunicator comm;
-  const ModelConfig c = attention_config(false);
+  const ModelConfig c = attention_layer_config(false);
   ParamStore<double, Host> ps;
   AttentionMixer<double, Host> layer(ps, "layer.", c);
   ps.allocate();
@@ -115,7 +90,7 @@ TEST_CASE("MoE block backward matches finite differences, router and load-balanc
        {std::pair{ModelFamily::qwen3_next, true}, std::pair{ModelFamily::qwen3_next, false},
         std::pair{ModelFamily::qwen3_5_moe, false}}) {
     INFO(family_name(family) << " norm_topk_prob " << norm);
-    const ModelConfig c = moe_config(family, norm);
+    const ModelConfig c = moe_layer_config(family, norm);
     ParamStore<double, Host> ps;
     MoeMlp<double, Host> moe(ps, "layer.", c);
     ps.allocate();
@@ -146,7 +121,7 @@ TEST_CASE("MoE block backward matches finite differences, router and load-balanc
 }
 
 TEST_CASE("the router's statistics count the top-k choices and sum the probabilities", "[moe]") {
-  const ModelConfig c = moe_config(ModelFamily::qwen3_next, true);
+  const ModelConfig c = moe_layer_config(ModelFamily::qwen3_next, true);
   ParamStore<double, Host> ps;
   MoeMlp<double, Host> moe(ps, "layer.", c);
   ps.allocate();

@@ -26,7 +26,10 @@
 #include "train/trainer.h"
 
 using namespace gdn;
+using gdn::test::attention_layer_config;
+using gdn::test::hybrid_moe_model;
 using gdn::test::make_model_config;
+using gdn::test::moe_layer_config;
 using gdn::test::rel_l2;
 using gdn::test::tolerance;
 
@@ -34,28 +37,6 @@ namespace {
 
 ModelConfig tiny_model(bool tied) {
   return make_model_config(23, 12, 2, 10, 1, 2, 4, 3, 0.3, tied);
-}
-
-// Qwen3-Next style: GDN, gated attention (GQA, partial RoPE), GDN, attention; MoE (top 2
-// of 4, renormalised or not) everywhere but layer 2; the router loss trained.
-ModelConfig hybrid_moe_model(bool bias, bool norm_topk) {
-  ModelConfig c = make_model_config(29, 16, 4, 24, 1, 2, 8, 6, 0.3);
-  c.layer_types = {LayerType::linear_attention, LayerType::full_attention,
-                   LayerType::linear_attention, LayerType::full_attention};
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.partial_rotary_factor = 0.5;
-  c.attention_bias = bias;
-  c.num_experts = 4;
-  c.num_experts_per_tok = 2;
-  c.norm_topk_prob = norm_topk;
-  c.moe_intermediate_size = 10;
-  c.shared_expert_intermediate_size = 12;
-  c.mlp_only_layers = {2};
-  c.output_router_logits = true;
-  c.router_aux_loss_coef = 0.3;
-  return c;
 }
 
 // Every parameter of both stores set to the same N(0, scale) values (the norms too, so
@@ -167,15 +148,7 @@ TEMPLATE_TEST_CASE("The gated attention layer on the GPU matches the CPU", "[cud
   using T = TestType;
   for (bool bias : {false, true}) {
     INFO("attention_bias " << bias);
-    ModelConfig c;
-    c.hidden_size = 12;
-    c.num_attention_heads = 6;
-    c.num_key_value_heads = 2;
-    c.head_dim = 6;
-    c.partial_rotary_factor = 2.0 / 3.0;  // rotary_dim 4 of 6
-    c.rope_theta = 100.0;
-    c.attention_bias = bias;
-    c.rms_norm_eps = 1e-6;
+    const ModelConfig c = attention_layer_config(bias, /*heads=*/6);
     ParamStore<T, Host> ps_cpu;
     ParamStore<T, Cuda> ps_gpu;
     AttentionMixer<T, Host> cpu(ps_cpu, "layer.", c);
@@ -209,14 +182,7 @@ TEMPLATE_TEST_CASE("The MoE block on the GPU matches the CPU, router statistics 
        {std::pair{ModelFamily::qwen3_next, true}, std::pair{ModelFamily::qwen3_next, false},
         std::pair{ModelFamily::qwen3_5_moe, false}}) {
     INFO(family_name(family) << " norm_topk_prob " << norm);
-    ModelConfig c;
-    c.family = family;
-    c.hidden_size = 8;
-    c.num_experts = 5;
-    c.num_experts_per_tok = 2;
-    c.moe_intermediate_size = 6;
-    c.shared_expert_intermediate_size = 7;
-    c.norm_topk_prob = norm;
+    const ModelConfig c = moe_layer_config(family, norm);
     ParamStore<T, Host> ps_cpu;
     ParamStore<T, Cuda> ps_gpu;
     MoeMlp<T, Host> cpu(ps_cpu, "layer.", c);

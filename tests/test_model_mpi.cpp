@@ -27,26 +27,6 @@ ModelConfig tiny_model() {
   return make_model_config(29, 16, 2, 24, 1, 2, 8, 6, 0.2);
 }
 
-// Qwen3-Next style: GDN, attention, GDN, attention; MoE everywhere but layer 2; the
-// router loss trained.
-ModelConfig hybrid_moe_model() {
-  ModelConfig c = make_model_config(29, 16, 4, 24, 1, 2, 8, 6, 0.3);
-  c.layer_types = {LayerType::linear_attention, LayerType::full_attention,
-                   LayerType::linear_attention, LayerType::full_attention};
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.partial_rotary_factor = 0.5;
-  c.num_experts = 4;
-  c.num_experts_per_tok = 2;
-  c.moe_intermediate_size = 10;
-  c.shared_expert_intermediate_size = 12;
-  c.mlp_only_layers = {2};
-  c.output_router_logits = true;
-  c.router_aux_loss_coef = 0.3;
-  return c;
-}
-
 struct Batch {
   int B;
   std::int64_t T;

@@ -184,4 +184,54 @@ inline ModelConfig make_model_config(int vocab, int d, int layers, int I, int Hk
   return c;
 }
 
+// One gated attention layer's config: GQA (heads over 2 kv heads), partial RoPE (rotary
+// dim 4 of 6: rotated and passed-through parts), large angles at short positions.
+inline ModelConfig attention_layer_config(bool bias, int heads = 4) {
+  ModelConfig c;
+  c.hidden_size = 12;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = 2;
+  c.head_dim = 6;
+  c.partial_rotary_factor = 2.0 / 3.0;
+  c.rope_theta = 100.0;
+  c.attention_bias = bias;
+  c.rms_norm_eps = 1e-6;
+  return c;
+}
+
+// One sparse MoE block's config: top 2 of 5 experts and a shared expert.
+inline ModelConfig moe_layer_config(ModelFamily family, bool norm_topk) {
+  ModelConfig c;
+  c.family = family;
+  c.hidden_size = 8;
+  c.num_experts = 5;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 6;
+  c.shared_expert_intermediate_size = 7;
+  c.norm_topk_prob = norm_topk;
+  return c;
+}
+
+// Qwen3-Next style: GDN, gated attention (GQA, partial RoPE), GDN, attention; MoE (top 2 of
+// 4) everywhere but layer 2; the router loss trained.
+inline ModelConfig hybrid_moe_model(bool attention_bias = false, bool norm_topk = true) {
+  ModelConfig c = make_model_config(29, 16, 4, 24, 1, 2, 8, 6, 0.3);
+  c.layer_types = {LayerType::linear_attention, LayerType::full_attention,
+                   LayerType::linear_attention, LayerType::full_attention};
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.partial_rotary_factor = 0.5;
+  c.attention_bias = attention_bias;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.norm_topk_prob = norm_topk;
+  c.moe_intermediate_size = 10;
+  c.shared_expert_intermediate_size = 12;
+  c.mlp_only_layers = {2};
+  c.output_router_logits = true;
+  c.router_aux_loss_coef = 0.3;
+  return c;
+}
+
 }  // namespace gdn::test
