@@ -19,6 +19,7 @@
 #include "gdn/slice_layout.h"
 #include "ops/gdn_chunk/host_exec.h"
 #include "ops/gdn_chunk/tiled_gemm.h"
+#include "slice_reference.h"
 #include "test_support.h"
 
 using namespace gdn;
@@ -574,33 +575,15 @@ template <typename RunJobs>
 void check_cuda_pass_order(const Case& c, std::int64_t t0, std::int64_t t1, int bv,
                            const RunJobs& run_jobs) {
   const GdnProblem& p = c.p;
-  const GdnData<double> d = random_gdn_inputs<double>(p, 71, c.h0, /*g_scale=*/0.1);
-  const Tensor<double> q = token_slice(d.q, t0, t1), k = token_slice(d.k, t0, t1),
-                       v = token_slice(d.v, t0, t1), g = token_slice(d.g, t0, t1),
-                       beta = token_slice(d.beta, t0, t1);
+  const SliceReference r(c, t0, t1, /*seed=*/71);
+  const Tensor<double>&q = r.q, &k = r.k, &v = r.v, &g = r.g, &beta = r.beta, &dO = r.dO,
+        &h_in = r.h_in, &lambda = r.lambda, &M = r.M, &U = r.U, &o = r.o, &ht = r.ht, &D = r.D;
+  const Grads<double>& gr = r.gr;
+  const double* dht_p = r.dht_p;
+  const GdnTensors<double> in = r.in(c);
   const std::int64_t Tl = t1 - t0;
-  const Shape local = {p.B, Tl, p.Hv, p.V}, bh_state = {p.B, p.Hv, p.K, p.V};
-  const Tensor<double> dO = random_tensor<double>(local, 72);
-  const Tensor<double> dht = random_tensor<double>(state_shape(p), 73);
-  const Tensor<double> h_in = random_tensor<double>(bh_state, 74);
-  const Tensor<double> lambda = random_tensor<double>(bh_state, 75);
-  const double* dht_p = c.dht ? dht.ptr() : nullptr;
-  const GdnTensors<double> in{q.ptr(), k.ptr(),    v.ptr(),
-                              g.ptr(), beta.ptr(), c.h0 ? d.h0.ptr() : nullptr};
-  GdnProblem lp = p;
-  lp.T = Tl;
-
-  // The host passes.
-  LocalPass<double, Host> cpu(p, t0, t1, in);
-  Tensor<double> M({p.B, p.Hv, p.K, p.K}), U(bh_state), o(local), ht(state_shape(p)), D(bh_state);
-  Grads<double> gr(lp, false);
-  gr.dh0 = Tensor<double>(c.h0 ? state_shape(p) : Shape{0});
-  GdnGrads<double> gv = gr.view();
-  cpu.prepare();
-  cpu.transition(M.ptr(), U.ptr());
-  cpu.output(h_in.ptr(), o.ptr(), ht.ptr());
-  cpu.adjoint(dO.ptr(), dht_p, D.ptr());
-  cpu.backward(lambda.ptr(), dO.ptr(), dht_p, gv);
+  const Shape local = SliceReference::local_shape(p, Tl), bh_state = SliceReference::bh_state(p);
+  const GdnProblem& lp = r.lp;
 
   // The CUDA order of operations.
   const SliceLayout L(p, t0, t1);

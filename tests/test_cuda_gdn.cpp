@@ -18,6 +18,7 @@
 #include "gdn/op.h"
 #include "gpu_support.h"
 #include "runtime/cuda_check.h"
+#include "slice_reference.h"
 
 using namespace gdn;
 using namespace gdn::test;
@@ -34,32 +35,13 @@ Tensor<double> token_slice(const Tensor<double>& x, const Shard& s) {
 template <typename T>
 void check_pass(const Case& c, std::int64_t t0, std::int64_t t1, double tol = tolerance<T>()) {
   const GdnProblem& p = c.p;
-  const Shard s{t0, t1};
-  const GdnData<double> d = random_gdn_inputs<double>(p, 41, c.h0, /*g_scale=*/0.1);
-  const Tensor<double> q = token_slice(d.q, s), k = token_slice(d.k, s), v = token_slice(d.v, s),
-                       g = token_slice(d.g, s), beta = token_slice(d.beta, s);
-  const Shape local = {p.B, std::int64_t(t1 - t0), p.Hv, p.V};
-  const Shape bh_state = {p.B, p.Hv, p.K, p.V};
-  const Tensor<double> dO = random_tensor<double>(local, 42);
-  const Tensor<double> dht = random_tensor<double>(state_shape(p), 43);
-  const Tensor<double> h_in = random_tensor<double>(bh_state, 44);
-  const Tensor<double> lambda = random_tensor<double>(bh_state, 45);
-  const double* dht_p = c.dht ? dht.ptr() : nullptr;
-
   // CPU, fp64.
-  LocalPass<double, Host> cpu(
-      p, t0, t1, {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), c.h0 ? d.h0.ptr() : nullptr});
-  Tensor<double> M({p.B, p.Hv, p.K, p.K}), U(bh_state), o(local), ht(state_shape(p)), D(bh_state);
-  GdnProblem lp = p;
-  lp.T = t1 - t0;  // Grads shapes the slice's gradients
-  Grads<double> gr(lp, false);
-  gr.dh0 = Tensor<double>(c.h0 ? state_shape(p) : Shape{0});
-  GdnGrads<double> gv = gr.view();
-  cpu.prepare();
-  cpu.transition(M.ptr(), U.ptr());
-  cpu.output(h_in.ptr(), o.ptr(), ht.ptr());
-  cpu.adjoint(dO.ptr(), dht_p, D.ptr());
-  cpu.backward(lambda.ptr(), dO.ptr(), dht_p, gv);
+  const SliceReference r(c, t0, t1, /*seed=*/41);
+  const Tensor<double>&q = r.q, &k = r.k, &v = r.v, &g = r.g, &beta = r.beta, &dO = r.dO,
+        &dht = r.dht, &h_in = r.h_in, &lambda = r.lambda, &M = r.M, &U = r.U, &o = r.o, &ht = r.ht,
+        &D = r.D;
+  const Grads<double>& gr = r.gr;
+  const GdnData<double>& d = r.d;
 
   // GPU, T.
   const DeviceBuffer<T> dq_in = on_gpu<T>(q), dk_in = on_gpu<T>(k), dv_in = on_gpu<T>(v),
