@@ -1,5 +1,5 @@
-// Activation recomputation of the GDN core (issue 9): the replayed forward remakes the
-// outputs from the per-chunk entry states the first forward kept
+// Activation recomputation of the GDN core (docs/design.md §6b): the replayed forward
+// remakes the outputs from the per-chunk entry states the first forward kept
 // (LocalPass::output_from_states, SplitLocalPass, GdnContextParallel after
 // release_for_recompute), in parallel over chunks. Its o and ht, and the backward after
 // it, must be the same bits as a plain forward and backward, in fp64 and fp32, on packed

@@ -1,17 +1,5 @@
-// The sparse mixture-of-experts block of Qwen3-Next (Qwen3NextSparseMoeBlock) and
-// Qwen3.5-MoE (Qwen3_5MoeSparseMoeBlock), forward and backward:
-//
-//   p = softmax(x gate^T) over E experts;  the top k experts of each token, their
-//   probabilities renormalised to sum 1 (norm_topk_prob; Qwen3.5-MoE always)
-//   y = sum over the chosen e of w_e * down_e( silu(gate_e(x)) * up_e(x) )
-//     + sigmoid(x shared_expert_gate^T) * shared_expert(x)
-//
-// Experts are stored fused as transformers' modelling code holds them: gate_up_proj
-// [E, 2I, d] (gate rows first) and down_proj [E, d, I]. Each expert runs as GEMMs on the
-// rows routed to it, in expert order, so the result does not depend on the thread count.
-// Every rank holds every expert (no expert parallelism yet). On either device: the token
-// to expert grouping is made on the host from the router's choices (N k numbers copied
-// back), and its row lists go to Dev for the gathers and scatters.
+// The sparse mixture-of-experts block of Qwen3-Next and Qwen3.5-MoE, forward and backward:
+// the math, the fused expert layout and the routing: docs/design.md §5c.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +14,9 @@ namespace gdn {
 template <typename T, typename Dev>
 class MoeMlp final : public Mlp<T, Dev> {
  public:
-  // Registers gate, experts.gate_up_proj, experts.down_proj, shared_expert.* and
-  // shared_expert_gate under prefix + "mlp.".
+  // Registers gate, experts.gate_up_proj [E, 2I, d] (gate rows first),
+  // experts.down_proj [E, d, I], shared_expert.* and shared_expert_gate under
+  // prefix + "mlp.".
   MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c);
 
   // transformers' _init_weights: every weight N(0, std).

@@ -1,5 +1,5 @@
 // Which query rows each cp rank's attention computes (cp/attention_cp.h's
-// attention_query_ranges: the contiguous shard, or with layer_local balance chunks r and
+// attention_query_ranges: the contiguous shard, or with layer_local balance stripes r and
 // 2P-1-r of the sequence cut into 2P), and its share of the causal triangle in closed form.
 #pragma once
 

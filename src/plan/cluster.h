@@ -1,17 +1,6 @@
 // A cluster on paper, and the latency-bandwidth (alpha-beta) cost of each collective on
-// it. Ranks fill the nodes in order (world rank w on node w / gpus), so a cp group of
-// consecutive ranks stays on one node until it is larger than a node. A group that stays
-// on one node runs at the NVLink bandwidth, one that spans nodes at each GPU's share of
-// the network, net_GBps (every GPU has its own NIC); a collective runs at its slowest
-// link. Costs of one call over n ranks with link latency a and bandwidth b:
-//
-//   ring all-gather, reduce-scatter of blocks of m bytes   (n - 1) (a + m / b)
-//   ring all-reduce of m bytes                             2 (n - 1) a + 2 (n - 1) / n m / b
-//   the conv halo chain (rank order, hop after hop)        (n - 1) (a + m / b)
-//   all-to-all, m the most one rank sends or receives      (n - 1) a + m / b
-//
-// Nothing overlaps: gdn-cp's collectives block, so a step is its compute plus its
-// communication.
+// it: ranks fill the nodes in order, a collective runs at its slowest link, nothing
+// overlaps. The placement and the cost formulas: docs/design.md §10.
 #pragma once
 
 #include <string>
@@ -40,6 +29,7 @@ struct Link {
 // (groups = how many there are).
 Link group_link(const ClusterSpec& c, int n, int groups);
 
+// One call's alpha-beta cost over n ranks (the formulas of docs/design.md §10).
 double collective_seconds(Collective kind, int n, double bytes, const Link& link);
 
 }  // namespace gdn::plan

@@ -1,22 +1,6 @@
-// The cross-rank traffic of one training step, per rank and call site, with the site
-// names and the counting rules of the Communicator (comm/communicator.h): an all-gather
-// counts its own block sent and the whole output received, a reduce-scatter the whole
-// input sent and one block received, an all-reduce its buffer both ways, point-to-point
-// and all-to-all what crosses to other ranks. So the prediction can be compared, byte for
-// byte, with what gdn_train --exchange-out records of a real step.
-//
-// Per step, with B = batch / dp sequences per cp group, e bytes per element, P = cp:
-//   cp.fwd.allgather_pairs      each GDN layer: block B Hv K (K + V) e     (P > 1)
-//   cp.bwd.allgather_adjoints   each GDN layer: block B Hv K V e           (P > 1)
-//   cp.fwd/bwd.conv_halo        each GDN layer: B (W - 1) Cc e to the next (previous) rank
-//   attn.fwd.allgather_kv       each attention layer: block B ceil(T / P) 2 Hkv D e, twice
-//                               with --recompute layer (the replayed forward gathers again)
-//   attn.bwd.reduce_scatter_dkv each attention layer: the same block
-//   attn.*.alltoall_*           with layer_local: the rows of q, o, dO, dq that change rank
-//   model.router_stats          with MoE: 2 E + 1 doubles, over every rank
-//   train.grad_allreduce        the flat gradient buffer, parameters x e, over every rank
-//   train.loss_allreduce, train.peak_rss   one double / one int64
-// The replayed forward of a GDN layer exchanges nothing: it keeps the halo and the state.
+// The cross-rank traffic of one training step, per rank and call site, counted as the
+// Communicator counts it, so it compares byte for byte with gdn_train --exchange-out.
+// The counting rules and each site's formula: docs/design.md §10.
 #pragma once
 
 #include <cstdint>

@@ -1,21 +1,6 @@
 // FLOPs of one training step, by component and layer type, per cp rank and in all, from
-// the config alone. A multiply-add is 2 FLOPs and the products are counted as the kernels
-// compute them (gdn/flop_count.h for the GDN core; the attention kernel's backward makes
-// the probabilities twice), so a throughput measured by gdn_bench turns them into time.
-// Elementwise work (norms, gates, activations, RoPE) is left out, as in flop_count.h;
-// cross-entropy, being per logit, is counted as 4 FLOPs per logit forward and 2 backward.
-//
-// Per token and layer (d hidden, W conv width, Cc = 2 Hk K + Hv V conv channels):
-//   gdn.projections  2 [d (2 Hk K + 2 Hv V) + 2 d Hv + Hv V d]    (qkv, z, b, a, out_proj)
-//   gdn.conv         2 W Cc
-//   gdn.core         chunk_flops: prepare + output (backward: its own formula)
-//   gdn.core.cp_phase1 (P > 1) forward: state (the transition M, U); backward: prepare
-//                    again (the factors are not kept for the backward) + adjoint
-//   attention.projections 2 [d 2 Hq D + 2 d Hkv D + Hq D d]      (q with its gate, k, v, o)
-//   attention.core   4 D Hq per (query, key) pair, backward 14 D Hq
-//   moe.router 2 d E; moe.experts 2 k 3 d I; moe.shared_expert 2 (3 d Is + d); mlp.dense 2 3 d I
-//   lm_head 2 d vocab; cross_entropy 4 vocab
-// Backward of a linear map is twice its forward (dx and dW).
+// the config alone, counted as the kernels compute them (a multiply-add is 2 FLOPs) so that
+// gdn_bench's GFLOP/s turns them into time. Each component's formula: docs/design.md §10.
 #pragma once
 
 #include <string>

@@ -2,8 +2,9 @@
 # Command-line tests of gdn_kernel under mpirun, run by ctest as
 #   bash tests/cli/test_gdn_kernel.sh <gdn_kernel> <gdn_make_inputs> <mpirun>
 # (a) parity: P ranks against one rank, forward and backward, via gdn_npy_diff;
-# (b) every bad input of issue 2: non-zero exit on all ranks, no hang, and the expected
-#     message exactly once per job. Bad .npy files are crafted with printf (no numpy).
+# (b) every bad input gdn_kernel refuses (docs/usage.md, "Bad input"): non-zero exit on
+#     all ranks, no hang, and the expected message exactly once per job. Bad .npy files
+#     are crafted with printf (no numpy).
 #     Values are checked per shard: the first bad value in the whole file is reported,
 #     whichever rank holds it;
 # (c) each rank reads only its shard: its peak RSS grows by about 1/P of the inputs.

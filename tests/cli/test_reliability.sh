@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reliability cases of issue 7 (docs/design.md §8), one ctest entry each:
+# The failure-handling cases a user meets (docs/design.md §8), one ctest entry each:
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
 # kernel_outputs, watchdog, memory, messages. Each runs the real tools under mpirun and

@@ -1,20 +1,6 @@
-// The execution policy of ChunkKernel (chunk_kernel.h) on the GPU: one chunk job (or one
-// column tile of a sequential walk) is one CUDA block, its threads split every loop, and
-// __syncthreads is the barrier.
-//
-// The GEMM is tiled_gemm (tiled_gemm.h): operands staged through shared memory in k-slices,
-// each thread RM x RN outputs in registers, the Structure hint used to skip zero triangles.
-// Its staging buffer is a static __shared__ array of this function, so every kernel that
-// runs a ChunkKernel holds it once (16.3 KiB for double; 25.5 KiB for float, sized for the
-// TF32 path below, which shares it). Also used by src/cp/pair_scan_cuda.cu. The
-// accumulator is T (fp32 for float: state and accumulation stay fp32), and each output is
-// one thread's sum in a fixed order, independent of the block count or tile widths.
-// A block of another size than kTileThreads falls back to block_gemm (one output per
-// thread, operands in global memory), the simple form the CPU tests also check.
-//
-// tf32 (float only, off unless the caller sets it: pass::set_cuda_tf32) runs the float GEMMs
-// on tensor cores instead (tf32_gemm.cuh): TF32 inputs, fp32 accumulation, about 1e-3
-// relative.
+// The execution policy of ChunkKernel (chunk_kernel.h) on the GPU: one job is one CUDA
+// block, its threads split every loop, __syncthreads is the barrier, and the GEMM is
+// tiled_gemm (or, for float when tf32 is set, tf32_gemm). See docs/design.md §2e.
 #pragma once
 
 #include <type_traits>
@@ -27,7 +13,7 @@ namespace gdn {
 
 struct CudaExec {
   static constexpr bool serial = false;
-  bool tf32 = false;  // float GEMMs on tensor cores (TF32), see above
+  bool tf32 = false;  // float GEMMs on tensor cores (TF32, pass::set_cuda_tf32)
   __device__ int tid() const { return int(threadIdx.x); }
   __device__ int nthreads() const { return int(blockDim.x); }
   __device__ void sync() const { __syncthreads(); }

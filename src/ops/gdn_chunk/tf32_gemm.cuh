@@ -1,17 +1,5 @@
-// An opt-in tensor-core form of CudaExec's block GEMM for float: WMMA m16n16k8 TF32 inputs
-// with fp32 accumulation, for 256 threads (8 warps). Off by default (CudaExec::tf32): TF32
-// keeps 10 mantissa bits of each input, so results move by about 1e-3 relative, against the
-// 1e-4 that the fp32 GPU tests hold the SIMT path to; tests/test_cuda_gdn.cpp checks this
-// path at its own, looser tolerance.
-//
-// Same staging scheme as tiled_gemm (tiled_gemm.h): op(A) and op(B) pass through shared
-// memory in k-slices of 16, stored k-major (As[p][i]: a column-major A tile; Bs[p][j]: a
-// row-major B tile), rounded to TF32 as they are stored, and zero past the operands (zeros
-// add nothing, so ragged m, n, k need no special fragments). The output tile is 64 x 16 FN
-// (FN = 4, or 2 where n <= 32): 4 FN fragments of 16 x 16, FN / 2 per warp; the accumulators
-// go through shared memory once per tile for the epilogue C = beta C + alpha acc (beta = 0
-// never reads C), which handles ragged edges and any ldc. The Structure hint skips the same
-// zero slices and tiles as tiled_gemm.
+// An opt-in tensor-core form of CudaExec's block GEMM for float: WMMA TF32 inputs, fp32
+// accumulation, 256 threads, about 1e-3 relative, so off by default. See docs/design.md §2e.
 #pragma once
 
 #include <mma.h>

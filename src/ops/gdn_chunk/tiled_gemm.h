@@ -1,24 +1,9 @@
-// The block GEMM of CudaExec (cuda_exec.cuh): shared-memory tiles and register blocking,
-// written as plain host/device C++ over a thread id, a barrier and two staging buffers, so
-// that the CPU tests run the very same code on emulated block threads (std::thread and a
-// std::barrier, tests/test_chunk_kernel.cpp) without a GPU.
-//
-// C = beta C + alpha op(A) op(B) (row-major, la::gemm's contract, any leading dimensions),
-// computed by kTileThreads = 256 threads as a 16 x 16 grid (ty = tid / 16, tx = tid % 16).
-// C is cut into TM x TN = 16 RM x 16 RN output tiles; thread (ty, tx) owns the RM x RN
-// entries at rows ty + 16 r and columns tx + 16 c of a tile (strided, so that a warp's reads
-// of the staged B row hit 16 consecutive words and those of A two broadcast words: no bank
-// conflicts). op(A) and op(B) pass through shared memory in k-slices of kTileK, both stored
-// k-major (As[p][i], Bs[p][j]) whatever the transposition; the global loads walk the
-// operand's contiguous axis with consecutive threads (coalesced for ta and tb alike).
-//
-// Every C entry is one thread's sum over p in increasing order, acc += a b, from acc = 0,
-// then c = (beta == 0 ? 0 : beta c) + alpha acc: block_gemm's arithmetic. It does not depend
-// on n, on the column of the entry, on RN, or on where the operands live, which is what
-// lets a V-tiled sequential pass and a full-width chunk job produce the same bits
-// (local_pass_cuda.cu). The Structure hint only skips exact zeros: kLowerA / kUpperA drop the
-// k-slices where a whole row tile of op(A) is zero (the terms skipped are 0 * b), kLowerC
-// skips output tiles entirely above the diagonal (entries nobody reads).
+// The block GEMM of CudaExec (cuda_exec.cuh): C = beta C + alpha op(A) op(B), row-major
+// (la::gemm's contract), by kTileThreads threads through shared-memory tiles, written as
+// plain host/device C++ over a thread id and a barrier so that the CPU tests run it on
+// emulated block threads (tests/test_chunk_kernel.cpp). Each C entry is one thread's sum in
+// increasing k order, so the bits do not depend on n, RN or the entry's column. The tiling,
+// the thread layout and the Structure hint: docs/design.md §2e.
 #pragma once
 
 #include "core/hd.h"
