@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 
@@ -121,31 +122,6 @@ constexpr const char* type_name() {
   if constexpr (std::is_same_v<T, float>) return "float";
   if constexpr (std::is_same_v<T, double>) return "double";
   return "int64";
-}
-
-// Writes all n bytes, however many calls that takes.
-void write_all(int fd, const void* p, std::size_t n, const std::string& path) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    // Linux writes at most ~2 GiB a call; asking for less keeps every call whole.
-    const ssize_t w = ::write(fd, c, std::min<std::size_t>(n, std::size_t(1) << 30));
-    if (w < 0 && errno == EINTR) continue;
-    GDN_CHECK(w > 0, "write_safetensors: cannot write '", path,
-              "': ", w < 0 ? sys_error() : "no progress");
-    c += w;
-    n -= std::size_t(w);
-  }
-}
-
-// Makes a rename durable. The file is complete by then, so a file system that cannot sync
-// directories loses only that durability, and we go on.
-void fsync_dir(const std::string& file) {
-  std::string dir = fs::path(file).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::fsync(fd);
-  ::close(fd);
 }
 
 }  // namespace
@@ -549,26 +525,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<unsigned char>(std::uint64_t(text.size()) >> (8 * i));
 
-  // Write, sync, then rename: a crash leaves the old file (or none), never a torn one.
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GDN_CHECK(fd >= 0, "write_safetensors: cannot create '", tmp, "': ", sys_error());
-  try {
-    write_all(fd, len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const auto& [data, bytes] : blocks) write_all(fd, data, bytes, tmp);
-    GDN_CHECK(::fsync(fd) == 0, "write_safetensors: cannot fsync '", tmp, "': ", sys_error());
-    const int rc = ::close(fd);
-    fd = -1;
-    GDN_CHECK(rc == 0, "write_safetensors: cannot close '", tmp, "': ", sys_error());
-    GDN_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "write_safetensors: cannot rename '", tmp,
-              "' to '", path, "': ", sys_error());
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  fsync_dir(path);
+  // A crash leaves the old file (or none), never a torn one.
+  AtomicFile file(path, "write_safetensors");
+  file.write(len, 8);
+  file.write(text.data(), text.size());
+  for (const auto& [data, bytes] : blocks) file.write(data, bytes);
+  (void)file.commit();  // the file is complete; a directory sync is best effort
 }
 
 }  // namespace gdn

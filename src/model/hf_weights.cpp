@@ -1,10 +1,10 @@
 #include "model/hf_weights.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 
@@ -191,15 +191,7 @@ void write_hf_checkpoint(const std::string& dir, const ModelConfig& c,
   text.multimodal = false;
   nlohmann::json config = to_json(text);
   config["dtype"] = sizeof(T) == 8 ? "float64" : "float32";
-  const std::string config_path = dir + "/config.json", tmp = config_path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << config.dump(2) << '\n';
-    f.close();
-    GDN_CHECK(f.good(), "--export-hf: cannot write '", tmp, "'");
-  }
-  fs::rename(tmp, config_path, ec);
-  GDN_CHECK(!ec, "--export-hf: cannot rename '", tmp, "' to '", config_path, "': ", ec.message());
+  (void)write_file_atomically(dir + "/config.json", config.dump(2) + "\n", "--export-hf");
   const std::vector<HfTensorMap> maps = hf_tensor_maps(text, params, false);
   std::vector<std::vector<T>> data;
   data.reserve(maps.size());
