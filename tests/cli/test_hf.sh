@@ -11,6 +11,10 @@
 #   wrong_arch        a checkpoint of another architecture is refused, naming the tensor
 #   bare_config       a bare config.json with --train-config trains; --config and
 #                     --init-from that disagree are refused naming the key
+#   st_header         a header that gives a name twice, or whose data_offsets overlap, leave
+#                     a gap or stop short of the end, is refused naming the entries (as the
+#                     safetensors library refuses it); the entries in another order load
+#   symlink_loop      a symlink loop as model.safetensors or as a shard: the OS's reason
 #
 #   test_hf.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
@@ -183,11 +187,111 @@ case_bare_config() {
     fail "bare_config: no 'hidden_size: 64 vs 32' in the message"
 }
 
+# st_rewrite IN OUT MODE: IN's tensors under a rewritten header (python, no safetensors
+# package): MODE dup (model.norm.weight given twice, the second on another tensor's
+# bytes), overlap (model.norm.weight on the same bytes as the layer-0 input_layernorm),
+# gap (8 unused bytes after lm_head.weight), tail (8 bytes after the last tensor),
+# reorder (the same entries, reversed in the header).
+st_rewrite() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, mode = sys.argv[1:4]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = b[8 + n:]
+items = list(h.items())
+norm, other = "model.norm.weight", "model.layers.0.input_layernorm.weight"
+if mode == "dup":
+    items.append((norm, dict(h[norm], data_offsets=h[other]["data_offsets"])))
+elif mode == "overlap":
+    h[norm]["data_offsets"] = h[other]["data_offsets"]
+elif mode == "gap":
+    cut = h["lm_head.weight"]["data_offsets"][1]
+    data = data[:cut] + bytes(8) + data[cut:]
+    for k, v in h.items():
+        if k != "__metadata__" and v["data_offsets"][0] >= cut:
+            v["data_offsets"] = [v["data_offsets"][0] + 8, v["data_offsets"][1] + 8]
+elif mode == "tail":
+    data += bytes(8)
+elif mode == "reorder":
+    items.reverse()
+text = "{" + ",".join(json.dumps(k) + ":" + json.dumps(v) for k, v in items) + "}"
+text += " " * (-len(text) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text.encode() + data)
+PY
+}
+
+case_st_header() {
+  local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
+  local norm="tensor 'model.norm.weight'" ln0="tensor 'model.layers.0.input_layernorm.weight'"
+  for mode in dup overlap gap tail reorder; do
+    mkdir -p "$WORK/$mode"
+    cp "$fix/config.json" "$WORK/$mode/"
+    st_rewrite "$fix/model.safetensors" "$WORK/$mode/model.safetensors" "$mode"
+  done
+  eval_json 2 "$WORK/dup.json" --init-from "$WORK/dup" --tokens "$tokens"
+  expect_once "st_header: a name given twice" "gives 'model.norm.weight' twice" \
+    "$WORK/dup.json.err" $?
+  grep -q "data_offsets \[419328,419584\]; entry [0-9]*: data_offsets \[32768,33024\]" \
+    "$WORK/dup.json.err" && pass "st_header: both entries of the name are shown" ||
+    fail "st_header: the two entries of the duplicate are not both shown"
+  eval_json 1 "$WORK/overlap.json" --init-from "$WORK/overlap" --tokens "$tokens"
+  expect_once "st_header: two tensors on the same bytes" \
+    "$norm (data_offsets [32768, 33024]) overlaps $ln0 (data_offsets [32768, 33024])" \
+    "$WORK/overlap.json.err" $?
+  eval_json 1 "$WORK/gap.json" --init-from "$WORK/gap" --tokens "$tokens"
+  expect_once "st_header: unused bytes between two tensors" \
+    "bytes [16384, 16392) of the data section belong to no tensor: a gap between tensor 'lm_head.weight' (data_offsets [0, 16384]) and tensor 'model.embed_tokens.weight' (data_offsets [16392, 32776])" \
+    "$WORK/gap.json.err" $?
+  eval_json 1 "$WORK/tail.json" --init-from "$WORK/tail" --tokens "$tokens"
+  expect_once "st_header: bytes after the last tensor" \
+    "has 8 bytes after the last tensor, $norm (data_offsets [419328, 419584]) that belong to no tensor" \
+    "$WORK/tail.json.err" $?
+  # The header's order is free: the same entries reversed give the fixture's loss.
+  if eval_json 1 "$WORK/reorder.json" --init-from "$WORK/reorder" --tokens "$tokens" --dtype f64 \
+    --chunk-size 16 && rel_close "$(jq .total "$WORK/reorder.json")" "$(jq .total "$fix/expected.json")" 1e-12; then
+    pass "st_header: the entries in another order load and give transformers' total"
+  else
+    cat "$WORK/reorder.json" "$WORK/reorder.json.err"
+    fail "st_header: a header in another order was refused or read differently"
+  fi
+}
+
+case_symlink_loop() {
+  local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
+  mkdir -p "$WORK/loop" "$WORK/shard"
+  cp "$fix/config.json" "$WORK/loop/"
+  ln -s model.safetensors "$WORK/loop/model.safetensors"
+  eval_json 2 "$WORK/loop.json" --init-from "$WORK/loop" --tokens "$tokens"
+  expect_once "symlink_loop: model.safetensors" \
+    "cannot open '$WORK/loop/model.safetensors': Too many levels of symbolic links" \
+    "$WORK/loop.json.err" $?
+  # A shard of an index that loops.
+  cp "$fix/config.json" "$WORK/shard/"
+  cp "$fix/model.safetensors" "$WORK/shard/model-00001-of-00002.safetensors"
+  ln -s model-00002-of-00002.safetensors "$WORK/shard/model-00002-of-00002.safetensors"
+  python3 - "$fix/model.safetensors" "$WORK/shard/model.safetensors.index.json" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+m = {k: "model-00001-of-00002.safetensors" for k in h if k != "__metadata__"}
+m["model.norm.weight"] = "model-00002-of-00002.safetensors"
+json.dump({"metadata": {}, "weight_map": m}, open(sys.argv[2], "w"))
+PY
+  eval_json 1 "$WORK/shard.json" --init-from "$WORK/shard" --tokens "$tokens"
+  expect_once "symlink_loop: a shard" \
+    "tensor 'model.norm.weight' is in shard 'model-00002-of-00002.safetensors', which cannot be opened ($WORK/shard/model-00002-of-00002.safetensors): Too many levels of symbolic links" \
+    "$WORK/shard.json.err" $?
+}
+
 case "$CASE" in
   parity_*) case_parity "${CASE#parity_}" ;;
   roundtrip) case_roundtrip ;;
   wrong_arch) case_wrong_arch ;;
   bare_config) case_bare_config ;;
+  st_header) case_st_header ;;
+  symlink_loop) case_symlink_loop ;;
   *) echo "test_hf.sh: unknown case '$CASE'" >&2; exit 2 ;;
 esac
 finish
