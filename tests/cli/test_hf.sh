@@ -14,6 +14,11 @@
 #   st_header         a header that gives a name twice, or whose data_offsets overlap, leave
 #                     a gap or stop short of the end, is refused naming the entries (as the
 #                     safetensors library refuses it); the entries in another order load
+#   nonfinite_weights a NaN or Inf weight is refused by gdn_eval and gdn_train --init-from,
+#                     naming the tensor and its first bad element
+#   tied_head         tie_word_embeddings: true with a distinct lm_head.weight loads untied,
+#                     as transformers does (its loss and gradients); with an identical one,
+#                     tied and without a "skipped" warning
 #   symlink_loop      a symlink loop as model.safetensors or as a shard: the OS's reason
 #
 #   test_hf.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
@@ -258,6 +263,120 @@ case_st_header() {
   fi
 }
 
+# st_poke IN OUT TENSOR INDEX VALUE: IN with element INDEX of the F64 tensor set to VALUE.
+st_poke() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, name, index, value = sys.argv[1:6]
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+e = json.loads(b[8:8 + n])[name]
+assert e["dtype"] == "F64"
+at = 8 + n + e["data_offsets"][0] + 8 * int(index)
+b[at:at + 8] = struct.pack("<d", float(value))
+open(dst, "wb").write(b)
+PY
+}
+
+case_nonfinite_weights() {
+  local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
+  mkdir -p "$WORK/nan" "$WORK/inf" "$WORK/big"
+  for d in nan inf big; do cp "$fix/config.json" "$WORK/$d/"; done
+  st_poke "$fix/model.safetensors" "$WORK/nan/model.safetensors" model.norm.weight 5 nan
+  st_poke "$fix/model.safetensors" "$WORK/inf/model.safetensors" \
+    model.layers.0.linear_attn.in_proj_qkvz.weight 70 -inf
+  st_poke "$fix/model.safetensors" "$WORK/big/model.safetensors" model.embed_tokens.weight 33 1e300
+  eval_json 2 "$WORK/nan.json" --init-from "$WORK/nan" --tokens "$tokens"
+  expect_once "nonfinite_weights: gdn_eval, a NaN" \
+    "tensor 'model.norm.weight' (F64 [32]) holds nan at element 5 (index [5])" "$WORK/nan.json.err" $?
+  [ ! -s "$WORK/nan.json" ] && pass "nonfinite_weights: no loss line" ||
+    fail "nonfinite_weights: gdn_eval printed $(cat "$WORK/nan.json")"
+  eval_json 1 "$WORK/inf.json" --init-from "$WORK/inf" --tokens "$tokens" --dtype f64
+  expect_once "nonfinite_weights: gdn_eval, an Inf in a matrix" \
+    "tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight' (F64 [96, 32]) holds -inf at element 70 (index [2, 6])" \
+    "$WORK/inf.json.err" $?
+  # Finite in the file, but not in f32: the stored value is named.
+  eval_json 1 "$WORK/big.json" --init-from "$WORK/big" --tokens "$tokens" --dtype f32
+  expect_once "nonfinite_weights: gdn_eval, an F64 beyond the f32 range" \
+    "holds inf at element 33 (index [1, 1]) (the stored F64 value" "$WORK/big.json.err" $?
+  timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --init-from "$WORK/inf" \
+    --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 1 --seq-len 32 --batch 2 \
+    --dtype f64 --cp 2 >"$WORK/train.log" 2>&1
+  expect_once "nonfinite_weights: gdn_train --init-from, an Inf" \
+    "tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight' (F64 [96, 32]) holds -inf at element 70" \
+    "$WORK/train.log" $?
+}
+
+case_tied_head() {
+  local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
+  # The fixture's distinct lm_head.weight under tie_word_embeddings: true. transformers
+  # loads it untied: the fixture's own loss and gradients, which it computed untied.
+  mkdir -p "$WORK/distinct"
+  jq '.tie_word_embeddings = true' "$fix/config.json" >"$WORK/distinct/config.json"
+  cp "$fix/model.safetensors" "$WORK/distinct/"
+  if ! eval_json 2 "$WORK/d.json" --init-from "$WORK/distinct" --tokens "$tokens" --dtype f64 \
+    --chunk-size 16 --grads-out "$WORK/d_grads"; then
+    cat "$WORK/d.json.err"
+    fail "tied_head: gdn_eval failed"
+    return
+  fi
+  local ok=1
+  for key in loss aux_loss total; do
+    rel_close "$(jq ".$key" "$WORK/d.json")" "$(jq ".$key" "$fix/expected.json")" 1e-12 || ok=0
+  done
+  [ "$ok" -eq 1 ] && pass "tied_head: a distinct lm_head loads untied: transformers' loss terms" || {
+    cat "$WORK/d.json" "$WORK/d.json.err"
+    fail "tied_head: the loss is not transformers' (untied) loss"
+  }
+  if diff <(ls "$fix/grads") <(ls "$WORK/d_grads") >/dev/null &&
+    "$BIN/gdn_npy_diff" "$WORK/d_grads" "$fix/grads" --tol 1e-9 >"$WORK/diff.txt"; then
+    pass "tied_head: every gradient, lm_head.weight's too, is transformers' within 1e-9"
+  else
+    grep -v " ok$" "$WORK/diff.txt" | head
+    fail "tied_head: gradients differ from transformers' untied ones"
+  fi
+  [ "$(grep -cF "lm_head.weight differs from model.embed_tokens.weight: the model is built untied" \
+    "$WORK/d.json.err")" -eq 1 ] && pass "tied_head: the untying is warned about, once" ||
+    fail "tied_head: no single warning about the untied head"
+  grep -q "not part of the text model" "$WORK/d.json.err" &&
+    fail "tied_head: lm_head.weight reported as skipped" || pass "tied_head: nothing reported skipped"
+  # gdn_train builds it untied too: its export says so.
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" --init-from "$WORK/distinct" \
+    --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 0 --seq-len 32 --batch 2 \
+    --dtype f64 --cp 1 --export-hf "$WORK/export" >"$WORK/train.log" 2>&1
+  if [ "$(jq .tie_word_embeddings "$WORK/export/config.json" 2>/dev/null)" = false ]; then
+    pass "tied_head: gdn_train --init-from trains it untied (the export has tie_word_embeddings: false)"
+  else
+    cat "$WORK/train.log"
+    fail "tied_head: gdn_train --init-from did not untie the head"
+  fi
+  # An lm_head.weight equal to the embedding is the tied head itself: tied, no warning,
+  # and the loss of the same weights untied.
+  mkdir -p "$WORK/same" "$WORK/same_untied"
+  python3 - "$fix/model.safetensors" "$WORK/same/model.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+(a0, a1), (e0, e1) = h["lm_head.weight"]["data_offsets"], h["model.embed_tokens.weight"]["data_offsets"]
+b[8 + n + a0:8 + n + a1] = b[8 + n + e0:8 + n + e1]
+open(sys.argv[2], "wb").write(b)
+PY
+  cp "$WORK/same/model.safetensors" "$WORK/same_untied/"
+  jq '.tie_word_embeddings = true' "$fix/config.json" >"$WORK/same/config.json"
+  cp "$fix/config.json" "$WORK/same_untied/"
+  eval_json 1 "$WORK/s.json" --init-from "$WORK/same" --tokens "$tokens" --dtype f64 \
+    --grads-out "$WORK/s_grads"
+  eval_json 1 "$WORK/su.json" --init-from "$WORK/same_untied" --tokens "$tokens" --dtype f64
+  if [ -s "$WORK/s.json" ] && rel_close "$(jq .total "$WORK/s.json")" "$(jq .total "$WORK/su.json")" 1e-12 &&
+    [ ! -e "$WORK/s_grads/lm_head.weight.npy" ] && ! grep -q "skipped\|untied" "$WORK/s.json.err"; then
+    pass "tied_head: an identical lm_head.weight is the tied head: no warning, the same loss"
+  else
+    cat "$WORK/s.json" "$WORK/s.json.err" "$WORK/su.json"
+    fail "tied_head: an identical lm_head.weight was untied, warned about or read differently"
+  fi
+}
+
 case_symlink_loop() {
   local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
   mkdir -p "$WORK/loop" "$WORK/shard"
@@ -291,6 +410,8 @@ case "$CASE" in
   wrong_arch) case_wrong_arch ;;
   bare_config) case_bare_config ;;
   st_header) case_st_header ;;
+  nonfinite_weights) case_nonfinite_weights ;;
+  tied_head) case_tied_head ;;
   symlink_loop) case_symlink_loop ;;
   *) echo "test_hf.sh: unknown case '$CASE'" >&2; exit 2 ;;
 esac
