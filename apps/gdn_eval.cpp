@@ -63,6 +63,7 @@ struct Setup {
   bool layer_local = false, stats = false;
   ModelConfig model;
   std::vector<std::string> ignored, notes;
+  std::string tie_note;         // a tied head the checkpoint unties (warned about)
   Tensor<std::int64_t> tokens;  // [B, T + 1]
 };
 
@@ -96,6 +97,7 @@ Setup parse(int argc, char** argv, int world_size) {
   if (r.count("grads-out")) s.grads_out = r["grads-out"].as<std::string>();
   const std::string config = s.dir + "/config.json";
   s.model = parse_model_config(read_json_file(config), config, s.ignored, s.notes);
+  s.tie_note = tie_head_from_checkpoint(s.dir, s.model);
   // Tokens: [B, T + 1] ids in [0, vocab_size).
   const NpyArray a = read_npy(s.tokens_path);
   GDN_CHECK(a.dtype == DType::i32 || a.dtype == DType::i64, "--tokens ", s.tokens_path, " holds ",
@@ -200,7 +202,10 @@ int main(int argc, char** argv) {
     } else if (s.help) {
       if (world.rank() == 0) std::cout << make_options().help() << std::endl;
     } else {
-      if (world.rank() == 0) app::report_model_keys(s.dir + "/config.json", s.ignored, s.notes);
+      if (world.rank() == 0) {
+        app::report_model_keys(s.dir + "/config.json", s.ignored, s.notes);
+        if (!s.tie_note.empty()) spdlog::warn("{}", s.tie_note);
+      }
       app::run_or_abort_job(world, [&] {
         rc = s.dtype == "f64" ? evaluate<double>(s, world) : evaluate<float>(s, world);
       });

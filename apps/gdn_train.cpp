@@ -23,6 +23,7 @@
 #include "core/host_memory.h"
 #include "core/watchdog.h"
 #include "cp/shard.h"
+#include "model/hf_weights.h"
 #include "train/data.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -86,6 +87,7 @@ cxxopts::Options make_options() {
 struct Setup {
   RunConfig cfg;
   std::string init_from, export_hf, exchange_out;
+  std::string tie_note;  // a tied head the --init-from checkpoint unties (warned about)
   bool resume = false;
   bool help = false;
   app::Device device = app::Device::cpu;
@@ -129,6 +131,7 @@ Setup parse(int argc, char** argv, int world_size) {
     } else {
       s.cfg = hf;
     }
+    s.tie_note = tie_head_from_checkpoint(s.init_from, s.cfg.model);
   }
   for (const TrainField& f : train_fields())
     if (*f.flag && res.count(f.flag))
@@ -236,6 +239,7 @@ int run_training(const Setup& s, Communicator& world, Watchdog& watchdog) {
 void announce(const Setup& s, int world_size) {
   app::report_model_keys(s.init_from.empty() ? s.cfg.source : s.init_from + "/config.json",
                          s.cfg.ignored_model_keys, s.cfg.model_notes);
+  if (!s.tie_note.empty()) spdlog::warn("{}", s.tie_note);
   spdlog::info("model {}", describe(s.cfg.model));
   const TrainConfig& t = s.cfg.train;
   spdlog::info("{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",

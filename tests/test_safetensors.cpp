@@ -513,6 +513,54 @@ TEST_CASE("SafetensorsFile reports every malformed file with a precise gdn::Erro
     CHECK_THAT(fails_with(st_file(entry(R"("F64")", "[3, 0]", "[0, 8]"), good_d)),
                Contains("hold 8 bytes, expected 0 for F64 shape [3, 0]"));
   }
+  // The safetensors library's rule: each name once, and the tensors in offset order tile
+  // the data section (every byte owned by exactly one tensor).
+  auto two = [](const std::string& a_off, const std::string& b_off) {
+    return R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": )" + a_off +
+           R"(}, "b": {"dtype": "F32", "shape": [2], "data_offsets": )" + b_off + "}}";
+  };
+  SECTION("a name given twice") {
+    const std::string h = R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, )"
+                          R"("y": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}, )"
+                          R"("x": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})";
+    CHECK_THAT(fails_with(st_file(h, good_d)),
+               Contains("the header gives 'x' twice (entry 1: data_offsets [0,8]; entry 3: "
+                        "data_offsets [8,16])"));
+    CHECK_THAT(fails_with(st_file(R"({"__metadata__": {}, "__metadata__": {"a": "b"}})", "")),
+               Contains("gives '__metadata__' twice"));
+  }
+  SECTION("overlapping tensors") {
+    CHECK_THAT(fails_with(st_file(two("[0, 8]", "[4, 12]"), good_d.substr(0, 12))),
+               Contains("tensor 'b' (data_offsets [4, 12]) overlaps tensor 'a' (data_offsets "
+                        "[0, 8])"));
+    // Two names on the same bytes (tied weights) are refused too, as the library does.
+    CHECK_THAT(fails_with(st_file(two("[0, 8]", "[0, 8]"), good_d.substr(0, 8))),
+               Contains("tensor 'b' (data_offsets [0, 8]) overlaps tensor 'a'"));
+  }
+  SECTION("bytes that belong to no tensor") {
+    CHECK_THAT(fails_with(st_file(two("[0, 8]", "[12, 20]"), good_d + "tail")),
+               Contains("bytes [8, 12) of the data section belong to no tensor: a gap between "
+                        "tensor 'a' (data_offsets [0, 8]) and tensor 'b' (data_offsets [12, 20])"));
+    CHECK_THAT(fails_with(st_file(two("[4, 12]", "[12, 20]"), good_d + "tail")),
+               Contains("bytes [0, 4) of the data section belong to no tensor: a gap before the "
+                        "first, tensor 'a' (data_offsets [4, 12])"));
+    CHECK_THAT(fails_with(st_file(good_h, good_d + "x")),
+               Contains("the 17-byte data section has 1 bytes after the last tensor, tensor 'x' "
+                        "(data_offsets [0, 16]) that belong to no tensor"));
+    CHECK_THAT(fails_with(st_file("{}", "junk")),
+               Contains("has 4 bytes after the header, which lists no tensor"));
+  }
+  SECTION("any order in the header, and empty tensors, tile") {
+    const std::string h = R"({"b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}, )"
+                          R"("e": {"dtype": "F32", "shape": [0], "data_offsets": [8, 8]}, )"
+                          R"("a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, )"
+                          R"("z": {"dtype": "F32", "shape": [0, 3], "data_offsets": [16, 16]}})";
+    write_bytes(p, st_file(h, good_d));
+    const SafetensorsFile f(p);
+    CHECK(f.names() == std::vector<std::string>{"a", "b", "e", "z"});
+    CHECK(f.read<float>("a") == std::vector<float>{1, 2});
+    CHECK(f.read<float>("b") == std::vector<float>{3, 4});
+  }
 }
 
 TEST_CASE("SafetensorsDir reads a sharded checkpoint by tensor name", "[safetensors]") {
@@ -557,6 +605,26 @@ TEST_CASE("SafetensorsDir reads a sharded checkpoint by tensor name", "[safetens
 
   SafetensorsDir moved(std::move(d));
   CHECK(moved.read<float>("embed.weight") == a);
+}
+
+TEST_CASE("SafetensorsDir reports a file it cannot follow with the OS's reason", "[safetensors]") {
+  const std::string dir = tmp().subdir("loop");
+  std::filesystem::create_symlink("model.safetensors", dir + "/model.safetensors");
+  CHECK_THAT(error_of([&] { SafetensorsDir d(dir); }),
+             Contains("cannot open '" + dir +
+                      "/model.safetensors': Too many levels of symbolic "
+                      "links"));
+  const std::string sharded = tmp().subdir("loop_shard");
+  const std::vector<float> a = {1.f};
+  write_safetensors(sharded + "/one.safetensors", {SafetensorsTensor("a", Shape{1}, a.data())});
+  std::filesystem::create_symlink("two.safetensors", sharded + "/two.safetensors");
+  write_bytes(sharded + "/model.safetensors.index.json",
+              R"({"weight_map": {"a": "one.safetensors", "b": "two.safetensors"}})");
+  const SafetensorsDir d(sharded);
+  CHECK(d.read<float>("a") == a);
+  CHECK_THAT(error_of([&] { d.info("b"); }),
+             Contains("tensor 'b' is in shard 'two.safetensors', which cannot be opened (" +
+                      sharded + "/two.safetensors): Too many levels of symbolic links"));
 }
 
 TEST_CASE("SafetensorsDir prefers model.safetensors and reads its metadata", "[safetensors]") {

@@ -1,12 +1,8 @@
 #include "gdn_kernel/output_set.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/npy.h"
 
@@ -48,27 +44,10 @@ void OutputSet::npy(const std::string& name, const Tensor<T>& t) {
 }
 
 void OutputSet::commit(const std::string& stats_json) {
-  const std::string final_path = path("stats.json"), tmp = final_path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GDN_CHECK(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
-  std::size_t done = 0;
-  int err = 0;
-  while (done < stats_json.size()) {
-    const ssize_t w = ::write(fd, stats_json.data() + done, stats_json.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      err = errno;
-      break;
-    }
-    done += std::size_t(w);
-  }
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(tmp.c_str(), final_path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    throw_error("cannot write '", final_path, "': ", std::strerror(err),
-                "; the outputs of this run were removed");
+  try {
+    (void)write_file_atomically(path("stats.json"), stats_json, "--out " + dir_);
+  } catch (const Error& e) {
+    throw_error(e.what(), "; the outputs of this run were removed");
   }
   committed_ = true;
 }

@@ -12,6 +12,7 @@
 #include <system_error>
 #include <type_traits>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/positional_file.h"
 
@@ -442,30 +443,11 @@ void write_npy(const std::string& path, const Tensor<T>& t) {
   for (int i = 0; i < len_bytes; ++i) head += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
   head += dict;
 
-  // Write then rename: a crash leaves the old file (or none), never a torn one.
-  const std::string tmp = path + ".tmp";
-  {
-    errno = 0;
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_error("write_npy: cannot open '", tmp, "' for writing: ", std::strerror(errno));
-    out.write(head.data(), static_cast<std::streamsize>(head.size()));
-    out.write(reinterpret_cast<const char*>(t.ptr()),
-              static_cast<std::streamsize>(t.data.size() * sizeof(T)));
-    out.close();
-    if (!out) {
-      const std::string why = errno ? std::strerror(errno) : "an I/O error";
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw_error("write_npy: error writing '", tmp, "': ", why);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ec2;
-    std::filesystem::remove(tmp, ec2);
-    throw_error("write_npy: cannot rename '", tmp, "' to '", path, "': ", ec.message());
-  }
+  // A crash leaves the old file (or none), never a torn one.
+  AtomicFile file(path, "write_npy");
+  file.write(head.data(), head.size());
+  file.write(t.ptr(), t.data.size() * sizeof(T));
+  (void)file.commit();  // the file is complete; a directory sync is best effort
 }
 
 namespace {

@@ -66,8 +66,9 @@ Tensor<T> npy_to_tensor(const NpyArray& a, const std::string& what);
 template <typename T>
 Tensor<T> read_npy_as(const std::string& path);
 
-// Writes a v1.0 .npy (header padded to 64 bytes) via path + ".tmp" and a rename, so
-// readers never see a half-written file. T is float, double, int32_t or int64_t.
+// Writes a v1.0 .npy (header padded to 64 bytes) atomically (core/atomic_file.h: via
+// path + ".tmp", synced and renamed), so readers never see a half-written file. T is float, double,
+// int32_t or int64_t.
 template <typename T>
 void write_npy(const std::string& path, const Tensor<T>& t);
 

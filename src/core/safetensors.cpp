@@ -15,9 +15,11 @@
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 
@@ -123,31 +125,6 @@ constexpr const char* type_name() {
   return "int64";
 }
 
-// Writes all n bytes, however many calls that takes.
-void write_all(int fd, const void* p, std::size_t n, const std::string& path) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    // Linux writes at most ~2 GiB a call; asking for less keeps every call whole.
-    const ssize_t w = ::write(fd, c, std::min<std::size_t>(n, std::size_t(1) << 30));
-    if (w < 0 && errno == EINTR) continue;
-    GDN_CHECK(w > 0, "write_safetensors: cannot write '", path,
-              "': ", w < 0 ? sys_error() : "no progress");
-    c += w;
-    n -= std::size_t(w);
-  }
-}
-
-// Makes a rename durable. The file is complete by then, so a file system that cannot sync
-// directories loses only that durability, and we go on.
-void fsync_dir(const std::string& file) {
-  std::string dir = fs::path(file).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
 
 const char* safetensors_dtype_name(SafetensorsDtype t) {
@@ -243,17 +220,46 @@ void SafetensorsFile::parse_header() {
   data_start_ = 8 + n;
   const std::uint64_t data_size = map_size_ - data_start_;
 
+  // The top-level entries in file order: a parsed object keeps only the last of two equal
+  // keys, and a name given twice must be refused, not resolved.
+  std::vector<std::pair<std::string, json>> entries;
   json h;
   try {
     const char* text = reinterpret_cast<const char*>(map_ + 8);
-    h = json::parse(text, text + n);  // trailing pad spaces are JSON whitespace
+    bool top_object = false;
+    const auto collect = [&](int depth, json::parse_event_t ev, json& parsed) {
+      using E = json::parse_event_t;
+      if (depth == 0 && ev == E::object_start) top_object = true;
+      if (depth == 1 && top_object) {
+        if (ev == E::key)
+          entries.emplace_back(parsed.get<std::string>(), json());
+        else if (!entries.empty() && (ev == E::value || ev == E::object_end || ev == E::array_end))
+          entries.back().second = parsed;
+      }
+      return true;
+    };
+    h = json::parse(text, text + n, collect);  // trailing pad spaces are JSON whitespace
   } catch (const json::exception& e) {
     throw_error(path_, ": the ", n, "-byte header is not valid JSON: ", e.what());
   }
   GDN_CHECK(h.is_object(), path_, ": the header is ", shown(h),
             ", expected a JSON object of tensor entries");
 
-  for (const auto& [name, v] : h.items()) {
+  std::map<std::string, std::size_t> entry_of;  // name -> its position in the header
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& [name, v] = entries[i];
+    const auto [first, fresh] = entry_of.emplace(name, i);
+    if (!fresh) {
+      const json& a = entries[first->second].second;
+      const auto offsets = [](const json& e) {
+        return e.is_object() && e.contains("data_offsets")
+                   ? "data_offsets " + shown(e["data_offsets"])
+                   : shown(e);
+      };
+      throw_error(path_, ": the header gives '", name, "' twice (entry ", first->second + 1, ": ",
+                  offsets(a), "; entry ", i + 1, ": ", offsets(v),
+                  "); each name may appear once, as the safetensors library requires");
+    }
     if (name == "__metadata__") {
       GDN_CHECK(v.is_object(), path_, ": __metadata__ is ", shown(v),
                 ", expected an object of strings");
@@ -308,6 +314,39 @@ void SafetensorsFile::parse_header() {
               " shape ", shape_str(t.shape));
     tensors_.emplace(name, std::move(t));
   }
+  check_layout(data_size);
+}
+
+// As the safetensors library requires: the tensors, in data_offsets order, tile the data
+// section from its first byte to its last, so every byte belongs to exactly one tensor.
+void SafetensorsFile::check_layout(std::uint64_t data_size) const {
+  std::vector<std::pair<const std::string*, const TensorInfo*>> order;
+  for (const auto& [name, t] : tensors_) order.emplace_back(&name, &t);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.second->begin, a.second->end, *a.first) <
+           std::tie(b.second->begin, b.second->end, *b.first);
+  });
+  const auto entry = [](const auto& e) {
+    return "tensor '" + *e.first + "' (data_offsets [" + std::to_string(e.second->begin) + ", " +
+           std::to_string(e.second->end) + "])";
+  };
+  std::uint64_t at = 0;  // where the next tensor must begin
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const TensorInfo& t = *order[i].second;
+    GDN_CHECK(t.begin >= at, path_, ": ", entry(order[i]), " overlaps ", entry(order[i - 1]),
+              "; each byte of the data section must belong to one tensor");
+    GDN_CHECK(t.begin == at, path_, ": bytes [", at, ", ", t.begin,
+              ") of the data section belong to no tensor: a gap ",
+              i == 0 ? std::string("before the first, ") + entry(order[i])
+                     : "between " + entry(order[i - 1]) + " and " + entry(order[i]),
+              " (the tensors must cover the data section without gaps)");
+    at = t.end;
+  }
+  GDN_CHECK(at == data_size, path_, ": the ", data_size, "-byte data section has ", data_size - at,
+            " bytes after ",
+            order.empty() ? std::string("the header, which lists no tensor")
+                          : "the last tensor, " + entry(order.back()),
+            " that belong to no tensor (truncated header, or bytes appended to the file?)");
 }
 
 std::vector<std::string> SafetensorsFile::names() const {
@@ -424,16 +463,23 @@ template std::vector<double> SafetensorsFile::read<double>(const std::string&) c
 SafetensorsDir::SafetensorsDir(const std::string& dir) : dir_(dir) {
   std::error_code ec;
   GDN_CHECK(fs::is_directory(dir, ec), "checkpoint directory '", dir,
-            "' does not exist or is not a directory");
+            "' does not exist or is not a directory", ec ? ": " + ec.message() : "");
   const std::string single = (fs::path(dir) / "model.safetensors").string();
   const std::string index = (fs::path(dir) / "model.safetensors.index.json").string();
-  if (fs::exists(single, ec)) {
+  // A name that is there but cannot be followed (a symlink loop, a denied directory) is
+  // reported with the OS's reason, not as missing.
+  const auto present = [&](const std::string& p) {
+    const bool there = fs::exists(p, ec);
+    GDN_CHECK(!ec, "checkpoint directory '", dir, "': cannot open '", p, "': ", ec.message());
+    return there;
+  };
+  if (present(single)) {
     source_ = single;
     SafetensorsFile f(single);
     for (const std::string& name : f.names()) shard_of_[name] = "model.safetensors";
     metadata_ = f.metadata();
     open_.emplace("model.safetensors", std::move(f));
-  } else if (fs::exists(index, ec)) {
+  } else if (present(index)) {
     source_ = index;
     read_index(index);
   } else {
@@ -487,7 +533,10 @@ const SafetensorsFile& SafetensorsDir::file_of(const std::string& name) const {
   if (f == open_.end()) {
     const std::string p = (fs::path(dir_) / shard).string();
     std::error_code ec;
-    GDN_CHECK(fs::exists(p, ec), source_, ": tensor '", name, "' is in shard '", shard,
+    const bool there = fs::exists(p, ec);
+    GDN_CHECK(!ec, source_, ": tensor '", name, "' is in shard '", shard,
+              "', which cannot be opened (", p, "): ", ec.message());
+    GDN_CHECK(there, source_, ": tensor '", name, "' is in shard '", shard,
               "', which does not exist (", p, ")");
     try {
       f = open_.emplace(shard, SafetensorsFile(p)).first;
@@ -549,26 +598,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<unsigned char>(std::uint64_t(text.size()) >> (8 * i));
 
-  // Write, sync, then rename: a crash leaves the old file (or none), never a torn one.
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GDN_CHECK(fd >= 0, "write_safetensors: cannot create '", tmp, "': ", sys_error());
-  try {
-    write_all(fd, len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const auto& [data, bytes] : blocks) write_all(fd, data, bytes, tmp);
-    GDN_CHECK(::fsync(fd) == 0, "write_safetensors: cannot fsync '", tmp, "': ", sys_error());
-    const int rc = ::close(fd);
-    fd = -1;
-    GDN_CHECK(rc == 0, "write_safetensors: cannot close '", tmp, "': ", sys_error());
-    GDN_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "write_safetensors: cannot rename '", tmp,
-              "' to '", path, "': ", sys_error());
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  fsync_dir(path);
+  // A crash leaves the old file (or none), never a torn one.
+  AtomicFile file(path, "write_safetensors");
+  file.write(len, 8);
+  file.write(text.data(), text.size());
+  for (const auto& [data, bytes] : blocks) file.write(data, bytes);
+  (void)file.commit();  // the file is complete; a directory sync is best effort
 }
 
 }  // namespace gdn

@@ -49,9 +49,10 @@ struct TensorInfo {
 // do not change the object, so threads may read tensors at the same time.
 class SafetensorsFile {
  public:
-  // Maps the file and checks the header: every dtype supported, every shape non-negative,
-  // every data_offsets inside the file and holding numel * itemsize bytes. Overlapping
-  // tensors are not looked for.
+  // Maps the file and checks the header as the safetensors library does: every name once,
+  // every dtype supported, every shape non-negative, every data_offsets holding numel *
+  // itemsize bytes, and the tensors in offset order covering the data section exactly (no
+  // overlap, no gap, no bytes after the last). Errors name the entries involved.
   explicit SafetensorsFile(const std::string& path);
   ~SafetensorsFile();
   SafetensorsFile(SafetensorsFile&& other) noexcept;
@@ -82,6 +83,7 @@ class SafetensorsFile {
 
  private:
   void parse_header();
+  void check_layout(std::uint64_t data_size) const;
   void release() noexcept;
 
   std::string path_;

@@ -1,10 +1,14 @@
 #include "model/hf_weights.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 
@@ -13,6 +17,7 @@ namespace gdn {
 namespace {
 
 using i64 = std::int64_t;
+constexpr const char* kLmHead = "lm_head.weight";
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -77,6 +82,67 @@ void add_qwen3_next_projections(const ModelConfig& c, const std::vector<ParamInf
   }
   out.push_back(std::move(qkvz));
   out.push_back(std::move(ba));
+}
+
+// Element i of a row-major tensor as "[a, b, c]".
+std::string index_str(const Shape& shape, i64 i) {
+  std::vector<i64> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] > 0 ? i % shape[d] : 0;
+    i = shape[d] > 0 ? i / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (std::size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+  return s + "]";
+}
+
+// A NaN or Inf weight makes every loss NaN (gdn_eval would print null): refused at load,
+// naming the tensor and its first bad element.
+template <typename T>
+void require_finite(const std::string& dir, const SafetensorsDir& ckpt, const std::string& name,
+                    const std::vector<T>& values) {
+  const auto bad =
+      std::find_if(values.begin(), values.end(), [](T x) { return !std::isfinite(x); });
+  if (bad == values.end()) return;
+  const i64 i = bad - values.begin();
+  const TensorInfo& info = ckpt.info(name);
+  std::string why;
+  if (info.dtype == SafetensorsDtype::F64 && sizeof(T) < 8) {
+    double stored;
+    std::memcpy(&stored, ckpt.file_of(name).raw(name).data() + 8 * i, 8);
+    if (std::isfinite(stored)) {
+      std::ostringstream os;
+      os << " (the stored F64 value " << stored << " is beyond the f32 range)";
+      why = os.str();
+    }
+  }
+  throw_error("checkpoint ", dir, ": tensor '", name, "' (", safetensors_dtype_name(info.dtype),
+              " ", shape_str(info.shape), ") holds ", *bad, " at element ", i, " (index ",
+              index_str(info.shape, i), ")", why,
+              ": non-finite weights make every loss NaN; refusing to load them");
+}
+
+// Whether two tensors hold the same values, as torch.equal compares them (+0 equals -0).
+// Of one dtype they are compared in place, so no large tensor is converted.
+bool same_values(const SafetensorsDir& ckpt, const std::string& a, const std::string& b) {
+  const TensorInfo &ia = ckpt.info(a), &ib = ckpt.info(b);
+  if (ia.shape != ib.shape) return false;
+  if (ia.dtype != ib.dtype) return ckpt.read<double>(a) == ckpt.read<double>(b);
+  const auto ra = ckpt.file_of(a).raw(a), rb = ckpt.file_of(b).raw(b);
+  const std::size_t w = safetensors_dtype_size(ia.dtype);
+  // A float zero of either sign: every bit but the sign (the top bit of the last byte).
+  const auto zero = [w](const std::byte* p) {
+    for (std::size_t k = 0; k + 1 < w; ++k)
+      if (p[k] != std::byte{0}) return false;
+    return (p[w - 1] & std::byte{0x7f}) == std::byte{0};
+  };
+  const bool is_float = ia.dtype == SafetensorsDtype::F16 || ia.dtype == SafetensorsDtype::BF16 ||
+                        ia.dtype == SafetensorsDtype::F32 || ia.dtype == SafetensorsDtype::F64;
+  for (std::size_t at = 0; at < ra.size(); at += w)
+    if (std::memcmp(ra.data() + at, rb.data() + at, w) != 0 &&
+        !(is_float && zero(ra.data() + at) && zero(rb.data() + at)))
+      return false;
+  return true;
 }
 
 }  // namespace
@@ -164,19 +230,41 @@ void read_hf_weights(const std::string& dir, const ModelConfig& c,
               " for this config (a checkpoint of another architecture?)");
     values.resize(std::size_t(numel(m.shape)));
     ckpt.read<T>(m.name, values.data(), values.size());
+    require_finite(dir, ckpt, m.name, values);
     scatter_hf(m, values.data(), flat.data());
     used.insert(m.name);
+  }
+  // A tied head that is stored anyway (torch .bin conversions keep both names) is the
+  // embedding itself; one that differs must have been untied by tie_head_from_checkpoint.
+  if (c.tie_word_embeddings && ckpt.has(kLmHead)) {
+    const std::string embed = hf_name(c, "model.embed_tokens.weight");
+    GDN_CHECK(same_values(ckpt, kLmHead, embed), "checkpoint ", dir, ": tensor '", kLmHead,
+              "' differs from '", embed,
+              "' while config.json sets tie_word_embeddings: true (transformers loads such a "
+              "checkpoint untied; set \"tie_word_embeddings\": false)");
+    used.insert(kLmHead);
   }
   for (const std::string& name : ckpt.names()) {
     if (used.count(name)) continue;
     const bool other_model = name.rfind("mtp.", 0) == 0 || name.rfind("model.visual.", 0) == 0 ||
-                             name.rfind("visual.", 0) == 0 ||
-                             (c.tie_word_embeddings && name == "lm_head.weight");
+                             name.rfind("visual.", 0) == 0;
     GDN_CHECK(other_model, "checkpoint ", dir, " has a tensor '", name,
               "' that this config's model does not have (a checkpoint of another architecture, "
               "or a config.json that does not match it?)");
     skipped.push_back(name);
   }
+}
+
+std::string tie_head_from_checkpoint(const std::string& dir, ModelConfig& c) {
+  if (!c.tie_word_embeddings) return "";
+  const SafetensorsDir ckpt(dir);
+  const std::string embed = hf_name(c, "model.embed_tokens.weight");
+  if (!ckpt.has(kLmHead) || !ckpt.has(embed) || same_values(ckpt, kLmHead, embed)) return "";
+  c.tie_word_embeddings = false;
+  return dir + "/config.json sets tie_word_embeddings: true, but the checkpoint's " + kLmHead +
+         " differs from " + embed +
+         ": the model is built untied with both, as transformers loads it (set "
+         "\"tie_word_embeddings\": false in config.json to silence this)";
 }
 
 template <typename T>
@@ -191,15 +279,7 @@ void write_hf_checkpoint(const std::string& dir, const ModelConfig& c,
   text.multimodal = false;
   nlohmann::json config = to_json(text);
   config["dtype"] = sizeof(T) == 8 ? "float64" : "float32";
-  const std::string config_path = dir + "/config.json", tmp = config_path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << config.dump(2) << '\n';
-    f.close();
-    GDN_CHECK(f.good(), "--export-hf: cannot write '", tmp, "'");
-  }
-  fs::rename(tmp, config_path, ec);
-  GDN_CHECK(!ec, "--export-hf: cannot rename '", tmp, "' to '", config_path, "': ", ec.message());
+  (void)write_file_atomically(dir + "/config.json", config.dump(2) + "\n", "--export-hf");
   const std::vector<HfTensorMap> maps = hf_tensor_maps(text, params, false);
   std::vector<std::vector<T>> data;
   data.reserve(maps.size());

@@ -50,8 +50,17 @@ void scatter_hf(const HfTensorMap& m, const T* values, T* flat);
 
 // Reads a checkpoint directory (config.json's model plus model.safetensors or its index
 // and shards) into the flat parameter values, converting bf16, f16, f32, f64 to T. A
-// missing, unexpected or mis-shaped tensor is an error naming it; mtp.* and the vision
-// tower (model.visual.*) are skipped and returned in `skipped` for one warning.
+// missing, unexpected or mis-shaped tensor, and a NaN or Inf value (named with its first
+// bad element), are errors; mtp.* and the vision tower (model.visual.*) are skipped and
+// returned in `skipped` for one warning. A tied model takes a stored lm_head.weight only
+// when it equals the embedding (see tie_head_from_checkpoint).
+// transformers' rule for tie_word_embeddings at load (PreTrainedModel.tie_weights): when
+// the checkpoint holds an lm_head.weight whose values differ from the embedding's, the
+// two are not tied, whatever config.json says. Sets c.tie_word_embeddings = false then
+// and returns the warning to print; returns "" and leaves c alone otherwise. Call it on
+// the config of dir before building the model.
+std::string tie_head_from_checkpoint(const std::string& dir, ModelConfig& c);
+
 template <typename T>
 void read_hf_weights(const std::string& dir, const ModelConfig& c,
                      const std::vector<ParamInfo>& params, std::vector<T>& flat,

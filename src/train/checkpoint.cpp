@@ -20,6 +20,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -48,26 +49,18 @@ std::string sys_error() {
   return std::strerror(errno);
 }
 
-// Writes to a file descriptor while hashing what it writes.
+// Writes to a file while hashing what it writes.
 class HashingWriter {
  public:
-  HashingWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  explicit HashingWriter(AtomicFile& file) : file_(file) {}
   void write(const void* p, std::size_t n, bool hash = true) {
     if (hash) fnv_.add(p, n);
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, c, n);
-      if (w < 0 && errno == EINTR) continue;
-      GDN_CHECK(w > 0, "cannot write checkpoint '", path_, "': ", sys_error());
-      c += w;
-      n -= std::size_t(w);
-    }
+    file_.write(p, n);
   }
   std::uint64_t hash() const { return fnv_.h; }
 
  private:
-  int fd_;
-  std::string path_;
+  AtomicFile& file_;
   Fnv1a fnv_;
 };
 
@@ -90,15 +83,6 @@ std::int64_t step_of(const std::string& name) {
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return -1;
   return std::stoll(digits);
-}
-
-// Makes a rename durable. The file itself is complete by now, so a file system that cannot
-// fsync directories only gets a warning.
-void fsync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const int rc = fd >= 0 ? ::fsync(fd) : -1;
-  if (rc != 0) spdlog::warn("cannot fsync checkpoint directory {}: {}", dir, sys_error());
-  if (fd >= 0) ::close(fd);
 }
 
 std::vector<char> read_file(const std::string& path) {
@@ -257,36 +241,21 @@ void save_checkpoint(const std::string& dir, const TrainingState& state,
 
   const std::string final_path = (fs::path(dir) / file_name(state.step)).string();
   const std::string tmp_path = (fs::path(dir) / file_name(state.step, true)).string();
-  int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GDN_CHECK(fd >= 0, "cannot create checkpoint '", tmp_path, "': ", sys_error());
-  try {
-    HashingWriter w(fd, tmp_path);
-    w.write(kMagic, 8);
-    const std::uint64_t hlen = text.size();
-    w.write(&hlen, 8);
-    w.write(text.data(), text.size());
-    for (const ParamInfo& p : params)
-      for (const std::vector<T>* x : {&d.values, &d.m, &d.v})
-        w.write(x->data() + p.offset, std::size_t(p.size) * sizeof(T));
-    const std::uint64_t sum = w.hash();
-    w.write(&sum, 8, false);
-    w.write(kEndMagic, 8, false);
-    // The data must be on disk before the rename makes the file visible.
-    GDN_CHECK(::fsync(fd) == 0, "cannot fsync checkpoint '", tmp_path, "': ", sys_error());
-    const int rc = ::close(fd);
-    fd = -1;
-    GDN_CHECK(rc == 0, "cannot close checkpoint '", tmp_path, "': ", sys_error());
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp_path.c_str());
-    throw;
-  }
-  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
-    const std::string err = sys_error();
-    ::unlink(tmp_path.c_str());
-    throw_error("cannot rename checkpoint '", tmp_path, "' to '", final_path, "': ", err);
-  }
-  fsync_dir(dir);
+  AtomicFile file(final_path, "save_checkpoint", tmp_path);
+  HashingWriter w(file);
+  w.write(kMagic, 8);
+  const std::uint64_t hlen = text.size();
+  w.write(&hlen, 8);
+  w.write(text.data(), text.size());
+  for (const ParamInfo& p : params)
+    for (const std::vector<T>* x : {&d.values, &d.m, &d.v})
+      w.write(x->data() + p.offset, std::size_t(p.size) * sizeof(T));
+  const std::uint64_t sum = w.hash();
+  w.write(&sum, 8, false);
+  w.write(kEndMagic, 8, false);
+  // The file is complete and in place; a directory that cannot be synced only gets a warning.
+  const std::string unsynced = file.commit();
+  if (!unsynced.empty()) spdlog::warn("checkpoint {}: {}", final_path, unsynced);
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir, bool warn) {

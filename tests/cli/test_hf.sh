@@ -11,6 +11,15 @@
 #   wrong_arch        a checkpoint of another architecture is refused, naming the tensor
 #   bare_config       a bare config.json with --train-config trains; --config and
 #                     --init-from that disagree are refused naming the key
+#   st_header         a header that gives a name twice, or whose data_offsets overlap, leave
+#                     a gap or stop short of the end, is refused naming the entries (as the
+#                     safetensors library refuses it); the entries in another order load
+#   nonfinite_weights a NaN or Inf weight is refused by gdn_eval and gdn_train --init-from,
+#                     naming the tensor and its first bad element
+#   tied_head         tie_word_embeddings: true with a distinct lm_head.weight loads untied,
+#                     as transformers does (its loss and gradients); with an identical one,
+#                     tied and without a "skipped" warning
+#   symlink_loop      a symlink loop as model.safetensors or as a shard: the OS's reason
 #
 #   test_hf.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
@@ -183,11 +192,227 @@ case_bare_config() {
     fail "bare_config: no 'hidden_size: 64 vs 32' in the message"
 }
 
+# st_rewrite IN OUT MODE: IN's tensors under a rewritten header (python, no safetensors
+# package): MODE dup (model.norm.weight given twice, the second on another tensor's
+# bytes), overlap (model.norm.weight on the same bytes as the layer-0 input_layernorm),
+# gap (8 unused bytes after lm_head.weight), tail (8 bytes after the last tensor),
+# reorder (the same entries, reversed in the header).
+st_rewrite() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, mode = sys.argv[1:4]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = b[8 + n:]
+items = list(h.items())
+norm, other = "model.norm.weight", "model.layers.0.input_layernorm.weight"
+if mode == "dup":
+    items.append((norm, dict(h[norm], data_offsets=h[other]["data_offsets"])))
+elif mode == "overlap":
+    h[norm]["data_offsets"] = h[other]["data_offsets"]
+elif mode == "gap":
+    cut = h["lm_head.weight"]["data_offsets"][1]
+    data = data[:cut] + bytes(8) + data[cut:]
+    for k, v in h.items():
+        if k != "__metadata__" and v["data_offsets"][0] >= cut:
+            v["data_offsets"] = [v["data_offsets"][0] + 8, v["data_offsets"][1] + 8]
+elif mode == "tail":
+    data += bytes(8)
+elif mode == "reorder":
+    items.reverse()
+text = "{" + ",".join(json.dumps(k) + ":" + json.dumps(v) for k, v in items) + "}"
+text += " " * (-len(text) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text.encode() + data)
+PY
+}
+
+case_st_header() {
+  local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
+  local norm="tensor 'model.norm.weight'" ln0="tensor 'model.layers.0.input_layernorm.weight'"
+  for mode in dup overlap gap tail reorder; do
+    mkdir -p "$WORK/$mode"
+    cp "$fix/config.json" "$WORK/$mode/"
+    st_rewrite "$fix/model.safetensors" "$WORK/$mode/model.safetensors" "$mode"
+  done
+  eval_json 2 "$WORK/dup.json" --init-from "$WORK/dup" --tokens "$tokens"
+  expect_once "st_header: a name given twice" "gives 'model.norm.weight' twice" \
+    "$WORK/dup.json.err" $?
+  grep -q "data_offsets \[419328,419584\]; entry [0-9]*: data_offsets \[32768,33024\]" \
+    "$WORK/dup.json.err" && pass "st_header: both entries of the name are shown" ||
+    fail "st_header: the two entries of the duplicate are not both shown"
+  eval_json 1 "$WORK/overlap.json" --init-from "$WORK/overlap" --tokens "$tokens"
+  expect_once "st_header: two tensors on the same bytes" \
+    "$norm (data_offsets [32768, 33024]) overlaps $ln0 (data_offsets [32768, 33024])" \
+    "$WORK/overlap.json.err" $?
+  eval_json 1 "$WORK/gap.json" --init-from "$WORK/gap" --tokens "$tokens"
+  expect_once "st_header: unused bytes between two tensors" \
+    "bytes [16384, 16392) of the data section belong to no tensor: a gap between tensor 'lm_head.weight' (data_offsets [0, 16384]) and tensor 'model.embed_tokens.weight' (data_offsets [16392, 32776])" \
+    "$WORK/gap.json.err" $?
+  eval_json 1 "$WORK/tail.json" --init-from "$WORK/tail" --tokens "$tokens"
+  expect_once "st_header: bytes after the last tensor" \
+    "has 8 bytes after the last tensor, $norm (data_offsets [419328, 419584]) that belong to no tensor" \
+    "$WORK/tail.json.err" $?
+  # The header's order is free: the same entries reversed give the fixture's loss.
+  if eval_json 1 "$WORK/reorder.json" --init-from "$WORK/reorder" --tokens "$tokens" --dtype f64 \
+    --chunk-size 16 && rel_close "$(jq .total "$WORK/reorder.json")" "$(jq .total "$fix/expected.json")" 1e-12; then
+    pass "st_header: the entries in another order load and give transformers' total"
+  else
+    cat "$WORK/reorder.json" "$WORK/reorder.json.err"
+    fail "st_header: a header in another order was refused or read differently"
+  fi
+}
+
+# st_poke IN OUT TENSOR INDEX VALUE: IN with element INDEX of the F64 tensor set to VALUE.
+st_poke() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, name, index, value = sys.argv[1:6]
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+e = json.loads(b[8:8 + n])[name]
+assert e["dtype"] == "F64"
+at = 8 + n + e["data_offsets"][0] + 8 * int(index)
+b[at:at + 8] = struct.pack("<d", float(value))
+open(dst, "wb").write(b)
+PY
+}
+
+case_nonfinite_weights() {
+  local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
+  mkdir -p "$WORK/nan" "$WORK/inf" "$WORK/big"
+  for d in nan inf big; do cp "$fix/config.json" "$WORK/$d/"; done
+  st_poke "$fix/model.safetensors" "$WORK/nan/model.safetensors" model.norm.weight 5 nan
+  st_poke "$fix/model.safetensors" "$WORK/inf/model.safetensors" \
+    model.layers.0.linear_attn.in_proj_qkvz.weight 70 -inf
+  st_poke "$fix/model.safetensors" "$WORK/big/model.safetensors" model.embed_tokens.weight 33 1e300
+  eval_json 2 "$WORK/nan.json" --init-from "$WORK/nan" --tokens "$tokens"
+  expect_once "nonfinite_weights: gdn_eval, a NaN" \
+    "tensor 'model.norm.weight' (F64 [32]) holds nan at element 5 (index [5])" "$WORK/nan.json.err" $?
+  [ ! -s "$WORK/nan.json" ] && pass "nonfinite_weights: no loss line" ||
+    fail "nonfinite_weights: gdn_eval printed $(cat "$WORK/nan.json")"
+  eval_json 1 "$WORK/inf.json" --init-from "$WORK/inf" --tokens "$tokens" --dtype f64
+  expect_once "nonfinite_weights: gdn_eval, an Inf in a matrix" \
+    "tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight' (F64 [96, 32]) holds -inf at element 70 (index [2, 6])" \
+    "$WORK/inf.json.err" $?
+  # Finite in the file, but not in f32: the stored value is named.
+  eval_json 1 "$WORK/big.json" --init-from "$WORK/big" --tokens "$tokens" --dtype f32
+  expect_once "nonfinite_weights: gdn_eval, an F64 beyond the f32 range" \
+    "holds inf at element 33 (index [1, 1]) (the stored F64 value" "$WORK/big.json.err" $?
+  timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --init-from "$WORK/inf" \
+    --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 1 --seq-len 32 --batch 2 \
+    --dtype f64 --cp 2 >"$WORK/train.log" 2>&1
+  expect_once "nonfinite_weights: gdn_train --init-from, an Inf" \
+    "tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight' (F64 [96, 32]) holds -inf at element 70" \
+    "$WORK/train.log" $?
+}
+
+case_tied_head() {
+  local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
+  # The fixture's distinct lm_head.weight under tie_word_embeddings: true. transformers
+  # loads it untied: the fixture's own loss and gradients, which it computed untied.
+  mkdir -p "$WORK/distinct"
+  jq '.tie_word_embeddings = true' "$fix/config.json" >"$WORK/distinct/config.json"
+  cp "$fix/model.safetensors" "$WORK/distinct/"
+  if ! eval_json 2 "$WORK/d.json" --init-from "$WORK/distinct" --tokens "$tokens" --dtype f64 \
+    --chunk-size 16 --grads-out "$WORK/d_grads"; then
+    cat "$WORK/d.json.err"
+    fail "tied_head: gdn_eval failed"
+    return
+  fi
+  local ok=1
+  for key in loss aux_loss total; do
+    rel_close "$(jq ".$key" "$WORK/d.json")" "$(jq ".$key" "$fix/expected.json")" 1e-12 || ok=0
+  done
+  [ "$ok" -eq 1 ] && pass "tied_head: a distinct lm_head loads untied: transformers' loss terms" || {
+    cat "$WORK/d.json" "$WORK/d.json.err"
+    fail "tied_head: the loss is not transformers' (untied) loss"
+  }
+  if diff <(ls "$fix/grads") <(ls "$WORK/d_grads") >/dev/null &&
+    "$BIN/gdn_npy_diff" "$WORK/d_grads" "$fix/grads" --tol 1e-9 >"$WORK/diff.txt"; then
+    pass "tied_head: every gradient, lm_head.weight's too, is transformers' within 1e-9"
+  else
+    grep -v " ok$" "$WORK/diff.txt" | head
+    fail "tied_head: gradients differ from transformers' untied ones"
+  fi
+  [ "$(grep -cF "lm_head.weight differs from model.embed_tokens.weight: the model is built untied" \
+    "$WORK/d.json.err")" -eq 1 ] && pass "tied_head: the untying is warned about, once" ||
+    fail "tied_head: no single warning about the untied head"
+  grep -q "not part of the text model" "$WORK/d.json.err" &&
+    fail "tied_head: lm_head.weight reported as skipped" || pass "tied_head: nothing reported skipped"
+  # gdn_train builds it untied too: its export says so.
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" --init-from "$WORK/distinct" \
+    --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 0 --seq-len 32 --batch 2 \
+    --dtype f64 --cp 1 --export-hf "$WORK/export" >"$WORK/train.log" 2>&1
+  if [ "$(jq .tie_word_embeddings "$WORK/export/config.json" 2>/dev/null)" = false ]; then
+    pass "tied_head: gdn_train --init-from trains it untied (the export has tie_word_embeddings: false)"
+  else
+    cat "$WORK/train.log"
+    fail "tied_head: gdn_train --init-from did not untie the head"
+  fi
+  # An lm_head.weight equal to the embedding is the tied head itself: tied, no warning,
+  # and the loss of the same weights untied.
+  mkdir -p "$WORK/same" "$WORK/same_untied"
+  python3 - "$fix/model.safetensors" "$WORK/same/model.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+(a0, a1), (e0, e1) = h["lm_head.weight"]["data_offsets"], h["model.embed_tokens.weight"]["data_offsets"]
+b[8 + n + a0:8 + n + a1] = b[8 + n + e0:8 + n + e1]
+open(sys.argv[2], "wb").write(b)
+PY
+  cp "$WORK/same/model.safetensors" "$WORK/same_untied/"
+  jq '.tie_word_embeddings = true' "$fix/config.json" >"$WORK/same/config.json"
+  cp "$fix/config.json" "$WORK/same_untied/"
+  eval_json 1 "$WORK/s.json" --init-from "$WORK/same" --tokens "$tokens" --dtype f64 \
+    --grads-out "$WORK/s_grads"
+  eval_json 1 "$WORK/su.json" --init-from "$WORK/same_untied" --tokens "$tokens" --dtype f64
+  if [ -s "$WORK/s.json" ] && rel_close "$(jq .total "$WORK/s.json")" "$(jq .total "$WORK/su.json")" 1e-12 &&
+    [ ! -e "$WORK/s_grads/lm_head.weight.npy" ] && ! grep -q "skipped\|untied" "$WORK/s.json.err"; then
+    pass "tied_head: an identical lm_head.weight is the tied head: no warning, the same loss"
+  else
+    cat "$WORK/s.json" "$WORK/s.json.err" "$WORK/su.json"
+    fail "tied_head: an identical lm_head.weight was untied, warned about or read differently"
+  fi
+}
+
+case_symlink_loop() {
+  local fix=$FIX/qwen3_next_moe tokens=$FIX/qwen3_next_moe/tokens.npy
+  mkdir -p "$WORK/loop" "$WORK/shard"
+  cp "$fix/config.json" "$WORK/loop/"
+  ln -s model.safetensors "$WORK/loop/model.safetensors"
+  eval_json 2 "$WORK/loop.json" --init-from "$WORK/loop" --tokens "$tokens"
+  expect_once "symlink_loop: model.safetensors" \
+    "cannot open '$WORK/loop/model.safetensors': Too many levels of symbolic links" \
+    "$WORK/loop.json.err" $?
+  # A shard of an index that loops.
+  cp "$fix/config.json" "$WORK/shard/"
+  cp "$fix/model.safetensors" "$WORK/shard/model-00001-of-00002.safetensors"
+  ln -s model-00002-of-00002.safetensors "$WORK/shard/model-00002-of-00002.safetensors"
+  python3 - "$fix/model.safetensors" "$WORK/shard/model.safetensors.index.json" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+m = {k: "model-00001-of-00002.safetensors" for k in h if k != "__metadata__"}
+m["model.norm.weight"] = "model-00002-of-00002.safetensors"
+json.dump({"metadata": {}, "weight_map": m}, open(sys.argv[2], "w"))
+PY
+  eval_json 1 "$WORK/shard.json" --init-from "$WORK/shard" --tokens "$tokens"
+  expect_once "symlink_loop: a shard" \
+    "tensor 'model.norm.weight' is in shard 'model-00002-of-00002.safetensors', which cannot be opened ($WORK/shard/model-00002-of-00002.safetensors): Too many levels of symbolic links" \
+    "$WORK/shard.json.err" $?
+}
+
 case "$CASE" in
   parity_*) case_parity "${CASE#parity_}" ;;
   roundtrip) case_roundtrip ;;
   wrong_arch) case_wrong_arch ;;
   bare_config) case_bare_config ;;
+  st_header) case_st_header ;;
+  nonfinite_weights) case_nonfinite_weights ;;
+  tied_head) case_tied_head ;;
+  symlink_loop) case_symlink_loop ;;
   *) echo "test_hf.sh: unknown case '$CASE'" >&2; exit 2 ;;
 esac
 finish
