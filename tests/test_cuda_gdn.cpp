@@ -97,7 +97,7 @@ const std::vector<Case> kPassCases = {
 };
 
 // The recomputation of a slice on the GPU (LocalPass::output_from_states): output, then
-// release_keep_states, reset and the outputs from the kept states, then adjoint and
+// release(Keep::replay), reset and the outputs from the kept states, then adjoint and
 // backward. o, ht, D and the gradients must be the same bits as the plain passes on the
 // GPU (output, adjoint, backward).
 template <typename T>
@@ -139,7 +139,7 @@ void check_replay(const Case& c, std::int64_t t0, std::int64_t t1) {
     if (replay) {  // a first forward into scratch, then the recomputation
       DeviceBuffer<T> o(static_cast<std::size_t>(sizes[0])), ht(static_cast<std::size_t>(sizes[1]));
       pass.output(h_in.data(), o.data(), ht.data());
-      pass.release_keep_states();
+      pass.release(Keep::replay);
       pass.reset(p, t0, t1, in);
       pass.output_from_states(b[0].data(), b[1].data());
     } else {

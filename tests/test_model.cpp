@@ -140,3 +140,31 @@ TEST_CASE("pad_token_id: its embedding row starts at zero and gets no embedding 
     CHECK(std::any_of(g1, g1 + d, [](double x) { return x != 0.0; }));
   }
 }
+
+TEST_CASE("a mixer refuses a backward after its activations were released, naming the layer",
+          "[model][recompute]") {
+  SingleCommunicator comm;
+  const ModelConfig c = tiny_model();
+  ParamStore<double, Host> ps;
+  GdnMixer<double, Host> layer(ps, "model.layers.4.", c, 16);
+  ps.allocate();
+  Rng rng(3);
+  std::vector<double> init(ps.num_elements());
+  layer.init(rng, 0.3, init);
+  ps.set_values(init);
+  const int B = 1, T = 7, d = c.hidden_size;
+  const CpContext cp = CpContext::contiguous(comm, T);
+  const Tensor<double> x = random_tensor<double>({B, T, d}, 4);
+  std::vector<double> y(B * T * d), dx(B * T * d);
+  layer.forward(cp, B, x.ptr(), y.data());
+  layer.release(Keep::nothing);
+  CHECK_THROWS_WITH(layer.backward(cp, y.data(), dx.data()),
+                    Catch::StartsWith("model.layers.4.linear_attn: backward called when nothing "
+                                      "is kept"));
+  layer.forward(cp, B, x.ptr(), y.data());
+  layer.release(Keep::replay);
+  CHECK_THROWS_WITH(layer.backward(cp, y.data(), dx.data()),
+                    Catch::Contains("run the recomputing forward first"));
+  layer.forward(cp, B, x.ptr(), y.data());  // the recomputation
+  CHECK_NOTHROW(layer.backward(cp, y.data(), dx.data()));
+}

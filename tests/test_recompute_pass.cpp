@@ -108,13 +108,13 @@ Results<T> plain(Pass& pass, const Slice<T>& s) {
   return r;
 }
 
-// The forward, release_keep_states, reset on `again` (the same slice; the recomputed
+// The forward, release(Keep::replay), reset on `again` (the same slice; the recomputed
 // layer's own copies of the inputs), the outputs from the kept states, and the backward.
 template <typename T, typename Pass, typename Reset>
 Results<T> replayed(Pass& pass, const Slice<T>& s, const Slice<T>& again, Reset reset) {
   Results<T> first(s), r(s);
   pass.output(s.h_in.ptr(), first.o.ptr(), first.ht.ptr());
-  pass.release_keep_states();
+  pass.release(Keep::replay);
   reset(pass, again);
   pass.output_from_states(r.o.ptr(), r.ht.ptr());
   CHECK(same_bits(r.o, first.o));
@@ -211,7 +211,7 @@ TEST_CASE("the replay starts every chunk from its kept state, not from the chunk
   seq.output(s.h_in.ptr(), sequential.o.ptr(), nullptr);
   LocalPass<double, Host> pass(p, s.t0, s.t1, s.view());
   pass.output(s.h_in.ptr(), first.o.ptr(), nullptr);
-  pass.release_keep_states();
+  pass.release(Keep::replay);
   pass.reset(p, s.t0, s.t1, changed.view());
   pass.output_from_states(replay.o.ptr(), nullptr);
 
@@ -228,20 +228,20 @@ TEST_CASE("output_from_states without kept states says so", "[recompute]") {
   CHECK_THROWS_WITH(pass.output_from_states(r.o.ptr(), nullptr),
                     Catch::Contains("without kept chunk entry states of slice [100, 350)"));
   pass.output(s.h_in.ptr(), r.o.ptr(), nullptr);
-  pass.release();  // keeps nothing
+  pass.release(Keep::nothing);
   pass.reset(s.p, s.t0, s.t1, s.view());
   CHECK_THROWS_WITH(pass.output_from_states(r.o.ptr(), nullptr),
                     Catch::Contains("without kept chunk entry states"));
   // Kept, but for another slice: the next reset() moves the layout.
   pass.output(s.h_in.ptr(), r.o.ptr(), nullptr);
-  pass.release_keep_states();
+  pass.release(Keep::replay);
   pass.reset(s.p, s.t0, s.t1 - 1, s.view());
   CHECK_THROWS_WITH(pass.output_from_states(r.o.ptr(), nullptr),
                     Catch::Contains("without kept chunk entry states of slice [100, 349)"));
   // Kept for the same slice of a problem with other heads: the wrong size.
   pass.reset(s.p, s.t0, s.t1, s.view());
   pass.output(s.h_in.ptr(), r.o.ptr(), nullptr);
-  pass.release_keep_states();
+  pass.release(Keep::replay);
   GdnProblem fewer = s.p;
   fewer.Hv = fewer.Hk = 1;
   pass.reset(fewer, s.t0, s.t1, s.view());
@@ -271,7 +271,7 @@ CoreRun<T> run_core(const GdnProblem& p, GdnData<T>& d, const Tensor<T>& dO, con
   GdnContextParallel<T, Host> core;
   core.forward(cp, p, d.view(), r.o.ptr(), r.ht.ptr());
   if (recompute) {
-    core.release_for_recompute();
+    core.release(Keep::replay);
     change(d);
     Tensor<T> o(output_shape(p)), ht(state_shape(p));
     core.forward(cp, p, d.view(), o.ptr(), ht.ptr());
@@ -329,4 +329,90 @@ TEST_CASE("GdnContextParallel on one rank: the recomputed forward and backward, 
     check_core_replay<double>(S);
     check_core_replay<float>(S);
   }
+}
+
+// The call order of docs/design.md §6c, written out as data: from each stage, each call
+// either moves to the stage given or is refused.
+TEST_CASE("Lifecycle follows the table of design.md §6c", "[recompute]") {
+  using S = Lifecycle::Stage;
+  enum Call { forward, backward, release_nothing, release_replay };
+  struct Row {
+    S from;
+    Call call;
+    bool legal;
+    S to;
+    bool replay;  // forward only: a recomputation
+  };
+  const Row table[] = {
+      {S::empty, forward, true, S::forwarded, false},
+      {S::empty, backward, false, S::empty, false},
+      {S::empty, release_nothing, true, S::empty, false},
+      {S::empty, release_replay, true, S::empty, false},
+      {S::forwarded, forward, true, S::forwarded, false},
+      {S::forwarded, backward, true, S::forwarded, false},
+      {S::forwarded, release_nothing, true, S::empty, false},
+      {S::forwarded, release_replay, true, S::replayable, false},
+      {S::replayable, forward, true, S::forwarded, true},
+      {S::replayable, backward, false, S::replayable, false},
+      {S::replayable, release_nothing, true, S::empty, false},
+      {S::replayable, release_replay, true, S::replayable, false},
+  };
+  // The shortest way to each stage from a new Lifecycle.
+  auto reach = [](Lifecycle& l, S s) {
+    if (s == S::empty) return;
+    l.forward();
+    if (s == S::replayable) l.release(Keep::replay);
+  };
+  for (const Row& row : table) {
+    INFO("from " << int(row.from) << ", call " << int(row.call));
+    Lifecycle l("model.layers.7.linear_attn");
+    reach(l, row.from);
+    REQUIRE(l.stage() == row.from);
+    switch (row.call) {
+      case forward:
+        CHECK(l.forward() == row.replay);
+        break;
+      case backward:
+        if (row.legal)
+          CHECK_NOTHROW(l.backward());
+        else
+          CHECK_THROWS_WITH(l.backward(),
+                            Catch::StartsWith("model.layers.7.linear_attn: backward called when"));
+        break;
+      case release_nothing:
+        l.release(Keep::nothing);
+        break;
+      case release_replay:
+        l.release(Keep::replay);
+        break;
+    }
+    CHECK(l.stage() == row.to);
+  }
+}
+
+TEST_CASE("GdnContextParallel refuses a backward out of order, and replays only when told",
+          "[recompute]") {
+  GdnProblem p = packed_problem();
+  GdnData<double> d = random_gdn_inputs<double>(p, 91, /*with_h0=*/true, 0.05);
+  const Tensor<double> dO = random_tensor<double>(output_shape(p), 92);
+  SingleCommunicator comm;
+  const CpContext cp = CpContext::contiguous(comm, p.T, CpOptions{});
+  Tensor<double> o(output_shape(p)), again(output_shape(p));
+  Grads<double> grads(p, true);
+  GdnGrads<double> g = grads.view();
+  GdnContextParallel<double, Host> core;
+  CHECK_THROWS_WITH(core.backward(cp, dO.ptr(), nullptr, g),
+                    Catch::Contains("nothing is kept (no forward since the last release)"));
+  core.forward(cp, p, d.view(), o.ptr(), nullptr);
+  core.release(Keep::replay);
+  CHECK_THROWS_WITH(core.backward(cp, dO.ptr(), nullptr, g),
+                    Catch::Contains("run the recomputing forward first"));
+  // After Keep::nothing the next forward is a fresh one: changed inputs change every
+  // later output of the sequence (a replay would take them from the kept states).
+  core.forward(cp, p, d.view(), o.ptr(), nullptr);
+  core.release(Keep::nothing);
+  for (std::int64_t i = 37 * p.Hv * p.V; i < 53 * p.Hv * p.V; ++i) d.v.data[i] += 0.5;
+  core.forward(cp, p, d.view(), again.ptr(), nullptr);
+  CHECK(!same_token_rows(again, o, 53, 150));
+  CHECK_NOTHROW(core.backward(cp, dO.ptr(), nullptr, g));
 }

@@ -105,6 +105,7 @@ void AttentionContextParallel<T, Dev>::redistribute(const CpContext& cp, const T
 template <typename T, typename Dev>
 void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const AttentionDims& d,
                                                const T* q, const T* k, const T* v, T* o) {
+  lifecycle_.forward();
   d_ = d;
   const int P = cp.comm.size(), B = d.B;
   const i64 Tg = cp.T_global, Tl = cp.tokens(), Tmax = (Tg + P - 1) / P;
@@ -163,6 +164,7 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
 template <typename T, typename Dev>
 void AttentionContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, T* dq, T* dk,
                                                 T* dv) {
+  lifecycle_.backward();
   const AttentionDims& d = d_;
   const int P = cp.comm.size(), B = d.B;
   const i64 Tg = cp.T_global, Tl = cp.tokens(), Tmax = (Tg + P - 1) / P;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/lifecycle.h"
 #include "cp/cp_context.h"
 
 namespace gdn {
@@ -56,9 +57,11 @@ class AttentionContextParallel {
   // (query, key) pairs of the last forward per sequence and head: this rank's share of
   // the causal triangle (its attention FLOPs are 4 D Hq B pairs forward).
   std::int64_t pairs() const { return pairs_; }
-  // Frees what the forward kept (activation recomputation).
-  void release() {
+  // Frees what the forward kept (activation recomputation, docs/design.md §6c). Keep::replay
+  // keeps nothing either: K and V are gathered again, as large as the kept activations.
+  void release(Keep keep) {
     for (Buffer<Dev, T>* b : {&k_all_, &v_all_, &q_, &o_, &lse_}) *b = Buffer<Dev, T>();
+    lifecycle_.release(keep);
   }
 
  private:
@@ -67,6 +70,7 @@ class AttentionContextParallel {
   void redistribute(const CpContext& cp, const T* src, T* dst, int width, bool to_queries,
                     const char* site) const;
 
+  Lifecycle lifecycle_{"AttentionContextParallel"};
   AttentionDims d_;
   bool balanced_ = false;
   std::vector<std::int64_t> qpos_;      // the query rows' global positions, ascending

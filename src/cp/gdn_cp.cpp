@@ -14,9 +14,8 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   p.validate();
   GDN_CHECK(p.T == cp.T_global, "GdnContextParallel: problem T = ", p.T,
             " but the CP context has T_global = ", cp.T_global);
-  // A recomputation (after release_for_recompute) of the forward on the same shard.
-  const bool replay = replay_;
-  replay_ = false;
+  // A recomputation (after release(Keep::replay)) of the forward on the same shard.
+  const bool replay = lifecycle_.forward();
   GDN_CHECK(!replay || (comm_ == &cp.comm && shard_.begin == cp.shard.begin &&
                         shard_.end == cp.shard.end && p.T == p_.T && p.B == p_.B),
             "GdnContextParallel: a recomputed forward on another group, shard or problem");
@@ -89,6 +88,7 @@ void GdnContextParallel<T, Dev>::three_phases(const CpContext& cp, T* o, T* ht) 
 template <typename T, typename Dev>
 void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, const T* dht,
                                           GdnGrads<T>& grads) {
+  lifecycle_.backward();
   GDN_CHECK(comm_ == &cp.comm, "GdnContextParallel::backward without a forward on this group");
   const int P = cp.comm.size(), r = cp.comm.rank();
   const std::int64_t nb = dims_.b_elems(), pair = dims_.pair_elems();

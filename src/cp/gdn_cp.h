@@ -6,7 +6,7 @@
 //           with the M_r kept from the forward -> lambda_r;  3. full local backward.
 // With options.log_depth_scan, step 2 is a Hillis-Steele scan over point-to-point messages.
 // At P = 1 there is nothing to compose: phases 1 and 2 are skipped. A recomputed forward
-// (release_for_recompute) skips all three: the outputs come again from the per-chunk
+// (after release(Keep::replay)) skips all three: the outputs come again from the per-chunk
 // entry states the first forward's phase 3 kept.
 // On the host the local passes are a SplitLocalPass (split_pass.h): when B * Hv leaves
 // threads idle, the shard is cut into pieces that run as virtual ranks inside this one
@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "core/device.h"
+#include "core/lifecycle.h"
 #include "cp/cp_context.h"
 #include "cp/pair_scan.h"
 #include "cp/split_pass.h"
@@ -52,27 +53,22 @@ class GdnContextParallel {
   // grads.dq ... dbeta: this shard's input gradients; grads.dh0 (global, when h0 was
   // given) the same on every rank. Same cp as the forward.
   void backward(const CpContext& cp, const T* dO, const T* dht, GdnGrads<T>& grads);
-  // Frees every buffer the forward kept for the backward (activation recomputation): the
-  // next forward makes them again.
-  void release() {
-    release_for_recompute();
-    pass_.release();  // the chunk entry states too
-    for (Buffer<Dev, T>* b : {&own_M_, &gathered_}) *b = Buffer<Dev, T>();
-    replay_ = false;
-  }
-  // As release(), but keeps the local pass's per-chunk entry states (B Hv K V elements per
-  // chunk of the shard, at any P) and what the backward's phase 2 reads from the forward
-  // (at P > 1 the gathered pairs, B Hv K (K + V) P elements, or with the log-depth scan
-  // this rank's M). The next forward, a recomputation of the last one on the same shard
-  // and inputs, then skips phases 1-2 (no transition pass, no exchange) and the
-  // sequential phase 3: it remakes the outputs from the kept states, in parallel over
-  // chunks (LocalPass::output_from_states). The results are the same bits. The entry
+  // Frees what the forward kept for the backward (activation recomputation, docs/design.md
+  // §6c). Keep::replay keeps the local pass's per-chunk entry states (B Hv K V elements
+  // per chunk of the shard, at any P) and what the backward's phase 2 reads from the
+  // forward (at P > 1 the gathered pairs, B Hv K (K + V) P elements, or with the
+  // log-depth scan this rank's M). The next forward, a recomputation of the last one on
+  // the same shard and inputs, then skips phases 1-2 (no transition pass, no exchange)
+  // and the sequential phase 3: it remakes the outputs from the kept states, in parallel
+  // over chunks (LocalPass::output_from_states). The results are the same bits. The entry
   // state h_in goes: the first chunk's kept state holds it.
-  void release_for_recompute() {
+  void release(Keep keep) {
     norm_.release();
-    pass_.release_keep_states();
+    pass_.release(keep);
     for (Buffer<Dev, T>* b : {&mine_, &h_in_, &D_, &lambda_, &all_D_}) *b = Buffer<Dev, T>();
-    replay_ = comm_ != nullptr;
+    if (keep == Keep::nothing)
+      for (Buffer<Dev, T>* b : {&own_M_, &gathered_}) *b = Buffer<Dev, T>();
+    lifecycle_.release(keep);
   }
   // How the last forward split this rank's shard (always 1 piece off the host).
   const SplitPlan& split_plan() const { return plan_; }
@@ -88,7 +84,7 @@ class GdnContextParallel {
   GdnProblem p_;
   const Communicator* comm_ = nullptr;  // of the last forward, to check backward's
   Shard shard_{};                       // of the last forward, to check a replay's
-  bool replay_ = false;                 // the next forward reuses the kept states (recompute)
+  Lifecycle lifecycle_{"GdnContextParallel"};
   QKNormalizer<T, Dev> norm_;
   SlicePass pass_;
   SplitPlan plan_{};

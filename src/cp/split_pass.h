@@ -77,7 +77,7 @@ class SplitLocalPass {
   void transition(T* M, T* U);
   void output(const T* h_in, T* o, T* ht);
   // LocalPass::output_from_states on the slice: every piece (or the whole slice, S = 1)
-  // from the chunk entry states its last output() kept through release_keep_states().
+  // from the chunk entry states its last output() kept through release(Keep::replay).
   // The next reset() must be on the same slice, inputs and plan, so that the pieces are
   // the ones that kept them.
   void output_from_states(T* o, T* ht);
@@ -91,19 +91,13 @@ class SplitLocalPass {
     for (Pass& p : passes_) p.release_factors();
     prepared_.assign(prepared_.size(), 0);
   }
-  // Frees what the passes keep between calls (activation recomputation); the next reset()
-  // and passes allocate it again.
-  void release() {
-    release_keep_states();
-    whole_.release();
-    passes_ = std::vector<Pass>();
-  }
-  // As release(), but every piece keeps its chunk entry states (LocalPass::
-  // release_keep_states), for output_from_states() after the next reset(). The pieces'
-  // pairs and D_s go: the backward makes what it needs of them again.
-  void release_keep_states() {
-    whole_.release_keep_states();
-    for (Pass& p : passes_) p.release_keep_states();
+  // LocalPass::release on every piece (docs/design.md §6c): with Keep::replay every piece
+  // keeps its chunk entry states, for output_from_states() after the next reset(). The
+  // pieces' pairs and D_s go either way: the backward makes what it needs of them again.
+  void release(Keep keep) {
+    whole_.release(keep);
+    for (Pass& p : passes_) p.release(keep);
+    if (keep == Keep::nothing) passes_ = std::vector<Pass>();
     for (std::vector<T>* b : {&pairs_, &D_, &carried_}) *b = std::vector<T>();
     prepared_.assign(prepared_.size(), 0);
     have_pair_.assign(have_pair_.size(), 0);

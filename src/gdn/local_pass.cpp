@@ -21,9 +21,10 @@ void LocalPass<T, Dev>::reset(const GdnProblem& p, std::int64_t t0, std::int64_t
   const bool keep = layout_ && layout_->t0 == t0 && layout_->t1 == t1 && same_layout(p, p_);
   p_ = p;
   in_ = in;
-  prepared_ = have_states_ = false;
+  prepared_ = false;
+  if (states_of_ == States::inputs) states_of_ = States::none;  // the inputs changed
   if (keep) return;
-  states_kept_ = false;  // another slice: the kept states are not its chunks'
+  states_of_ = States::none;  // another slice: the kept states are not its chunks'
   layout_.emplace(p, t0, t1);
   segments_ = to_device<Dev>(layout_->segments.data(), layout_->segments.size());
   chunks_ = to_device<Dev>(layout_->chunks.data(), layout_->chunks.size());
@@ -92,15 +93,15 @@ void LocalPass<T, Dev>::output(const T* h_in, T* o, T* ht) {
   if (states_.size() != n) states_.resize(n);
   if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
   pass::output(Dev{}, args(), h_in, o, ht);
-  have_states_ = true;
+  states_of_ = States::inputs;
 }
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::output_from_states(T* o, T* ht) {
   GDN_CHECK(layout_.has_value(), "LocalPass: reset() was not called");
-  GDN_CHECK(have_states_ || states_kept_,
+  GDN_CHECK(states_of_ != States::none,
             "LocalPass::output_from_states without kept chunk entry states of slice [", layout_->t0,
-            ", ", layout_->t1, "): call output(), then release_keep_states()");
+            ", ", layout_->t1, "): call output(), then release(Keep::replay)");
   GDN_CHECK(states_.size() == state_elems(), "LocalPass::output_from_states: the kept states hold ",
             states_.size(), " elements, but B = ", p_.B, ", Hv = ", p_.Hv, ", K = ", p_.K,
             ", V = ", p_.V, " and ", layout_->chunks.size(), " chunks need ", state_elems());
@@ -109,7 +110,7 @@ void LocalPass<T, Dev>::output_from_states(T* o, T* ht) {
   if (makes_factors && factors_.size() != factor_elems()) factors_.resize(factor_elems());
   pass::output_from_states(Dev{}, args(), o, ht);
   prepared_ = prepared_ || makes_factors;
-  have_states_ = true;
+  states_of_ = States::inputs;
 }
 
 template <typename T, typename Dev>
@@ -120,8 +121,10 @@ void LocalPass<T, Dev>::adjoint(const T* dO, const T* dht, T* D) {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g) {
-  GDN_CHECK(have_states_,
-            "LocalPass::backward called before output(): the chunk entry states are missing");
+  GDN_CHECK(states_of_ == States::inputs,
+            "LocalPass::backward without an output() on this reset's inputs: the chunk entry "
+            "states are ",
+            states_of_ == States::none ? "missing" : "kept for output_from_states() only");
   const std::size_t n =
       std::size_t(p_.B) * tokens() * p_.Hk * p_.K * pass::grad_scratch_heads(Dev{}, p_.group());
   if (dqv_.size() != n) {

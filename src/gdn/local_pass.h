@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "core/device.h"
+#include "core/lifecycle.h"
 #include "gdn/pass_args.h"
 #include "gdn/pass_buffer.h"
 #include "gdn/problem.h"
@@ -60,7 +61,7 @@ class LocalPass {
   // final state of every sequence that ends in this slice (other rows untouched).
   void output(const T* h_in, T* o, T* ht);
   // Phase 3 again, for activation recomputation: the same o and ht bits as the output()
-  // whose chunk entry states release_keep_states() kept, on the same slice and the same
+  // whose chunk entry states release(Keep::replay) kept, on the same slice and the same
   // inputs (reset() again with them is fine). No h_in: the kept states already hold it.
   // The chunks are independent given their entry states, so this runs in parallel over
   // (batch, value head, chunk) instead of walking the chunks in order; each job makes
@@ -76,26 +77,27 @@ class LocalPass {
   // start in this slice; other rows are untouched.
   void backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g);
 
-  // Frees what the passes keep between calls (factors, chunk entry states, scratch), for
-  // activation recomputation; the next reset() and passes allocate them again.
-  void release() {
-    release_keep_states();
-    states_ = PassBuffer<Dev, T>();
-    states_kept_ = false;
-  }
-  // As release(), but keeps the chunk entry states of the last output() (B Hv K V
-  // elements per chunk, the only input of a chunk's outputs besides its tokens), for
-  // output_from_states() after the next reset().
-  void release_keep_states() {
+  // Frees what the passes keep between calls (factors, scratch) for activation
+  // recomputation (docs/design.md §6c). Keep::replay keeps the chunk entry states of the
+  // last output() (B Hv K V elements per chunk, the only input of a chunk's outputs
+  // besides its tokens), for output_from_states() after the next reset(); Keep::nothing
+  // frees them too. The next reset() and passes allocate what they need again.
+  void release(Keep keep) {
     factors_ = PassBuffer<Dev, T>();
     workspace_ = Buffer<Dev, T>();
     dqv_ = PassBuffer<Dev, T>();
     dkv_ = PassBuffer<Dev, T>();
-    states_kept_ = states_kept_ || have_states_;
-    prepared_ = have_states_ = false;
+    prepared_ = false;
+    if (keep == Keep::nothing) {
+      states_ = PassBuffer<Dev, T>();
+      states_of_ = States::none;
+    } else if (states_of_ == States::inputs) {
+      states_of_ = States::kept;
+    }
   }
   // Frees the WY factors only (the largest buffer: about 6 K + C elements per token and
-  // value head at K = V); adjoint() then needs prepare() again.
+  // value head at K = V), inside one forward or backward; the passes that need them
+  // prepare() again. Not a lifecycle step: nothing else changes.
   void release_factors() {
     factors_ = PassBuffer<Dev, T>();
     prepared_ = false;
@@ -109,10 +111,12 @@ class LocalPass {
   GdnProblem p_;
   std::optional<SliceLayout> layout_;
   GdnTensors<T> in_;
-  bool prepared_ = false, have_states_ = false;
-  // states_ hold the chunk entry states of an output() on this layout, kept through
-  // release_keep_states() and reset() (output_from_states() may run).
-  bool states_kept_ = false;
+  bool prepared_ = false;  // factors_ hold this reset's WY factors
+  // What states_ hold: nothing; the chunk entry states of an output() on this reset's
+  // inputs (backward() may run); or those of an output() before release(Keep::replay),
+  // kept through reset() on the same layout (output_from_states() may run).
+  enum class States { none, inputs, kept };
+  States states_of_ = States::none;
   Buffer<Dev, SliceLayout::Segment> segments_;  // the layout's tables in Dev's memory
   Buffer<Dev, SliceLayout::Chunk> chunks_;
   PassBuffer<Dev, T> factors_;  // [B * Hv, chunks, factor size], filled by prepare()

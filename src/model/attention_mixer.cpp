@@ -16,7 +16,8 @@ namespace gdn {
 template <typename T, typename Dev>
 AttentionMixer<T, Dev>::AttentionMixer(ParamStore<T, Dev>& ps, const std::string& prefix,
                                        const ModelConfig& c)
-    : ps_(ps),
+    : Mixer<T, Dev>(prefix + "self_attn"),
+      ps_(ps),
       d_(c.hidden_size),
       Hq_(c.num_attention_heads),
       Hkv_(c.num_key_value_heads),
@@ -65,7 +66,7 @@ ActivationElems AttentionMixer<T, Dev>::activations(const ModelConfig& c, const 
 }
 
 template <typename T, typename Dev>
-void AttentionMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* y) {
+void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, bool) {
   const Dev dev{};
   B_ = B;
   x_ = x;
@@ -114,7 +115,7 @@ void AttentionMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* 
 }
 
 template <typename T, typename Dev>
-void AttentionMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
+void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   const Dev dev{};
   const std::int64_t N = std::int64_t(B_) * cp.tokens();
   const int qw = q_width(), kv = kv_width();
@@ -154,10 +155,10 @@ void AttentionMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
 }
 
 template <typename T, typename Dev>
-void AttentionMixer<T, Dev>::release() {
+void AttentionMixer<T, Dev>::do_release(Keep keep) {
   for (Buffer<Dev, T>* b : {&q_raw_, &gate_, &k_raw_, &q_, &k_, &v_, &attn_, &gated_})
     *b = Buffer<Dev, T>();
-  core_.release();
+  core_.release(keep);
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class AttentionMixer<T, Dev>;

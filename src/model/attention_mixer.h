@@ -29,10 +29,14 @@ class AttentionMixer final : public Mixer<T, Dev> {
   // transformers' _init_weights: projections N(0, std), biases 0, q_norm and k_norm 0.
   void init(Rng& rng, double std, std::vector<T>& host) const override;
   static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
-  void forward(const CpContext& cp, int B, const T* x, T* y) override;
-  void backward(const CpContext& cp, const T* dy, T* dx) override;
   std::int64_t attention_pairs() const override { return core_.pairs() * Hq_; }
-  void release() override;
+
+ protected:
+  // A recomputing forward exchanges K and V again: they are as large as the layer's
+  // activations, so Keep::replay keeps nothing either.
+  void do_forward(const CpContext& cp, int B, const T* x, T* y, bool replay) override;
+  void do_backward(const CpContext& cp, const T* dy, T* dx) override;
+  void do_release(Keep keep) override;
 
  private:
   int q_width() const { return Hq_ * D_; }

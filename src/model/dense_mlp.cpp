@@ -10,7 +10,7 @@ namespace gdn {
 template <typename T, typename Dev>
 DenseMlp<T, Dev>::DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int hidden,
                            int intermediate)
-    : ps_(ps), d_(hidden), I_(intermediate) {
+    : Mlp<T, Dev>(name.substr(0, name.size() - 1)), ps_(ps), d_(hidden), I_(intermediate) {
   gate_proj_ = ps.add(name + "gate_proj.weight", {I_, d_}, true);
   up_proj_ = ps.add(name + "up_proj.weight", {I_, d_}, true);
   down_proj_ = ps.add(name + "down_proj.weight", {d_, I_}, true);
@@ -31,7 +31,7 @@ ActivationElems DenseMlp<T, Dev>::activations(int hidden, int intermediate, std:
 }
 
 template <typename T, typename Dev>
-void DenseMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
+void DenseMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   const Dev dev{};
   N_ = N;
   x_ = x;
@@ -45,7 +45,7 @@ void DenseMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
 }
 
 template <typename T, typename Dev>
-void DenseMlp<T, Dev>::backward(const T* dy, T* dx) {
+void DenseMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   const Dev dev{};
   const std::int64_t N = N_;
   Buffer<Dev, T> dact(N * I_), dgate(N * I_), dup(N * I_), tmp(N * d_);
@@ -61,7 +61,7 @@ void DenseMlp<T, Dev>::backward(const T* dy, T* dx) {
 }
 
 template <typename T, typename Dev>
-void DenseMlp<T, Dev>::release() {
+void DenseMlp<T, Dev>::do_release() {
   for (Buffer<Dev, T>* b : {&gate_, &up_, &act_}) *b = Buffer<Dev, T>();
 }
 

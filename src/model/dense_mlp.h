@@ -18,9 +18,11 @@ class DenseMlp final : public Mlp<T, Dev> {
 
   void init(Rng& rng, double std, std::vector<T>& host) const override;
   static ActivationElems activations(int hidden, int intermediate, std::int64_t N);
-  void forward(std::int64_t N, const T* x, T* y) override;
-  void backward(const T* dy, T* dx) override;
-  void release() override;
+
+ protected:
+  void do_forward(std::int64_t N, const T* x, T* y) override;
+  void do_backward(const T* dy, T* dx) override;
+  void do_release() override;
 
  private:
   ParamStore<T, Dev>& ps_;

@@ -19,7 +19,8 @@ namespace gdn {
 template <typename T, typename Dev>
 GdnMixer<T, Dev>::GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
                            int chunk_size)
-    : ps_(ps),
+    : Mixer<T, Dev>(prefix + "linear_attn"),
+      ps_(ps),
       d_(c.hidden_size),
       Hk_(c.linear_num_key_heads),
       Hv_(c.linear_num_value_heads),
@@ -97,7 +98,7 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
 }
 
 template <typename T, typename Dev>
-void GdnMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* y) {
+void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, bool replay) {
   B_ = B;
   x_ = x;
   const std::int64_t Tl = cp.tokens(), N = std::int64_t(B) * Tl, H = W_ - 1;
@@ -113,11 +114,10 @@ void GdnMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* y) {
   ops::linear_forward(dev, x, ps_.value(in_proj_b_), N, d_, Hv_, b_.data());
   ops::linear_forward(dev, x, ps_.value(in_proj_a_), N, d_, Hv_, a_.data());
   // Causal conv over [halo; shard] per sequence, then SiLU.
-  if (!replay_) {
+  if (!replay) {  // a recomputation keeps the halo of the first forward
     halo_.resize(std::size_t(B) * H * Cc);
     conv_halo_forward<T, Dev>(cp.comm, mixed.data(), B, Tl, Cc, W_, halo_.data());
   }
-  replay_ = false;
   conv_in_.resize(std::size_t(B) * (H + Tl) * Cc);
   Dev::copy_rows(conv_in_.data(), (H + Tl) * Cc, halo_.data(), H * Cc, H * Cc, B);
   Dev::copy_rows(conv_in_.data() + H * Cc, (H + Tl) * Cc, mixed.data(), Tl * Cc, Tl * Cc, B);
@@ -157,7 +157,7 @@ void GdnMixer<T, Dev>::forward(const CpContext& cp, int B, const T* x, T* y) {
 }
 
 template <typename T, typename Dev>
-void GdnMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
+void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   const int B = B_;
   const std::int64_t Tl = cp.tokens(), N = std::int64_t(B) * Tl, H = W_ - 1;
   const int Cc = conv_dim();
@@ -203,19 +203,11 @@ void GdnMixer<T, Dev>::backward(const CpContext& cp, const T* dy, T* dx) {
 }
 
 template <typename T, typename Dev>
-void GdnMixer<T, Dev>::release() {
-  release_for_recompute();
-  halo_ = Buffer<Dev, T>();
-  replay_ = false;
-  core_.release();
-}
-
-template <typename T, typename Dev>
-void GdnMixer<T, Dev>::release_for_recompute() {
+void GdnMixer<T, Dev>::do_release(Keep keep) {
   for (Buffer<Dev, T>* b : {&z_, &b_, &a_, &conv_in_, &q_, &k_, &v_, &beta_, &g_, &o_, &normed_})
     *b = Buffer<Dev, T>();
-  replay_ = true;
-  core_.release_for_recompute();
+  if (keep == Keep::nothing) halo_ = Buffer<Dev, T>();
+  core_.release(keep);
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class GdnMixer<T, Dev>;

@@ -32,13 +32,14 @@ class GdnMixer final : public Mixer<T, Dev> {
   void init(Rng& rng, double std, std::vector<T>& host) const override;
   // What forward keeps for backward, and backward's scratch, on a shard.
   static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
-  void forward(const CpContext& cp, int B, const T* x, T* y) override;
-  void backward(const CpContext& cp, const T* dy, T* dx) override;
-  void release() override;
-  // Keeps the conv halo and the CP core's per-chunk entry states and gathered pairs: the
-  // recomputed forward exchanges nothing, and its core remakes the outputs from those
-  // states in parallel over chunks instead of walking the shard's chunks in order.
-  void release_for_recompute() override;
+
+ protected:
+  void do_forward(const CpContext& cp, int B, const T* x, T* y, bool replay) override;
+  void do_backward(const CpContext& cp, const T* dy, T* dx) override;
+  // Keep::replay keeps the conv halo and the CP core's per-chunk entry states and gathered
+  // pairs: the recomputed forward exchanges nothing, and its core remakes the outputs from
+  // those states in parallel over chunks instead of walking the shard's chunks in order.
+  void do_release(Keep keep) override;
 
  private:
   int qk_dim() const { return Hk_ * K_; }
@@ -56,7 +57,6 @@ class GdnMixer final : public Mixer<T, Dev> {
   const T* x_ = nullptr;
   Buffer<Dev, T> z_, b_, a_, conv_in_, q_, k_, v_, beta_, g_, o_, normed_;
   Buffer<Dev, T> halo_;  // the W - 1 rows before the shard, from the previous rank
-  bool replay_ = false;  // the next forward recomputes the last one: halo_ is its halo
   GdnContextParallel<T, Dev> core_;
 };
 

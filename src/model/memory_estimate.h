@@ -14,7 +14,7 @@ namespace gdn {
 
 // Elements of activations: kept from forward to backward, and the most held at once
 // beyond those (a layer's backward scratch, the logits); `exchanged`: the part of `kept`
-// that a recomputing layer keeps anyway (Mixer::release_for_recompute: what came from
+// that a recomputing layer keeps anyway (Mixer::release(Keep::replay): what came from
 // other ranks and, for GDN, the per-chunk entry states of the core).
 struct ActivationElems {
   std::int64_t kept = 0, transient = 0, exchanged = 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lifecycle.h"
 #include "core/rng.h"
 #include "cp/cp_context.h"
 #include "model/memory_estimate.h"
@@ -16,28 +17,48 @@
 
 namespace gdn {
 
+// The public calls check the layer's call order (core/lifecycle.h, docs/design.md §6c)
+// and hand over to the implementation's do_* members.
 template <typename T, typename Dev>
 class Mixer {
  public:
+  // name: the layer's parameter prefix ("model.layers.3.linear_attn"), for messages.
+  explicit Mixer(std::string name) : lifecycle_(std::move(name)) {}
   virtual ~Mixer() = default;
   // Writes this mixer's initial parameter values into `host` (a host copy of the flat
   // values), drawing from rng in parameter order.
   virtual void init(Rng& rng, double std, std::vector<T>& host) const = 0;
   // x [B, Tl, d] -> y [B, Tl, d] on this rank's shard (Tl = cp.tokens() tokens of B
-  // sequences). Keeps what backward needs; x must stay valid until then.
-  virtual void forward(const CpContext& cp, int B, const T* x, T* y) = 0;
-  // dy [B, Tl, d] -> dx [B, Tl, d] (overwritten); parameter gradients accumulate.
-  virtual void backward(const CpContext& cp, const T* dy, T* dx) = 0;
+  // sequences). Keeps what backward needs; x must stay valid until then. After
+  // release(Keep::replay) it is a recomputation of the last forward (same cp, same x).
+  void forward(const CpContext& cp, int B, const T* x, T* y) {
+    do_forward(cp, B, x, y, lifecycle_.forward());
+  }
+  // dy [B, Tl, d] -> dx [B, Tl, d] (overwritten); parameter gradients accumulate. Only
+  // on the activations of a forward.
+  void backward(const CpContext& cp, const T* dy, T* dx) {
+    lifecycle_.backward();
+    do_backward(cp, dy, dx);
+  }
+  // Frees what forward kept for backward (activation recomputation). With Keep::replay a
+  // mixer may keep the small results it got from other ranks and take them from there
+  // in the recomputing forward instead of exchanging again.
+  void release(Keep keep) {
+    do_release(keep);
+    lifecycle_.release(keep);
+  }
   // Softmax attention only: the (query, key) pairs of the last forward, summed over heads,
   // per sequence (this rank's share of the causal triangle; 0 for other mixers).
   virtual std::int64_t attention_pairs() const { return 0; }
-  // Frees everything forward kept for backward (activation recomputation: the model runs
-  // forward again before backward).
-  virtual void release() = 0;
-  // As release(), but the next forward is a recomputation of the last one (same cp, same
-  // x): a mixer may keep the small results it got from other ranks and take them from
-  // there instead of exchanging again. The default keeps nothing.
-  virtual void release_for_recompute() { release(); }
+
+ protected:
+  // replay: this forward recomputes the last one, whatever do_release(Keep::replay) kept.
+  virtual void do_forward(const CpContext& cp, int B, const T* x, T* y, bool replay) = 0;
+  virtual void do_backward(const CpContext& cp, const T* dy, T* dx) = 0;
+  virtual void do_release(Keep keep) = 0;
+
+ private:
+  Lifecycle lifecycle_;
 };
 
 // The mixer of one layer; its parameters are added to ps under prefix

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lifecycle.h"
 #include "core/rng.h"
 #include "model/memory_estimate.h"
 #include "model/model_config.h"
@@ -15,19 +16,32 @@
 
 namespace gdn {
 
+// As Mixer, the public calls check the call order (core/lifecycle.h) and hand over to
+// the do_* members. An MLP keeps nothing across a release: Keep::replay frees everything.
 template <typename T, typename Dev>
 class Mlp {
  public:
+  // name: the block's parameter prefix ("model.layers.3.mlp"), for messages.
+  explicit Mlp(std::string name) : lifecycle_(std::move(name)) {}
   virtual ~Mlp() = default;
   // As Mixer::init.
   virtual void init(Rng& rng, double std, std::vector<T>& host) const = 0;
   // x [N, d] -> y [N, d]; x must stay valid until backward.
-  virtual void forward(std::int64_t N, const T* x, T* y) = 0;
+  void forward(std::int64_t N, const T* x, T* y) {
+    lifecycle_.forward();
+    do_forward(N, x, y);
+  }
   // dy [N, d] -> dx [N, d] (overwritten); parameter gradients accumulate.
-  virtual void backward(const T* dy, T* dx) = 0;
+  void backward(const T* dy, T* dx) {
+    lifecycle_.backward();
+    do_backward(dy, dx);
+  }
   // Frees everything forward kept for backward (activation recomputation: the model runs
   // forward again before backward). The router loss gradient of set_router_loss_grad stays.
-  virtual void release() = 0;
+  void release(Keep keep) {
+    do_release();
+    lifecycle_.release(keep);
+  }
 
   // A MoE block's router (none for a dense MLP). The load-balancing loss of transformers'
   // load_balancing_loss_func sums, over the MoE layers and every token of the global
@@ -38,6 +52,14 @@ class Mlp {
   virtual int num_experts() const { return 0; }
   virtual void add_router_stats(double* /*assigned*/, double* /*prob_sum*/) const {}
   virtual void set_router_loss_grad(const double* /*dprob*/) {}
+
+ protected:
+  virtual void do_forward(std::int64_t N, const T* x, T* y) = 0;
+  virtual void do_backward(const T* dy, T* dx) = 0;
+  virtual void do_release() = 0;
+
+ private:
+  Lifecycle lifecycle_;
 };
 
 // The activations the MLP of layer `layer` holds for N tokens (memory_estimate.h).

@@ -227,8 +227,8 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
     if (recompute) {
       // What came from other ranks stays, and a GDN core's per-chunk entry states, from
       // which its recomputed forward makes the outputs without the sequential pass.
-      b.mixer->release_for_recompute();
-      b.mlp->release();
+      b.mixer->release(Keep::replay);
+      b.mlp->release(Keep::replay);
     }
   }
   // Final norm, then the LM head and cross-entropy, fused block by block.
@@ -252,8 +252,8 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
     }
     layer_backward(l, cp, x_in[l].data(), a, dx.data());
     if (recompute) {
-      blocks_[l].mixer->release();
-      blocks_[l].mlp->release();
+      blocks_[l].mixer->release(Keep::nothing);
+      blocks_[l].mlp->release(Keep::nothing);
     }
     x_in[l + 1] = Buffer<Dev, T>();
     if (!recompute) a = LayerActs();

@@ -15,7 +15,8 @@ namespace gdn {
 
 template <typename T, typename Dev>
 MoeMlp<T, Dev>::MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c)
-    : ps_(ps),
+    : Mlp<T, Dev>(prefix + "mlp"),
+      ps_(ps),
       d_(c.hidden_size),
       E_(c.num_experts),
       k_(c.num_experts_per_tok),
@@ -52,7 +53,7 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
 }
 
 template <typename T, typename Dev>
-void MoeMlp<T, Dev>::forward(std::int64_t N, const T* x, T* y) {
+void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   const Dev dev{};
   N_ = N;
   x_ = x;
@@ -130,7 +131,7 @@ void MoeMlp<T, Dev>::set_router_loss_grad(const double* dprob) {
 }
 
 template <typename T, typename Dev>
-void MoeMlp<T, Dev>::backward(const T* dy, T* dx) {
+void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   const Dev dev{};
   const std::int64_t N = N_;
   T* dWgu = ps_.grad(experts_gate_up_);
@@ -189,7 +190,7 @@ void MoeMlp<T, Dev>::backward(const T* dy, T* dx) {
 }
 
 template <typename T, typename Dev>
-void MoeMlp<T, Dev>::release() {
+void MoeMlp<T, Dev>::do_release() {
   for (Buffer<Dev, T>* b :
        {&probs_, &weights_, &shared_out_, &shared_z_, &routed_w_, &g_, &u_, &act_, &out_})
     *b = Buffer<Dev, T>();
@@ -197,7 +198,7 @@ void MoeMlp<T, Dev>::release() {
   offset_ = {};
   rows_ = Buffer<Dev, std::int64_t>();
   choice_ = Buffer<Dev, std::int64_t>();
-  shared_.release();
+  shared_.release(Keep::nothing);
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class MoeMlp<T, Dev>;

@@ -22,14 +22,16 @@ class MoeMlp final : public Mlp<T, Dev> {
   // transformers' _init_weights: every weight N(0, std).
   void init(Rng& rng, double std, std::vector<T>& host) const override;
   static ActivationElems activations(const ModelConfig& c, std::int64_t N);
-  void forward(std::int64_t N, const T* x, T* y) override;
-  void backward(const T* dy, T* dx) override;
 
   int num_experts() const override { return E_; }
   // assigned, prob_sum and dprob are host arrays of E numbers (the model's reductions).
   void add_router_stats(double* assigned, double* prob_sum) const override;
   void set_router_loss_grad(const double* dprob) override;
-  void release() override;
+
+ protected:
+  void do_forward(std::int64_t N, const T* x, T* y) override;
+  void do_backward(const T* dy, T* dx) override;
+  void do_release() override;
 
  private:
   const T* gate_w(int e) const {
