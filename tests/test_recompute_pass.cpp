@@ -1,7 +1,7 @@
 // Activation recomputation of the GDN core (docs/design.md §6b): the replayed forward
 // remakes the outputs from the per-chunk entry states the first forward kept
 // (LocalPass::output_from_states, SplitLocalPass, GdnContextParallel after
-// release_for_recompute), in parallel over chunks. Its o and ht, and the backward after
+// release(Keep::replay)), in parallel over chunks. Its o and ht, and the backward after
 // it, must be the same bits as a plain forward and backward, in fp64 and fp32, on packed
 // sequences and on a slice that continues a sequence from h_in. And it must really start
 // every chunk from its kept state: with the rows of a slice's first chunk changed after
