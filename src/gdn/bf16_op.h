@@ -8,7 +8,7 @@
 // Numerics: the float path on the bf16 values, then o rounded once to bf16. So against
 // ChunkedGdn<float> on the same (bf16-representable) inputs, o differs by that rounding
 // alone (relative 2^-9 per element) and the gradients by what dO's rounding carries; the
-// tests state the tolerances (tests/test_bf16.cpp).
+// tests state the tolerances (tests/unit/test_bf16.cpp).
 #pragma once
 
 #include "core/bf16.h"

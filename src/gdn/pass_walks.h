@@ -2,7 +2,7 @@
 // head, column tile) job at a time, written once against a ChunkKernel execution policy
 // (chunk_kernel.h) so that the CPU tests run the very same job bodies (with HostExec, or
 // with emulated block threads) against the host passes, without a GPU
-// (tests/test_chunk_kernel.cpp). On the GPU each job is one block and `tile` is its dynamic
+// (tests/unit/test_chunk_kernel.cpp). On the GPU each job is one block and `tile` is its dynamic
 // shared memory.
 //
 // A job owns columns [c0, c0 + n) of the state of one (b, h): the K x n state tile and two

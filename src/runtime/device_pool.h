@@ -16,7 +16,7 @@ void* pool_alloc(std::size_t bytes);
 // Stream-ordered: the memory is reused only by work queued after this call. Never throws.
 void pool_free(void* p) noexcept;
 // Bytes the pool holds from the driver (cudaMemPoolAttrReservedMemCurrent): flat from step
-// to step once the first step has run (tests/test_cuda_model.cpp checks it).
+// to step once the first step has run (tests/gpu/test_cuda_model.cpp checks it).
 std::size_t pool_reserved_bytes();
 
 }  // namespace gdn::cuda_detail

@@ -1,7 +1,7 @@
 // The block GEMM of CudaExec (cuda_exec.cuh): C = beta C + alpha op(A) op(B), row-major
 // (la::gemm's contract), by kTileThreads threads through shared-memory tiles, written as
 // plain host/device C++ over a thread id and a barrier so that the CPU tests run it on
-// emulated block threads (tests/test_chunk_kernel.cpp). Each C entry is one thread's sum in
+// emulated block threads (tests/unit/test_chunk_kernel.cpp). Each C entry is one thread's sum in
 // increasing k order, so the bits do not depend on n, RN or the entry's column. The tiling,
 // the thread layout and the Structure hint: docs/design.md §2e.
 #pragma once

@@ -2,7 +2,7 @@
 // LocalPass<double, Host>, phase by phase, on whole slices and on slices that continue a
 // sequence; and GdnContextParallel<T, Cuda> against the single-rank CPU op. The GPU's
 // order of operations differs from the host's (V-tiled walks; output and backward split
-// into a walk and a chunk-parallel part): tests/test_chunk_kernel.cpp checks that order
+// into a walk and a chunk-parallel part): tests/unit/test_chunk_kernel.cpp checks that order
 // on the CPU, these check the kernels. Tolerances:
 // fp32 relative <= 1e-4 against the fp64 CPU result, fp64 <= 1e-10. Skipped (exit 77)
 // where no GPU is visible; CI compiles and links it without one.
