@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "comm/single_communicator.h"
 #include "cp/attention_cp.h"

@@ -1,9 +1,10 @@
 // The cross-rank traffic of one training step, per rank and call site, with the site
-// names and the counting rules of the Communicator (comm/communicator.h): an all-gather
-// counts its own block sent and the whole output received, a reduce-scatter the whole
-// input sent and one block received, an all-reduce its buffer both ways, point-to-point
-// and all-to-all what crosses to other ranks. So the prediction can be compared, byte for
-// byte, with what gdn_train --exchange-out records of a real step.
+// names of comm/call_sites.h and the counting rules of the Communicator
+// (comm/communicator.h): an all-gather counts its own block sent and the whole output
+// received, a reduce-scatter the whole input sent and one block received, an all-reduce
+// its buffer both ways, point-to-point and all-to-all what crosses to other ranks. So the
+// prediction can be compared, byte for byte, with what gdn_train --exchange-out records of
+// a real step.
 //
 // Per step, with B = batch / dp sequences per cp group, e bytes per element, P = cp:
 //   cp.fwd.allgather_pairs      each GDN layer: block B Hv K (K + V) e     (P > 1)
