@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "common/app_common.h"
 #include "core/error.h"
@@ -153,16 +154,16 @@ int evaluate(const Setup& s, Communicator& world) {
   const auto losses = model->forward_backward(cp, world, tokens.data(), targets.data(), int(Bl),
                                               1.0 / double(B * Tg));
   double ce = losses.ce_sum;
-  world.all_reduce_sum(&ce, 1, "eval.loss");
-  world.all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()), "eval.grads");
+  world.all_reduce_sum(&ce, 1, app_sites::kEvalLoss);
+  world.all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()), app_sites::kEvalGrads);
   const double loss = ce / double(B * Tg);
   const double total =
       loss + (s.model.output_router_logits ? s.model.router_aux_loss_coef * losses.aux : 0.0);
   if (s.stats) {
     // This rank's share of the attention triangle, and the exchange per call site.
     double pairs = double(model->attention_pairs()) * double(Bl), hi = pairs, sum = pairs;
-    world.all_reduce_max(&hi, 1, "eval.stats");
-    world.all_reduce_sum(&sum, 1, "eval.stats");
+    world.all_reduce_max(&hi, 1, app_sites::kEvalStats);
+    world.all_reduce_sum(&sum, 1, app_sites::kEvalStats);
     if (world.rank() == 0) {
       if (s.model.num_attention_layers() > 0)
         spdlog::info("attention work per rank (query-key pairs): max/mean = {:.4f}",

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <memory>
 
+#include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "common/app_common.h"
 #include "common/device_flag.h"
@@ -198,8 +199,8 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   if (!s.export_hf.empty()) trainer->export_hf(s.export_hf);
   // Each rank's CPU time in the steps: the largest and the mean over the ranks.
   double cpu_max = result.cpu_seconds, cpu_sum = result.cpu_seconds;
-  world.all_reduce_max(&cpu_max, 1, "app.cpu_time");
-  world.all_reduce_sum(&cpu_sum, 1, "app.cpu_time");
+  world.all_reduce_max(&cpu_max, 1, app_sites::kCpuTime);
+  world.all_reduce_sum(&cpu_sum, 1, app_sites::kCpuTime);
   if (world.rank() != 0 || result.steps.empty()) return 0;
   double tokens = 0, ms = 0;
   for (const StepRecord& r : result.steps) {
@@ -219,8 +220,8 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
 // split into CPU and GPU ranks. Collective over world.
 void require_same_device(Communicator& world, app::Device d) {
   int hi = int(d), neg_lo = -int(d);
-  world.all_reduce_max(&hi, 1, "app.device");
-  world.all_reduce_max(&neg_lo, 1, "app.device");
+  world.all_reduce_max(&hi, 1, app_sites::kDevice);
+  world.all_reduce_max(&neg_lo, 1, app_sites::kDevice);
   GDN_CHECK(hi == -neg_lo,
             "--device: some ranks see a GPU and some do not; pass --device cpu "
             "or run every rank where a GPU is visible");

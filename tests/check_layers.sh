@@ -4,8 +4,10 @@
 #      < train < plan < apps. A file may include only its own folder and the folders before it,
 #      and a folder's CMakeLists may link only the libraries of the folders before it.
 #   2. No file includes another folder's *_impl.h.
-#   3. Only src/comm and src/runtime talk to MPI (<mpi.h>); src/gdn has no communication
-#      at all (no comm/); everything else reaches other ranks through the Communicator.
+#   3. Only src/comm and src/runtime talk to MPI (<mpi.h>); src/ops and src/gdn have no
+#      communication at all (no comm/): the exchanges that feed them (the conv halo, the
+#      pair scans) live in src/cp; everything else reaches other ranks through the
+#      Communicator.
 # Prints every violation with its file and line; exits 1 if there is one.
 set -uo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -31,8 +33,8 @@ for folder in "${order[@]}" apps; do
       if [[ "$inc" == *_impl.h ]] && [ "$target" != "$folder" ]; then
         violation "$file:$line includes another folder's $inc"
       fi
-      if [ "$folder" = gdn ] && [ "$target" = comm ]; then
-        violation "$file:$line includes \"$inc\": src/gdn has no communication"
+      if { [ "$folder" = ops ] || [ "$folder" = gdn ]; } && [ "$target" = comm ]; then
+        violation "$file:$line includes \"$inc\": src/$folder has no communication"
       fi
     done < <(grep -n '^#include "' "$file" | sed -E 's/^([0-9]+):#include "([^"]+)".*/\1:\2/')
     if [ "$folder" != comm ] && [ "$folder" != runtime ] && [ "$folder" != apps ]; then
@@ -54,6 +56,6 @@ for folder in "${order[@]}" apps; do
   done
 done
 if [ "$bad" -eq 0 ]; then
-  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only"
+  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn"
 fi
 exit "$bad"

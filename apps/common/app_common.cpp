@@ -7,6 +7,7 @@
 #include <exception>
 #include <new>
 
+#include "comm/call_sites.h"
 #include "core/error.h"
 
 namespace gdn::app {
@@ -45,7 +46,7 @@ bool run_setup_collectively(Communicator& comm, const std::function<void()>& fn)
   // and 0 means nobody failed. The one all-reduce is also the agreement point.
   const int P = comm.size(), r = comm.rank();
   std::int32_t flag = failed ? P - r : 0;
-  comm.all_reduce_max(&flag, 1, "app.setup_agree");
+  comm.all_reduce_max(&flag, 1, app_sites::kSetupAgree);
   if (flag == 0) return true;
   if (failed && P - flag == r) spdlog::error("rank {}: {}", r, message);
   return false;

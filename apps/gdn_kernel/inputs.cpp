@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "comm/call_sites.h"
 #include "core/error.h"
 
 namespace fs = std::filesystem;
@@ -219,7 +220,7 @@ ValueVerdict agree_on_values(Communicator& comm, const Inputs& in) {
             : npy_slice_flat_index(full_shape(ch, in), 1, in.shard.begin, in.shard.size(), i));
     if (v.global.back() >= 0) lowest[c] = -v.global.back();
   }
-  comm.all_reduce_max(lowest.data(), lowest.size(), "app.check_values");
+  comm.all_reduce_max(lowest.data(), lowest.size(), app_sites::kCheckValues);
   for (std::size_t c = 0; c < checks.size(); ++c)
     if (lowest[c] != kNone) {
       v.check = int(c);

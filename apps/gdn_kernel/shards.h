@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/call_sites.h"
 #include "comm/communicator.h"
 #include "core/tensor.h"
 #include "cp/shard.h"
@@ -23,7 +24,7 @@ inline std::int64_t row_elems(const Shape& s) {
 template <typename T>
 Tensor<T> gather_tokens(Communicator& comm, const Tensor<T>& local, std::int64_t T_global) {
   constexpr int kTag = 0x6a7;  // only these messages pass between the passes and the writes
-  constexpr const char* kSite = "app.gather_outputs";
+  constexpr const char* kSite = app_sites::kGatherOutputs;
   const int P = comm.size();
   if (comm.rank() != 0) {
     comm.send(local.ptr(), sizeof(T) * local.data.size(), 0, kTag, kSite);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "cp/gdn_cp.h"
+#include "comm/call_sites.h"
 #include "cp/shard.h"
 
 namespace gdn::kernel_app {
@@ -40,7 +40,8 @@ nlohmann::ordered_json counters_json(Communicator& comm,
                                      const std::map<std::string, CommCounter>& c) {
   const std::vector<std::int64_t> mine = flatten(c, comm.rank());
   std::vector<std::int64_t> all(mine.size() * comm.size());
-  comm.all_gather(mine.data(), all.data(), sizeof(std::int64_t) * mine.size(), "app.gather_stats");
+  comm.all_gather(mine.data(), all.data(), sizeof(std::int64_t) * mine.size(),
+                  app_sites::kGatherStats);
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (std::size_t s = 0; s < known_sites().size(); ++s) {
     nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
@@ -57,7 +58,7 @@ nlohmann::ordered_json counters_json(Communicator& comm,
 }
 
 double max_over_ranks(Communicator& comm, double x) {
-  comm.all_reduce_max(&x, 1, "app.gather_stats");
+  comm.all_reduce_max(&x, 1, app_sites::kGatherStats);
   return x;
 }
 

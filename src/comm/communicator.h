@@ -1,7 +1,12 @@
 // The Communicator interface: the only way CP code talks to other ranks.
 // Backends (single rank, MPI, and in CUDA builds NCCL and MPI with host staging) know
-// nothing about GDN. Every call names its
-// call site ("cp.fwd.allgather", ...) and is counted, so tests can assert payloads.
+// nothing about GDN. Every call names its call site (comm/call_sites.h) and is counted,
+// so tests can assert payloads.
+//
+// The public calls are one non-virtual front: it checks what every backend needs checked,
+// calls the backend's protected do_* operation, and counts a call that returned (failed
+// calls are not counted), so the counting rules below hold for every backend alike. A new
+// collective is one front function here and one do_* operation per backend.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +23,11 @@ namespace gdn {
 // Bytes one call site moved on this rank. For all_gather, bytes_received is the whole
 // output buffer (this rank's own block included), bytes_sent the block it contributed.
 // reduce_scatter_sum is its mirror image: bytes_sent is the whole input (size() blocks,
-// own block included), bytes_received the one block this rank gets. all_to_all counts only
-// what crosses to other ranks: bytes_sent sums send_bytes, bytes_received sums recv_bytes,
-// both without the block to self (a local copy).
+// own block included), bytes_received the one block this rank gets. all_reduce_* counts
+// its buffer both ways. all_to_all counts only what crosses to other ranks: bytes_sent
+// sums send_bytes, bytes_received sums recv_bytes, both without the block to self (a local
+// copy). send counts its bytes sent, recv its bytes received, send_recv both, where a side
+// with peer -1 counts 0. barrier, split and abort are not counted.
 struct CommCounter {
   std::int64_t calls = 0;
   std::int64_t bytes_sent = 0;
@@ -31,46 +38,44 @@ class Communicator {
  public:
   virtual ~Communicator() = default;
 
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
+  int rank() const { return do_rank(); }
+  int size() const { return do_size(); }
 
   // recv holds size() blocks of `bytes` each, in rank order; send is this rank's block.
-  virtual void all_gather(const void* send, void* recv, std::size_t bytes,
-                          const std::string& site) = 0;
+  void all_gather(const void* send, void* recv, std::size_t bytes, const std::string& site);
   // In-place elementwise sum over all ranks of count elements of type t (f32/f64/i32/i64).
-  virtual void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) = 0;
+  void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site);
   // In-place elementwise max (used for error flags and agreement checks).
-  virtual void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) = 0;
+  void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site);
   // send holds size() blocks of count elements of type t (f32/f64/i32/i64), in rank order;
   // recv (count elements) gets the elementwise sum over all ranks of block rank(). Every
   // backend allows in place: recv == send + rank() * count * dtype_size(t).
-  virtual void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
-                                  const std::string& site) = 0;
+  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                          const std::string& site);
   // Personalized exchange; each vector has size() entries, indexed by peer rank. Rank q gets
   // send_bytes[q] bytes from send + send_offsets[q]; recv_bytes[q] bytes from rank q land at
   // recv + recv_offsets[q]. Sizes may differ per peer and be zero. The caller guarantees that
-  // send_bytes[q] on rank p equals recv_bytes[p] on rank q; backends check what they can
-  // (vector lengths, the block to self, and in MPI every received size). The block to self
-  // is a local copy. Send and receive blocks must not overlap.
-  virtual void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                          const std::vector<std::size_t>& send_offsets, void* recv,
-                          const std::vector<std::size_t>& recv_bytes,
-                          const std::vector<std::size_t>& recv_offsets,
-                          const std::string& site) = 0;
+  // send_bytes[q] on rank p equals recv_bytes[p] on rank q; the front checks the vector
+  // lengths and the block to self (check_all_to_all), backends what more they can (MPI every
+  // received size). The block to self is a local copy. Send and receive blocks must not
+  // overlap.
+  void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                  const std::vector<std::size_t>& send_offsets, void* recv,
+                  const std::vector<std::size_t>& recv_bytes,
+                  const std::vector<std::size_t>& recv_offsets, const std::string& site);
   // Blocking point-to-point. Tags keep concurrent exchanges apart.
-  virtual void send(const void* buf, std::size_t bytes, int dest, int tag,
-                    const std::string& site) = 0;
-  virtual void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) = 0;
+  void send(const void* buf, std::size_t bytes, int dest, int tag, const std::string& site);
+  void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site);
   // Simultaneous send to dest and receive from src (either may be -1 for none): the safe
   // way to shift data along the ranks without deadlock.
-  virtual void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
-                         std::size_t recv_bytes, int src, int tag, const std::string& site) = 0;
-  virtual void barrier() = 0;
+  void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                 std::size_t recv_bytes, int src, int tag, const std::string& site);
+  void barrier() { do_barrier(); }
   // Collective: a new communicator over the ranks with the same color, ordered by key
   // (MPI_Comm_split semantics). Used to build the dp x cp mesh.
-  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  std::unique_ptr<Communicator> split(int color, int key) { return do_split(color, key); }
   // Ends every rank of the job now (used when one rank fails mid-collective).
-  [[noreturn]] virtual void abort(int code) = 0;
+  [[noreturn]] void abort(int code);
 
   const std::map<std::string, CommCounter>& counters() const { return counters_; }
   const CommCounter& counter(const std::string& site) const;
@@ -91,23 +96,46 @@ class Communicator {
   }
 
  protected:
-  // For the backends' all_to_all: throws gdn::Error (naming call, site, rank and the bad
-  // value) unless all four vectors have size() entries and the block to self has the same
-  // size both ways. Call before touching the vectors.
-  void check_all_to_all(const char* call, const std::vector<std::size_t>& send_bytes,
+  // The backend operations behind the front, with the same arguments and semantics, except:
+  // do_all_to_all gets vectors the front has checked, and do_send_recv gets 0 bytes for a
+  // side whose peer is -1. They validate what is theirs (peers, tags, message sizes) and
+  // throw gdn::Error naming call, site and rank. None of them counts.
+  virtual int do_rank() const = 0;
+  virtual int do_size() const = 0;
+  // For error messages: "MpiCommunicator", ...
+  virtual const char* backend_name() const = 0;
+  virtual void do_all_gather(const void* send, void* recv, std::size_t bytes,
+                             const std::string& site) = 0;
+  virtual void do_all_reduce_sum(void* buf, std::size_t count, DType t,
+                                 const std::string& site) = 0;
+  virtual void do_all_reduce_max(void* buf, std::size_t count, DType t,
+                                 const std::string& site) = 0;
+  virtual void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                                     const std::string& site) = 0;
+  virtual void do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                             const std::vector<std::size_t>& send_offsets, void* recv,
+                             const std::vector<std::size_t>& recv_bytes,
+                             const std::vector<std::size_t>& recv_offsets,
+                             const std::string& site) = 0;
+  virtual void do_send(const void* buf, std::size_t bytes, int dest, int tag,
+                       const std::string& site) = 0;
+  virtual void do_recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) = 0;
+  virtual void do_send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                            std::size_t recv_bytes, int src, int tag, const std::string& site) = 0;
+  virtual void do_barrier() = 0;
+  virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
+  [[noreturn]] virtual void do_abort(int code) = 0;
+
+ private:
+  // Throws gdn::Error (naming backend, site, rank and the bad value) unless all four
+  // vectors have size() entries and the block to self has the same size both ways.
+  void check_all_to_all(const std::vector<std::size_t>& send_bytes,
                         const std::vector<std::size_t>& send_offsets,
                         const std::vector<std::size_t>& recv_bytes,
                         const std::vector<std::size_t>& recv_offsets,
                         const std::string& site) const;
+  void count(const std::string& site, std::size_t sent, std::size_t received);
 
-  void count(const std::string& site, std::int64_t sent, std::int64_t received) {
-    auto& c = counters_[site];
-    c.calls += 1;
-    c.bytes_sent += sent;
-    c.bytes_received += received;
-  }
-
- private:
   std::map<std::string, CommCounter> counters_;
 };
 

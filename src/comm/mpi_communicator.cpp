@@ -126,8 +126,8 @@ void MpiCommunicator::check_peer(int peer, bool allow_none, const char* what, co
                 ", expected 0 .. ", size_ - 1, allow_none ? " or -1 (none)" : "");
 }
 
-void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t bytes,
-                                 const std::string& site) {
+void MpiCommunicator::do_all_gather(const void* send, void* recv, std::size_t bytes,
+                                    const std::string& site) {
   char* out = static_cast<char*>(recv);
   // MPI forbids aliased buffers; gathering from our own block of recv must say IN_PLACE.
   const bool in_place = send == out + static_cast<std::size_t>(rank_) * bytes;
@@ -153,7 +153,6 @@ void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t bytes
       check(rc, "MPI_Allgather", site);
     }
   }
-  count(site, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(bytes) * size_);
 }
 
 void MpiCommunicator::all_reduce(void* buf, std::size_t count_, DType t, MPI_Op op,
@@ -168,22 +167,20 @@ void MpiCommunicator::all_reduce(void* buf, std::size_t count_, DType t, MPI_Op 
           name, site);
     off += n;
   } while (off < count_);
-  const auto b = static_cast<std::int64_t>(count_ * es);
-  count(site, b, b);
 }
 
-void MpiCommunicator::all_reduce_sum(void* buf, std::size_t count_, DType t,
-                                     const std::string& site) {
+void MpiCommunicator::do_all_reduce_sum(void* buf, std::size_t count_, DType t,
+                                        const std::string& site) {
   all_reduce(buf, count_, t, MPI_SUM, "MPI_Allreduce(SUM)", site);
 }
 
-void MpiCommunicator::all_reduce_max(void* buf, std::size_t count_, DType t,
-                                     const std::string& site) {
+void MpiCommunicator::do_all_reduce_max(void* buf, std::size_t count_, DType t,
+                                        const std::string& site) {
   all_reduce(buf, count_, t, MPI_MAX, "MPI_Allreduce(MAX)", site);
 }
 
-void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t count_, DType t,
-                                         const std::string& site) {
+void MpiCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t count_,
+                                            DType t, const std::string& site) {
   const std::size_t es = dtype_size(t);
   const std::size_t block = count_ * es;  // bytes of one rank's block
   const MPI_Datatype type = mpi_type(t);
@@ -219,16 +216,13 @@ void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size
             "MPI_Reduce_scatter_block", site);
     }
   }
-  count(site, static_cast<std::int64_t>(block) * size_, static_cast<std::int64_t>(block));
 }
 
-void MpiCommunicator::all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                                 const std::vector<std::size_t>& send_offsets, void* recv,
-                                 const std::vector<std::size_t>& recv_bytes,
-                                 const std::vector<std::size_t>& recv_offsets,
-                                 const std::string& site) {
-  check_all_to_all("MpiCommunicator::all_to_all", send_bytes, send_offsets, recv_bytes,
-                   recv_offsets, site);
+void MpiCommunicator::do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                                    const std::vector<std::size_t>& send_offsets, void* recv,
+                                    const std::vector<std::size_t>& recv_bytes,
+                                    const std::vector<std::size_t>& recv_offsets,
+                                    const std::string& site) {
   const char* sp = static_cast<const char*>(send);
   char* rp = static_cast<char*>(recv);
   // The largest tag: out of the way of the small tags p2p callers use on this communicator.
@@ -297,20 +291,14 @@ void MpiCommunicator::all_to_all(const void* send, const std::vector<std::size_t
     MPI_Get_count(&st[i], MPI_BYTE, &g);
     got[peer[i]] += static_cast<std::size_t>(g);
   }
-  std::int64_t sent = 0, received = 0;
-  for (int q = 0; q < size_; ++q) {
-    if (q == rank_) continue;
-    if (got[q] != recv_bytes[q])
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_ && got[q] != recv_bytes[q])
       throw_error("MpiCommunicator::all_to_all at site '", site, "' on rank ", rank_, ": expected ",
                   recv_bytes[q], " bytes from rank ", q, ", got ", got[q]);
-    sent += static_cast<std::int64_t>(send_bytes[q]);
-    received += static_cast<std::int64_t>(recv_bytes[q]);
-  }
-  count(site, sent, received);
 }
 
-void MpiCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,
-                           const std::string& site) {
+void MpiCommunicator::do_send(const void* buf, std::size_t bytes, int dest, int tag,
+                              const std::string& site) {
   check_peer(dest, false, "dest", "MPI_Send", site);
   GDN_CHECK(tag >= 0 && tag <= tag_ub_, "MPI_Send at site '", site, "': tag = ", tag,
             ", expected 0 .. ", tag_ub_);
@@ -320,11 +308,10 @@ void MpiCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag
     const int len = static_cast<int>(std::min(max_bytes_, bytes - off));
     check(MPI_Send(p + off, len, MPI_BYTE, dest, tag, comm_), "MPI_Send", site);
   }
-  count(site, static_cast<std::int64_t>(bytes), 0);
 }
 
-void MpiCommunicator::recv(void* buf, std::size_t bytes, int src, int tag,
-                           const std::string& site) {
+void MpiCommunicator::do_recv(void* buf, std::size_t bytes, int src, int tag,
+                              const std::string& site) {
   check_peer(src, false, "src", "MPI_Recv", site);
   GDN_CHECK(tag >= 0 && tag <= tag_ub_, "MPI_Recv at site '", site, "': tag = ", tag,
             ", expected 0 .. ", tag_ub_);
@@ -341,18 +328,17 @@ void MpiCommunicator::recv(void* buf, std::size_t bytes, int src, int tag,
       throw_error("MPI_Recv at site '", site, "' on rank ", rank_, ": expected ", len,
                   " bytes from rank ", src, " (tag ", tag, "), got ", got);
   }
-  count(site, 0, static_cast<std::int64_t>(bytes));
 }
 
-void MpiCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest,
-                                void* recv_buf, std::size_t recv_bytes, int src, int tag,
-                                const std::string& site) {
+void MpiCommunicator::do_send_recv(const void* send_buf, std::size_t send_bytes, int dest,
+                                   void* recv_buf, std::size_t recv_bytes, int src, int tag,
+                                   const std::string& site) {
   check_peer(dest, true, "dest", "MPI_Sendrecv", site);
   check_peer(src, true, "src", "MPI_Sendrecv", site);
   GDN_CHECK(tag >= 0 && tag <= tag_ub_, "MPI_Sendrecv at site '", site, "': tag = ", tag,
             ", expected 0 .. ", tag_ub_);
-  const std::size_t sb = dest == -1 ? 0 : send_bytes;
-  const std::size_t rb = src == -1 ? 0 : recv_bytes;
+  // The front passes 0 bytes for a side with peer -1.
+  const std::size_t sb = send_bytes, rb = recv_bytes;
   const int d = dest == -1 ? MPI_PROC_NULL : dest;
   const int s = src == -1 ? MPI_PROC_NULL : src;
   auto check_got = [&](const MPI_Status& st, int want) {
@@ -399,14 +385,13 @@ void MpiCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, in
     check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), st.data()), "MPI_Waitall", site);
     for (std::size_t i = 0; i < nrecv; ++i) check_got(st[i], want[i]);
   }
-  count(site, static_cast<std::int64_t>(sb), static_cast<std::int64_t>(rb));
 }
 
-void MpiCommunicator::barrier() {
+void MpiCommunicator::do_barrier() {
   check(MPI_Barrier(comm_), "MPI_Barrier", "barrier");
 }
 
-std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+std::unique_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
   MPI_Comm part = MPI_COMM_NULL;
   check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split", "split");
   // The new communicator duplicates `part` (and sets its error handler), so free ours.
@@ -415,7 +400,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   return out;
 }
 
-void MpiCommunicator::abort(int code) {
+void MpiCommunicator::do_abort(int code) {
   std::fflush(nullptr);
   MPI_Abort(comm_, code);
   std::_Exit(code);  // MPI_Abort should not return; make sure we never do either

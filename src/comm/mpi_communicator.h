@@ -37,51 +37,49 @@ class MpiCommunicator : public Communicator {
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   MPI_Comm comm() const { return comm_; }
-
-  // Counts sent = bytes, received = bytes * size() (own block included).
-  void all_gather(const void* send, void* recv, std::size_t bytes,
-                  const std::string& site) override;
-  // In place. Counts sent = received = count * dtype_size(t).
-  void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
-  void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
-  // MPI_Reduce_scatter_block, in pieces when a block is over max_message_bytes(). In place
-  // is allowed. Counts sent = count * dtype_size(t) * size() (the whole input, own block
-  // included), received = count * dtype_size(t).
-  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
-                          const std::string& site) override;
-  // Nonblocking MPI_BYTE messages per peer (not MPI_Alltoallv, whose int displacements
-  // overflow past 2 GiB), at least one each way per pair, so a zero-byte side still pairs
-  // up. Every received size is checked: a message shorter or longer than recv_bytes is an
-  // error naming site, rank and peer. Counts sent = the sum of send_bytes and received =
-  // the sum of recv_bytes over the other ranks; the block to self is a memmove, not counted.
-  void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                  const std::vector<std::size_t>& send_offsets, void* recv,
-                  const std::vector<std::size_t>& recv_bytes,
-                  const std::vector<std::size_t>& recv_offsets, const std::string& site) override;
-  // Counts sent = bytes. dest in [0, size()).
-  void send(const void* buf, std::size_t bytes, int dest, int tag,
-            const std::string& site) override;
-  // Counts received = bytes. The matching send must carry exactly `bytes` bytes.
-  void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
-  // dest/src may be -1 (MPI_PROC_NULL); that side moves and counts 0 bytes.
-  void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
-                 std::size_t recv_bytes, int src, int tag, const std::string& site) override;
-  void barrier() override;
-  std::unique_ptr<Communicator> split(int color, int key) override;
-  [[noreturn]] void abort(int code) override;
-
-  using Communicator::all_reduce_max;
-  using Communicator::all_reduce_sum;
-  using Communicator::reduce_scatter_sum;
 
   // MPI counts are int: larger messages go out in pieces of at most this many bytes.
   // Defaults to INT_MAX; tests lower it to exercise the chunked paths. All ranks must
   // use the same value.
   void set_max_message_bytes(std::size_t b);
   std::size_t max_message_bytes() const { return max_bytes_; }
+
+ protected:
+  int do_rank() const override { return rank_; }
+  int do_size() const override { return size_; }
+  const char* backend_name() const override { return "MpiCommunicator"; }
+
+  // MPI_Allgather, in pieces when a block is over max_message_bytes(). In place is allowed.
+  void do_all_gather(const void* send, void* recv, std::size_t bytes,
+                     const std::string& site) override;
+  // In place, in pieces of at most max_message_bytes().
+  void do_all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void do_all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  // MPI_Reduce_scatter_block, in pieces when a block is over max_message_bytes(). In place
+  // is allowed.
+  void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                             const std::string& site) override;
+  // Nonblocking MPI_BYTE messages per peer (not MPI_Alltoallv, whose int displacements
+  // overflow past 2 GiB), at least one each way per pair, so a zero-byte side still pairs
+  // up. Every received size is checked: a message shorter or longer than recv_bytes is an
+  // error naming site, rank and peer. The block to self is a memmove.
+  void do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                     const std::vector<std::size_t>& send_offsets, void* recv,
+                     const std::vector<std::size_t>& recv_bytes,
+                     const std::vector<std::size_t>& recv_offsets,
+                     const std::string& site) override;
+  // dest in [0, size()).
+  void do_send(const void* buf, std::size_t bytes, int dest, int tag,
+               const std::string& site) override;
+  // The matching send must carry exactly `bytes` bytes.
+  void do_recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
+  // dest/src may be -1 (MPI_PROC_NULL).
+  void do_send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                    std::size_t recv_bytes, int src, int tag, const std::string& site) override;
+  void do_barrier() override;
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
+  [[noreturn]] void do_abort(int code) override;
 
  private:
   void all_reduce(void* buf, std::size_t count, DType t, MPI_Op op, const char* name,

@@ -125,15 +125,14 @@ void NcclCommunicator::check_tag(int tag, const std::string& site) const {
             ", expected >= 0");
 }
 
-void NcclCommunicator::all_gather(const void* send, void* recv, std::size_t bytes,
-                                  const std::string& site) {
+void NcclCommunicator::do_all_gather(const void* send, void* recv, std::size_t bytes,
+                                     const std::string& site) {
   // NCCL handles the in-place case (send == recv + rank * bytes) itself. Zero bytes is
   // skipped on every rank alike (all ranks pass the same size).
   if (bytes > 0) {
     GDN_NCCL_CHECK_AT(ncclAllGather(send, recv, bytes, ncclUint8, comm_, stream_), site);
     wait(site);
   }
-  count(site, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(bytes) * size());
 }
 
 void NcclCommunicator::all_reduce(void* buf, std::size_t n, DType t, ncclRedOp_t op,
@@ -142,37 +141,33 @@ void NcclCommunicator::all_reduce(void* buf, std::size_t n, DType t, ncclRedOp_t
     GDN_NCCL_CHECK_AT(ncclAllReduce(buf, buf, n, nccl_type(t), op, comm_, stream_), site);
     wait(site);
   }
-  const auto b = static_cast<std::int64_t>(n * dtype_size(t));
-  count(site, b, b);
 }
 
-void NcclCommunicator::all_reduce_sum(void* buf, std::size_t n, DType t, const std::string& site) {
+void NcclCommunicator::do_all_reduce_sum(void* buf, std::size_t n, DType t,
+                                         const std::string& site) {
   all_reduce(buf, n, t, ncclSum, site);
 }
 
-void NcclCommunicator::all_reduce_max(void* buf, std::size_t n, DType t, const std::string& site) {
+void NcclCommunicator::do_all_reduce_max(void* buf, std::size_t n, DType t,
+                                         const std::string& site) {
   all_reduce(buf, n, t, ncclMax, site);
 }
 
-void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t n, DType t,
-                                          const std::string& site) {
+void NcclCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t n, DType t,
+                                             const std::string& site) {
   // Zero elements is skipped on every rank alike (all ranks pass the same count).
   if (n > 0) {
     GDN_NCCL_CHECK_AT(ncclReduceScatter(send, recv, n, nccl_type(t), ncclSum, comm_, stream_),
                       site);
     wait(site);
   }
-  const auto b = static_cast<std::int64_t>(n * dtype_size(t));
-  count(site, b * size(), b);
 }
 
-void NcclCommunicator::all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                                  const std::vector<std::size_t>& send_offsets, void* recv,
-                                  const std::vector<std::size_t>& recv_bytes,
-                                  const std::vector<std::size_t>& recv_offsets,
-                                  const std::string& site) {
-  check_all_to_all("NcclCommunicator::all_to_all", send_bytes, send_offsets, recv_bytes,
-                   recv_offsets, site);
+void NcclCommunicator::do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                                     const std::vector<std::size_t>& send_offsets, void* recv,
+                                     const std::vector<std::size_t>& recv_bytes,
+                                     const std::vector<std::size_t>& recv_offsets,
+                                     const std::string& site) {
   const int r = rank(), n = size();
   const char* sp = static_cast<const char*>(send);
   char* rp = static_cast<char*>(recv);
@@ -181,14 +176,9 @@ void NcclCommunicator::all_to_all(const void* send, const std::vector<std::size_
     GDN_CUDA_CHECK_AT(cudaMemcpyAsync(rp + recv_offsets[r], sp + send_offsets[r], send_bytes[r],
                                       cudaMemcpyDeviceToDevice, stream_),
                       site);
-  std::int64_t sent = 0, received = 0;
   bool peers = false;
-  for (int q = 0; q < n; ++q) {
-    if (q == r) continue;
-    sent += static_cast<std::int64_t>(send_bytes[q]);
-    received += static_cast<std::int64_t>(recv_bytes[q]);
-    peers = peers || send_bytes[q] > 0 || recv_bytes[q] > 0;
-  }
+  for (int q = 0; q < n; ++q)
+    if (q != r) peers = peers || send_bytes[q] > 0 || recv_bytes[q] > 0;
   if (peers) {
     // One group: NCCL posts every send and receive together, so no order can deadlock.
     GDN_NCCL_CHECK_AT(ncclGroupStart(), site);
@@ -219,39 +209,36 @@ void NcclCommunicator::all_to_all(const void* send, const std::vector<std::size_
                               site);
   }
   if (self || peers) wait(site);
-  count(site, sent, received);
 }
 
-void NcclCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,
-                            const std::string& site) {
+void NcclCommunicator::do_send(const void* buf, std::size_t bytes, int dest, int tag,
+                               const std::string& site) {
   check_peer(dest, false, "dest", site);
   check_tag(tag, site);
   if (bytes > 0) {
     GDN_NCCL_CHECK_AT(ncclSend(buf, bytes, ncclUint8, dest, comm_, stream_), site);
     wait(site);
   }
-  count(site, static_cast<std::int64_t>(bytes), 0);
 }
 
-void NcclCommunicator::recv(void* buf, std::size_t bytes, int src, int tag,
-                            const std::string& site) {
+void NcclCommunicator::do_recv(void* buf, std::size_t bytes, int src, int tag,
+                               const std::string& site) {
   check_peer(src, false, "src", site);
   check_tag(tag, site);
   if (bytes > 0) {
     GDN_NCCL_CHECK_AT(ncclRecv(buf, bytes, ncclUint8, src, comm_, stream_), site);
     wait(site);
   }
-  count(site, 0, static_cast<std::int64_t>(bytes));
 }
 
-void NcclCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest,
-                                 void* recv_buf, std::size_t recv_bytes, int src, int tag,
-                                 const std::string& site) {
+void NcclCommunicator::do_send_recv(const void* send_buf, std::size_t send_bytes, int dest,
+                                    void* recv_buf, std::size_t recv_bytes, int src, int tag,
+                                    const std::string& site) {
   check_peer(dest, true, "dest", site);
   check_peer(src, true, "src", site);
   check_tag(tag, site);
-  const std::size_t sb = dest == -1 ? 0 : send_bytes;
-  const std::size_t rb = src == -1 ? 0 : recv_bytes;
+  // The front passes 0 bytes for a side with peer -1.
+  const std::size_t sb = send_bytes, rb = recv_bytes;
   if (sb > 0 || rb > 0) {
     // One group: NCCL posts both sides together, so a ring shift cannot deadlock.
     GDN_NCCL_CHECK_AT(ncclGroupStart(), site);
@@ -266,10 +253,9 @@ void NcclCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, i
         detail::throw_gpu_error(call, detail::nccl_error_text(res), __FILE__, __LINE__, site);
     wait(site);
   }
-  count(site, static_cast<std::int64_t>(sb), static_cast<std::int64_t>(rb));
 }
 
-void NcclCommunicator::barrier() {
+void NcclCommunicator::do_barrier() {
   // A one-int all-reduce completes only when every rank has joined: a barrier on the GPU
   // side too, unlike MPI_Barrier, which would not order the device streams. Not counted.
   GDN_NCCL_CHECK_AT(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclMax, comm_, stream_),
@@ -277,7 +263,7 @@ void NcclCommunicator::barrier() {
   wait("barrier");
 }
 
-std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   MPI_Comm part = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(mpi_.comm(), color, key, &part), "MPI_Comm_split", rank());
   // The new communicator duplicates `part` (see MpiCommunicator), so free ours either way.
@@ -292,7 +278,7 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   return out;
 }
 
-void NcclCommunicator::abort(int code) {
+void NcclCommunicator::do_abort(int code) {
   if (comm_ != nullptr) ncclCommAbort(comm_);
   comm_ = nullptr;
   mpi_.abort(code);

@@ -37,39 +37,39 @@ class NcclCommunicator : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return mpi_.rank(); }
-  int size() const override { return mpi_.size(); }
   int device() const { return device_; }
 
-  // Byte counts as MpiCommunicator: all_gather sent = bytes, received = bytes * size().
-  void all_gather(const void* send, void* recv, std::size_t bytes,
-                  const std::string& site) override;
-  void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
-  void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+ protected:
+  int do_rank() const override { return mpi_.rank(); }
+  int do_size() const override { return mpi_.size(); }
+  const char* backend_name() const override { return "NcclCommunicator"; }
+
+  // NCCL handles in place itself (send == recv + rank * bytes).
+  void do_all_gather(const void* send, void* recv, std::size_t bytes,
+                     const std::string& site) override;
+  void do_all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void do_all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
   // ncclReduceScatter, which handles in place (recv == send + rank * count) itself.
-  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
-                          const std::string& site) override;
+  void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                             const std::string& site) override;
   // One group of ncclSend/ncclRecv, one pair per peer with a non-empty block (a zero on one
   // side must be a zero on the other: NCCL cannot see a mismatch); the block to self is a
   // cudaMemcpyAsync on the stream.
-  void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                  const std::vector<std::size_t>& send_offsets, void* recv,
-                  const std::vector<std::size_t>& recv_bytes,
-                  const std::vector<std::size_t>& recv_offsets, const std::string& site) override;
-  void send(const void* buf, std::size_t bytes, int dest, int tag,
-            const std::string& site) override;
-  void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
-  void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
-                 std::size_t recv_bytes, int src, int tag, const std::string& site) override;
-  void barrier() override;
+  void do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                     const std::vector<std::size_t>& send_offsets, void* recv,
+                     const std::vector<std::size_t>& recv_bytes,
+                     const std::vector<std::size_t>& recv_offsets,
+                     const std::string& site) override;
+  void do_send(const void* buf, std::size_t bytes, int dest, int tag,
+               const std::string& site) override;
+  void do_recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
+  void do_send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                    std::size_t recv_bytes, int src, int tag, const std::string& site) override;
+  void do_barrier() override;
   // MPI_Comm_split of the MPI communicator, then a fresh NCCL bootstrap on the same device.
-  std::unique_ptr<Communicator> split(int color, int key) override;
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
   // ncclCommAbort (so peers' kernels do not wait forever on this rank), then MPI_Abort.
-  [[noreturn]] void abort(int code) override;
-
-  using Communicator::all_reduce_max;
-  using Communicator::all_reduce_sum;
-  using Communicator::reduce_scatter_sum;
+  [[noreturn]] void do_abort(int code) override;
 
  private:
   void all_reduce(void* buf, std::size_t count, DType t, ncclRedOp_t op, const std::string& site);

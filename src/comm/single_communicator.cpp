@@ -8,67 +8,51 @@
 
 namespace gdn {
 
-void SingleCommunicator::all_gather(const void* send, void* recv, std::size_t bytes,
-                                    const std::string& site) {
+void SingleCommunicator::do_all_gather(const void* send, void* recv, std::size_t bytes,
+                                       const std::string&) {
   // memmove: callers may gather in place (send pointing into recv).
   if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
-  count(site, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(bytes));
 }
 
-void SingleCommunicator::all_reduce_sum(void*, std::size_t count_, DType t,
-                                        const std::string& site) {
-  const auto b = static_cast<std::int64_t>(count_ * dtype_size(t));
-  count(site, b, b);
-}
+void SingleCommunicator::do_all_reduce_sum(void*, std::size_t, DType, const std::string&) {}
 
-void SingleCommunicator::all_reduce_max(void*, std::size_t count_, DType t,
-                                        const std::string& site) {
-  const auto b = static_cast<std::int64_t>(count_ * dtype_size(t));
-  count(site, b, b);
-}
+void SingleCommunicator::do_all_reduce_max(void*, std::size_t, DType, const std::string&) {}
 
-void SingleCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t count_,
-                                            DType t, const std::string& site) {
-  const std::size_t bytes = count_ * dtype_size(t);
+void SingleCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t count,
+                                               DType t, const std::string&) {
+  const std::size_t bytes = count * dtype_size(t);
   if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
-  const auto b = static_cast<std::int64_t>(bytes);
-  count(site, b, b);
 }
 
-void SingleCommunicator::all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                                    const std::vector<std::size_t>& send_offsets, void* recv,
-                                    const std::vector<std::size_t>& recv_bytes,
-                                    const std::vector<std::size_t>& recv_offsets,
-                                    const std::string& site) {
-  check_all_to_all("SingleCommunicator::all_to_all", send_bytes, send_offsets, recv_bytes,
-                   recv_offsets, site);
+void SingleCommunicator::do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                                       const std::vector<std::size_t>& send_offsets, void* recv,
+                                       const std::vector<std::size_t>&,
+                                       const std::vector<std::size_t>& recv_offsets,
+                                       const std::string&) {
   // Pointers are formed only for a non-empty block: an empty one may come with a null buffer.
   if (send_bytes[0] > 0) {
     const char* from = static_cast<const char*>(send) + send_offsets[0];
     char* to = static_cast<char*>(recv) + recv_offsets[0];
     if (from != to) std::memmove(to, from, send_bytes[0]);
   }
-  count(site, 0, 0);
 }
 
-void SingleCommunicator::send(const void*, std::size_t bytes, int dest, int tag,
-                              const std::string& site) {
+void SingleCommunicator::do_send(const void*, std::size_t bytes, int dest, int tag,
+                                 const std::string& site) {
   throw_error("SingleCommunicator::send at site '", site, "': dest = ", dest, ", tag = ", tag, ", ",
               bytes, " bytes, but there is only one rank (p2p needs size() > 1)");
 }
 
-void SingleCommunicator::recv(void*, std::size_t bytes, int src, int tag, const std::string& site) {
+void SingleCommunicator::do_recv(void*, std::size_t bytes, int src, int tag,
+                                 const std::string& site) {
   throw_error("SingleCommunicator::recv at site '", site, "': src = ", src, ", tag = ", tag, ", ",
               bytes, " bytes, but there is only one rank (p2p needs size() > 1)");
 }
 
-void SingleCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest,
-                                   void* recv_buf, std::size_t recv_bytes, int src, int tag,
-                                   const std::string& site) {
-  if (dest == -1 && src == -1) {
-    count(site, 0, 0);
-    return;
-  }
+void SingleCommunicator::do_send_recv(const void* send_buf, std::size_t send_bytes, int dest,
+                                      void* recv_buf, std::size_t recv_bytes, int src, int tag,
+                                      const std::string& site) {
+  if (dest == -1 && src == -1) return;
   // A ring shift over one rank sends to itself; that is well defined if sizes agree.
   GDN_CHECK(dest == 0 && src == 0, "SingleCommunicator::send_recv at site '", site,
             "': dest = ", dest, ", src = ", src, ", tag = ", tag,
@@ -77,14 +61,13 @@ void SingleCommunicator::send_recv(const void* send_buf, std::size_t send_bytes,
             "': self exchange of ", send_bytes, " bytes into a ", recv_bytes,
             "-byte buffer; expected equal sizes");
   if (send_bytes > 0 && send_buf != recv_buf) std::memmove(recv_buf, send_buf, send_bytes);
-  count(site, static_cast<std::int64_t>(send_bytes), static_cast<std::int64_t>(recv_bytes));
 }
 
-std::unique_ptr<Communicator> SingleCommunicator::split(int, int) {
+std::unique_ptr<Communicator> SingleCommunicator::do_split(int, int) {
   return std::make_unique<SingleCommunicator>();
 }
 
-void SingleCommunicator::abort(int code) {
+void SingleCommunicator::do_abort(int code) {
   std::fflush(nullptr);
   std::_Exit(code);
 }

@@ -11,12 +11,6 @@ namespace gdn {
 
 namespace {
 
-// The inner counter for a site, zero if the site has not been used yet.
-CommCounter inner_counter(const Communicator& c, const std::string& site) {
-  const auto it = c.counters().find(site);
-  return it == c.counters().end() ? CommCounter{} : it->second;
-}
-
 void to_host(void* host, const void* dev, std::size_t bytes, const std::string& site) {
   if (bytes > 0) GDN_CUDA_CHECK_AT(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), site);
 }
@@ -46,23 +40,14 @@ StagingCommunicator::StagingCommunicator(MPI_Comm comm) : mpi_(comm) {}
 
 StagingCommunicator::~StagingCommunicator() = default;
 
-void StagingCommunicator::count_like_inner(const std::string& site, const CommCounter& before) {
-  // Take the numbers from the inner backend rather than recomputing them, so the two can
-  // never disagree (e.g. on what a -1 peer counts).
-  const CommCounter after = inner_counter(mpi_, site);
-  count(site, after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received);
-}
-
-void StagingCommunicator::all_gather(const void* send, void* recv, std::size_t bytes,
-                                     const std::string& site) {
+void StagingCommunicator::do_all_gather(const void* send, void* recv, std::size_t bytes,
+                                        const std::string& site) {
   const std::size_t total = bytes * static_cast<std::size_t>(size());
   char* hs = send_host_.get(bytes, site);
   char* hr = recv_host_.get(total, site);
   // Staging copies `send` out first, so the in-place case (send inside recv) needs nothing.
   to_host(hs, send, bytes, site);
-  const CommCounter before = inner_counter(mpi_, site);
   mpi_.all_gather(hs, hr, bytes, site);
-  count_like_inner(site, before);
   to_device(recv, hr, total, site);
 }
 
@@ -71,46 +56,41 @@ void StagingCommunicator::all_reduce(void* buf, std::size_t n, DType t, bool sum
   const std::size_t bytes = n * dtype_size(t);
   char* h = send_host_.get(bytes, site);
   to_host(h, buf, bytes, site);
-  const CommCounter before = inner_counter(mpi_, site);
   if (sum)
     mpi_.all_reduce_sum(h, n, t, site);
   else
     mpi_.all_reduce_max(h, n, t, site);
-  count_like_inner(site, before);
   to_device(buf, h, bytes, site);
 }
 
-void StagingCommunicator::all_reduce_sum(void* buf, std::size_t n, DType t,
-                                         const std::string& site) {
+void StagingCommunicator::do_all_reduce_sum(void* buf, std::size_t n, DType t,
+                                            const std::string& site) {
   all_reduce(buf, n, t, true, site);
 }
 
-void StagingCommunicator::all_reduce_max(void* buf, std::size_t n, DType t,
-                                         const std::string& site) {
+void StagingCommunicator::do_all_reduce_max(void* buf, std::size_t n, DType t,
+                                            const std::string& site) {
   all_reduce(buf, n, t, false, site);
 }
 
-void StagingCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t n, DType t,
-                                             const std::string& site) {
+void StagingCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t n,
+                                                DType t, const std::string& site) {
   const std::size_t bytes = n * dtype_size(t);
   const std::size_t total = bytes * static_cast<std::size_t>(size());
   char* hs = send_host_.get(total, site);
   char* hr = recv_host_.get(bytes, site);
   // The whole input reaches the host before recv is written, so in place needs nothing.
   to_host(hs, send, total, site);
-  const CommCounter before = inner_counter(mpi_, site);
   mpi_.reduce_scatter_sum(hs, hr, n, t, site);
-  count_like_inner(site, before);
   to_device(recv, hr, bytes, site);
 }
 
-void StagingCommunicator::all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                                     const std::vector<std::size_t>& send_offsets, void* recv,
-                                     const std::vector<std::size_t>& recv_bytes,
-                                     const std::vector<std::size_t>& recv_offsets,
-                                     const std::string& site) {
-  check_all_to_all("StagingCommunicator::all_to_all", send_bytes, send_offsets, recv_bytes,
-                   recv_offsets, site);
+void StagingCommunicator::do_all_to_all(const void* send,
+                                        const std::vector<std::size_t>& send_bytes,
+                                        const std::vector<std::size_t>& send_offsets, void* recv,
+                                        const std::vector<std::size_t>& recv_bytes,
+                                        const std::vector<std::size_t>& recv_offsets,
+                                        const std::string& site) {
   const std::size_t n = static_cast<std::size_t>(size());
   // Packed host layout: block q at the sum of the sizes before it. Copying whole device
   // ranges instead would write host garbage over whatever lies between the receive blocks.
@@ -128,48 +108,38 @@ void StagingCommunicator::all_to_all(const void* send, const std::vector<std::si
     if (send_bytes[q] > 0)
       to_host(hs + hs_off[q], static_cast<const char*>(send) + send_offsets[q], send_bytes[q],
               site);
-  const CommCounter before = inner_counter(mpi_, site);
   mpi_.all_to_all(hs, send_bytes, hs_off, hr, recv_bytes, hr_off, site);
-  count_like_inner(site, before);
   for (std::size_t q = 0; q < n; ++q)
     if (recv_bytes[q] > 0)
       to_device(static_cast<char*>(recv) + recv_offsets[q], hr + hr_off[q], recv_bytes[q], site);
 }
 
-void StagingCommunicator::send(const void* buf, std::size_t bytes, int dest, int tag,
-                               const std::string& site) {
+void StagingCommunicator::do_send(const void* buf, std::size_t bytes, int dest, int tag,
+                                  const std::string& site) {
   char* h = send_host_.get(bytes, site);
   to_host(h, buf, bytes, site);
-  const CommCounter before = inner_counter(mpi_, site);
   mpi_.send(h, bytes, dest, tag, site);
-  count_like_inner(site, before);
 }
 
-void StagingCommunicator::recv(void* buf, std::size_t bytes, int src, int tag,
-                               const std::string& site) {
+void StagingCommunicator::do_recv(void* buf, std::size_t bytes, int src, int tag,
+                                  const std::string& site) {
   char* h = recv_host_.get(bytes, site);
-  const CommCounter before = inner_counter(mpi_, site);
   mpi_.recv(h, bytes, src, tag, site);
-  count_like_inner(site, before);
   to_device(buf, h, bytes, site);
 }
 
-void StagingCommunicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest,
-                                    void* recv_buf, std::size_t recv_bytes, int src, int tag,
-                                    const std::string& site) {
-  // A -1 side moves nothing, so it must not touch (possibly null) device pointers either.
-  const std::size_t sb = dest == -1 ? 0 : send_bytes;
-  const std::size_t rb = src == -1 ? 0 : recv_bytes;
-  char* hs = send_host_.get(sb, site);
-  char* hr = recv_host_.get(rb, site);
-  to_host(hs, send_buf, sb, site);
-  const CommCounter before = inner_counter(mpi_, site);
-  mpi_.send_recv(hs, sb, dest, hr, rb, src, tag, site);
-  count_like_inner(site, before);
-  to_device(recv_buf, hr, rb, site);
+void StagingCommunicator::do_send_recv(const void* send_buf, std::size_t send_bytes, int dest,
+                                       void* recv_buf, std::size_t recv_bytes, int src, int tag,
+                                       const std::string& site) {
+  // The front passes 0 bytes for a side with peer -1: no (possibly null) pointer is touched.
+  char* hs = send_host_.get(send_bytes, site);
+  char* hr = recv_host_.get(recv_bytes, site);
+  to_host(hs, send_buf, send_bytes, site);
+  mpi_.send_recv(hs, send_bytes, dest, hr, recv_bytes, src, tag, site);
+  to_device(recv_buf, hr, recv_bytes, site);
 }
 
-std::unique_ptr<Communicator> StagingCommunicator::split(int color, int key) {
+std::unique_ptr<Communicator> StagingCommunicator::do_split(int color, int key) {
   // Split the inner MPI communicator and wrap the result; MpiCommunicator::split already
   // checks errors and handles the communicator's lifetime.
   auto part = mpi_.split(color, key);

@@ -13,8 +13,8 @@
 
 namespace gdn {
 
-// Same calls, semantics and byte counters as MpiCommunicator (counted in this object, per
-// call site, exactly as the wrapped call counts them); only the buffers live on the GPU.
+// Same calls, semantics and byte counters as MpiCommunicator (the front counts both
+// alike); only the buffers live on the GPU.
 // Copies use cudaMemcpy (legacy default stream), so device work on the default stream is
 // ordered before them; work on other streams must be synchronized by the caller. Results
 // are on the device when a call returns. Construction and destruction are collective.
@@ -25,34 +25,33 @@ class StagingCommunicator : public Communicator {
   StagingCommunicator(const StagingCommunicator&) = delete;
   StagingCommunicator& operator=(const StagingCommunicator&) = delete;
 
-  int rank() const override { return mpi_.rank(); }
-  int size() const override { return mpi_.size(); }
+ protected:
+  int do_rank() const override { return mpi_.rank(); }
+  int do_size() const override { return mpi_.size(); }
+  const char* backend_name() const override { return "StagingCommunicator"; }
 
-  void all_gather(const void* send, void* recv, std::size_t bytes,
-                  const std::string& site) override;
-  void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
-  void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void do_all_gather(const void* send, void* recv, std::size_t bytes,
+                     const std::string& site) override;
+  void do_all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void do_all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
   // In place is allowed: the input is staged to the host before anything is written.
-  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
-                          const std::string& site) override;
+  void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
+                             const std::string& site) override;
   // The blocks are packed into the pinned buffers (one copy per non-empty block each way),
   // so gaps between the receive blocks on the device are left untouched.
-  void all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                  const std::vector<std::size_t>& send_offsets, void* recv,
-                  const std::vector<std::size_t>& recv_bytes,
-                  const std::vector<std::size_t>& recv_offsets, const std::string& site) override;
-  void send(const void* buf, std::size_t bytes, int dest, int tag,
-            const std::string& site) override;
-  void recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
-  void send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
-                 std::size_t recv_bytes, int src, int tag, const std::string& site) override;
-  void barrier() override { mpi_.barrier(); }
-  std::unique_ptr<Communicator> split(int color, int key) override;
-  [[noreturn]] void abort(int code) override { mpi_.abort(code); }
-
-  using Communicator::all_reduce_max;
-  using Communicator::all_reduce_sum;
-  using Communicator::reduce_scatter_sum;
+  void do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
+                     const std::vector<std::size_t>& send_offsets, void* recv,
+                     const std::vector<std::size_t>& recv_bytes,
+                     const std::vector<std::size_t>& recv_offsets,
+                     const std::string& site) override;
+  void do_send(const void* buf, std::size_t bytes, int dest, int tag,
+               const std::string& site) override;
+  void do_recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
+  void do_send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                    std::size_t recv_bytes, int src, int tag, const std::string& site) override;
+  void do_barrier() override { mpi_.barrier(); }
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
+  [[noreturn]] void do_abort(int code) override { mpi_.abort(code); }
 
  private:
   // A pinned host buffer that only grows (pinned allocation is slow; reuse it).
@@ -63,9 +62,8 @@ class StagingCommunicator : public Communicator {
     ~Pinned();
   };
   void all_reduce(void* buf, std::size_t count, DType t, bool sum, const std::string& site);
-  // Replays the inner call's counter increment for `site` on this object.
-  void count_like_inner(const std::string& site, const CommCounter& before);
 
+  // The host-side calls go through its front, so it counts them too (unread).
   MpiCommunicator mpi_;
   Pinned send_host_, recv_host_;
 };

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/call_sites.h"
 #include "core/error.h"
 #include "cp/shard.h"
 #include "ops/attention/attention.h"

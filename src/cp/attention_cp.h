@@ -23,15 +23,6 @@
 
 namespace gdn {
 
-namespace attention_sites {
-inline const char* const kKvAllGather = "attn.fwd.allgather_kv";
-inline const char* const kQueryToBalanced = "attn.fwd.alltoall_q";
-inline const char* const kOutputFromBalanced = "attn.fwd.alltoall_o";
-inline const char* const kDoutToBalanced = "attn.bwd.alltoall_do";
-inline const char* const kDqFromBalanced = "attn.bwd.alltoall_dq";
-inline const char* const kDkvReduceScatter = "attn.bwd.reduce_scatter_dkv";
-}  // namespace attention_sites
-
 struct AttentionDims {
   int B = 1;
   int Hq = 1, Hkv = 1, D = 1;

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include "comm/call_sites.h"
 #include "core/error.h"
 #include "gdn/empty_sequences.h"
 #include "runtime/devices.h"

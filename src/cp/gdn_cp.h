@@ -27,16 +27,6 @@
 
 namespace gdn {
 
-// Call-site names of the Communicator counters, for tests and stats.
-namespace cp_sites {
-inline const char* const kForwardPairs = "cp.fwd.allgather_pairs";
-inline const char* const kBackwardAdjoints = "cp.bwd.allgather_adjoints";
-inline const char* const kForwardLogScan = "cp.fwd.log_depth_scan";
-inline const char* const kBackwardLogScan = "cp.bwd.log_depth_scan";
-inline const char* const kFinalState = "cp.fwd.final_state";
-inline const char* const kInitialStateGrad = "cp.bwd.dh0";
-}  // namespace cp_sites
-
 // One object per layer, kept for the whole run: its buffers (pass factors and states, the
 // gathered pairs) are reused from step to step. Every pointer lives in Dev's memory, and
 // the CpContext's Communicator must take Dev's buffers.

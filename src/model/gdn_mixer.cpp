@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cp/conv_halo.h"
 #include "cp/split_pass.h"
 #include "ops/conv/conv.h"
-#include "ops/conv/conv_halo.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/gating/gating.h"

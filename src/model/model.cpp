@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/call_sites.h"
 #include "core/rng.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/elementwise/elementwise.h"

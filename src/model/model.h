@@ -36,11 +36,6 @@ struct ModelOptions {
 };
 inline constexpr std::int64_t kLossBlockElems = std::int64_t(1) << 24;
 
-// The call site of the router statistics' all-reduce over the batch (MoE models).
-namespace model_sites {
-inline const char* const kRouterStats = "model.router_stats";
-}  // namespace model_sites
-
 // The parameters a model of this config has (without allocating them).
 std::int64_t parameter_count(const ModelConfig& c);
 

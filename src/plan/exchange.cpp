@@ -2,13 +2,10 @@
 
 #include <algorithm>
 
-#include "cp/attention_cp.h"
-#include "cp/gdn_cp.h"
+#include "comm/call_sites.h"
 #include "cp/shard.h"
 #include "model/model.h"
-#include "ops/conv/conv_halo.h"
 #include "plan/attention_balance.h"
-#include "train/trainer.h"
 
 namespace gdn::plan {
 

@@ -1,5 +1,6 @@
-// The cross-rank traffic of one training step, per rank and call site, counted as the
-// Communicator counts it, so it compares byte for byte with gdn_train --exchange-out.
+// The cross-rank traffic of one training step, per rank and call site (the names of
+// comm/call_sites.h), counted as the Communicator counts it, so it compares byte for byte
+// with gdn_train --exchange-out.
 // The counting rules and each site's formula: docs/design.md §10.
 #pragma once
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/call_sites.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "model/hf_weights.h"
@@ -121,8 +122,8 @@ void Trainer<T, Dev>::report_exchange() {
   const double pairs =
       double(model_.attention_pairs()) * double(cfg_.train.batch_size / cfg_.train.dp);
   double hi = pairs, sum = pairs;
-  world_.all_reduce_max(&hi, 1, "train.stats");
-  world_.all_reduce_sum(&sum, 1, "train.stats");
+  world_.all_reduce_max(&hi, 1, train_sites::kStats);
+  world_.all_reduce_sum(&sum, 1, train_sites::kStats);
   if (world_.rank() != 0) return;
   if (sum > 0)
     spdlog::info("attention work per rank (query-key pairs, {}): max/mean {:.3f}",
@@ -171,10 +172,10 @@ void Trainer<T, Dev>::write_exchange_record(const std::map<std::string, CommCoun
   // Every rank's record to rank 0: the texts padded with spaces to the longest one.
   std::string text = mine.dump();
   std::int64_t len = std::int64_t(text.size());
-  world_.all_reduce_max(&len, 1, "train.exchange_record");
+  world_.all_reduce_max(&len, 1, train_sites::kExchangeRecord);
   text.resize(std::size_t(len), ' ');
   std::string all(std::size_t(len) * std::size_t(world_.size()), ' ');
-  world_.all_gather(text.data(), all.data(), std::size_t(len), "train.exchange_record");
+  world_.all_gather(text.data(), all.data(), std::size_t(len), train_sites::kExchangeRecord);
   if (world_.rank() != 0) return;
   nlohmann::json doc{{"step", step_}, {"ranks", nlohmann::json::array()}};
   for (int r = 0; r < world_.size(); ++r)

@@ -47,12 +47,6 @@ struct RunResult {
   double cpu_seconds = 0;
 };
 
-namespace train_sites {
-inline const char* const kGradAllReduce = "train.grad_allreduce";
-inline const char* const kLossAllReduce = "train.loss_allreduce";
-inline const char* const kMemoryAllReduce = "train.peak_rss";
-}  // namespace train_sites
-
 struct TrainerOptions {
   bool resume = false;                 // continue from the newest complete checkpoint
   Watchdog* watchdog = nullptr;        // told of every step and phase, when set

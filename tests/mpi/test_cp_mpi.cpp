@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "cp/gdn_cp.h"
 #include "gdn/local_pass.h"

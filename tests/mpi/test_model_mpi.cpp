@@ -8,13 +8,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "comm/single_communicator.h"
 #include "cp/attention_cp.h"
+#include "cp/conv_halo.h"
 #include "cp/gdn_cp.h"
 #include "cp/shard.h"
 #include "model/model.h"
-#include "ops/conv/conv_halo.h"
 #include "test_support.h"
 #include "train/mesh.h"
 

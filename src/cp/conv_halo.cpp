@@ -1,6 +1,7 @@
 // The conv halo chain of conv_halo.h, written once over the device policy's memory moves.
-#include "ops/conv/conv_halo.h"
+#include "cp/conv_halo.h"
 
+#include "comm/call_sites.h"
 #include "ops/elementwise/elementwise.h"
 #include "runtime/devices.h"
 

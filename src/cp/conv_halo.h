@@ -14,11 +14,6 @@
 
 namespace gdn {
 
-namespace cp_sites {
-inline const char* const kConvHaloForward = "cp.fwd.conv_halo";
-inline const char* const kConvHaloBackward = "cp.bwd.conv_halo";
-}  // namespace cp_sites
-
 // local [B, Tl, C]: this shard's conv inputs. halo [B, W - 1, C]: written with the W - 1
 // rows before the shard (zeros on rank 0).
 template <typename T, typename Dev>

@@ -1,0 +1,88 @@
+// Every call site's name, once: the key a Communicator counts bytes under
+// (comm/communicator.h), which tests assert on, gdn_train --exchange-out records and
+// gdn_plan predicts (plan/exchange.h). The code that makes a call and the code that
+// predicts or checks it take the name from here; a new call site is a line here.
+// Per namespace, the folder that makes the calls.
+#pragma once
+
+namespace gdn {
+
+// GDN context parallelism (src/cp: gdn_cp.cpp, pair_scan_*, conv_halo.cpp).
+namespace cp_sites {
+// All-gather of every rank's pair (M_r, U_r): its shard as one affine map of the entry state.
+inline constexpr const char* kForwardPairs = "cp.fwd.allgather_pairs";
+// All-gather of every rank's adjoint D_r = dLoss/dh_in_r, for the backward suffix scan.
+inline constexpr const char* kBackwardAdjoints = "cp.bwd.allgather_adjoints";
+// The forward pairs as a log-depth point-to-point scan (options.log_depth_scan).
+inline constexpr const char* kForwardLogScan = "cp.fwd.log_depth_scan";
+// The backward adjoints as a log-depth point-to-point scan (options.log_depth_scan).
+inline constexpr const char* kBackwardLogScan = "cp.bwd.log_depth_scan";
+// All-reduce of the final states, from the rank holding each sequence's last token.
+inline constexpr const char* kFinalState = "cp.fwd.final_state";
+// All-reduce of dh0, from the rank holding each sequence's first token.
+inline constexpr const char* kInitialStateGrad = "cp.bwd.dh0";
+// The conv's W - 1 rows of history, a chain from each rank to the next.
+inline constexpr const char* kConvHaloForward = "cp.fwd.conv_halo";
+// The gradient of those rows, the chain back from each rank to the previous one.
+inline constexpr const char* kConvHaloBackward = "cp.bwd.conv_halo";
+}  // namespace cp_sites
+
+// Attention context parallelism (src/cp/attention_cp.cpp).
+namespace attention_sites {
+// All-gather of every rank's K, V block.
+inline constexpr const char* kKvAllGather = "attn.fwd.allgather_kv";
+// All-to-all of the query rows into the balanced layout (layer_local).
+inline constexpr const char* kQueryToBalanced = "attn.fwd.alltoall_q";
+// All-to-all of the output rows back to the contiguous shards (layer_local).
+inline constexpr const char* kOutputFromBalanced = "attn.fwd.alltoall_o";
+// All-to-all of the output gradient into the balanced layout (layer_local).
+inline constexpr const char* kDoutToBalanced = "attn.bwd.alltoall_do";
+// All-to-all of dq back to the contiguous shards (layer_local).
+inline constexpr const char* kDqFromBalanced = "attn.bwd.alltoall_dq";
+// Reduce-scatter of dK, dV to the rank owning each block.
+inline constexpr const char* kDkvReduceScatter = "attn.bwd.reduce_scatter_dkv";
+}  // namespace attention_sites
+
+// The model (src/model).
+namespace model_sites {
+// All-reduce of the MoE router statistics over the batch (2 E + 1 doubles).
+inline constexpr const char* kRouterStats = "model.router_stats";
+}  // namespace model_sites
+
+// The trainer (src/train/trainer.cpp).
+namespace train_sites {
+// All-reduce of the flat gradient buffer over every rank.
+inline constexpr const char* kGradAllReduce = "train.grad_allreduce";
+// All-reduce of the step's loss (one double).
+inline constexpr const char* kLossAllReduce = "train.loss_allreduce";
+// All-reduce (max) of the peak resident memory (one int64).
+inline constexpr const char* kMemoryAllReduce = "train.peak_rss";
+// Max and sum of the attention work per rank, for the log.
+inline constexpr const char* kStats = "train.stats";
+// All-gather of every rank's counters for --exchange-out (its length first, as a max).
+inline constexpr const char* kExchangeRecord = "train.exchange_record";
+}  // namespace train_sites
+
+// The tools (apps/): agreement and statistics, never part of a training step.
+namespace app_sites {
+// Max of a failure flag, so every rank stops when one failed during setup.
+inline constexpr const char* kSetupAgree = "app.setup_agree";
+// gdn_train: max and sum of the CPU time of the steps.
+inline constexpr const char* kCpuTime = "app.cpu_time";
+// gdn_train: whether every rank sees a GPU (max of a flag and of its negation).
+inline constexpr const char* kDevice = "app.device";
+// gdn_kernel: each input check's first bad element, agreed over the ranks (a max).
+inline constexpr const char* kCheckValues = "app.check_values";
+// gdn_kernel: the output shards, sent point-to-point to rank 0.
+inline constexpr const char* kGatherOutputs = "app.gather_outputs";
+// gdn_kernel: all-gather of every rank's counters for stats.json, and maxima of timings.
+inline constexpr const char* kGatherStats = "app.gather_stats";
+// gdn_eval: sum of the cross-entropy.
+inline constexpr const char* kEvalLoss = "eval.loss";
+// gdn_eval: sum of the gradients.
+inline constexpr const char* kEvalGrads = "eval.grads";
+// gdn_eval: max and sum of the attention work per rank, for the log.
+inline constexpr const char* kEvalStats = "eval.stats";
+}  // namespace app_sites
+
+}  // namespace gdn
