@@ -14,6 +14,7 @@
 # Exit code 1 when the largest difference from cp=1 exceeds --tol for any config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
 CONFIGS=() STEPS="" DTYPE="" DATA="" CPS="1 2 4" TOL="" OUT=out/loss_curves BALANCE=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --cps) CPS=$2; shift 2 ;;
     --tol) TOL=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) print_help "$0"; exit 0 ;;
     *) echo "reproduce_loss_curves.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -33,9 +34,7 @@ done
 [ -n "$TOL" ] || { [ "$DTYPE" = f64 ] && TOL=1e-10 || TOL=1e-4; }
 
 bash scripts/build.sh >/dev/null
-BIN=${GDN_BUILD_DIR:-build}/apps
-MPI_FLAGS=(--oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
+. scripts/lib/mpi.sh
 EXTRA=()
 [ -n "$STEPS" ] && EXTRA+=(--steps "$STEPS")
 [ -n "$DTYPE" ] && EXTRA+=(--dtype "$DTYPE")
@@ -50,9 +49,8 @@ for CONFIG in "${CONFIGS[@]}"; do
   for cp in $CPS; do
     log="$dir/cp$cp.jsonl"
     rm -f "$log"
-    threads=$(( $(nproc) / cp )); [ "$threads" -ge 1 ] || threads=1
     echo "== cp=$cp: mpirun -np $cp gdn_train --config $CONFIG --cp $cp ${EXTRA[*]}"
-    OMP_NUM_THREADS=$threads mpirun "${MPI_FLAGS[@]}" -np "$cp" "$BIN/gdn_train" \
+    mpi_run "$cp" "$(threads_per_rank "$cp")" gdn_train \
       --config "$CONFIG" --cp "$cp" --dp 1 --log "$log" "${EXTRA[@]}" 2>&1 | sed 's/^/  /'
   done
 
