@@ -1,9 +1,11 @@
 // gdn_bench: times the single-rank chunked gated delta rule against the token-by-token
 // recurrence, side by side in one run, and prints JSON lines on stdout:
-//   first the FMA peak of this CPU in --dtype, measured in the same run (ops/gemm/fma_peak.h);
-//   one per (shape, variant) with the median of --reps timed runs after --warmup and, for
-//   the chunked ones, the FLOPs of gdn/flop_count.h, the GFLOP/s and the percentage of that
-//   peak; then one with the ratios recurrent / chunked (and CPU / CUDA when both ran). A
+//   first the FMA peak of this CPU in --dtype, measured in the same run (ops/gemm/fma_peak.h),
+//   then the practical ceiling: the best rate of a --ceiling-size square GEMM, ours and
+//   OpenBLAS's where the build found it (gdn_bench/gemm_ceiling.h); one per (shape,
+//   variant) with the median of --reps timed runs after --warmup and, for the chunked ones,
+//   the FLOPs of gdn/flop_count.h, the GFLOP/s and the percentage of that peak and of that
+//   ceiling; then one with the ratios recurrent / chunked (and CPU / CUDA when both ran). A
 //   benchmark, not a test: nothing is asserted.
 //
 // FLOPs (gdn/flop_count.h; multiply-add = 2, triangles count their nonzero half, matrix
@@ -47,6 +49,7 @@
 #include "gdn/op.h"
 #include "gdn/random_inputs.h"
 #include "gdn/recurrent.h"
+#include "gdn_bench/gemm_ceiling.h"
 #include "ops/convert/convert.h"
 #include "ops/gemm/fma_peak.h"
 
@@ -67,6 +70,7 @@ struct Settings {
   bool cpu = true, cuda = false;  // which devices to time (from --device)
   bool phases = true;             // time LocalPass's passes one by one (CPU)
   double peak_gflops = 0;         // the FMA peak measured at start-up
+  double ceiling_gflops = 0;      // the best large GEMM rate, ours or the library's (0: none)
 };
 
 json shape_json(const GdnProblem& p) {
@@ -132,8 +136,10 @@ void time_variants(const GdnProblem& p, const Settings& s, const char* device,
       const double gflops = flops / (ms * 1e-3) * 1e-9;
       line["gflop"] = flops * 1e-9;
       line["gflops"] = gflops;
-      // Against the CPU's peak: meaningful for the CPU variants only.
+      // Against the CPU's peak and GEMM ceiling: meaningful for the CPU variants only.
       if (cpu) line["pct_of_peak"] = 100 * gflops / s.peak_gflops;
+      if (cpu && s.ceiling_gflops > 0)
+        line["pct_of_gemm_ceiling"] = 100 * gflops / s.ceiling_gflops;
     }
     std::cout << line.dump() << std::endl;
   }
@@ -342,10 +348,12 @@ int run(int argc, char** argv) {
       "gdn_bench",
       "Times the chunked gated delta rule (forward; forward+backward) against the "
       "token-by-token recurrence\nat a few shapes in one run, on the CPU and (--device cuda|all) "
-      "the GPU. Prints the CPU's FMA peak\n(measured first, in --dtype), one JSON line per "
-      "(shape, variant) with the median of --reps runs and,\nfor the chunked variants, "
-      "GFLOP/s and percent of that peak, then one line with the ratios\nrecurrent / chunked, "
-      "CPU / CUDA and WY recompute / reuse. Threads: OMP_NUM_THREADS.\n\n"
+      "the GPU. Prints the CPU's FMA peak\n(measured first, in --dtype, by each thread's CPU "
+      "time: one thread, then all at once), the GEMM\nceiling (the best rate of a "
+      "--ceiling-size square GEMM, ours and OpenBLAS's when built with it),\none JSON line per "
+      "(shape, variant) with the median of --reps runs and, for the chunked\nvariants, "
+      "GFLOP/s and percent of that peak and of that ceiling, then one line with the ratios\n"
+      "recurrent / chunked, CPU / CUDA and WY recompute / reuse. Threads: OMP_NUM_THREADS.\n\n"
       "FLOPs per chunk of C rows (multiply-add = 2, triangles count their nonzero half, matrix\n"
       "products only), times B Hv ceil(T / C) chunks:\n"
       "  prepare = 3 C^2 K + C^2 V + C^3/3   output = 6 C K V + C^2 V   "
@@ -380,7 +388,11 @@ int run(int argc, char** argv) {
       "phases", "time the CPU passes one by one and WY reuse vs recompute (--phases=false: off)",
       cxxopts::value<bool>()->default_value("true"))(
       "peak-seconds", "seconds of the FMA peak microbenchmark",
-      cxxopts::value<double>()->default_value("0.3"))("h,help", "print this help");
+      cxxopts::value<double>()->default_value("0.3"))(
+      "ceiling-size", "n of the n x n x n GEMMs of the ceiling line (0: skip it)",
+      cxxopts::value<int>()->default_value("1024"))(
+      "ceiling-reps", "timed runs per ceiling GEMM (the fastest counts)",
+      cxxopts::value<int>()->default_value("3"))("h,help", "print this help");
   auto res = o.parse(argc, argv);
   if (res.count("help")) {
     std::cout << o.help() << std::endl;
@@ -398,6 +410,11 @@ int run(int argc, char** argv) {
   s.phases = res["phases"].as<bool>();
   const double peak_seconds = res["peak-seconds"].as<double>();
   GDN_CHECK(peak_seconds > 0, "--peak-seconds must be > 0");
+  const int ceiling_size = res["ceiling-size"].as<int>(),
+            ceiling_reps = res["ceiling-reps"].as<int>();
+  GDN_CHECK(ceiling_size >= 0 && ceiling_size <= 8192, "--ceiling-size ", ceiling_size,
+            ": expected 0 (skip) to 8192");
+  GDN_CHECK(ceiling_reps >= 1, "--ceiling-reps ", ceiling_reps, ": expected >= 1");
   GDN_CHECK(
       s.reps >= 1 && s.cpu_reps >= 1 && s.recurrent_reps >= 1 && s.warmup >= 0 && s.cpu_warmup >= 0,
       "--reps, --cpu-reps and --recurrent-reps must be >= 1, --warmup and --cpu-warmup "
@@ -416,14 +433,48 @@ int run(int argc, char** argv) {
   const la::FmaPeak peak = dtype == "f64" ? la::measure_fma_peak<double>(peak_seconds)
                                           : la::measure_fma_peak<float>(peak_seconds);
   s.peak_gflops = peak.gflops;
+  // gflops_wall below gflops: neighbours held the cores; all / one thread well below the
+  // thread count: the threads share a core's FMA units (SMT siblings on the host).
   std::cout << json{{"fma_peak",
                      {{"dtype", dtype},
                       {"gflops", peak.gflops},
+                      {"gflops_median", peak.gflops_median},
+                      {"gflops_wall", peak.gflops_wall},
+                      {"gflops_one_thread", peak.gflops_one},
+                      {"all_over_one_thread", peak.gflops / peak.gflops_one},
                       {"threads", peak.threads},
+                      {"pinned", peak.pinned},
                       {"lanes", peak.lanes},
-                      {"seconds", peak.seconds}}}}
+                      {"windows", peak.windows},
+                      {"window_s", peak.window_seconds}}}}
                    .dump()
             << std::endl;
+  if (ceiling_size > 0) {
+    const bench::GemmCeiling c =
+        dtype == "f64" ? bench::measure_gemm_ceiling<double>(ceiling_size, ceiling_reps)
+                       : bench::measure_gemm_ceiling<float>(ceiling_size, ceiling_reps);
+    s.ceiling_gflops = c.best();
+    json line = {{"n", c.n},
+                 {"dtype", dtype},
+                 {"threads", omp_get_max_threads()},
+                 {"ours_gflops", c.ours.gflops},
+                 {"ours_ms", c.ours.ms},
+                 {"ours_gflops_cpu", c.ours.gflops_cpu},
+                 {"ours_pct_of_peak", 100 * c.ours.gflops / peak.gflops}};
+    if (c.blas.gflops > 0) {
+      line["blas"] = c.blas_name;
+      line["blas_threads"] = c.blas_threads;
+      line["blas_gflops"] = c.blas.gflops;
+      line["blas_ms"] = c.blas.ms;
+      line["blas_gflops_cpu"] = c.blas.gflops_cpu;
+      line["blas_pct_of_peak"] = 100 * c.blas.gflops / peak.gflops;
+      line["blas_rel_diff"] = c.blas_rel_diff;
+    } else {
+      line["blas"] = nullptr;  // this build found no OpenBLAS (scripts/setup.sh installs it)
+    }
+    line["ceiling_gflops"] = c.best();
+    std::cout << json{{"gemm_ceiling", line}}.dump() << std::endl;
+  }
 
   json recurrent_ratios = json::array(), device_ratios = json::array(), wy_ratios = json::array();
   for (const auto& p : shapes) {
@@ -446,6 +497,7 @@ int run(int argc, char** argv) {
   if (s.cpu && s.cuda) ratios["ratios_cpu_over_cuda"] = device_ratios;
   if (s.cpu && s.phases) ratios["ratios_wy_recompute_over_reuse"] = wy_ratios;
   ratios["fma_peak_gflops"] = peak.gflops;
+  if (s.ceiling_gflops > 0) ratios["gemm_ceiling_gflops"] = s.ceiling_gflops;
   ratios["dtype"] = dtype;
   std::cout << ratios.dump() << std::endl;
   return 0;

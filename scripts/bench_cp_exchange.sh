@@ -12,23 +12,21 @@
 #       [--seq-lens "1024 4096 16384"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
 CONFIG=configs/tiny-qwen3-next.json CP=4 SEQS="1024 4096 16384"
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) CONFIG=$2; shift 2 ;;
     --cp) CP=$2; shift 2 ;;
     --seq-lens) SEQS=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) print_help "$0"; exit 0 ;;
     *) echo "bench_cp_exchange.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 bash scripts/build.sh >/dev/null
-BIN=${GDN_BUILD_DIR:-build}/apps
-MPI_FLAGS=(--oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
+. scripts/lib/mpi.sh
 run() {  # run NP ARGS...: the first-step report of a 1-step run
-  OMP_NUM_THREADS=1 mpirun "${MPI_FLAGS[@]}" -np "$1" "$BIN/gdn_train" --config "$CONFIG" \
-    --steps 1 --batch 1 --dp 1 "${@:2}" 2>&1
+  mpi_run "$1" 1 gdn_train --config "$CONFIG" --steps 1 --batch 1 --dp 1 "${@:2}" 2>&1
 }
 # Sums "sent" + "received" over the sites matching a pattern, in bytes.
 bytes() {

@@ -11,6 +11,7 @@
 #   scripts/bench_cp_work.sh [--seq-len 8192] [--steps 3] [--reps 2] [--config FILE]...
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
 SEQ=8192 STEPS=3 REPS=2 CONFIGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -18,18 +19,15 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --config) CONFIGS+=("$2"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) print_help "$0"; exit 0 ;;
     *) echo "bench_cp_work.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [ "${#CONFIGS[@]}" -gt 0 ] || CONFIGS=(configs/bench-memory.json configs/tiny-qwen3-next.json)
 bash scripts/build.sh >/dev/null
-BIN=${GDN_BUILD_DIR:-build}/apps
-MPI_FLAGS=(--oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
+. scripts/lib/mpi.sh
 cpu() {  # cpu NP BALANCE CONFIG: "max mean" CPU seconds per rank in the steps
-  OMP_NUM_THREADS=1 mpirun "${MPI_FLAGS[@]}" -np "$1" "$BIN/gdn_train" --config "$3" --cp "$1" \
-    --dp 1 --batch 1 --seq-len "$SEQ" --steps "$STEPS" --attention-load-balance "$2" \
+  mpi_run "$1" 1 gdn_train --config "$3" --cp "$1" --dp 1 --batch 1 --seq-len "$SEQ" --steps "$STEPS" --attention-load-balance "$2" \
     --watchdog-s 0 2>&1 | grep "CPU time in the steps" |
     sed -E 's/.*max ([0-9.]+) s, mean ([0-9.]+) s.*/\1 \2/'
 }

@@ -10,6 +10,7 @@
 #       [--no-build]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
 THREADS=2 REPS=5 SEQS="16384 65536" PIECES=2,4,8,16 DIMS="128 64"
 OUT=out/bench_intra_rank_split.jsonl BUILD=1
 while [ $# -gt 0 ]; do
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
     --dims) DIMS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) print_help "$0"; exit 0 ;;
     *) echo "bench_intra_rank_split.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

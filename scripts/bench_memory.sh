@@ -12,6 +12,7 @@
 # fit) shows "does not fit".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
 CONFIG=configs/bench-memory.json SEQS="4096 16384 65536 131072" CPS="1 2 4" DTYPE=f32
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -19,14 +20,12 @@ while [ $# -gt 0 ]; do
     --seq-lens) SEQS=$2; shift 2 ;;
     --cps) CPS=$2; shift 2 ;;
     --dtype) DTYPE=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) print_help "$0"; exit 0 ;;
     *) echo "bench_memory.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 bash scripts/build.sh >/dev/null
-BIN=${GDN_BUILD_DIR:-build}/apps
-MPI_FLAGS=(--oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
+. scripts/lib/mpi.sh
 to_bytes() {  # "1.5 GiB" -> bytes
   awk '{ u = $2; x = $1; m = (u == "KiB") ? 1024 : (u == "MiB") ? 1048576 : (u == "GiB") ? 1073741824 : 1;
          printf "%.0f", x * m }'
@@ -39,8 +38,7 @@ for T in $SEQS; do
   for rc in none layer; do
     base=""
     for cp in $CPS; do
-      threads=$(( $(nproc) / cp )); [ "$threads" -ge 1 ] || threads=1
-      out=$(OMP_NUM_THREADS=$threads mpirun "${MPI_FLAGS[@]}" -np "$cp" "$BIN/gdn_train" \
+      out=$(mpi_run "$cp" "$(threads_per_rank "$cp")" gdn_train \
         --config "$CONFIG" --cp "$cp" --dp 1 --seq-len "$T" --recompute "$rc" --dtype "$DTYPE" \
         --steps 1 --watchdog-s 0 2>&1) || true
       est=$(echo "$out" | grep -m1 "memory per rank (estimate)" | sed -E 's/.*estimate\): ([0-9.]+ [KMGT]?i?B).*/\1/' || true)

@@ -1,10 +1,12 @@
 """Times transformers' pure-PyTorch torch_chunk_gated_delta_rule (Qwen3-Next) on the CPU,
 forward and forward + backward with autograd, at gdn_bench's shapes, and prints one JSON
 line per (shape, variant) in gdn_bench's format (shape, variant, dtype, median_ms,
-threads), so scripts/bench_cpu_op.sh can join the two by (shape, variant).
+threads), so scripts/bench_cpu_op.sh can join the two by (shape, variant). With
+--matmul-size N it first prints torch's rate for an N x N x N float32 matmul (the fastest
+of --reps), beside gdn_bench's GEMM ceiling line.
 
 Run by hand in a venv with torch and transformers (never a test dependency):
-    /work/venv/bin/python scripts/bench_torch_reference.py --threads 2 \
+    VENV/bin/python scripts/bench_torch_reference.py --threads 2 \
         --shapes "1,4096,4,4,128,128;2,2048,2,4,64,64"
 
 The inputs match gdn_bench's: an initial state, the final state returned, no L2 norm in
@@ -39,6 +41,21 @@ def median_ms(fn, reps, warmup):
     return statistics.median(out)
 
 
+def matmul_line(n, reps):
+    gen = torch.Generator().manual_seed(7)
+    a = torch.rand(n, n, generator=gen) * 2 - 1
+    b = torch.rand(n, n, generator=gen) * 2 - 1
+    torch.matmul(a, b.t())  # untimed, as gdn_bench's ceiling runs
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.matmul(a, b.t())
+        best = min(best, time.perf_counter() - t0)
+    return {"torch_matmul": {"n": n, "dtype": "f32", "gflops": 2 * n ** 3 / best * 1e-9,
+                             "ms": best * 1e3, "threads": torch.get_num_threads(),
+                             "torch": torch.__version__}}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="1,4096,4,4,128,128;2,2048,2,4,64,64")
@@ -46,8 +63,11 @@ def main():
     ap.add_argument("--chunk-size", type=int, default=64)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--matmul-size", type=int, default=0, help="0: no matmul line")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.matmul_size > 0:
+        print(json.dumps(matmul_line(args.matmul_size, max(args.reps, 3))), flush=True)
     rule = torch_rule()
     gen = torch.Generator().manual_seed(1)
 

@@ -2,6 +2,12 @@
 # Installs what is missing (scripts/setup.sh), configures build/ in Release and builds
 # everything: the libraries, the apps in build/apps and the tests.
 set -euo pipefail
+. "$(dirname "$0")/lib/help.sh"
+case "${1:-}" in
+  -h | --help) print_help "$0"; exit 0 ;;
+  "") ;;
+  *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # The CUDA toolkit, where the machine has one, may not be on PATH in batch shells.

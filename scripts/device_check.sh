@@ -22,11 +22,12 @@
 # when unset): a log per step and summary.md. Exits 1 when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
 DRY=0
 case "${1:-}" in
   --dry-run) DRY=1 ;;
   "") ;;
-  -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+  -h | --help) print_help "$0"; exit 0 ;;
   *) echo "device_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 OUT=${OUT:-out/device}

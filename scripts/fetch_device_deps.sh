@@ -12,8 +12,9 @@
 #
 # The device machine has CUDA (nvcc) and NCCL (the pip package nvidia-nccl-cu13) already.
 set -euo pipefail
+. "$(dirname "$0")/lib/help.sh"
 case "${1:-}" in
-  -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+  -h | --help) print_help "$0"; exit 0 ;;
   "") ;;
   *) echo "fetch_device_deps.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac

@@ -6,10 +6,14 @@
 # each rank moved, against the sequence-length-independent formula of docs/design.md §9.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
+case "${1:-}" in
+  -h | --help) print_help "$0"; exit 0 ;;
+  "") ;;
+  *) echo "kernel_demo.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
 bash scripts/build.sh >/dev/null
-BIN=${GDN_BUILD_DIR:-build}/apps
-MPI_FLAGS=(--oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
+. scripts/lib/mpi.sh
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -20,9 +24,7 @@ B=1 T=4096 HK=2 HV=4 K=64 V=64
 run() {  # run NAME NP [ARGS...]: one thread per rank unless the cores allow more
   local name=$1 np=$2
   shift 2
-  local threads=$(($(nproc) / np))
-  [ "$threads" -ge 1 ] || threads=1
-  OMP_NUM_THREADS=$threads mpirun "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_kernel" \
+  mpi_run "$np" "$(threads_per_rank "$np")" gdn_kernel \
     --in "$WORK/in" --out "$WORK/$name" --backward "$@"
 }
 run cp1 1

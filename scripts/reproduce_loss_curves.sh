@@ -5,7 +5,8 @@
 # configs/tiny-qwen3.5.json: GDN and gated attention layers, MoE MLPs, the router loss
 # trained), so GDN, attention and MoE context parallelism are all in the curves.
 # Prints per config the table  step | cp=1 | cp=2 | cp=4 | max diff  (max diff over the
-# loss and the MoE load-balancing loss) and writes a PNG plot.
+# loss and the MoE load-balancing loss) and writes a PNG plot: the curves, and below them
+# |loss(cp) - loss(cp=1)| per step on a log scale against --tol.
 #
 #   scripts/reproduce_loss_curves.sh [--config FILE]... [--steps N] [--dtype f32|f64]
 #       [--data synthetic|FILE] [--cps "1 2 4"] [--tol 1e-4] [--out DIR]
@@ -14,6 +15,7 @@
 # Exit code 1 when the largest difference from cp=1 exceeds --tol for any config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
 CONFIGS=() STEPS="" DTYPE="" DATA="" CPS="1 2 4" TOL="" OUT=out/loss_curves BALANCE=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,7 +27,7 @@ while [ $# -gt 0 ]; do
     --cps) CPS=$2; shift 2 ;;
     --tol) TOL=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) print_help "$0"; exit 0 ;;
     *) echo "reproduce_loss_curves.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -33,9 +35,7 @@ done
 [ -n "$TOL" ] || { [ "$DTYPE" = f64 ] && TOL=1e-10 || TOL=1e-4; }
 
 bash scripts/build.sh >/dev/null
-BIN=${GDN_BUILD_DIR:-build}/apps
-MPI_FLAGS=(--oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
+. scripts/lib/mpi.sh
 EXTRA=()
 [ -n "$STEPS" ] && EXTRA+=(--steps "$STEPS")
 [ -n "$DTYPE" ] && EXTRA+=(--dtype "$DTYPE")
@@ -50,9 +50,8 @@ for CONFIG in "${CONFIGS[@]}"; do
   for cp in $CPS; do
     log="$dir/cp$cp.jsonl"
     rm -f "$log"
-    threads=$(( $(nproc) / cp )); [ "$threads" -ge 1 ] || threads=1
     echo "== cp=$cp: mpirun -np $cp gdn_train --config $CONFIG --cp $cp ${EXTRA[*]}"
-    OMP_NUM_THREADS=$threads mpirun "${MPI_FLAGS[@]}" -np "$cp" "$BIN/gdn_train" \
+    mpi_run "$cp" "$(threads_per_rank "$cp")" gdn_train \
       --config "$CONFIG" --cp "$cp" --dp 1 --log "$log" "${EXTRA[@]}" 2>&1 | sed 's/^/  /'
   done
 
@@ -80,21 +79,47 @@ for CONFIG in "${CONFIGS[@]}"; do
                  worst <= tol ? "AGREE" : "DISAGREE"; exit worst <= tol ? 0 : 1 }' "$table" || status=1
 
   if command -v gnuplot >/dev/null; then
-    plot="plot"
-    col=2
+    # Top: the loss at each cp. They lie on top of each other, so the first is a thick line
+    # and the others ever larger open points around it. Bottom: |loss(cp) - loss(first)|
+    # per step on a log scale, against the tolerance; an exact 0 has no place on a log
+    # scale, so it is drawn at a floor of tol * 1e-6 (the key says so). Text is drawn
+    # literally (noenhanced): in gnuplot's enhanced text an underscore is a subscript.
+    floor=$(awk -v t="$TOL" 'BEGIN { printf "%.0e", t * 1e-6 }')
+    # The top of the log axis: 1000 x tol (room for the key above the tolerance line), or
+    # 10 x the largest difference when that is higher.
+    ymax=$(awk -F'\t' -v t="$TOL" '{ for (i = 4; i <= NF; i += 2) { d = $i - $2; if (d < 0) d = -d; if (d > m) m = d } }
+      END { y = 1000 * t; if (10 * m > y) y = 10 * m; printf "%.3e", y }' "$table")
+    colors=("#1f77b4" "#ff7f0e" "#2ca02c" "#9467bd" "#8c564b" "#e377c2")
+    top="plot" bottom="plot"
+    col=2 i=0
     for cp in $CPS; do
-      plot+=" '$table' using 1:$col with linespoints title 'cp=$cp',"
-      col=$((col + 2))
+      if [ "$i" -eq 0 ]; then
+        top+=" '$table' using 1:$col with lines lw 3 lc rgb 'black' title 'cp=$cp',"
+      else
+        c=${colors[$(((i - 1) % ${#colors[@]}))]}
+        top+=" '$table' using 1:$col with points pt $((2 * i + 4)) ps $((i + 1)) lw 1.5 lc rgb '$c' title 'cp=$cp',"
+        bottom+=" '$table' using 1:(d = abs(\$$col - \$2), d > $floor ? d : $floor) with linespoints pt $((2 * i + 4)) lw 1.5 lc rgb '$c' title '|loss(cp=$cp) - loss(cp=$first)|',"
+      fi
+      col=$((col + 2)) i=$((i + 1))
     done
+    bottom+=" $TOL with lines dt 2 lw 2 lc rgb 'red' title 'tolerance $TOL',"
+    bottom+=" keyentry with points pt -1 title 'a difference of 0 is drawn at $floor',"
     gnuplot <<GP
-set terminal png size 900,540
+set terminal png size 900,860
+set termoption noenhanced
 set output '$dir/loss_curves.png'
-set title 'gdn-cp loss curves: $name, same seed, cp = $CPS'
+set multiplot layout 2,1 title 'gdn-cp loss curves: $name, same seed, cp = $CPS'
 set xlabel 'step'
 set ylabel 'loss (nats/token)'
 set key top right
 set grid
-${plot%,}
+${top%,}
+set logscale y
+set format y '%.0e'
+set yrange [$floor / 3:$ymax]
+set ylabel '|loss(cp) - loss(cp=$first)|'
+${bottom%,}
+unset multiplot
 GP
     echo "plot: $dir/loss_curves.png"
   fi

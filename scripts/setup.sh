@@ -2,12 +2,19 @@
 # Installs what gdn-cp needs to build and test, from Debian's packages.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
+. "$(dirname "$0")/lib/help.sh"
+case "${1:-}" in
+  -h | --help) print_help "$0"; exit 0 ;;
+  "") ;;
+  *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
 # jq reads the JSON-lines logs and stats.json in the scripts and CLI tests (rather than a
 # hand-rolled parser in shell); gnuplot-nox draws the loss-curve PNG of the reproduction;
 # python3 (standard library only) runs tests/cli/npy_tool.py, which edits .npy files and
-# checkpoints for the CLI tests.
+# checkpoints for the CLI tests. libopenblas-dev is for gdn_bench alone (optional there):
+# its GEMM ceiling line times a library's GEMM beside ours (docs/design.md §2d).
 pkgs=(build-essential cmake g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspdlog-dev
-      nlohmann-json3-dev catch2 jq gnuplot-nox python3)
+      nlohmann-json3-dev catch2 jq gnuplot-nox python3 libopenblas-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

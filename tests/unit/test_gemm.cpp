@@ -2,13 +2,22 @@
 // element over p = 0 .. k - 1, then C = beta C + alpha acc), for every transpose pair,
 // every Structure hint, leading dimensions larger than the rows, and sizes around the
 // register tile and the vector width (the tails). With hardware FMA the two agree bit for
-// bit; without it, to rounding.
+// bit; without it, to rounding. And the FMA peak microbenchmark's record and its
+// restoring of the threads' CPU affinity (its rates are timings: not asserted).
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/rng.h"
+#include "ops/gemm/fma_peak.h"
 #include "ops/gemm/gemm.h"
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 using namespace gdn;
 
@@ -74,3 +83,35 @@ TEMPLATE_TEST_CASE("la::gemm follows its rounding rule for every layout and stru
                    float, double) {
   check_gemm<TestType>();
 }
+
+#if defined(__linux__)
+// Each OpenMP thread's affinity mask, as a string of 0s and 1s.
+static std::vector<std::string> thread_masks() {
+  std::vector<std::string> masks(omp_get_max_threads());
+#pragma omp parallel
+  {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof set, &set);
+    std::string m(CPU_SETSIZE, '0');
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) m[c] = '1';
+    masks[omp_get_thread_num()] = m;
+  }
+  return masks;
+}
+
+// The peak pins every thread to a CPU of its own while it measures; the kernels timed
+// after it in gdn_bench run on the same threads and must not inherit that.
+TEST_CASE("measure_fma_peak leaves every thread's CPU affinity as it found it", "[gemm]") {
+  const std::vector<std::string> before = thread_masks();
+  const la::FmaPeak p = la::measure_fma_peak<float>(0.02);
+  CHECK(thread_masks() == before);
+  CHECK(p.threads == omp_get_max_threads());
+  CHECK(p.lanes == simd::kLanes<float>);
+  CHECK(p.windows > 0);
+  CHECK(p.gflops_one > 0);
+  CHECK(p.gflops >= p.gflops_median);
+  CHECK(p.gflops_median > 0);
+}
+#endif
