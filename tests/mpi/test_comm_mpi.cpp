@@ -14,9 +14,11 @@
 #include "comm/mpi_communicator.h"
 #include "comm/single_communicator.h"
 #include "core/error.h"
+#include "test_support.h"
 
 using namespace gdn;
 using Catch::Contains;
+using gdn::test::error_of;
 
 namespace {
 
@@ -47,17 +49,6 @@ unsigned char a2a_byte(int p, int q, std::size_t j) {
   return static_cast<unsigned char>(p * 71 + q * 31 + static_cast<int>(j) + 1);
 }
 constexpr unsigned char kUntouched = 0xEE;  // fills gaps no block may write
-
-// The message of the gdn::Error that f throws ("" if it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Runs the body once with whole messages and once split into tiny pieces, which takes
 // the >INT_MAX code paths (chunking, derived types, nonblocking) on small buffers.

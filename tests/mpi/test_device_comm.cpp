@@ -20,9 +20,11 @@
 #include "core/error.h"
 #include "runtime/cuda_check.h"
 #include "runtime/device_select.h"
+#include "test_support.h"
 
 using namespace gdn;
 using Catch::Contains;
+using gdn::test::error_of;
 
 namespace {
 
@@ -71,17 +73,6 @@ class EnvGuard {
   const char* name_;
   std::optional<std::string> old_;
 };
-
-// The message of the gdn::Error that f throws ("" if it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A device array with host round trips, for the tests only.
 template <typename T>

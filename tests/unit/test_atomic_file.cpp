@@ -16,19 +16,11 @@
 
 using namespace gdn;
 using Catch::Contains;
+using gdn::test::read_bytes;
+using gdn::test::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::vector<std::string> listing(const std::string& dir) {
   std::vector<std::string> names;

@@ -17,19 +17,28 @@ ModelConfig tiny_model() {
   return make_model_config(23, 12, 2, 10, 1, 2, 4, 3, 0.3);
 }
 
+// A GDN layer of tiny_model() under `prefix`, its parameters drawn from seed 3.
+struct GdnLayer {
+  ParamStore<double, Host> ps;
+  GdnMixer<double, Host> layer;
+  explicit GdnLayer(const std::string& prefix) : layer(ps, prefix, tiny_model(), 16) {
+    ps.allocate();
+    Rng rng(3);
+    std::vector<double> init(ps.num_elements());
+    layer.init(rng, 0.3, init);
+    ps.set_values(init);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("GDN layer backward matches finite differences (fp64, input and every parameter)",
           "[model][fd]") {
   SingleCommunicator comm;
   const ModelConfig c = tiny_model();
-  ParamStore<double, Host> ps;
-  GdnMixer<double, Host> layer(ps, "layer.", c, 16);
-  ps.allocate();
-  Rng rng(3);
-  std::vector<double> init(ps.num_elements());
-  layer.init(rng, 0.3, init);
-  ps.set_values(init);
+  GdnLayer g("layer.");
+  ParamStore<double, Host>& ps = g.ps;
+  GdnMixer<double, Host>& layer = g.layer;
   const int B = 2, T = 19, d = c.hidden_size;
   const CpContext cp = CpContext::contiguous(comm, T);
   Tensor<double> x = random_tensor<double>({B, T, d}, 4);
@@ -144,15 +153,9 @@ TEST_CASE("pad_token_id: its embedding row starts at zero and gets no embedding 
 TEST_CASE("a mixer refuses a backward after its activations were released, naming the layer",
           "[model][recompute]") {
   SingleCommunicator comm;
-  const ModelConfig c = tiny_model();
-  ParamStore<double, Host> ps;
-  GdnMixer<double, Host> layer(ps, "model.layers.4.", c, 16);
-  ps.allocate();
-  Rng rng(3);
-  std::vector<double> init(ps.num_elements());
-  layer.init(rng, 0.3, init);
-  ps.set_values(init);
-  const int B = 1, T = 7, d = c.hidden_size;
+  GdnLayer g("model.layers.4.");
+  GdnMixer<double, Host>& layer = g.layer;
+  const int B = 1, T = 7, d = tiny_model().hidden_size;
   const CpContext cp = CpContext::contiguous(comm, T);
   const Tensor<double> x = random_tensor<double>({B, T, d}, 4);
   std::vector<double> y(B * T * d), dx(B * T * d);

@@ -19,6 +19,8 @@
 
 using namespace gdn;
 using Catch::Contains;
+using gdn::test::read_bytes;
+using gdn::test::write_bytes;
 
 namespace {
 
@@ -27,16 +29,6 @@ using test::TempDir;
 const TempDir& tmp() {
   static TempDir t("gdn_test_npy");
   return t;
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // A v1.0 file: magic, version, 2-byte little-endian header length, header, data.

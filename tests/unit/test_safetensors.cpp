@@ -22,6 +22,9 @@
 
 using namespace gdn;
 using Catch::Contains;
+using gdn::test::error_of;
+using gdn::test::read_bytes;
+using gdn::test::write_bytes;
 
 namespace {
 
@@ -38,16 +41,6 @@ struct TempDir : test::TempDir {
 const TempDir& tmp() {
   static TempDir t;
   return t;
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::string le64(std::uint64_t v) {
@@ -91,17 +84,6 @@ std::string tensor_name(std::size_t s) {
   std::string n = "t";
   n += std::to_string(s);
   return n;
-}
-
-// The message of the gdn::Error that f throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
