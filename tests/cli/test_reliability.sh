@@ -2,7 +2,8 @@
 # The reliability cases of issue 7 (docs/design.md §8), one ctest entry each:
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
-# kernel_outputs, watchdog, memory, messages. Each runs the real tools under mpirun and
+# kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: eval_tokens.
+# Each runs the real tools under mpirun and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -12,6 +13,7 @@ MPIRUN=$2
 SRC=$3
 CASE=$4
 TRAIN="$BIN/gdn_train"
+EVAL="$BIN/gdn_eval"
 KERNEL="$BIN/gdn_kernel"
 MAKE="$BIN/gdn_make_inputs"
 DIFF="$BIN/gdn_npy_diff"
@@ -370,6 +372,21 @@ PY
       }
       expect_failure_or_ok
     }
+    ;;
+  # ------------------------------------------------------------------ issue 16, B9
+  eval_tokens)
+    # --tokens of shape [0, T + 1]: refused naming the file, not as a GDN shape inside the
+    # model.
+    python3 - "$WORK/empty.npy" <<'PY'
+import sys
+h = "{'descr': '<i8', 'fortran_order': False, 'shape': (0, 9), }"
+h += " " * (63 - (10 + len(h)) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode())
+PY
+    run 2 60 "$EVAL" --init-from "$SRC/tests/fixtures/hf/qwen3_5_dense" --tokens "$WORK/empty.npy"
+    expect_failure "--tokens [0, 9] names the file and the shape" \
+      "--tokens $WORK/empty.npy has shape [0, 9]: expected [B, T + 1] with B >= 1 and T >= 1"
+    check "not from inside the model" bash -c "! grep -q 'invalid GDN shape' '$WORK/out'"
     ;;
   *)
     echo "test_reliability.sh: unknown case '$CASE'"
