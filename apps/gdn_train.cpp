@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/watchdog.h"
+#include "core/writable_dir.h"
 #include "cp/shard.h"
 #include "train/data.h"
 #include "train/run_config.h"
@@ -56,7 +57,7 @@ cxxopts::Options make_options() {
       cxxopts::value<std::string>())(
       "export-hf",
       "at the end, write the weights as a Hugging Face checkpoint (config.json and "
-      "model.safetensors) to this directory",
+      "model.safetensors) to this directory (created, and checked writable, at start-up)",
       cxxopts::value<std::string>())(
       "exchange-out",
       "after the first step, write every rank's exact Communicator counters of that step "
@@ -166,6 +167,13 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   std::unique_ptr<Communicator> device_world;
   std::unique_ptr<Trainer<T, Dev>> trainer;
   const int on_node = ranks_on_this_node(MPI_COMM_WORLD);
+  // Rank 0 writes the export after the last step: it checks now that it can (apart from
+  // the trainer's set-up, which holds collectives that every rank must reach).
+  if (!app::run_setup_collectively(world, [&] {
+        if (world.rank() == 0 && !s.export_hf.empty())
+          require_writable_dir(s.export_hf, "the --export-hf directory");
+      }))
+    return 1;
   // Building the mesh and loading a checkpoint can fail too: agree before training.
   if (!app::run_setup_collectively(world, [&] {
 #if GDN_HAVE_CUDA

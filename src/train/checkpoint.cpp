@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/writable_dir.h"
 
 namespace gdn {
 namespace {
@@ -372,22 +373,7 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
 }
 
 void check_checkpoint_dir(const std::string& dir) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw_error("checkpoint directory '", dir,
-                "' exists and is not a directory: ", std::strerror(ENOTDIR));
-  fs::create_directories(dir, ec);
-  GDN_CHECK(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
-  // A probe file: the directory may exist and still refuse writes (permissions, a
-  // read-only or full file system). Finding out now beats losing a run at its first save.
-  const std::string probe = (fs::path(dir) / ".gdn_write_probe").string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GDN_CHECK(fd >= 0, "checkpoint directory '", dir, "' is not writable: ", sys_error());
-  const bool wrote = ::write(fd, "ok", 2) == 2;
-  const std::string err = sys_error();
-  ::close(fd);
-  ::unlink(probe.c_str());
-  GDN_CHECK(wrote, "checkpoint directory '", dir, "' is not writable: ", err);
+  require_writable_dir(dir, "checkpoint directory");
 }
 
 #define GDN_CHECKPOINT_INSTANTIATE(T)                                                          \

@@ -2,8 +2,8 @@
 # The reliability cases of issue 7 (docs/design.md §8), one ctest entry each:
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
-# kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: eval_tokens.
-# Each runs the real tools under mpirun and
+# kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
+# eval_tokens. Each runs the real tools under mpirun and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -372,6 +372,31 @@ PY
       }
       expect_failure_or_ok
     }
+    ;;
+  # ------------------------------------------------------------------ issue 16, B4
+  export_path)
+    # --export-hf is written after the last step: an unusable path must be refused at
+    # start-up (once, exit 1 on every rank), not found when the trained weights are lost.
+    touch "$WORK/a_file"
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 20 --export-hf "$WORK/a_file"
+    expect_failure "--export-hf is a file" \
+      "the --export-hf directory '$WORK/a_file' exists and is not a directory: Not a directory"
+    check "exit 1 (every rank ended cleanly, no abort)" [ "$rc" -eq 1 ]
+    check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 20 --export-hf "$WORK/a_file/sub"
+    expect_failure "--export-hf under a file" \
+      "cannot create the --export-hf directory '$WORK/a_file/sub': Not a directory"
+    check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
+    if [ "$(id -u)" -ne 0 ]; then  # root writes anywhere
+      mkdir -p "$WORK/read_only"
+      chmod 555 "$WORK/read_only"
+      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 20 --export-hf "$WORK/read_only"
+      expect_failure "--export-hf not writable" \
+        "the --export-hf directory '$WORK/read_only' is not writable: Permission denied"
+    fi
+    train_ok "a usable --export-hf" 2 --cp 2 --steps 1 --export-hf "$WORK/export" &&
+      check "the export is written" [ -f "$WORK/export/model.safetensors" ] &&
+      check "no probe file is left" [ ! -e "$WORK/export/.gdn_write_probe" ]
     ;;
   # ------------------------------------------------------------------ issue 16, B9
   eval_tokens)
