@@ -71,6 +71,10 @@ cxxopts::Options make_options() {
   o.add_options()("resume",
                   "continue from the newest complete checkpoint in the checkpoint directory; "
                   "refused when it was written by another architecture")(
+      "overwrite-checkpoints",
+      "a run without --resume refuses a checkpoint directory that holds checkpoints of an "
+      "earlier run (it would overwrite some and leave the rest for a later --resume); this "
+      "deletes them at start-up instead")(
       "load-balance",
       "sequence sharding: none (contiguous, in rank order) is the only one GDN allows; zigzag "
       "is refused with the reason",
@@ -87,7 +91,7 @@ cxxopts::Options make_options() {
 struct Setup {
   RunConfig cfg;
   std::string init_from, export_hf, exchange_out;
-  bool resume = false;
+  bool resume = false, overwrite_checkpoints = false;
   bool help = false;
   app::Device device = app::Device::cpu;
   std::shared_ptr<const TokenSource> data;  // train.data, opened once for the whole run
@@ -138,6 +142,13 @@ Setup parse(int argc, char** argv, int world_size) {
   s.resume = res.count("resume") > 0;
   GDN_CHECK(!s.resume || !t.checkpoint_dir.empty(),
             "--resume needs a checkpoint directory (--checkpoint-dir or train.checkpoint_dir)");
+  s.overwrite_checkpoints = res.count("overwrite-checkpoints") > 0;
+  GDN_CHECK(!s.overwrite_checkpoints || !t.checkpoint_dir.empty(),
+            "--overwrite-checkpoints needs a checkpoint directory (--checkpoint-dir or "
+            "train.checkpoint_dir)");
+  GDN_CHECK(!(s.resume && s.overwrite_checkpoints),
+            "--resume continues the run in the checkpoint directory and --overwrite-checkpoints "
+            "deletes its checkpoints: pass one of them");
   validate_layout(s.cfg, world_size);
   // Opening the data now makes a missing, too-short or out-of-range file a set-up error;
   // the trainer and the start-up line use this source (a token file is scanned once).
@@ -183,6 +194,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
 #endif
         TrainerOptions opt;
         opt.resume = s.resume;
+        opt.overwrite_checkpoints = s.overwrite_checkpoints;
         opt.watchdog = &watchdog;
         opt.memory_available = memory_for_this_rank(s.device, on_node);
         opt.init_from = s.init_from;

@@ -372,6 +372,31 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
   return removed;
 }
 
+std::vector<CheckpointFile> scan_checkpoints(const std::string& dir) {
+  std::vector<CheckpointFile> out;
+  for (const auto& [step, path] : checkpoint_files(dir)) {
+    CheckpointFile f;
+    f.step = step;
+    f.path = path;
+    try {
+      const std::vector<char> bytes = read_file(path);
+      f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
+      const Parsed p = verify(path, bytes);
+      require_finite_data(path, p, bytes);
+      try {
+        f.state.step = p.header.at("step").get<std::int64_t>();
+        f.state.config_json = p.header.at("config_json").get<std::string>();
+      } catch (const json::exception& e) {
+        throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
+      }
+    } catch (const Error& e) {
+      f.problem = e.what();
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 void check_checkpoint_dir(const std::string& dir) {
   require_writable_dir(dir, "checkpoint directory");
 }

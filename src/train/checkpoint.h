@@ -45,6 +45,19 @@ TrainingState load_checkpoint(const std::string& path, const std::vector<ParamIn
 // returns the deleted paths.
 std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
 
+// A file of a checkpoint directory named like a checkpoint (ckpt-<digits>.bin).
+struct CheckpointFile {
+  std::int64_t step = 0;  // from the name
+  std::string path;
+  bool gdn = false;     // it starts with the checkpoint magic: gdn-cp wrote it (maybe torn)
+  std::string problem;  // why it is not a loadable checkpoint; "" when it is one
+  TrainingState state;  // its step and config, when it is one
+};
+
+// Every file of dir named like a checkpoint, newest first, each read and verified as
+// latest_checkpoint does (complete, checksum, finite values). Empty when dir is missing.
+std::vector<CheckpointFile> scan_checkpoints(const std::string& dir);
+
 // Makes sure checkpoints can be written to dir: creates it if missing, then writes and
 // removes a probe file. Errors name the directory and the OS's reason.
 void check_checkpoint_dir(const std::string& dir);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/host_memory.h"
@@ -99,7 +100,10 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   }
   const TrainConfig& t = cfg.train;
   // Only rank 0 writes: it checks now that it can, instead of failing at the first save.
-  if (world.rank() == 0 && !t.checkpoint_dir.empty()) check_checkpoint_dir(t.checkpoint_dir);
+  if (world.rank() == 0 && !t.checkpoint_dir.empty()) {
+    check_checkpoint_dir(t.checkpoint_dir);
+    prepare_checkpoint_dir();
+  }
   if (opt.resume && !t.checkpoint_dir.empty()) resume();
   if (world.rank() == 0 && !opt.exchange_out.empty()) {
     std::ofstream f(opt.exchange_out);  // written after the first step: fail now, not then
@@ -191,6 +195,40 @@ void Trainer<T, Dev>::export_hf(const std::string& dir) const {
   if (world_.rank() != 0) return;
   write_hf_checkpoint(dir, cfg_.model, model_.params().infos(), model_.params().host_values());
   spdlog::info("wrote a Hugging Face checkpoint of the weights to {}", dir);
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::prepare_checkpoint_dir() {
+  const TrainConfig& t = cfg_.train;
+  const std::string& dir = t.checkpoint_dir;
+  const std::vector<CheckpointFile> files = scan_checkpoints(dir);
+  if (!opt_.resume) {
+    // A fresh run among another run's checkpoints would overwrite some and leave the
+    // rest, and a later --resume would continue the old run from them.
+    std::vector<std::string> old;
+    for (const CheckpointFile& f : files)
+      if (f.gdn) old.push_back(f.path);
+    if (!old.empty() && !opt_.overwrite_checkpoints) {
+      std::string names;
+      for (std::size_t i = 0; i < old.size() && i < 3; ++i)
+        names += (i ? ", " : "") + std::filesystem::path(old[i]).filename().string();
+      if (old.size() > 3) names += ", ...";
+      throw_error("checkpoint directory '", dir, "'", t.origin("checkpoint_dir"), " holds ",
+                  old.size(), old.size() == 1 ? " checkpoint" : " checkpoints", " of another run (",
+                  names,
+                  "): a fresh run would overwrite some and leave the rest for a later --resume. "
+                  "Pass --resume to continue that run, --overwrite-checkpoints to delete them "
+                  "first, or use another directory");
+    }
+    for (const std::string& path : old) {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      GDN_CHECK(!ec, "--overwrite-checkpoints: cannot delete '", path, "': ", ec.message());
+    }
+    if (!old.empty())
+      spdlog::info("--overwrite-checkpoints: deleted the {} checkpoints of an earlier run in {}",
+                   old.size(), dir);
+  }
 }
 
 template <typename T, typename Dev>

@@ -67,6 +67,9 @@ struct TrainerOptions {
   // rank to this JSON file (write_exchange_record): what gdn_plan's predictions are
   // checked against. "" for none.
   std::string exchange_out;
+  // A fresh run (no resume) into a checkpoint directory that holds another run's
+  // checkpoints is refused; with this, they are deleted first.
+  bool overwrite_checkpoints = false;
 };
 
 template <typename T, typename Dev>
@@ -100,6 +103,7 @@ class Trainer {
                              const std::map<std::string, CommCounter>& dev_before);
   void log_step(const StepRecord& r, double seconds_per_step);
   void save();
+  void prepare_checkpoint_dir();
   void resume();
 
   RunConfig cfg_;

@@ -3,7 +3,7 @@
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
 # kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
-# eval_tokens. Each runs the real tools under mpirun and
+# checkpoint_reuse, eval_tokens. Each runs the real tools under mpirun and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -397,6 +397,42 @@ PY
     train_ok "a usable --export-hf" 2 --cp 2 --steps 1 --export-hf "$WORK/export" &&
       check "the export is written" [ -f "$WORK/export/model.safetensors" ] &&
       check "no probe file is left" [ ! -e "$WORK/export/.gdn_write_probe" ]
+    ;;
+  # ------------------------------------------------------------------ issue 16, B5
+  checkpoint_reuse)
+    # A fresh run into another run's checkpoint directory would overwrite some of its
+    # checkpoints and leave the rest for a later --resume: refused, unless
+    # --overwrite-checkpoints, which deletes the old set first.
+    D="$WORK/ckpt"
+    train_ok "run A: 4 steps, checkpoints at 2 and 4" 2 --cp 2 --steps 4 --checkpoint-every 2 \
+      --checkpoint-dir "$D" && {
+      cp "$D/ckpt-00000004.bin" "$WORK/a4.bin"
+      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 2 --checkpoint-every 1 --seed 7 \
+        --checkpoint-dir "$D"
+      expect_failure "a fresh run B into run A's directory is refused, naming it" \
+        "checkpoint directory '$D' (--checkpoint-dir) holds 2 checkpoints of another run"
+      check "the message says what to do" grep -q -- "--resume to continue that run, --overwrite-checkpoints" "$WORK/out"
+      check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
+      check "run A's checkpoints are untouched: $(ckpts "$D")" \
+        [ "$(ckpts "$D")" = "ckpt-00000002.bin ckpt-00000004.bin " ]
+      run 1 60 "$TRAIN" --help
+      check "--help explains --overwrite-checkpoints" \
+        bash -c "tr -s ' \n' ' ' <'$WORK/out' | grep -q -- '--overwrite-checkpoints [^[]*deletes them'"
+      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 5 --resume --overwrite-checkpoints \
+        --checkpoint-dir "$D"
+      expect_failure "--resume with --overwrite-checkpoints is refused" \
+        "--resume continues the run in the checkpoint directory and --overwrite-checkpoints"
+      train_ok "run B with --overwrite-checkpoints" 2 --cp 2 --steps 2 --checkpoint-every 1 \
+        --seed 7 --checkpoint-dir "$D" --overwrite-checkpoints &&
+        check "only run B's checkpoints are left: $(ckpts "$D")" \
+          [ "$(ckpts "$D")" = "ckpt-00000001.bin ckpt-00000002.bin " ] &&
+        check "it said what it deleted" grep -q "deleted the 2 checkpoints of an earlier run in $D" "$WORK/out"
+      train_ok "--resume then continues run B" 2 --cp 2 --steps 3 --resume --seed 7 \
+        --checkpoint-dir "$D" &&
+        check "from run B's step 2" grep -q "resumed from $D/ckpt-00000002.bin at step 2" "$WORK/out"
+      train_ok "a fresh run into an empty directory is fine" 2 --cp 2 --steps 1 \
+        --checkpoint-dir "$WORK/empty"
+    }
     ;;
   # ------------------------------------------------------------------ issue 16, B9
   eval_tokens)
