@@ -25,6 +25,7 @@
 #include "core/tensor.h"
 #include "test_support.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_rotation.h"
 #include "train/data.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
@@ -1040,16 +1041,30 @@ TEST_CASE("a non-finite value is never written, and a file holding one is never 
   CHECK_THROWS_WITH(load_checkpoint(p9, params, got), Contains(p9) && Contains("non-finite"));
 }
 
-TEST_CASE("prune_checkpoints keeps the newest N", "[checkpoint]") {
+TEST_CASE("the checkpoint rotation keeps the newest N of this run's, and only those",
+          "[checkpoint]") {
   TempDir tmp;
   const std::string dir = tmp.dir.string();
   const std::vector<ParamInfo> params = make_model();
   const CheckpointData<float> d = some_state<float>(params, 8);
   for (std::int64_t step : {1, 2, 3, 10, 4})
     save_checkpoint(dir, TrainingState{step, "{}"}, params, d);
-  CHECK(prune_checkpoints(dir, 0).empty());  // 0 keeps all
-  CHECK(prune_checkpoints(dir, 2).size() == 3);
-  CHECK(dir_listing(dir) == std::vector<std::string>{"ckpt-00000004.bin", "ckpt-00000010.bin"});
+  std::ofstream(tmp / "ckpt-00000099.bin") << "random bytes named like the newest checkpoint";
+  // Step 3's is another run's: the rotation never counts or deletes it.
+  const auto ours = [](const TrainingState& s) {
+    return s.step == 3 ? std::string("was written by another run") : std::string();
+  };
+  CheckpointRotation keep_all(dir, 0, scan_checkpoints(dir), ours);
+  CHECK(keep_all.saved(4).empty());  // 0 keeps all
+  CheckpointRotation rotation(dir, 2, scan_checkpoints(dir), ours);
+  REQUIRE(rotation.foreign().size() == 2);
+  CHECK(rotation.foreign()[0].first == tmp / "ckpt-00000099.bin");
+  CHECK_THAT(rotation.foreign()[1].second,
+             Contains(tmp / "ckpt-00000003.bin") && Contains("another run"));
+  save_checkpoint(dir, TrainingState{11, "{}"}, params, d);
+  CHECK(rotation.saved(11).size() == 3);  // 1, 2 and 4
+  CHECK(dir_listing(dir) == std::vector<std::string>{"ckpt-00000003.bin", "ckpt-00000010.bin",
+                                                     "ckpt-00000011.bin", "ckpt-00000099.bin"});
 }
 
 TEST_CASE("check_checkpoint_dir gives the OS's reason at start-up", "[checkpoint]") {

@@ -358,18 +358,8 @@ TrainingState load_checkpoint(const std::string& path, const std::vector<ParamIn
   return state;
 }
 
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
-  std::vector<std::string> removed;
-  if (keep <= 0) return removed;
-  const auto found = checkpoint_files(dir);
-  for (std::size_t i = std::size_t(keep); i < found.size(); ++i) {
-    std::error_code ec;
-    if (fs::remove(found[i].second, ec))
-      removed.push_back(found[i].second);
-    else if (ec)
-      spdlog::warn("cannot delete old checkpoint {}: {}", found[i].second, ec.message());
-  }
-  return removed;
+std::string checkpoint_path(const std::string& dir, std::int64_t step) {
+  return (fs::path(dir) / file_name(step)).string();
 }
 
 std::vector<CheckpointFile> scan_checkpoints(const std::string& dir) {

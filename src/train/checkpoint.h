@@ -41,9 +41,8 @@ template <typename T>
 TrainingState load_checkpoint(const std::string& path, const std::vector<ParamInfo>& params,
                               CheckpointData<T>& out);
 
-// Deletes all but the newest `keep` checkpoints of dir (keep <= 0: deletes nothing);
-// returns the deleted paths.
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
+// DIR/ckpt-<step, 8 digits>.bin: where save_checkpoint writes the checkpoint of `step`.
+std::string checkpoint_path(const std::string& dir, std::int64_t step);
 
 // A file of a checkpoint directory named like a checkpoint (ckpt-<digits>.bin).
 struct CheckpointFile {

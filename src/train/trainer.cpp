@@ -55,6 +55,23 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   return e;
 }
 
+// "" when a checkpoint's config describes the model `m`, else why not ("was written by a
+// different model (checkpoint vs this run): model.key: a vs b; ...").
+std::string model_mismatch(const std::string& config_json, const ModelConfig& m) {
+  ModelConfig saved;
+  try {
+    saved = parse_model_config(nlohmann::json::parse(config_json).at("model"), "the checkpoint");
+  } catch (const nlohmann::json::exception& e) {
+    return std::string("has no readable model config: ") + e.what();
+  } catch (const Error& e) {
+    return std::string("has a model config this run cannot read: ") + e.what();
+  }
+  std::string list;
+  for (const std::string& x : architecture_differences(saved, m))
+    list += (list.empty() ? "" : "; ") + ("model." + x);
+  return list.empty() ? "" : "was written by a different model (checkpoint vs this run): " + list;
+}
+
 // The name of the first parameter whose values (or gradients) hold a non-finite number.
 template <typename T, typename Dev>
 std::string first_nonfinite(const ParamStore<T, Dev>& ps, bool grads) {
@@ -105,6 +122,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
     prepare_checkpoint_dir();
   }
   if (opt.resume && !t.checkpoint_dir.empty()) resume();
+  if (rotation_) rotation_->report();  // after resume(): a refused one says why, alone
   if (world.rank() == 0 && !opt.exchange_out.empty()) {
     std::ofstream f(opt.exchange_out);  // written after the first step: fail now, not then
     GDN_CHECK(f.good(), "cannot write the exchange record '", opt.exchange_out,
@@ -201,7 +219,7 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::prepare_checkpoint_dir() {
   const TrainConfig& t = cfg_.train;
   const std::string& dir = t.checkpoint_dir;
-  const std::vector<CheckpointFile> files = scan_checkpoints(dir);
+  std::vector<CheckpointFile> files = scan_checkpoints(dir);
   if (!opt_.resume) {
     // A fresh run among another run's checkpoints would overwrite some and leave the
     // rest, and a later --resume would continue the old run from them.
@@ -228,7 +246,11 @@ void Trainer<T, Dev>::prepare_checkpoint_dir() {
     if (!old.empty())
       spdlog::info("--overwrite-checkpoints: deleted the {} checkpoints of an earlier run in {}",
                    old.size(), dir);
+    std::erase_if(files, [](const CheckpointFile& f) { return f.gdn; });
   }
+  rotation_ = std::make_unique<CheckpointRotation>(
+      dir, t.keep_checkpoints, files,
+      [this](const TrainingState& s) { return model_mismatch(s.config_json, cfg_.model); });
 }
 
 template <typename T, typename Dev>
@@ -246,20 +268,10 @@ void Trainer<T, Dev>::resume() {
   const TrainingState s = load_checkpoint(*path, ps.infos(), d);
   // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8): compare the
   // architecture the checkpoint was written by.
-  ModelConfig saved;
-  try {
-    saved = parse_model_config(nlohmann::json::parse(s.config_json).at("model"), *path);
-  } catch (const nlohmann::json::exception& e) {
-    throw_error("--resume: checkpoint '", *path, "' has no readable model config: ", e.what());
-  }
-  const std::vector<std::string> diff = architecture_differences(saved, cfg_.model);
-  if (!diff.empty()) {
-    std::string list;
-    for (const std::string& x : diff) list += (list.empty() ? "" : "; ") + ("model." + x);
-    throw_error("--resume: checkpoint '", *path,
-                "' was written by a different model (checkpoint vs this run): ", list,
+  const std::string mismatch = model_mismatch(s.config_json, cfg_.model);
+  if (!mismatch.empty())
+    throw_error("--resume: checkpoint '", *path, "' ", mismatch,
                 ". Resume with the config it was trained with, or use another --checkpoint-dir");
-  }
   ps.set_values(d.values);
   Dev::upload(adamw_.m().data(), d.m.data(), d.m.size());
   Dev::upload(adamw_.v().data(), d.v.data(), d.v.size());
@@ -373,7 +385,7 @@ void Trainer<T, Dev>::save() {
   s.step = step_;
   s.config_json = to_json(cfg_).dump();
   save_checkpoint(cfg_.train.checkpoint_dir, s, ps.infos(), d);
-  prune_checkpoints(cfg_.train.checkpoint_dir, cfg_.train.keep_checkpoints);
+  if (rotation_) rotation_->saved(step_);
   spdlog::info("checkpoint at step {} in {}", step_, cfg_.train.checkpoint_dir);
 }
 

@@ -19,6 +19,7 @@
 #include "cp/shard.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
+#include "train/checkpoint_rotation.h"
 #include "train/data.h"
 #include "train/mesh.h"
 #include "train/optimizer.h"
@@ -117,6 +118,7 @@ class Trainer {
   std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
   std::ofstream log_;
+  std::unique_ptr<CheckpointRotation> rotation_;  // rank 0, with a checkpoint directory
 };
 
 }  // namespace gdn

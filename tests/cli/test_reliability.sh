@@ -3,7 +3,8 @@
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
 # kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
-# checkpoint_reuse, eval_tokens. Each runs the real tools under mpirun and
+# checkpoint_reuse, rotation_foreign, eval_tokens. Each runs the real tools under mpirun
+# and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -432,6 +433,38 @@ PY
         check "from run B's step 2" grep -q "resumed from $D/ckpt-00000002.bin at step 2" "$WORK/out"
       train_ok "a fresh run into an empty directory is fine" 2 --cp 2 --steps 1 \
         --checkpoint-dir "$WORK/empty"
+    }
+    ;;
+  # ------------------------------------------------------------------ issue 16, B6
+  rotation_foreign)
+    # Files named like checkpoints that are not this run's (random bytes, another model's
+    # checkpoint) are neither counted by --keep-checkpoints nor deleted; each is named once.
+    D="$WORK/ckpt"
+    mkdir -p "$D"
+    head -c 4096 /dev/urandom >"$D/ckpt-00000009.bin"
+    train_ok "3 steps, --keep-checkpoints 1, beside random bytes named ckpt-00000009.bin" 2 \
+      --cp 2 --steps 3 --checkpoint-every 1 --keep-checkpoints 1 --checkpoint-dir "$D" && {
+      check "the run's newest checkpoint is kept and the random file left alone: $(ckpts "$D")" \
+        [ "$(ckpts "$D")" = "ckpt-00000003.bin ckpt-00000009.bin " ]
+      check "the random file is named once" [ "$(grep -c "ckpt-00000009.bin" "$WORK/out")" -eq 1 ]
+      check "... as left alone by the rotation" grep -q "leaves alone a file that is not a checkpoint of this run: '$D/ckpt-00000009.bin'" "$WORK/out"
+    }
+    # Another model's checkpoint (Hk 4 x K 8: the same shapes) at an older step, in a
+    # directory this run resumes in.
+    O="$WORK/other"
+    jq '.model.linear_num_key_heads = 4 | .model.linear_key_head_dim = 8' "$CONFIG" >"$WORK/other.json"
+    run 2 120 "$TRAIN" --config "$WORK/other.json" --cp 2 --steps 1 --checkpoint-dir "$O"
+    check "the other model's run wrote a checkpoint" [ -f "$O/ckpt-00000001.bin" ]
+    R="$WORK/resume"
+    train_ok "2 steps" 2 --cp 2 --steps 2 --checkpoint-every 1 --checkpoint-dir "$R" && {
+      rm "$R/ckpt-00000001.bin"
+      cp "$O/ckpt-00000001.bin" "$R/ckpt-00000001.bin"
+      train_ok "--resume to step 4 with --keep-checkpoints 1" 2 --cp 2 --steps 4 \
+        --checkpoint-every 1 --keep-checkpoints 1 --resume --checkpoint-dir "$R" &&
+        check "the other model's checkpoint is left alone: $(ckpts "$R")" \
+          [ "$(ckpts "$R")" = "ckpt-00000001.bin ckpt-00000004.bin " ] &&
+        check "... and named once, with the reason" \
+          [ "$(grep -c "'$R/ckpt-00000001.bin' was written by a different model" "$WORK/out")" -eq 1 ]
     }
     ;;
   # ------------------------------------------------------------------ issue 16, B9
