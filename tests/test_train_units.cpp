@@ -33,6 +33,8 @@
 
 using namespace gdn;
 using Catch::Contains;
+using Catch::EndsWith;
+using Catch::StartsWith;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -279,6 +281,31 @@ TEST_CASE("load_config names the file when it is missing or malformed", "[config
   const RunConfig c = load_config(good);
   CHECK(c.source == good);
   CHECK(c.train.cp == 2);
+}
+
+TEST_CASE("validate_layout refuses step sizes that overflow 64 bits, naming the flag or key",
+          "[config]") {
+  // vocab_size 256 is the widest row: 2^62 tokens x 256 x 8 bytes wraps around.
+  RunConfig c = parse(valid_config());
+  set_train_field_text(c.train, *find_train_field("seq_len"), "4611686018427387904");
+  CHECK_THROWS_WITH(validate_layout(c, 4),
+                    StartsWith("--seq-len 4611686018427387904: batch_size x seq_len x 256 values "
+                               "(vocab_size) x 8 bytes overflows a 64-bit size even at "
+                               "batch_size 1") &&
+                        EndsWith("the largest seq_len whose sizes fit is 4503599627370495"));
+  c = parse(valid_config());
+  c.train.seq_len = std::int64_t(1) << 62;  // as if from the file
+  CHECK_THROWS_WITH(validate_layout(c, 4),
+                    StartsWith("train.seq_len = 4611686018427387904 in test.json: "));
+  // 2^50 tokens x 2^11 bytes fit for one sequence, not for the 4 of the batch: the batch
+  // is named.
+  c = parse(valid_config());
+  c.train.seq_len = std::int64_t(1) << 50;
+  CHECK_THROWS_WITH(validate_layout(c, 4),
+                    StartsWith("train.batch_size = 4 in test.json: ") &&
+                        EndsWith("the largest batch_size whose sizes fit is 3"));
+  c.train.seq_len = (std::int64_t(1) << 50) - 1;
+  CHECK_NOTHROW(validate_layout(c, 4));
 }
 
 TEST_CASE("validate_layout explains each bad layout", "[config]") {

@@ -3,8 +3,8 @@
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
 # kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
-# checkpoint_reuse, rotation_foreign, eval_tokens. Each runs the real tools under mpirun
-# and
+# checkpoint_reuse, rotation_foreign, size_overflow, eval_tokens. Each runs the real
+# tools under mpirun and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -15,6 +15,7 @@ SRC=$3
 CASE=$4
 TRAIN="$BIN/gdn_train"
 EVAL="$BIN/gdn_eval"
+PLAN="$BIN/gdn_plan"
 KERNEL="$BIN/gdn_kernel"
 MAKE="$BIN/gdn_make_inputs"
 DIFF="$BIN/gdn_npy_diff"
@@ -466,6 +467,36 @@ PY
         check "... and named once, with the reason" \
           [ "$(grep -c "'$R/ckpt-00000001.bin' was written by a different model" "$WORK/out")" -eq 1 ]
     }
+    ;;
+  # ------------------------------------------------------------------ issue 16, B7
+  size_overflow)
+    # seq_len 2^62: batch x seq_len x width x bytes overflows int64. Refused at set-up,
+    # naming the flag (or the key), by gdn_train and gdn_plan alike.
+    BIG=4611686018427387904
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --seq-len $BIG
+    expect_failure "gdn_train --seq-len 2^62" "--seq-len $BIG: batch_size x seq_len x"
+    check "not a std::vector error" bash -c "! grep -q 'max_size\|vector' '$WORK/out'"
+    check "it gives the largest seq_len that fits" grep -q "the largest seq_len whose sizes fit is [0-9]" "$WORK/out"
+    timeout 60 "$PLAN" --config "$CONFIG" --cp 2 --seq-len $BIG >"$WORK/out" 2>&1
+    rc=$?
+    expect_failure "gdn_plan --seq-len 2^62" "--seq-len $BIG: batch_size x seq_len x"
+    check "gdn_plan prints no plan" bash -c "! grep -q 'tokens per step' '$WORK/out'"
+    python3 -c "import json, sys; c = json.load(open(sys.argv[1])); c['train']['seq_len'] = 2**62; print(json.dumps(c))" \
+      "$CONFIG" >"$WORK/big.json"  # (jq would round 2^62 to a double)
+    timeout 60 "$PLAN" --config "$WORK/big.json" --cp 2 >"$WORK/out" 2>&1
+    rc=$?
+    expect_failure "train.seq_len 2^62 in the file names the key and file" \
+      "train.seq_len = $BIG in $WORK/big.json: "
+    # A batch that overflows with a seq_len that alone would fit names --batch.
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --seq-len 1099511627776 --batch 2000000000
+    expect_failure "--batch 2e9 at seq_len 2^40" "--batch 2000000000: "
+    # The attention layers' (query, key) pairs grow as seq_len^2.
+    timeout 60 "$PLAN" --config "$SRC/configs/tiny-qwen3-next.json" --cp 2 --seq-len 4294967296 >"$WORK/out" 2>&1
+    rc=$?
+    expect_failure "gdn_plan: attention pairs at seq_len 2^32" \
+      "--seq-len 4294967296: batch_size x seq_len (seq_len + 1) / 2 (query, key) pairs"
+    timeout 60 "$PLAN" --config "$CONFIG" --cp 2 --seq-len 4096 >"$WORK/out" 2>&1
+    check "an ordinary seq_len still plans" [ $? -eq 0 ]
     ;;
   # ------------------------------------------------------------------ issue 16, B9
   eval_tokens)
