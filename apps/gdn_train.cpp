@@ -277,7 +277,9 @@ int main(int argc, char** argv) {
     } else if (s.help) {
       if (world.rank() == 0) std::cout << make_options().help() << std::endl;
     } else {
-      Watchdog watchdog(s.cfg.train.watchdog_s, world.rank());
+      const std::string heartbeats =
+          s.cfg.train.watchdog_s > 0 ? app::make_heartbeat_dir(world) : std::string();
+      Watchdog watchdog(s.cfg.train.watchdog_s, world.rank(), world.size(), heartbeats);
       if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); })) {
         rc = 1;
       } else {

@@ -3,8 +3,8 @@
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
 # kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
-# checkpoint_reuse, rotation_foreign, size_overflow, eval_tokens. Each runs the real
-# tools under mpirun and
+# checkpoint_reuse, rotation_foreign, size_overflow, watchdog_silent, eval_tokens. Each
+# runs the real tools under mpirun and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -34,6 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
+export TMPDIR="$WORK"  # the watchdog's heartbeat directories, removed with $WORK
 
 # run NP TIMEOUT TOOL ARGS...: the tool under mpirun; output in $WORK/out, exit code in $rc.
 run() {
@@ -497,6 +498,70 @@ PY
       "--seq-len 4294967296: batch_size x seq_len (seq_len + 1) / 2 (query, key) pairs"
     timeout 60 "$PLAN" --config "$CONFIG" --cp 2 --seq-len 4096 >"$WORK/out" 2>&1
     check "an ordinary seq_len still plans" [ $? -eq 0 ]
+    ;;
+  # ------------------------------------------------------------------ issue 16, B8
+  watchdog_silent)
+    # Rank 0 (and then ranks 0 and 2) stopped mid-run: the ranks that wait for them time
+    # out, and the watchdog's line must name the stopped rank(s), not the rank that noticed.
+    stop_ranks() {  # stop_ranks NAME RANK...: stops those ranks of a 3-rank run
+      local name=$1
+      shift
+      local log="$WORK/$name.jsonl" victims=() r p
+      timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 3 "$TRAIN" --config "$CONFIG" --cp 3 \
+        --steps 100000 --watchdog-s 3 --log "$log" >"$WORK/out" 2>&1 &
+      JOB=$!
+      for _ in $(seq 300); do  # up to 30 s for the first step
+        [ -s "$log" ] && break
+        kill -0 "$JOB" 2>/dev/null || break
+        sleep 0.1
+      done
+      for r in "$@"; do
+        p=$(rank_pid gdn_train "$log" "$r")
+        [ -n "$p" ] && victims+=("$p")
+      done
+      if [ ! -s "$log" ] || [ "${#victims[@]}" -ne $# ]; then
+        cat "$WORK/out"
+        fail "$name: the run did not start or a rank was not found"
+        kill "$JOB" 2>/dev/null
+        wait "$JOB" 2>/dev/null
+        return 1
+      fi
+      kill -STOP "${victims[@]}"
+      for _ in $(seq 300); do  # up to 30 s
+        kill -0 "$JOB" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -CONT "${victims[@]}" 2>/dev/null
+      if kill -0 "$JOB" 2>/dev/null; then
+        fail "$name: the job still runs 30 s after the ranks were stopped"
+        kill "$JOB" 2>/dev/null
+        wait "$JOB" 2>/dev/null
+        return 1
+      fi
+      wait "$JOB" 2>/dev/null
+      grep '^\[watchdog\]' "$WORK/out" >"$WORK/$name.lines"
+    }
+    if stop_ranks rank0 0; then
+      first=$(head -n 1 "$WORK/rank0.lines")
+      if grep -qE "^\[watchdog\] \[error\] rank 0 is silent \(.*last seen: rank 0 at step [0-9]+, in " <<<"$first" &&
+        grep -qE "rank [12] made no progress for [0-9]+ s \(--watchdog-s 3\)" <<<"$first"; then
+        pass "rank 0 stopped: the first watchdog line names rank 0 as silent, then the rank that noticed: $first"
+      else
+        cat "$WORK/out"
+        fail "rank 0 stopped: the first watchdog line does not name rank 0 as the silent rank"
+      fi
+      check "every watchdog line names rank 0, and only rank 0, as silent" \
+        bash -c "! grep -qv '^\[watchdog\] \[error\] rank 0 is silent ' '$WORK/rank0.lines'"
+    fi
+    if stop_ranks rank02 0 2; then
+      first=$(head -n 1 "$WORK/rank02.lines")
+      if grep -qE "^\[watchdog\] \[error\] ranks 0, 2 are silent .*rank 1 made no progress" <<<"$first"; then
+        pass "ranks 0 and 2 stopped: rank 1's line names both as silent: $first"
+      else
+        cat "$WORK/out"
+        fail "ranks 0 and 2 stopped: the watchdog line does not name ranks 0 and 2"
+      fi
+    fi
     ;;
   # ------------------------------------------------------------------ issue 16, B9
   eval_tokens)
