@@ -317,6 +317,7 @@ TrainingState load_checkpoint(const std::string& path, const std::vector<ParamIn
     const json& h = p.header;
     state.step = h.at("step").get<std::int64_t>();
     state.config_json = h.at("config_json").get<std::string>();
+    state.dtype = dtype_name(file_type);
     const json& list = h.at("tensors");
     std::size_t np = 0;
     for (const json& e : list) np += e.at("kind").get<std::string>() == "param";
@@ -373,6 +374,7 @@ std::vector<CheckpointFile> scan_checkpoints(const std::string& dir) {
       f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
       const Parsed p = verify(path, bytes);
       require_finite_data(path, p, bytes);
+      f.state.dtype = dtype_name(file_dtype(path, p));
       try {
         f.state.step = p.header.at("step").get<std::int64_t>();
         f.state.config_json = p.header.at("config_json").get<std::string>();

@@ -17,6 +17,7 @@ namespace gdn {
 struct TrainingState {
   std::int64_t step = 0;    // steps completed; the next step to run
   std::string config_json;  // the run's config (to_json(RunConfig)): checked on resume
+  std::string dtype = "";   // of the stored values, "f32" or "f64" (set when read)
 };
 
 // Host copies of the flat parameter values and AdamW moments, in parameter order.
@@ -50,7 +51,7 @@ struct CheckpointFile {
   std::string path;
   bool gdn = false;     // it starts with the checkpoint magic: gdn-cp wrote it (maybe torn)
   std::string problem;  // why it is not a loadable checkpoint; "" when it is one
-  TrainingState state;  // its step and config, when it is one
+  TrainingState state;  // its step, config and dtype, when it is one
 };
 
 // Every file of dir named like a checkpoint, newest first, each read and verified as

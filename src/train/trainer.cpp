@@ -276,7 +276,15 @@ void Trainer<T, Dev>::resume() {
   Dev::upload(adamw_.m().data(), d.m.data(), d.m.size());
   Dev::upload(adamw_.v().data(), d.v.data(), d.v.size());
   step_ = s.step;
-  if (world_.rank() == 0) spdlog::info("resumed from {} at step {}", *path, step_);
+  if (world_.rank() != 0) return;
+  spdlog::info("resumed from {} at step {}", *path, step_);
+  const TrainConfig& t = cfg_.train;
+  if (s.dtype != t.dtype)
+    spdlog::warn(
+        "--resume: checkpoint {} holds {} values and this run is {}{}: its parameters and "
+        "AdamW moments are {} to {}",
+        *path, s.dtype, t.dtype, t.origin("dtype"), t.dtype == "f32" ? "rounded" : "widened",
+        t.dtype);
 }
 
 template <typename T, typename Dev>

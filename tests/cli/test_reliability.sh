@@ -3,8 +3,8 @@
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
 # kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
-# checkpoint_reuse, rotation_foreign, size_overflow, watchdog_silent, eval_tokens. Each
-# runs the real tools under mpirun and
+# checkpoint_reuse, rotation_foreign, size_overflow, watchdog_silent, eval_tokens,
+# resume_dtype. Each runs the real tools under mpirun and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -577,6 +577,25 @@ PY
     expect_failure "--tokens [0, 9] names the file and the shape" \
       "--tokens $WORK/empty.npy has shape [0, 9]: expected [B, T + 1] with B >= 1 and T >= 1"
     check "not from inside the model" bash -c "! grep -q 'invalid GDN shape' '$WORK/out'"
+    ;;
+  # ------------------------------------------------------------------ issue 16, B11
+  resume_dtype)
+    # A checkpoint of one dtype resumed into a run of the other: converted, with one
+    # warning that says so.
+    for pair in "f64 f32 rounded" "f32 f64 widened"; do
+      read -r from to verb <<<"$pair"
+      D="$WORK/ckpt_$from"
+      train_ok "2 $from steps" 2 --cp 2 --steps 2 --dtype "$from" --checkpoint-dir "$D" && {
+        train_ok "resumed as $to" 2 --cp 2 --steps 3 --dtype "$to" --resume --checkpoint-dir "$D"
+        phrase="--resume: checkpoint $D/ckpt-00000002.bin holds $from values and this run is $to (--dtype): its parameters and AdamW moments are $verb to $to"
+        n=$(grep -cF -- "$phrase" "$WORK/out")
+        check "$from -> $to: one warning ($n)" [ "$n" -eq 1 ]
+        check "it resumed" grep -q "resumed from $D/ckpt-00000002.bin at step 2" "$WORK/out"
+        train_ok "$to again, from the $to checkpoint of step 3" 2 --cp 2 --steps 4 --dtype "$to" \
+          --resume --checkpoint-dir "$D" &&
+          check "the same dtype: no warning" bash -c "! grep -q 'holds .* values and this run is' '$WORK/out'"
+      }
+    done
     ;;
   *)
     echo "test_reliability.sh: unknown case '$CASE'"
