@@ -29,6 +29,7 @@
 #include "train/data.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
+#include "train/step_log.h"
 #include "train/train_config.h"
 
 using namespace gdn;
@@ -306,6 +307,21 @@ TEST_CASE("validate_layout refuses step sizes that overflow 64 bits, naming the 
                         EndsWith("the largest batch_size whose sizes fit is 3"));
   c.train.seq_len = (std::int64_t(1) << 50) - 1;
   CHECK_NOTHROW(validate_layout(c, 4));
+}
+
+TEST_CASE("truncate_step_log keeps the steps before the checkpoint, once", "[train]") {
+  TempDir tmp;
+  const std::string log = tmp / "run.jsonl";
+  CHECK(truncate_step_log(log, 2) == 0);  // no log yet
+  std::ofstream(log) << "{\"step\":0,\"loss\":5}\n{\"step\":1,\"loss\":4}\n{\"step\":2}\n"
+                        "{\"step\":3}\n{\"step\":4,\"lo";
+  CHECK(truncate_step_log(log, 2) == 3);
+  std::ifstream in(log);
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(kept == "{\"step\":0,\"loss\":5}\n{\"step\":1,\"loss\":4}\n");
+  CHECK(truncate_step_log(log, 2) == 0);  // nothing more to drop
+  CHECK_FALSE(fs::exists(log + ".tmp"));
+  CHECK(truncate_step_log("/dev/null", 0) == 0);  // not a regular file: left alone
 }
 
 TEST_CASE("validate_layout explains each bad layout", "[config]") {

@@ -16,6 +16,7 @@
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
 #include "train/checkpoint.h"
+#include "train/step_log.h"
 
 namespace gdn {
 
@@ -259,8 +260,10 @@ void Trainer<T, Dev>::resume() {
   const std::string& dir = cfg_.train.checkpoint_dir;
   const std::optional<std::string> path = latest_checkpoint(dir, /*warn=*/world_.rank() == 0);
   if (!path) {
-    if (world_.rank() == 0)
+    if (world_.rank() == 0) {
       spdlog::warn("--resume: no complete checkpoint in {}; starting from step 0", dir);
+      drop_logged_steps();
+    }
     return;
   }
   ParamStore<T, Dev>& ps = model_.params();
@@ -285,6 +288,18 @@ void Trainer<T, Dev>::resume() {
         "AdamW moments are {} to {}",
         *path, s.dtype, t.dtype, t.origin("dtype"), t.dtype == "f32" ? "rounded" : "widened",
         t.dtype);
+  drop_logged_steps();
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::drop_logged_steps() {
+  // Steps logged after the checkpoint was written run again: the log keeps one line each.
+  const std::string& log = cfg_.train.log;
+  if (log.empty()) return;
+  const std::int64_t dropped = truncate_step_log(log, step_);
+  if (dropped > 0)
+    spdlog::info("--resume: dropped {} {} of {} past step {} (those steps run again)", dropped,
+                 dropped == 1 ? "line" : "lines", log, step_);
 }
 
 template <typename T, typename Dev>

@@ -106,6 +106,7 @@ class Trainer {
   void save();
   void prepare_checkpoint_dir();
   void resume();
+  void drop_logged_steps();
 
   RunConfig cfg_;
   TrainerOptions opt_;

@@ -4,7 +4,7 @@
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
 # kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
 # checkpoint_reuse, rotation_foreign, size_overflow, watchdog_silent, eval_tokens,
-# resume_dtype. Each runs the real tools under mpirun and
+# resume_dtype, resume_log. Each runs the real tools under mpirun and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -596,6 +596,68 @@ PY
           check "the same dtype: no warning" bash -c "! grep -q 'holds .* values and this run is' '$WORK/out'"
       }
     done
+    ;;
+  # ------------------------------------------------------------------ issue 16, B12
+  resume_log)
+    # Steps logged after the last checkpoint run again on --resume: the log must hold each
+    # step once. (1) As if a SIGTERM came after step 4 was logged, before its checkpoint,
+    # mid-way through the next line.
+    L="$WORK/log.jsonl"
+    D="$WORK/ckpt"
+    train_ok "4 steps, checkpoints at 2 and 4" 2 --cp 2 --steps 4 --checkpoint-every 2 \
+      --keep-checkpoints 0 --checkpoint-dir "$D" --log "$L" && {
+      rm "$D/ckpt-00000004.bin"
+      head -n 2 "$L" >"$WORK/kept"
+      printf '{"step":4,"lo' >>"$L"
+      train_ok "--resume to step 6" 2 --cp 2 --steps 6 --checkpoint-every 2 --resume \
+        --checkpoint-dir "$D" --log "$L" &&
+        check "it resumed from step 2" grep -q "resumed from $D/ckpt-00000002.bin at step 2" "$WORK/out" &&
+        check "the log holds steps 0..5 once each: $(jq -r .step "$L" 2>&1 | tr '\n' ' ')" \
+          [ "$(jq -r .step "$L" 2>&1 | tr '\n' ' ')" = "0 1 2 3 4 5 " ] &&
+        check "the lines before the checkpoint are kept as they were" \
+          [ "$(head -n 2 "$L")" = "$(cat "$WORK/kept")" ] &&
+        check "it said so once" [ "$(grep -c "dropped 3 lines of $L past step 2" "$WORK/out")" -eq 1 ]
+    }
+    # (2) A real SIGTERM to the ranks, sent while (stopped for a look) the log holds steps
+    # past the newest checkpoint.
+    L="$WORK/term.jsonl"
+    D="$WORK/ckpt_term"
+    timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$TRAIN" --config "$CONFIG" --cp 2 \
+      --steps 100000 --checkpoint-every 3 --checkpoint-dir "$D" --log "$L" >"$WORK/out" 2>&1 &
+    JOB=$!
+    logged=0 saved=0
+    for _ in $(seq 600); do  # up to 60 s
+      kill -0 "$JOB" 2>/dev/null || break
+      if [ -s "$L" ] && [ "$(wc -l <"$L")" -ge 4 ]; then
+        ranks=$(for r in 0 1; do rank_pid gdn_train "$L" "$r"; done | tr '\n' ' ')
+        # shellcheck disable=SC2086
+        kill -STOP $ranks 2>/dev/null
+        logged=$(wc -l <"$L")
+        newest=$(find "$D" -maxdepth 1 -name 'ckpt-*.bin' | sort | tail -n 1)
+        saved=$([ -n "$newest" ] && echo $((10#$(basename "$newest" .bin | sed 's/^ckpt-//'))) || echo 0)
+        if [ "$saved" -gt 0 ] && [ "$logged" -gt "$saved" ]; then
+          # shellcheck disable=SC2086
+          kill -TERM $ranks  # delivered as they continue: not one more step
+          # shellcheck disable=SC2086
+          kill -CONT $ranks 2>/dev/null
+          break
+        fi
+        # shellcheck disable=SC2086
+        kill -CONT $ranks 2>/dev/null
+      fi
+      sleep 0.05
+    done
+    wait "$JOB" 2>/dev/null
+    if [ "$saved" -eq 0 ] || [ "$logged" -le "$saved" ]; then
+      cat "$WORK/out"
+      fail "SIGTERM: the job was not caught with logged steps past a checkpoint"
+    else
+      n=$((logged + 2))
+      train_ok "--resume after a SIGTERM at $logged logged steps, checkpoint at $saved" 2 --cp 2 \
+        --steps "$n" --checkpoint-every 3 --resume --checkpoint-dir "$D" --log "$L" &&
+        check "the log holds steps 0..$((n - 1)) once each: $(jq -r .step "$L" 2>&1 | tr '\n' ' ')" \
+          [ "$(jq -r .step "$L" 2>&1 | tr '\n' ' ')" = "$(seq 0 $((n - 1)) | tr '\n' ' ')" ]
+    fi
     ;;
   *)
     echo "test_reliability.sh: unknown case '$CASE'"
