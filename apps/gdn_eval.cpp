@@ -104,8 +104,10 @@ Setup parse(int argc, char** argv, int world_size) {
   GDN_CHECK(a.dtype == DType::i32 || a.dtype == DType::i64, "--tokens ", s.tokens_path, " holds ",
             dtype_name(a.dtype), ": expected int32 or int64 token ids");
   s.tokens = npy_to_tensor<std::int64_t>(a, s.tokens_path);
-  GDN_CHECK(s.tokens.shape.size() == 2 && s.tokens.shape[1] >= 2, "--tokens ", s.tokens_path,
-            " has shape ", shape_str(s.tokens.shape), ": expected [B, T + 1] with T >= 1");
+  // B = 0 would reach the model as an invalid GDN shape: refused here, naming the file.
+  GDN_CHECK(s.tokens.shape.size() == 2 && s.tokens.shape[0] >= 1 && s.tokens.shape[1] >= 2,
+            "--tokens ", s.tokens_path, " has shape ", shape_str(s.tokens.shape),
+            ": expected [B, T + 1] with B >= 1 and T >= 1");
   const std::int64_t B = s.tokens.shape[0], T = s.tokens.shape[1] - 1;
   GDN_CHECK(B % s.dp == 0, "--tokens ", s.tokens_path, ": B = ", B,
             " sequences do not split over dp = ", s.dp, " groups (world ", world_size, " / cp ",

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/watchdog.h"
+#include "core/writable_dir.h"
 #include "cp/shard.h"
 #include "model/hf_weights.h"
 #include "train/data.h"
@@ -58,7 +59,7 @@ cxxopts::Options make_options() {
       cxxopts::value<std::string>())(
       "export-hf",
       "at the end, write the weights as a Hugging Face checkpoint (config.json and "
-      "model.safetensors) to this directory",
+      "model.safetensors) to this directory (created, and checked writable, at start-up)",
       cxxopts::value<std::string>())(
       "exchange-out",
       "after the first step, write every rank's exact Communicator counters of that step "
@@ -72,6 +73,10 @@ cxxopts::Options make_options() {
   o.add_options()("resume",
                   "continue from the newest complete checkpoint in the checkpoint directory; "
                   "refused when it was written by another architecture")(
+      "overwrite-checkpoints",
+      "a run without --resume refuses a checkpoint directory that holds checkpoints of an "
+      "earlier run (it would overwrite some and leave the rest for a later --resume); this "
+      "deletes them at start-up instead")(
       "load-balance",
       "sequence sharding: none (contiguous, in rank order) is the only one GDN allows; zigzag "
       "is refused with the reason",
@@ -89,7 +94,7 @@ struct Setup {
   RunConfig cfg;
   std::string init_from, export_hf, exchange_out;
   std::string tie_note;  // a tied head the --init-from checkpoint unties (warned about)
-  bool resume = false;
+  bool resume = false, overwrite_checkpoints = false;
   bool help = false;
   app::Device device = app::Device::cpu;
   std::shared_ptr<const TokenSource> data;  // train.data, opened once for the whole run
@@ -141,6 +146,13 @@ Setup parse(int argc, char** argv, int world_size) {
   s.resume = res.count("resume") > 0;
   GDN_CHECK(!s.resume || !t.checkpoint_dir.empty(),
             "--resume needs a checkpoint directory (--checkpoint-dir or train.checkpoint_dir)");
+  s.overwrite_checkpoints = res.count("overwrite-checkpoints") > 0;
+  GDN_CHECK(!s.overwrite_checkpoints || !t.checkpoint_dir.empty(),
+            "--overwrite-checkpoints needs a checkpoint directory (--checkpoint-dir or "
+            "train.checkpoint_dir)");
+  GDN_CHECK(!(s.resume && s.overwrite_checkpoints),
+            "--resume continues the run in the checkpoint directory and --overwrite-checkpoints "
+            "deletes its checkpoints: pass one of them");
   validate_layout(s.cfg, world_size);
   // Opening the data now makes a missing, too-short or out-of-range file a set-up error;
   // the trainer and the start-up line use this source (a token file is scanned once).
@@ -170,6 +182,13 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   std::unique_ptr<Communicator> device_world;
   std::unique_ptr<Trainer<T, Dev>> trainer;
   const int on_node = ranks_on_this_node(MPI_COMM_WORLD);
+  // Rank 0 writes the export after the last step: it checks now that it can (apart from
+  // the trainer's set-up, which holds collectives that every rank must reach).
+  if (!app::run_setup_collectively(world, [&] {
+        if (world.rank() == 0 && !s.export_hf.empty())
+          require_writable_dir(s.export_hf, "the --export-hf directory");
+      }))
+    return 1;
   // Building the mesh and loading a checkpoint can fail too: agree before training.
   if (!app::run_setup_collectively(world, [&] {
 #if GDN_HAVE_CUDA
@@ -179,6 +198,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
 #endif
         TrainerOptions opt;
         opt.resume = s.resume;
+        opt.overwrite_checkpoints = s.overwrite_checkpoints;
         opt.watchdog = &watchdog;
         opt.memory_available = memory_for_this_rank(s.device, on_node);
         opt.init_from = s.init_from;
@@ -262,7 +282,9 @@ int main(int argc, char** argv) {
     } else if (s.help) {
       if (world.rank() == 0) std::cout << make_options().help() << std::endl;
     } else {
-      Watchdog watchdog(s.cfg.train.watchdog_s, world.rank());
+      const std::string heartbeats =
+          s.cfg.train.watchdog_s > 0 ? app::make_heartbeat_dir(world) : std::string();
+      Watchdog watchdog(s.cfg.train.watchdog_s, world.rank(), world.size(), heartbeats);
       if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); })) {
         rc = 1;
       } else {

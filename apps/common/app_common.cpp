@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <new>
 
 #include "comm/call_sites.h"
@@ -74,6 +76,24 @@ void run_or_abort_job(Communicator& comm, const std::function<void()>& fn) {
   spdlog::error("rank {}: {}", comm.rank(), message);
   spdlog::default_logger()->flush();
   comm.abort(1);
+}
+
+std::string make_heartbeat_dir(Communicator& comm) {
+  constexpr std::size_t kMax = 512;
+  std::string mine(kMax, '\0');
+  if (comm.rank() == 0) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/gdn-heartbeat-XXXXXX";
+    if (tmpl.size() < kMax && ::mkdtemp(tmpl.data())) mine.replace(0, tmpl.size(), tmpl);
+  }
+  std::string all(kMax * std::size_t(comm.size()), '\0');
+  comm.all_gather(mine.data(), all.data(), kMax, "app.heartbeat_dir");
+  const std::string dir = all.substr(0, all.find('\0'));
+  if (!dir.empty() && comm.rank() != 0) {
+    std::error_code ec;  // on rank 0's node it exists already
+    std::filesystem::create_directories(dir, ec);
+  }
+  return dir;
 }
 
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what) {

@@ -34,6 +34,12 @@ std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options
 // (std::bad_alloc as an out-of-memory message) and aborts the whole job.
 void run_or_abort_job(Communicator& comm, const std::function<void()>& fn);
 
+// A fresh directory for the watchdog's heartbeats (core/heartbeat.h), the same name on
+// every rank: rank 0 makes it under $TMPDIR (or /tmp), and ranks on other nodes create
+// that path there, so the ranks of each node see each other's. "" when rank 0 cannot make
+// one (the watchdog then names only its own rank). Collective over comm.
+std::string make_heartbeat_dir(Communicator& comm);
+
 // "0,100,250" -> {0, 100, 250}. Errors name `what` and the bad item.
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what);
 

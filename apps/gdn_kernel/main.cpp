@@ -109,7 +109,9 @@ int main(int argc, char** argv) {
     } else if (args.help) {
       if (comm.rank() == 0) std::cout << make_options().help() << std::endl;
     } else {
-      Watchdog watchdog(args.watchdog_s, comm.rank());
+      const std::string heartbeats =
+          args.watchdog_s > 0 ? app::make_heartbeat_dir(comm) : std::string();
+      Watchdog watchdog(args.watchdog_s, comm.rank(), comm.size(), heartbeats);
       app::run_or_abort_job(comm, [&] {
         if (in.compute == DType::f64)
           run<double>(comm, args, in, watchdog);

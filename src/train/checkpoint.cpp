@@ -23,6 +23,7 @@
 #include "core/atomic_file.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/writable_dir.h"
 
 namespace gdn {
 namespace {
@@ -285,6 +286,7 @@ TrainingState load_checkpoint(const std::string& path, const std::vector<ParamIn
     const json& h = p.header;
     state.step = h.at("step").get<std::int64_t>();
     state.config_json = h.at("config_json").get<std::string>();
+    state.dtype = dtype_name(file_type);
     const json& list = h.at("tensors");
     std::size_t np = 0;
     for (const json& e : list) np += e.at("kind").get<std::string>() == "param";
@@ -326,37 +328,38 @@ TrainingState load_checkpoint(const std::string& path, const std::vector<ParamIn
   return state;
 }
 
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
-  std::vector<std::string> removed;
-  if (keep <= 0) return removed;
-  const auto found = checkpoint_files(dir);
-  for (std::size_t i = std::size_t(keep); i < found.size(); ++i) {
-    std::error_code ec;
-    if (fs::remove(found[i].second, ec))
-      removed.push_back(found[i].second);
-    else if (ec)
-      spdlog::warn("cannot delete old checkpoint {}: {}", found[i].second, ec.message());
+std::string checkpoint_path(const std::string& dir, std::int64_t step) {
+  return (fs::path(dir) / file_name(step)).string();
+}
+
+std::vector<CheckpointFile> scan_checkpoints(const std::string& dir) {
+  std::vector<CheckpointFile> out;
+  for (const auto& [step, path] : checkpoint_files(dir)) {
+    CheckpointFile f;
+    f.step = step;
+    f.path = path;
+    try {
+      const std::vector<char> bytes = read_file(path);
+      f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
+      const Parsed p = verify(path, bytes);
+      require_finite_data(path, p, bytes);
+      f.state.dtype = dtype_name(file_dtype(path, p));
+      try {
+        f.state.step = p.header.at("step").get<std::int64_t>();
+        f.state.config_json = p.header.at("config_json").get<std::string>();
+      } catch (const json::exception& e) {
+        throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
+      }
+    } catch (const Error& e) {
+      f.problem = e.what();
+    }
+    out.push_back(std::move(f));
   }
-  return removed;
+  return out;
 }
 
 void check_checkpoint_dir(const std::string& dir) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw_error("checkpoint directory '", dir,
-                "' exists and is not a directory: ", std::strerror(ENOTDIR));
-  fs::create_directories(dir, ec);
-  GDN_CHECK(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
-  // A probe file: the directory may exist and still refuse writes (permissions, a
-  // read-only or full file system). Finding out now beats losing a run at its first save.
-  const std::string probe = (fs::path(dir) / ".gdn_write_probe").string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GDN_CHECK(fd >= 0, "checkpoint directory '", dir, "' is not writable: ", sys_error());
-  const bool wrote = ::write(fd, "ok", 2) == 2;
-  const std::string err = sys_error();
-  ::close(fd);
-  ::unlink(probe.c_str());
-  GDN_CHECK(wrote, "checkpoint directory '", dir, "' is not writable: ", err);
+  require_writable_dir(dir, "checkpoint directory");
 }
 
 #define GDN_CHECKPOINT_INSTANTIATE(T)                                                          \

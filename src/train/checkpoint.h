@@ -17,6 +17,7 @@ namespace gdn {
 struct TrainingState {
   std::int64_t step = 0;    // steps completed; the next step to run
   std::string config_json;  // the run's config (to_json(RunConfig)): checked on resume
+  std::string dtype = "";   // of the stored values, "f32" or "f64" (set when read)
 };
 
 // Host copies of the flat parameter values and AdamW moments, in parameter order.
@@ -41,9 +42,21 @@ template <typename T>
 TrainingState load_checkpoint(const std::string& path, const std::vector<ParamInfo>& params,
                               CheckpointData<T>& out);
 
-// Deletes all but the newest `keep` checkpoints of dir (keep <= 0: deletes nothing);
-// returns the deleted paths.
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
+// DIR/ckpt-<step, 8 digits>.bin: where save_checkpoint writes the checkpoint of `step`.
+std::string checkpoint_path(const std::string& dir, std::int64_t step);
+
+// A file of a checkpoint directory named like a checkpoint (ckpt-<digits>.bin).
+struct CheckpointFile {
+  std::int64_t step = 0;  // from the name
+  std::string path;
+  bool gdn = false;     // it starts with the checkpoint magic: gdn-cp wrote it (maybe torn)
+  std::string problem;  // why it is not a loadable checkpoint; "" when it is one
+  TrainingState state;  // its step, config and dtype, when it is one
+};
+
+// Every file of dir named like a checkpoint, newest first, each read and verified as
+// latest_checkpoint does (complete, checksum, finite values). Empty when dir is missing.
+std::vector<CheckpointFile> scan_checkpoints(const std::string& dir);
 
 // Makes sure checkpoints can be written to dir: creates it if missing, then writes and
 // removes a probe file. Errors name the directory and the OS's reason.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "comm/call_sites.h"
 #include "core/error.h"
@@ -16,6 +17,7 @@
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
 #include "train/checkpoint.h"
+#include "train/step_log.h"
 
 namespace gdn {
 
@@ -53,6 +55,23 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
                 t.dtype, "), but only ", format_bytes(double(available)),
                 " is available to it; use more cp ranks, a shorter seq_len or a smaller batch");
   return e;
+}
+
+// "" when a checkpoint's config describes the model `m`, else why not ("was written by a
+// different model (checkpoint vs this run): model.key: a vs b; ...").
+std::string model_mismatch(const std::string& config_json, const ModelConfig& m) {
+  ModelConfig saved;
+  try {
+    saved = parse_model_config(nlohmann::json::parse(config_json).at("model"), "the checkpoint");
+  } catch (const nlohmann::json::exception& e) {
+    return std::string("has no readable model config: ") + e.what();
+  } catch (const Error& e) {
+    return std::string("has a model config this run cannot read: ") + e.what();
+  }
+  std::string list;
+  for (const std::string& x : architecture_differences(saved, m))
+    list += (list.empty() ? "" : "; ") + ("model." + x);
+  return list.empty() ? "" : "was written by a different model (checkpoint vs this run): " + list;
 }
 
 // The name of the first parameter whose values (or gradients) hold a non-finite number.
@@ -100,8 +119,12 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   }
   const TrainConfig& t = cfg.train;
   // Only rank 0 writes: it checks now that it can, instead of failing at the first save.
-  if (world.rank() == 0 && !t.checkpoint_dir.empty()) check_checkpoint_dir(t.checkpoint_dir);
+  if (world.rank() == 0 && !t.checkpoint_dir.empty()) {
+    check_checkpoint_dir(t.checkpoint_dir);
+    prepare_checkpoint_dir();
+  }
   if (opt.resume && !t.checkpoint_dir.empty()) resume();
+  if (rotation_) rotation_->report();  // after resume(): a refused one says why, alone
   if (world.rank() == 0 && !opt.exchange_out.empty()) {
     std::ofstream f(opt.exchange_out);  // written after the first step: fail now, not then
     GDN_CHECK(f.good(), "cannot write the exchange record '", opt.exchange_out,
@@ -195,13 +218,53 @@ void Trainer<T, Dev>::export_hf(const std::string& dir) const {
 }
 
 template <typename T, typename Dev>
+void Trainer<T, Dev>::prepare_checkpoint_dir() {
+  const TrainConfig& t = cfg_.train;
+  const std::string& dir = t.checkpoint_dir;
+  std::vector<CheckpointFile> files = scan_checkpoints(dir);
+  if (!opt_.resume) {
+    // A fresh run among another run's checkpoints would overwrite some and leave the
+    // rest, and a later --resume would continue the old run from them.
+    std::vector<std::string> old;
+    for (const CheckpointFile& f : files)
+      if (f.gdn) old.push_back(f.path);
+    if (!old.empty() && !opt_.overwrite_checkpoints) {
+      std::string names;
+      for (std::size_t i = 0; i < old.size() && i < 3; ++i)
+        names += (i ? ", " : "") + std::filesystem::path(old[i]).filename().string();
+      if (old.size() > 3) names += ", ...";
+      throw_error("checkpoint directory '", dir, "'", t.origin("checkpoint_dir"), " holds ",
+                  old.size(), old.size() == 1 ? " checkpoint" : " checkpoints", " of another run (",
+                  names,
+                  "): a fresh run would overwrite some and leave the rest for a later --resume. "
+                  "Pass --resume to continue that run, --overwrite-checkpoints to delete them "
+                  "first, or use another directory");
+    }
+    for (const std::string& path : old) {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      GDN_CHECK(!ec, "--overwrite-checkpoints: cannot delete '", path, "': ", ec.message());
+    }
+    if (!old.empty())
+      spdlog::info("--overwrite-checkpoints: deleted the {} checkpoints of an earlier run in {}",
+                   old.size(), dir);
+    std::erase_if(files, [](const CheckpointFile& f) { return f.gdn; });
+  }
+  rotation_ = std::make_unique<CheckpointRotation>(
+      dir, t.keep_checkpoints, files,
+      [this](const TrainingState& s) { return model_mismatch(s.config_json, cfg_.model); });
+}
+
+template <typename T, typename Dev>
 void Trainer<T, Dev>::resume() {
   progress("loading the checkpoint");
   const std::string& dir = cfg_.train.checkpoint_dir;
   const std::optional<std::string> path = latest_checkpoint(dir, /*warn=*/world_.rank() == 0);
   if (!path) {
-    if (world_.rank() == 0)
+    if (world_.rank() == 0) {
       spdlog::warn("--resume: no complete checkpoint in {}; starting from step 0", dir);
+      drop_logged_steps();
+    }
     return;
   }
   ParamStore<T, Dev>& ps = model_.params();
@@ -209,25 +272,35 @@ void Trainer<T, Dev>::resume() {
   const TrainingState s = load_checkpoint(*path, ps.infos(), d);
   // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8): compare the
   // architecture the checkpoint was written by.
-  ModelConfig saved;
-  try {
-    saved = parse_model_config(nlohmann::json::parse(s.config_json).at("model"), *path);
-  } catch (const nlohmann::json::exception& e) {
-    throw_error("--resume: checkpoint '", *path, "' has no readable model config: ", e.what());
-  }
-  const std::vector<std::string> diff = architecture_differences(saved, cfg_.model);
-  if (!diff.empty()) {
-    std::string list;
-    for (const std::string& x : diff) list += (list.empty() ? "" : "; ") + ("model." + x);
-    throw_error("--resume: checkpoint '", *path,
-                "' was written by a different model (checkpoint vs this run): ", list,
+  const std::string mismatch = model_mismatch(s.config_json, cfg_.model);
+  if (!mismatch.empty())
+    throw_error("--resume: checkpoint '", *path, "' ", mismatch,
                 ". Resume with the config it was trained with, or use another --checkpoint-dir");
-  }
   ps.set_values(d.values);
   Dev::upload(adamw_.m().data(), d.m.data(), d.m.size());
   Dev::upload(adamw_.v().data(), d.v.data(), d.v.size());
   step_ = s.step;
-  if (world_.rank() == 0) spdlog::info("resumed from {} at step {}", *path, step_);
+  if (world_.rank() != 0) return;
+  spdlog::info("resumed from {} at step {}", *path, step_);
+  const TrainConfig& t = cfg_.train;
+  if (s.dtype != t.dtype)
+    spdlog::warn(
+        "--resume: checkpoint {} holds {} values and this run is {}{}: its parameters and "
+        "AdamW moments are {} to {}",
+        *path, s.dtype, t.dtype, t.origin("dtype"), t.dtype == "f32" ? "rounded" : "widened",
+        t.dtype);
+  drop_logged_steps();
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::drop_logged_steps() {
+  // Steps logged after the checkpoint was written run again: the log keeps one line each.
+  const std::string& log = cfg_.train.log;
+  if (log.empty()) return;
+  const std::int64_t dropped = truncate_step_log(log, step_);
+  if (dropped > 0)
+    spdlog::info("--resume: dropped {} {} of {} past step {} (those steps run again)", dropped,
+                 dropped == 1 ? "line" : "lines", log, step_);
 }
 
 template <typename T, typename Dev>
@@ -336,7 +409,7 @@ void Trainer<T, Dev>::save() {
   s.step = step_;
   s.config_json = to_json(cfg_).dump();
   save_checkpoint(cfg_.train.checkpoint_dir, s, ps.infos(), d);
-  prune_checkpoints(cfg_.train.checkpoint_dir, cfg_.train.keep_checkpoints);
+  if (rotation_) rotation_->saved(step_);
   spdlog::info("checkpoint at step {} in {}", step_, cfg_.train.checkpoint_dir);
 }
 

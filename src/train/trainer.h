@@ -19,6 +19,7 @@
 #include "cp/shard.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
+#include "train/checkpoint_rotation.h"
 #include "train/data.h"
 #include "train/mesh.h"
 #include "train/optimizer.h"
@@ -61,6 +62,9 @@ struct TrainerOptions {
   // rank to this JSON file (write_exchange_record): what gdn_plan's predictions are
   // checked against. "" for none.
   std::string exchange_out;
+  // A fresh run (no resume) into a checkpoint directory that holds another run's
+  // checkpoints is refused; with this, they are deleted first.
+  bool overwrite_checkpoints = false;
 };
 
 template <typename T, typename Dev>
@@ -94,7 +98,9 @@ class Trainer {
                              const std::map<std::string, CommCounter>& dev_before);
   void log_step(const StepRecord& r, double seconds_per_step);
   void save();
+  void prepare_checkpoint_dir();
   void resume();
+  void drop_logged_steps();
 
   RunConfig cfg_;
   TrainerOptions opt_;
@@ -107,6 +113,7 @@ class Trainer {
   std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
   std::ofstream log_;
+  std::unique_ptr<CheckpointRotation> rotation_;  // rank 0, with a checkpoint directory
 };
 
 }  // namespace gdn

@@ -2,7 +2,9 @@
 # The failure-handling cases a user meets (docs/design.md §8), one ctest entry each:
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
-# kernel_outputs, watchdog, memory, messages. Each runs the real tools under mpirun and
+# kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
+# checkpoint_reuse, rotation_foreign, size_overflow, watchdog_silent, eval_tokens,
+# resume_dtype, resume_log. Each runs the real tools under mpirun and
 # checks what a user sees: the exit code, that nothing hangs, the message (once), and the
 # files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
@@ -12,6 +14,8 @@ MPIRUN=$2
 SRC=$3
 CASE=$4
 TRAIN="$BIN/gdn_train"
+EVAL="$BIN/gdn_eval"
+PLAN="$BIN/gdn_plan"
 KERNEL="$BIN/gdn_kernel"
 MAKE="$BIN/gdn_make_inputs"
 DIFF="$BIN/gdn_npy_diff"
@@ -30,6 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
+export TMPDIR="$WORK"  # the watchdog's heartbeat directories, removed with $WORK
 
 # run NP TIMEOUT TOOL ARGS...: the tool under mpirun; output in $WORK/out, exit code in $rc.
 run() {
@@ -370,6 +375,289 @@ PY
       }
       expect_failure_or_ok
     }
+    ;;
+  # ------------------------------------------------------------------ issue 16, B4
+  export_path)
+    # --export-hf is written after the last step: an unusable path must be refused at
+    # start-up (once, exit 1 on every rank), not found when the trained weights are lost.
+    touch "$WORK/a_file"
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 20 --export-hf "$WORK/a_file"
+    expect_failure "--export-hf is a file" \
+      "the --export-hf directory '$WORK/a_file' exists and is not a directory: Not a directory"
+    check "exit 1 (every rank ended cleanly, no abort)" [ "$rc" -eq 1 ]
+    check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 20 --export-hf "$WORK/a_file/sub"
+    expect_failure "--export-hf under a file" \
+      "cannot create the --export-hf directory '$WORK/a_file/sub': Not a directory"
+    check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
+    if [ "$(id -u)" -ne 0 ]; then  # root writes anywhere
+      mkdir -p "$WORK/read_only"
+      chmod 555 "$WORK/read_only"
+      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 20 --export-hf "$WORK/read_only"
+      expect_failure "--export-hf not writable" \
+        "the --export-hf directory '$WORK/read_only' is not writable: Permission denied"
+    fi
+    train_ok "a usable --export-hf" 2 --cp 2 --steps 1 --export-hf "$WORK/export" &&
+      check "the export is written" [ -f "$WORK/export/model.safetensors" ] &&
+      check "no probe file is left" [ ! -e "$WORK/export/.gdn_write_probe" ]
+    ;;
+  # ------------------------------------------------------------------ issue 16, B5
+  checkpoint_reuse)
+    # A fresh run into another run's checkpoint directory would overwrite some of its
+    # checkpoints and leave the rest for a later --resume: refused, unless
+    # --overwrite-checkpoints, which deletes the old set first.
+    D="$WORK/ckpt"
+    train_ok "run A: 4 steps, checkpoints at 2 and 4" 2 --cp 2 --steps 4 --checkpoint-every 2 \
+      --checkpoint-dir "$D" && {
+      cp "$D/ckpt-00000004.bin" "$WORK/a4.bin"
+      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 2 --checkpoint-every 1 --seed 7 \
+        --checkpoint-dir "$D"
+      expect_failure "a fresh run B into run A's directory is refused, naming it" \
+        "checkpoint directory '$D' (--checkpoint-dir) holds 2 checkpoints of another run"
+      check "the message says what to do" grep -q -- "--resume to continue that run, --overwrite-checkpoints" "$WORK/out"
+      check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
+      check "run A's checkpoints are untouched: $(ckpts "$D")" \
+        [ "$(ckpts "$D")" = "ckpt-00000002.bin ckpt-00000004.bin " ]
+      run 1 60 "$TRAIN" --help
+      check "--help explains --overwrite-checkpoints" \
+        bash -c "tr -s ' \n' ' ' <'$WORK/out' | grep -q -- '--overwrite-checkpoints [^[]*deletes them'"
+      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 5 --resume --overwrite-checkpoints \
+        --checkpoint-dir "$D"
+      expect_failure "--resume with --overwrite-checkpoints is refused" \
+        "--resume continues the run in the checkpoint directory and --overwrite-checkpoints"
+      train_ok "run B with --overwrite-checkpoints" 2 --cp 2 --steps 2 --checkpoint-every 1 \
+        --seed 7 --checkpoint-dir "$D" --overwrite-checkpoints &&
+        check "only run B's checkpoints are left: $(ckpts "$D")" \
+          [ "$(ckpts "$D")" = "ckpt-00000001.bin ckpt-00000002.bin " ] &&
+        check "it said what it deleted" grep -q "deleted the 2 checkpoints of an earlier run in $D" "$WORK/out"
+      train_ok "--resume then continues run B" 2 --cp 2 --steps 3 --resume --seed 7 \
+        --checkpoint-dir "$D" &&
+        check "from run B's step 2" grep -q "resumed from $D/ckpt-00000002.bin at step 2" "$WORK/out"
+      train_ok "a fresh run into an empty directory is fine" 2 --cp 2 --steps 1 \
+        --checkpoint-dir "$WORK/empty"
+    }
+    ;;
+  # ------------------------------------------------------------------ issue 16, B6
+  rotation_foreign)
+    # Files named like checkpoints that are not this run's (random bytes, another model's
+    # checkpoint) are neither counted by --keep-checkpoints nor deleted; each is named once.
+    D="$WORK/ckpt"
+    mkdir -p "$D"
+    head -c 4096 /dev/urandom >"$D/ckpt-00000009.bin"
+    train_ok "3 steps, --keep-checkpoints 1, beside random bytes named ckpt-00000009.bin" 2 \
+      --cp 2 --steps 3 --checkpoint-every 1 --keep-checkpoints 1 --checkpoint-dir "$D" && {
+      check "the run's newest checkpoint is kept and the random file left alone: $(ckpts "$D")" \
+        [ "$(ckpts "$D")" = "ckpt-00000003.bin ckpt-00000009.bin " ]
+      check "the random file is named once" [ "$(grep -c "ckpt-00000009.bin" "$WORK/out")" -eq 1 ]
+      check "... as left alone by the rotation" grep -q "leaves alone a file that is not a checkpoint of this run: '$D/ckpt-00000009.bin'" "$WORK/out"
+    }
+    # Another model's checkpoint (Hk 4 x K 8: the same shapes) at an older step, in a
+    # directory this run resumes in.
+    O="$WORK/other"
+    jq '.model.linear_num_key_heads = 4 | .model.linear_key_head_dim = 8' "$CONFIG" >"$WORK/other.json"
+    run 2 120 "$TRAIN" --config "$WORK/other.json" --cp 2 --steps 1 --checkpoint-dir "$O"
+    check "the other model's run wrote a checkpoint" [ -f "$O/ckpt-00000001.bin" ]
+    R="$WORK/resume"
+    train_ok "2 steps" 2 --cp 2 --steps 2 --checkpoint-every 1 --checkpoint-dir "$R" && {
+      rm "$R/ckpt-00000001.bin"
+      cp "$O/ckpt-00000001.bin" "$R/ckpt-00000001.bin"
+      train_ok "--resume to step 4 with --keep-checkpoints 1" 2 --cp 2 --steps 4 \
+        --checkpoint-every 1 --keep-checkpoints 1 --resume --checkpoint-dir "$R" &&
+        check "the other model's checkpoint is left alone: $(ckpts "$R")" \
+          [ "$(ckpts "$R")" = "ckpt-00000001.bin ckpt-00000004.bin " ] &&
+        check "... and named once, with the reason" \
+          [ "$(grep -c "'$R/ckpt-00000001.bin' was written by a different model" "$WORK/out")" -eq 1 ]
+    }
+    ;;
+  # ------------------------------------------------------------------ issue 16, B7
+  size_overflow)
+    # seq_len 2^62: batch x seq_len x width x bytes overflows int64. Refused at set-up,
+    # naming the flag (or the key), by gdn_train and gdn_plan alike.
+    BIG=4611686018427387904
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --seq-len $BIG
+    expect_failure "gdn_train --seq-len 2^62" "--seq-len $BIG: batch_size x seq_len x"
+    check "not a std::vector error" bash -c "! grep -q 'max_size\|vector' '$WORK/out'"
+    check "it gives the largest seq_len that fits" grep -q "the largest seq_len whose sizes fit is [0-9]" "$WORK/out"
+    timeout 60 "$PLAN" --config "$CONFIG" --cp 2 --seq-len $BIG >"$WORK/out" 2>&1
+    rc=$?
+    expect_failure "gdn_plan --seq-len 2^62" "--seq-len $BIG: batch_size x seq_len x"
+    check "gdn_plan prints no plan" bash -c "! grep -q 'tokens per step' '$WORK/out'"
+    python3 -c "import json, sys; c = json.load(open(sys.argv[1])); c['train']['seq_len'] = 2**62; print(json.dumps(c))" \
+      "$CONFIG" >"$WORK/big.json"  # (jq would round 2^62 to a double)
+    timeout 60 "$PLAN" --config "$WORK/big.json" --cp 2 >"$WORK/out" 2>&1
+    rc=$?
+    expect_failure "train.seq_len 2^62 in the file names the key and file" \
+      "train.seq_len = $BIG in $WORK/big.json: "
+    # A batch that overflows with a seq_len that alone would fit names --batch.
+    run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --seq-len 1099511627776 --batch 2000000000
+    expect_failure "--batch 2e9 at seq_len 2^40" "--batch 2000000000: "
+    # The attention layers' (query, key) pairs grow as seq_len^2.
+    timeout 60 "$PLAN" --config "$SRC/configs/tiny-qwen3-next.json" --cp 2 --seq-len 4294967296 >"$WORK/out" 2>&1
+    rc=$?
+    expect_failure "gdn_plan: attention pairs at seq_len 2^32" \
+      "--seq-len 4294967296: batch_size x seq_len (seq_len + 1) / 2 (query, key) pairs"
+    timeout 60 "$PLAN" --config "$CONFIG" --cp 2 --seq-len 4096 >"$WORK/out" 2>&1
+    check "an ordinary seq_len still plans" [ $? -eq 0 ]
+    ;;
+  # ------------------------------------------------------------------ issue 16, B8
+  watchdog_silent)
+    # Rank 0 (and then ranks 0 and 2) stopped mid-run: the ranks that wait for them time
+    # out, and the watchdog's line must name the stopped rank(s), not the rank that noticed.
+    stop_ranks() {  # stop_ranks NAME RANK...: stops those ranks of a 3-rank run
+      local name=$1
+      shift
+      local log="$WORK/$name.jsonl" victims=() r p
+      timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 3 "$TRAIN" --config "$CONFIG" --cp 3 \
+        --steps 100000 --watchdog-s 3 --log "$log" >"$WORK/out" 2>&1 &
+      JOB=$!
+      for _ in $(seq 300); do  # up to 30 s for the first step
+        [ -s "$log" ] && break
+        kill -0 "$JOB" 2>/dev/null || break
+        sleep 0.1
+      done
+      for r in "$@"; do
+        p=$(rank_pid gdn_train "$log" "$r")
+        [ -n "$p" ] && victims+=("$p")
+      done
+      if [ ! -s "$log" ] || [ "${#victims[@]}" -ne $# ]; then
+        cat "$WORK/out"
+        fail "$name: the run did not start or a rank was not found"
+        kill "$JOB" 2>/dev/null
+        wait "$JOB" 2>/dev/null
+        return 1
+      fi
+      kill -STOP "${victims[@]}"
+      for _ in $(seq 300); do  # up to 30 s
+        kill -0 "$JOB" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -CONT "${victims[@]}" 2>/dev/null
+      if kill -0 "$JOB" 2>/dev/null; then
+        fail "$name: the job still runs 30 s after the ranks were stopped"
+        kill "$JOB" 2>/dev/null
+        wait "$JOB" 2>/dev/null
+        return 1
+      fi
+      wait "$JOB" 2>/dev/null
+      grep '^\[watchdog\]' "$WORK/out" >"$WORK/$name.lines"
+    }
+    if stop_ranks rank0 0; then
+      first=$(head -n 1 "$WORK/rank0.lines")
+      if grep -qE "^\[watchdog\] \[error\] rank 0 is silent \(.*last seen: rank 0 at step [0-9]+, in " <<<"$first" &&
+        grep -qE "rank [12] made no progress for [0-9]+ s \(--watchdog-s 3\)" <<<"$first"; then
+        pass "rank 0 stopped: the first watchdog line names rank 0 as silent, then the rank that noticed: $first"
+      else
+        cat "$WORK/out"
+        fail "rank 0 stopped: the first watchdog line does not name rank 0 as the silent rank"
+      fi
+      check "every watchdog line names rank 0, and only rank 0, as silent" \
+        bash -c "! grep -qv '^\[watchdog\] \[error\] rank 0 is silent ' '$WORK/rank0.lines'"
+    fi
+    if stop_ranks rank02 0 2; then
+      first=$(head -n 1 "$WORK/rank02.lines")
+      if grep -qE "^\[watchdog\] \[error\] ranks 0, 2 are silent .*rank 1 made no progress" <<<"$first"; then
+        pass "ranks 0 and 2 stopped: rank 1's line names both as silent: $first"
+      else
+        cat "$WORK/out"
+        fail "ranks 0 and 2 stopped: the watchdog line does not name ranks 0 and 2"
+      fi
+    fi
+    ;;
+  # ------------------------------------------------------------------ issue 16, B9
+  eval_tokens)
+    # --tokens of shape [0, T + 1]: refused naming the file, not as a GDN shape inside the
+    # model.
+    python3 - "$WORK/empty.npy" <<'PY'
+import sys
+h = "{'descr': '<i8', 'fortran_order': False, 'shape': (0, 9), }"
+h += " " * (63 - (10 + len(h)) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode())
+PY
+    run 2 60 "$EVAL" --init-from "$SRC/tests/fixtures/hf/qwen3_5_dense" --tokens "$WORK/empty.npy"
+    expect_failure "--tokens [0, 9] names the file and the shape" \
+      "--tokens $WORK/empty.npy has shape [0, 9]: expected [B, T + 1] with B >= 1 and T >= 1"
+    check "not from inside the model" bash -c "! grep -q 'invalid GDN shape' '$WORK/out'"
+    ;;
+  # ------------------------------------------------------------------ issue 16, B11
+  resume_dtype)
+    # A checkpoint of one dtype resumed into a run of the other: converted, with one
+    # warning that says so.
+    for pair in "f64 f32 rounded" "f32 f64 widened"; do
+      read -r from to verb <<<"$pair"
+      D="$WORK/ckpt_$from"
+      train_ok "2 $from steps" 2 --cp 2 --steps 2 --dtype "$from" --checkpoint-dir "$D" && {
+        train_ok "resumed as $to" 2 --cp 2 --steps 3 --dtype "$to" --resume --checkpoint-dir "$D"
+        phrase="--resume: checkpoint $D/ckpt-00000002.bin holds $from values and this run is $to (--dtype): its parameters and AdamW moments are $verb to $to"
+        n=$(grep -cF -- "$phrase" "$WORK/out")
+        check "$from -> $to: one warning ($n)" [ "$n" -eq 1 ]
+        check "it resumed" grep -q "resumed from $D/ckpt-00000002.bin at step 2" "$WORK/out"
+        train_ok "$to again, from the $to checkpoint of step 3" 2 --cp 2 --steps 4 --dtype "$to" \
+          --resume --checkpoint-dir "$D" &&
+          check "the same dtype: no warning" bash -c "! grep -q 'holds .* values and this run is' '$WORK/out'"
+      }
+    done
+    ;;
+  # ------------------------------------------------------------------ issue 16, B12
+  resume_log)
+    # Steps logged after the last checkpoint run again on --resume: the log must hold each
+    # step once. (1) As if a SIGTERM came after step 4 was logged, before its checkpoint,
+    # mid-way through the next line.
+    L="$WORK/log.jsonl"
+    D="$WORK/ckpt"
+    train_ok "4 steps, checkpoints at 2 and 4" 2 --cp 2 --steps 4 --checkpoint-every 2 \
+      --keep-checkpoints 0 --checkpoint-dir "$D" --log "$L" && {
+      rm "$D/ckpt-00000004.bin"
+      head -n 2 "$L" >"$WORK/kept"
+      printf '{"step":4,"lo' >>"$L"
+      train_ok "--resume to step 6" 2 --cp 2 --steps 6 --checkpoint-every 2 --resume \
+        --checkpoint-dir "$D" --log "$L" &&
+        check "it resumed from step 2" grep -q "resumed from $D/ckpt-00000002.bin at step 2" "$WORK/out" &&
+        check "the log holds steps 0..5 once each: $(jq -r .step "$L" 2>&1 | tr '\n' ' ')" \
+          [ "$(jq -r .step "$L" 2>&1 | tr '\n' ' ')" = "0 1 2 3 4 5 " ] &&
+        check "the lines before the checkpoint are kept as they were" \
+          [ "$(head -n 2 "$L")" = "$(cat "$WORK/kept")" ] &&
+        check "it said so once" [ "$(grep -c "dropped 3 lines of $L past step 2" "$WORK/out")" -eq 1 ]
+    }
+    # (2) A real SIGTERM to the ranks, sent while (stopped for a look) the log holds steps
+    # past the newest checkpoint.
+    L="$WORK/term.jsonl"
+    D="$WORK/ckpt_term"
+    timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$TRAIN" --config "$CONFIG" --cp 2 \
+      --steps 100000 --checkpoint-every 3 --checkpoint-dir "$D" --log "$L" >"$WORK/out" 2>&1 &
+    JOB=$!
+    logged=0 saved=0
+    for _ in $(seq 600); do  # up to 60 s
+      kill -0 "$JOB" 2>/dev/null || break
+      if [ -s "$L" ] && [ "$(wc -l <"$L")" -ge 4 ]; then
+        ranks=$(for r in 0 1; do rank_pid gdn_train "$L" "$r"; done | tr '\n' ' ')
+        # shellcheck disable=SC2086
+        kill -STOP $ranks 2>/dev/null
+        logged=$(wc -l <"$L")
+        newest=$(find "$D" -maxdepth 1 -name 'ckpt-*.bin' | sort | tail -n 1)
+        saved=$([ -n "$newest" ] && echo $((10#$(basename "$newest" .bin | sed 's/^ckpt-//'))) || echo 0)
+        if [ "$saved" -gt 0 ] && [ "$logged" -gt "$saved" ]; then
+          # shellcheck disable=SC2086
+          kill -TERM $ranks  # delivered as they continue: not one more step
+          # shellcheck disable=SC2086
+          kill -CONT $ranks 2>/dev/null
+          break
+        fi
+        # shellcheck disable=SC2086
+        kill -CONT $ranks 2>/dev/null
+      fi
+      sleep 0.05
+    done
+    wait "$JOB" 2>/dev/null
+    if [ "$saved" -eq 0 ] || [ "$logged" -le "$saved" ]; then
+      cat "$WORK/out"
+      fail "SIGTERM: the job was not caught with logged steps past a checkpoint"
+    else
+      n=$((logged + 2))
+      train_ok "--resume after a SIGTERM at $logged logged steps, checkpoint at $saved" 2 --cp 2 \
+        --steps "$n" --checkpoint-every 3 --resume --checkpoint-dir "$D" --log "$L" &&
+        check "the log holds steps 0..$((n - 1)) once each: $(jq -r .step "$L" 2>&1 | tr '\n' ' ')" \
+          [ "$(jq -r .step "$L" 2>&1 | tr '\n' ' ')" = "$(seq 0 $((n - 1)) | tr '\n' ' ')" ]
+    fi
     ;;
   *)
     echo "test_reliability.sh: unknown case '$CASE'"

@@ -25,13 +25,17 @@
 #include "core/tensor.h"
 #include "test_support.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_rotation.h"
 #include "train/data.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
+#include "train/step_log.h"
 #include "train/train_config.h"
 
 using namespace gdn;
 using Catch::Contains;
+using Catch::EndsWith;
+using Catch::StartsWith;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -278,6 +282,46 @@ TEST_CASE("load_config names the file when it is missing or malformed", "[config
   const RunConfig c = load_config(good);
   CHECK(c.source == good);
   CHECK(c.train.cp == 2);
+}
+
+TEST_CASE("validate_layout refuses step sizes that overflow 64 bits, naming the flag or key",
+          "[config]") {
+  // vocab_size 256 is the widest row: 2^62 tokens x 256 x 8 bytes wraps around.
+  RunConfig c = parse(valid_config());
+  set_train_field_text(c.train, *find_train_field("seq_len"), "4611686018427387904");
+  CHECK_THROWS_WITH(validate_layout(c, 4),
+                    StartsWith("--seq-len 4611686018427387904: batch_size x seq_len x 256 values "
+                               "(vocab_size) x 8 bytes overflows a 64-bit size even at "
+                               "batch_size 1") &&
+                        EndsWith("the largest seq_len whose sizes fit is 4503599627370495"));
+  c = parse(valid_config());
+  c.train.seq_len = std::int64_t(1) << 62;  // as if from the file
+  CHECK_THROWS_WITH(validate_layout(c, 4),
+                    StartsWith("train.seq_len = 4611686018427387904 in test.json: "));
+  // 2^50 tokens x 2^11 bytes fit for one sequence, not for the 4 of the batch: the batch
+  // is named.
+  c = parse(valid_config());
+  c.train.seq_len = std::int64_t(1) << 50;
+  CHECK_THROWS_WITH(validate_layout(c, 4),
+                    StartsWith("train.batch_size = 4 in test.json: ") &&
+                        EndsWith("the largest batch_size whose sizes fit is 3"));
+  c.train.seq_len = (std::int64_t(1) << 50) - 1;
+  CHECK_NOTHROW(validate_layout(c, 4));
+}
+
+TEST_CASE("truncate_step_log keeps the steps before the checkpoint, once", "[train]") {
+  TempDir tmp;
+  const std::string log = tmp / "run.jsonl";
+  CHECK(truncate_step_log(log, 2) == 0);  // no log yet
+  std::ofstream(log) << "{\"step\":0,\"loss\":5}\n{\"step\":1,\"loss\":4}\n{\"step\":2}\n"
+                        "{\"step\":3}\n{\"step\":4,\"lo";
+  CHECK(truncate_step_log(log, 2) == 3);
+  std::ifstream in(log);
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(kept == "{\"step\":0,\"loss\":5}\n{\"step\":1,\"loss\":4}\n");
+  CHECK(truncate_step_log(log, 2) == 0);  // nothing more to drop
+  CHECK_FALSE(fs::exists(log + ".tmp"));
+  CHECK(truncate_step_log("/dev/null", 0) == 0);  // not a regular file: left alone
 }
 
 TEST_CASE("validate_layout explains each bad layout", "[config]") {
@@ -1040,16 +1084,30 @@ TEST_CASE("a non-finite value is never written, and a file holding one is never 
   CHECK_THROWS_WITH(load_checkpoint(p9, params, got), Contains(p9) && Contains("non-finite"));
 }
 
-TEST_CASE("prune_checkpoints keeps the newest N", "[checkpoint]") {
+TEST_CASE("the checkpoint rotation keeps the newest N of this run's, and only those",
+          "[checkpoint]") {
   TempDir tmp;
   const std::string dir = tmp.dir.string();
   const std::vector<ParamInfo> params = make_model();
   const CheckpointData<float> d = some_state<float>(params, 8);
   for (std::int64_t step : {1, 2, 3, 10, 4})
     save_checkpoint(dir, TrainingState{step, "{}"}, params, d);
-  CHECK(prune_checkpoints(dir, 0).empty());  // 0 keeps all
-  CHECK(prune_checkpoints(dir, 2).size() == 3);
-  CHECK(dir_listing(dir) == std::vector<std::string>{"ckpt-00000004.bin", "ckpt-00000010.bin"});
+  std::ofstream(tmp / "ckpt-00000099.bin") << "random bytes named like the newest checkpoint";
+  // Step 3's is another run's: the rotation never counts or deletes it.
+  const auto ours = [](const TrainingState& s) {
+    return s.step == 3 ? std::string("was written by another run") : std::string();
+  };
+  CheckpointRotation keep_all(dir, 0, scan_checkpoints(dir), ours);
+  CHECK(keep_all.saved(4).empty());  // 0 keeps all
+  CheckpointRotation rotation(dir, 2, scan_checkpoints(dir), ours);
+  REQUIRE(rotation.foreign().size() == 2);
+  CHECK(rotation.foreign()[0].first == tmp / "ckpt-00000099.bin");
+  CHECK_THAT(rotation.foreign()[1].second,
+             Contains(tmp / "ckpt-00000003.bin") && Contains("another run"));
+  save_checkpoint(dir, TrainingState{11, "{}"}, params, d);
+  CHECK(rotation.saved(11).size() == 3);  // 1, 2 and 4
+  CHECK(dir_listing(dir) == std::vector<std::string>{"ckpt-00000003.bin", "ckpt-00000010.bin",
+                                                     "ckpt-00000011.bin", "ckpt-00000099.bin"});
 }
 
 TEST_CASE("check_checkpoint_dir gives the OS's reason at start-up", "[checkpoint]") {
