@@ -259,15 +259,39 @@ void save_checkpoint(const std::string& dir, const TrainingState& state,
   if (!unsynced.empty()) spdlog::warn("checkpoint {}: {}", final_path, unsynced);
 }
 
+namespace {
+
+// One file as latest_checkpoint and scan_checkpoints see it: complete, checksum right,
+// finite values, a readable header; otherwise the reason in `problem`.
+CheckpointFile inspect_checkpoint(std::int64_t step, const std::string& path) {
+  CheckpointFile f;
+  f.step = step;
+  f.path = path;
+  try {
+    const std::vector<char> bytes = read_file(path);
+    f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
+    const Parsed p = verify(path, bytes);
+    require_finite_data(path, p, bytes);
+    f.state.dtype = dtype_name(file_dtype(path, p));
+    try {
+      f.state.step = p.header.at("step").get<std::int64_t>();
+      f.state.config_json = p.header.at("config_json").get<std::string>();
+    } catch (const json::exception& e) {
+      throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
+    }
+  } catch (const Error& e) {
+    f.problem = e.what();
+  }
+  return f;
+}
+
+}  // namespace
+
 std::optional<std::string> latest_checkpoint(const std::string& dir, bool warn) {
   for (const auto& [step, path] : checkpoint_files(dir)) {
-    try {
-      const std::vector<char> bytes = read_file(path);
-      require_finite_data(path, verify(path, bytes), bytes);
-      return path;
-    } catch (const Error& e) {
-      if (warn) spdlog::warn("skipping checkpoint {}: {}", path, e.what());
-    }
+    const CheckpointFile f = inspect_checkpoint(step, path);
+    if (f.problem.empty()) return path;
+    if (warn) spdlog::warn("skipping checkpoint {}: {}", path, f.problem);
   }
   return std::nullopt;
 }
@@ -334,27 +358,8 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
 
 std::vector<CheckpointFile> scan_checkpoints(const std::string& dir) {
   std::vector<CheckpointFile> out;
-  for (const auto& [step, path] : checkpoint_files(dir)) {
-    CheckpointFile f;
-    f.step = step;
-    f.path = path;
-    try {
-      const std::vector<char> bytes = read_file(path);
-      f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
-      const Parsed p = verify(path, bytes);
-      require_finite_data(path, p, bytes);
-      f.state.dtype = dtype_name(file_dtype(path, p));
-      try {
-        f.state.step = p.header.at("step").get<std::int64_t>();
-        f.state.config_json = p.header.at("config_json").get<std::string>();
-      } catch (const json::exception& e) {
-        throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
-      }
-    } catch (const Error& e) {
-      f.problem = e.what();
-    }
-    out.push_back(std::move(f));
-  }
+  for (const auto& [step, path] : checkpoint_files(dir))
+    out.push_back(inspect_checkpoint(step, path));
   return out;
 }
 

@@ -1,14 +1,12 @@
 #include "train/step_log.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace gdn {
@@ -20,29 +18,6 @@ bool before(const std::string& line, std::int64_t step) {
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return false;
   return j["step"].get<std::int64_t>() < step;
-}
-
-// Writes `text` to path.tmp, fsyncs it and renames it over path.
-void replace_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GDN_CHECK(fd >= 0, "cannot rewrite the log file '", path, "': ", tmp, ": ", std::strerror(errno));
-  std::size_t done = 0;
-  bool ok = true;
-  while (ok && done < text.size()) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    ok = w > 0;
-    if (ok) done += std::size_t(w);
-  }
-  ok = ok && ::fsync(fd) == 0;
-  const std::string err = std::strerror(errno);
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = ok ? std::strerror(errno) : err;
-    ::unlink(tmp.c_str());
-    throw_error("cannot rewrite the log file '", path, "': ", why);
-  }
 }
 
 }  // namespace
@@ -65,7 +40,7 @@ std::int64_t truncate_step_log(const std::string& path, std::int64_t step) {
       ++dropped;
   }
   GDN_CHECK(!in.bad(), "cannot read the log file '", path, "': ", std::strerror(errno));
-  if (dropped > 0) replace_file(real.string(), kept);
+  if (dropped > 0) write_file_atomically(real.string(), kept, "rewriting the log file");
   return dropped;
 }
 
