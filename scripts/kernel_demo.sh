@@ -7,11 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
-case "${1:-}" in
-  -h | --help) print_help "$0"; exit 0 ;;
-  "") ;;
-  *) echo "kernel_demo.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+no_arguments "$0" "$@"
 bash scripts/build.sh >/dev/null
 . scripts/lib/mpi.sh
 WORK=$(mktemp -d)

@@ -3,11 +3,7 @@
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 . "$(dirname "$0")/lib/help.sh"
-case "${1:-}" in
-  -h | --help) print_help "$0"; exit 0 ;;
-  "") ;;
-  *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+no_arguments "$0" "$@"
 # jq reads the JSON-lines logs and stats.json in the scripts and CLI tests (rather than a
 # hand-rolled parser in shell); gnuplot-nox draws the loss-curve PNG of the reproduction;
 # python3 (standard library only) runs tests/cli/npy_tool.py, which edits .npy files and

@@ -3,11 +3,7 @@
 # mpirun, and the gdn_kernel command-line tests.
 set -euo pipefail
 . "$(dirname "$0")/lib/help.sh"
-case "${1:-}" in
-  -h | --help) print_help "$0"; exit 0 ;;
-  "") ;;
-  *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+no_arguments "$0" "$@"
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 ctest --test-dir "${GDN_BUILD_DIR:-build}" --output-on-failure

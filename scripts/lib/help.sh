@@ -4,3 +4,15 @@
 print_help() {
   awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$1"
 }
+
+# For a script that takes no arguments but --help: no_arguments SCRIPT "$@" prints the
+# help and exits 0 on -h/--help, exits 2 naming any other argument, and returns otherwise.
+no_arguments() {
+  local script=$1
+  shift
+  case "${1:-}" in
+    -h | --help) print_help "$script"; exit 0 ;;
+    "") ;;
+    *) echo "$(basename "$script"): unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+}
