@@ -15,8 +15,8 @@ cd "$ROOT" || exit 2
 order=(core runtime comm ops gdn cp model train plan)
 declare -A rank lib
 for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
-lib=([core]=gdn_core [runtime]=gdn_runtime [comm]=gdn_comm [ops]=gdn_ops [gdn]=gdn_gdn
-     [cp]=gdn_cp [model]=gdn_model [train]=gdn_training [plan]=gdn_planning)
+lib=([core]=gdncp_core [runtime]=gdncp_runtime [comm]=gdncp_comm [ops]=gdncp_ops [gdn]=gdncp_gdn
+     [cp]=gdncp_cp [model]=gdncp_model [train]=gdncp_train [plan]=gdncp_plan)
 bad=0
 violation() { echo "layer rule: $*"; bad=1; }
 
