@@ -17,7 +17,7 @@
 // The CPU phases (--phases, on by default) time LocalPass's passes one by one on the slice
 // a CP rank holds: the second half [T, 2T) of sequences 2T long, so that phase 1 composes
 // the transition M and phase 3 starts from a given h_in. phase_prepare (the WY factors of
-// every chunk, kept), phase_state (phase 1: the slice's map (M, U) from the kept factors),
+// every chunk, kept), phase_transition (phase 1: the slice's pair (M, U) from the kept factors),
 // phase_output (phase 3 from the kept factors), phase_backward (the full local backward).
 // Then phases 1 + 3 both ways: cp_fwd_reuse (one prepare, both passes read the kept
 // factors: what src/cp does) and cp_fwd_recompute (each pass makes every chunk's factors
@@ -147,13 +147,13 @@ void time_variants(const GdnProblem& p, const Settings& s, const char* device,
 
 // The CPU variants: the chunked op, and the recurrence up to --skip-recurrent-above.
 template <typename T>
-void bench_cpu(const GdnProblem& p, const Settings& s, const GdnTensors<T>& in, const T* dO,
+void bench_cpu(const GdnProblem& p, const Settings& s, const GdnInputView<T>& in, const T* dO,
                const T* dht, std::map<std::string, double>& out) {
   const Shape state = {p.num_sequences(), p.Hv, p.K, p.V};
   Tensor<T> o({p.B, p.T, p.Hv, p.V}), ht(state);
   Tensor<T> dq({p.B, p.T, p.Hk, p.K}), dk(dq.shape), dv(o.shape), dg({p.B, p.T, p.Hv}),
       dbeta(dg.shape), dh0(state);
-  GdnGrads<T> grads{dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.ptr()};
+  GdnGradView<T> grads{dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.ptr()};
 
   // The chunked variants include the constructor: it does the L2 norm and allocations
   // that a caller pays on every call.
@@ -181,7 +181,7 @@ void bench_cpu(const GdnProblem& p, const Settings& s, const GdnTensors<T>& in, 
 // LocalPass's passes one by one, on the slice [T, 2T) of sequences 2T long (the file's
 // header says why), and phases 1 + 3 with the WY factors kept or recomputed.
 template <typename T>
-void bench_phases(const GdnProblem& p, const Settings& s, const GdnTensors<T>& in, const T* dO,
+void bench_phases(const GdnProblem& p, const Settings& s, const GdnInputView<T>& in, const T* dO,
                   const T* dht, std::map<std::string, double>& out) {
   GdnProblem whole = p;
   whole.T = 2 * p.T;
@@ -193,15 +193,15 @@ void bench_phases(const GdnProblem& p, const Settings& s, const GdnTensors<T>& i
   for (T& x : lambda.data) x = T(rng.normal());
   Tensor<T> dq({p.B, p.T, p.Hk, p.K}), dk(dq.shape), dv(o.shape), dg({p.B, p.T, p.Hv}),
       dbeta(dg.shape), dh0(state);
-  GdnGrads<T> grads{dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.ptr()};
-  const GdnTensors<T> slice{in.q, in.k, in.v, in.g, in.beta, nullptr};  // continues: no h0
+  GdnGradView<T> grads{dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.ptr()};
+  const GdnInputView<T> slice{in.q, in.k, in.v, in.g, in.beta, nullptr};  // continues: no h0
   LocalPass<T, Host> pass(whole, p.T, whole.T, slice);
   const ChunkFlops f = chunk_flops(p);
   // In order: each pass needs the one before it (prepare: the factors; output: the chunk
   // entry states for backward); the two cp_fwd variants reset the pass and come last.
   const Variants variants = {
       {"phase_prepare", [&] { pass.prepare(); }, f.prepare},
-      {"phase_state", [&] { pass.transition(M.ptr(), U.ptr()); }, f.state},
+      {"phase_transition", [&] { pass.transition(M.ptr(), U.ptr()); }, f.transition},
       {"phase_output", [&] { pass.output(h_in.ptr(), o.ptr(), ht.ptr()); }, f.output},
       {"phase_backward", [&] { pass.backward(lambda.ptr(), dO, dht, grads); }, f.backward},
       {"cp_fwd_reuse",
@@ -211,14 +211,14 @@ void bench_phases(const GdnProblem& p, const Settings& s, const GdnTensors<T>& i
          pass.transition(M.ptr(), U.ptr());
          pass.output(h_in.ptr(), o.ptr(), ht.ptr());
        },
-       f.prepare + f.state + f.output},
+       f.prepare + f.transition + f.output},
       {"cp_fwd_recompute",
        [&] {
          pass.reset(whole, p.T, whole.T, slice);
          pass.transition(M.ptr(), U.ptr());
          pass.output(h_in.ptr(), o.ptr(), ht.ptr());
        },
-       2 * f.prepare + f.state + f.output},
+       2 * f.prepare + f.transition + f.output},
   };
   time_variants<T>(p, s, "cpu", variants, out);
 }
@@ -226,7 +226,7 @@ void bench_phases(const GdnProblem& p, const Settings& s, const GdnTensors<T>& i
 #if GDN_HAVE_CUDA
 // The bf16 storage mode on the GPU (ChunkedGdnBf16<Cuda>: q, k, v, beta, o and dO in bf16,
 // as fla's chunk_gated_delta_rule is timed), with f32 runs only.
-void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnData<float>& d,
+void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnInputs<float>& d,
                      const Tensor<float>& dO_h, std::map<std::string, double>& out) {
   auto up16 = [](const Tensor<float>& t) {
     std::vector<Bf16> h(t.data.size());
@@ -243,7 +243,7 @@ void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnData<float
   DeviceBuffer<Bf16> o(std::size_t(p.B) * p.T * p.Hv * p.V);
   DeviceBuffer<float> ht(states), dq(d.q.data.size()), dk(d.k.data.size()), dv(d.v.data.size()),
       dg(d.g.data.size()), dbeta(d.beta.data.size()), dh0(states);
-  GdnGrads<float> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
+  GdnGradView<float> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
   Cuda::synchronize();
   const ChunkFlops f = chunk_flops(p);
   const Variants variants = {
@@ -269,18 +269,18 @@ void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnData<float
 // Like the CPU ones they include the constructor (device allocations); each run ends with
 // a device sync.
 template <typename T>
-void bench_cuda(const GdnProblem& p, const Settings& s, const GdnData<T>& d, const Tensor<T>& dO_h,
-                const Tensor<T>& dht_h, std::map<std::string, double>& out) {
+void bench_cuda(const GdnProblem& p, const Settings& s, const GdnInputs<T>& d,
+                const Tensor<T>& dO_h, const Tensor<T>& dht_h, std::map<std::string, double>& out) {
   auto up = [](const Tensor<T>& t) { return to_device<Cuda>(t.ptr(), t.data.size()); };
   const DeviceBuffer<T> q = up(d.q), k = up(d.k), v = up(d.v), g = up(d.g), beta = up(d.beta),
                         h0 = up(d.h0), dO = up(dO_h), dht = up(dht_h);
-  const GdnTensors<T> in{q.data(), k.data(),    v.data(),
-                         g.data(), beta.data(), d.h0.empty() ? nullptr : h0.data()};
+  const GdnInputView<T> in{q.data(), k.data(),    v.data(),
+                           g.data(), beta.data(), d.h0.empty() ? nullptr : h0.data()};
   const std::size_t states = std::size_t(p.num_sequences()) * p.Hv * p.K * p.V;
   DeviceBuffer<T> o(std::size_t(p.B) * p.T * p.Hv * p.V), ht(states);
   DeviceBuffer<T> dq(d.q.data.size()), dk(d.k.data.size()), dv(d.v.data.size()),
       dg(d.g.data.size()), dbeta(d.beta.data.size()), dh0(states);
-  GdnGrads<T> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
+  GdnGradView<T> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
   Cuda::synchronize();
 
   const ChunkFlops f = chunk_flops(p);
@@ -308,7 +308,7 @@ void bench_cuda(const GdnProblem& p, const Settings& s, const GdnData<T>& d, con
 // Times every variant of the chosen devices at one shape; returns the medians by name.
 template <typename T>
 std::map<std::string, double> bench_shape(const GdnProblem& p, const Settings& s) {
-  const GdnData<T> d = random_gdn_inputs<T>(p, /*seed=*/1, /*with_h0=*/true);
+  const GdnInputs<T> d = random_gdn_inputs<T>(p, /*seed=*/1, /*with_h0=*/true);
   const Shape state = {p.num_sequences(), p.Hv, p.K, p.V};
   Rng rng(2);
   Tensor<T> dO({p.B, p.T, p.Hv, p.V}), dht(state);
@@ -361,7 +361,7 @@ int run(int argc, char** argv) {
       "  backward = prepare + 14 C K V + 4 C^2 V + 6 C^2 K\n"
       "  forward = prepare + output;  forward + backward = forward + backward\n\n"
       "--phases times LocalPass's passes one by one on a CP rank's slice ([T, 2T) of sequences "
-      "2T long):\nphase_prepare, phase_state (CP phase 1), phase_output (phase 3), "
+      "2T long):\nphase_prepare, phase_transition (CP phase 1), phase_output (phase 3), "
       "phase_backward; then phases 1 + 3\nwith the WY factors kept (cp_fwd_reuse, what CP "
       "does) or made again by each pass (cp_fwd_recompute).");
   o.add_options()("shapes", "shapes as 'B,T,Hk,Hv,K,V;...'",
@@ -419,8 +419,7 @@ int run(int argc, char** argv) {
       s.reps >= 1 && s.cpu_reps >= 1 && s.recurrent_reps >= 1 && s.warmup >= 0 && s.cpu_warmup >= 0,
       "--reps, --cpu-reps and --recurrent-reps must be >= 1, --warmup and --cpu-warmup "
       ">= 0");
-  const std::string dtype = res["dtype"].as<std::string>();
-  GDN_CHECK(dtype == "f32" || dtype == "f64", "--dtype ", dtype, ": expected f32 or f64");
+  const DType dtype = parse_real_dtype(res["dtype"].as<std::string>(), "--dtype");
 
   const std::vector<GdnProblem> shapes =
       app::parse_gdn_shapes(res["shapes"].as<std::string>(), s.chunk_size);
@@ -430,13 +429,13 @@ int run(int argc, char** argv) {
 
   // The peak in the same run as the timings, on the same threads, so that the percentages
   // compare like with like on a machine whose clock or neighbours vary.
-  const la::FmaPeak peak = dtype == "f64" ? la::measure_fma_peak<double>(peak_seconds)
-                                          : la::measure_fma_peak<float>(peak_seconds);
+  const la::FmaPeak peak = dtype == DType::f64 ? la::measure_fma_peak<double>(peak_seconds)
+                                               : la::measure_fma_peak<float>(peak_seconds);
   s.peak_gflops = peak.gflops;
   // gflops_wall below gflops: neighbours held the cores; all / one thread well below the
   // thread count: the threads share a core's FMA units (SMT siblings on the host).
   std::cout << json{{"fma_peak",
-                     {{"dtype", dtype},
+                     {{"dtype", dtype_name(dtype)},
                       {"gflops", peak.gflops},
                       {"gflops_median", peak.gflops_median},
                       {"gflops_wall", peak.gflops_wall},
@@ -451,11 +450,11 @@ int run(int argc, char** argv) {
             << std::endl;
   if (ceiling_size > 0) {
     const bench::GemmCeiling c =
-        dtype == "f64" ? bench::measure_gemm_ceiling<double>(ceiling_size, ceiling_reps)
-                       : bench::measure_gemm_ceiling<float>(ceiling_size, ceiling_reps);
+        dtype == DType::f64 ? bench::measure_gemm_ceiling<double>(ceiling_size, ceiling_reps)
+                            : bench::measure_gemm_ceiling<float>(ceiling_size, ceiling_reps);
     s.ceiling_gflops = c.best();
     json line = {{"n", c.n},
-                 {"dtype", dtype},
+                 {"dtype", dtype_name(dtype)},
                  {"threads", omp_get_max_threads()},
                  {"ours_gflops", c.ours.gflops},
                  {"ours_ms", c.ours.ms},
@@ -478,7 +477,7 @@ int run(int argc, char** argv) {
 
   json recurrent_ratios = json::array(), device_ratios = json::array(), wy_ratios = json::array();
   for (const auto& p : shapes) {
-    const auto ms = dtype == "f64" ? bench_shape<double>(p, s) : bench_shape<float>(p, s);
+    const auto ms = dtype == DType::f64 ? bench_shape<double>(p, s) : bench_shape<float>(p, s);
     if (ms.count("recurrent_fwd"))
       recurrent_ratios.push_back(
           {{"shape", shape_json(p)},
@@ -498,7 +497,7 @@ int run(int argc, char** argv) {
   if (s.cpu && s.phases) ratios["ratios_wy_recompute_over_reuse"] = wy_ratios;
   ratios["fma_peak_gflops"] = peak.gflops;
   if (s.ceiling_gflops > 0) ratios["gemm_ceiling_gflops"] = s.ceiling_gflops;
-  ratios["dtype"] = dtype;
+  ratios["dtype"] = dtype_name(dtype);
   std::cout << ratios.dump() << std::endl;
   return 0;
 }

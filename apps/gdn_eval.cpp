@@ -28,6 +28,7 @@
 #include "model/hf_weights.h"
 #include "model/model.h"
 #include "train/mesh.h"
+#include "train/train_config.h"
 
 using namespace gdn;
 
@@ -48,7 +49,7 @@ cxxopts::Options make_options() {
       "chunk-size", "tokens per chunk of the GDN core: 16, 32, 64 or 128",
       cxxopts::value<int>()->default_value(std::to_string(kDefaultChunkSize)))(
       "attention-load-balance",
-      "none | layer_local: query chunks of the attention layers in a balanced zigzag set",
+      "none | layer_local: each rank takes attention stripes r and 2P - 1 - r of the sequence",
       cxxopts::value<std::string>()->default_value("none"))(
       "grads-out", "write d total / d parameter for every checkpoint tensor as DIR/<name>.npy",
       cxxopts::value<std::string>())(
@@ -58,8 +59,8 @@ cxxopts::Options make_options() {
 }
 
 struct Setup {
-  bool help = false;
-  std::string dir, tokens_path, grads_out, dtype;
+  std::string dir, tokens_path, grads_out;
+  DType dtype = DType::f32;
   int cp = 1, dp = 1, chunk = kDefaultChunkSize;
   bool layer_local = false, stats = false;
   ModelConfig model;
@@ -68,15 +69,8 @@ struct Setup {
   Tensor<std::int64_t> tokens;  // [B, T + 1]
 };
 
-Setup parse(int argc, char** argv, int world_size) {
-  auto options = make_options();
-  const auto parsed = app::parse_command_line(options, argc, argv);
+Setup parse(const cxxopts::ParseResult& r, int world_size) {
   Setup s;
-  if (!parsed) {
-    s.help = true;
-    return s;
-  }
-  const cxxopts::ParseResult& r = *parsed;
   GDN_CHECK(r.count("init-from"), "--init-from DIR is required (a Hugging Face checkpoint)");
   GDN_CHECK(r.count("tokens"), "--tokens FILE.npy is required (int32 or int64 [B, T + 1])");
   s.dir = r["init-from"].as<std::string>();
@@ -85,15 +79,15 @@ Setup parse(int argc, char** argv, int world_size) {
   GDN_CHECK(s.cp >= 1 && world_size % s.cp == 0, "--cp ", s.cp, ": expected a divisor of the ",
             world_size, " ranks launched (dp = ranks / cp)");
   s.dp = world_size / s.cp;
-  s.dtype = r["dtype"].as<std::string>();
-  GDN_CHECK(s.dtype == "f32" || s.dtype == "f64", "--dtype ", s.dtype, ": expected f32 or f64");
+  s.dtype = parse_real_dtype(r["dtype"].as<std::string>(), "--dtype");
   s.chunk = r["chunk-size"].as<int>();
   GDN_CHECK(s.chunk >= 16 && s.chunk <= 128 && (s.chunk & (s.chunk - 1)) == 0, "--chunk-size ",
             s.chunk, ": expected 16, 32, 64 or 128");
   const std::string lb = r["attention-load-balance"].as<std::string>();
-  GDN_CHECK(lb == "none" || lb == "layer_local", "--attention-load-balance ", lb,
-            ": expected none or layer_local");
-  s.layer_local = lb == "layer_local";
+  const std::optional<AttentionLoadBalance> balance = enum_from_name<AttentionLoadBalance>(lb);
+  GDN_CHECK(balance, "--attention-load-balance ", lb, ": expected ",
+            enum_list<AttentionLoadBalance>(" or "));
+  s.layer_local = balance == AttentionLoadBalance::layer_local;
   s.stats = r.count("stats") > 0;
   if (r.count("grads-out")) s.grads_out = r["grads-out"].as<std::string>();
   const std::string config = s.dir + "/config.json";
@@ -194,25 +188,16 @@ int evaluate(const Setup& s, Communicator& world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MpiRuntime mpi(&argc, &argv);
-  int rc = 0;
-  {
-    MpiCommunicator world;
-    app::setup_logging("gdn_eval");
-    Setup s;
-    if (!app::run_setup_collectively(world, [&] { s = parse(argc, argv, world.size()); })) {
-      rc = 1;
-    } else if (s.help) {
-      if (world.rank() == 0) std::cout << make_options().help() << std::endl;
-    } else {
-      if (world.rank() == 0) {
-        app::report_model_keys(s.dir + "/config.json", s.ignored, s.notes);
-        if (!s.tie_note.empty()) spdlog::warn("{}", s.tie_note);
-      }
-      app::run_or_abort_job(world, [&] {
-        rc = s.dtype == "f64" ? evaluate<double>(s, world) : evaluate<float>(s, world);
+  return app::mpi_main<Setup>(
+      argc, argv, "gdn_eval", make_options(), parse, [](Communicator& world, const Setup& s) {
+        if (world.rank() == 0) {
+          app::report_model_keys(s.dir + "/config.json", s.ignored, s.notes);
+          if (!s.tie_note.empty()) spdlog::warn("{}", s.tie_note);
+        }
+        int rc = 0;
+        app::run_or_abort_job(world, [&] {
+          rc = s.dtype == DType::f64 ? evaluate<double>(s, world) : evaluate<float>(s, world);
+        });
+        return rc;
       });
-    }
-  }
-  return rc;
 }

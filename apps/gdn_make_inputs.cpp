@@ -29,8 +29,8 @@ cxxopts::Options make_options() {
   o.add_options()("out", "output directory (created if missing)", cxxopts::value<std::string>())(
       "B,batch", "batch size (also --B)", cxxopts::value<int>()->default_value("1"))(
       "T,seq-len", "sequence length, tokens per batch row (also --T)",
-      cxxopts::value<std::int64_t>()->default_value("256"))("Hk", "key heads (q and k)",
-                                                   cxxopts::value<int>()->default_value("2"))(
+      cxxopts::value<std::int64_t>()->default_value("256"))(
+      "Hk", "key heads (q and k)", cxxopts::value<int>()->default_value("2"))(
       "Hv", "value heads (v, g, beta, o); a multiple of Hk",
       cxxopts::value<int>()->default_value("4"))("K,key-dim", "key head dimension (also --K)",
                                                  cxxopts::value<int>()->default_value("64"))(
@@ -67,7 +67,7 @@ template <typename T>
 void write_all(const cxxopts::ParseResult& res, const GdnProblem& p, const std::string& dir) {
   const bool with_h0 = res.count("h0") > 0;
   const std::uint64_t seed = res["seed"].as<std::uint64_t>();
-  GdnData<T> d = random_gdn_inputs<T>(p, seed, with_h0, res["g-scale"].as<double>());
+  GdnInputs<T> d = random_gdn_inputs<T>(p, seed, with_h0, res["g-scale"].as<double>());
   auto path = [&](const char* name) {
     return (fs::path(dir) / (std::string(name) + ".npy")).string();
   };
@@ -127,11 +127,10 @@ int run(int argc, char** argv) {
   p.V = res["value-dim"].as<int>();
   if (res.count("cu-seqlens"))
     p.cu_seqlens = app::parse_int_list(res["cu-seqlens"].as<std::string>(), ',', "--cu-seqlens");
-  const std::string dtype = res["dtype"].as<std::string>(),
-                    cu_dtype = res["cu-dtype"].as<std::string>();
+  const DType dtype = parse_real_dtype(res["dtype"].as<std::string>(), "--dtype");
+  const std::string cu_dtype = res["cu-dtype"].as<std::string>();
   GDN_CHECK(res["g-scale"].as<double>() >= 0, "--g-scale ", res["g-scale"].as<double>(),
             ": expected >= 0 (g is a log-decay and must stay <= 0)");
-  GDN_CHECK(dtype == "f32" || dtype == "f64", "--dtype ", dtype, ": expected f32 or f64");
   GDN_CHECK(cu_dtype == "i32" || cu_dtype == "i64", "--cu-dtype ", cu_dtype,
             ": expected i32 or i64");
   // Sizes must be usable as array dimensions even with --allow-invalid.
@@ -144,12 +143,12 @@ int run(int argc, char** argv) {
 
   const std::string dir = res["out"].as<std::string>();
   fs::create_directories(dir);
-  if (dtype == "f64")
+  if (dtype == DType::f64)
     write_all<double>(res, p, dir);
   else
     write_all<float>(res, p, dir);
   spdlog::info("wrote B={} T={} Hk={} Hv={} K={} V={} N={} {}{}{} to {}", p.B, p.T, p.Hk, p.Hv, p.K,
-               p.V, p.num_sequences(), dtype, res.count("h0") ? " with h0" : "",
+               p.V, p.num_sequences(), dtype_name(dtype), res.count("h0") ? " with h0" : "",
                res.count("backward") ? " and do" : "", dir);
   return 0;
 }

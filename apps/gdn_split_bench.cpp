@@ -63,13 +63,13 @@ template <typename T>
 struct Runner {
   GdnProblem p;
   CpOptions opt;
-  const GdnTensors<T>& in;
+  const GdnInputView<T>& in;
   const T* dO;
   const T* dht;
   SingleCommunicator comm;
   GdnContextParallel<T, Host> op;
   Tensor<T> o, ht, dq, dk, dv, dg, dbeta, dh0;
-  Runner(const GdnProblem& p_, const Variant& v, const GdnTensors<T>& in_, const T* dO_,
+  Runner(const GdnProblem& p_, const Variant& v, const GdnInputView<T>& in_, const T* dO_,
          const T* dht_)
       : p(p_),
         in(in_),
@@ -89,7 +89,7 @@ struct Runner {
   void forward() { op.forward(CpContext::contiguous(comm, p.T, opt), p, in, o.ptr(), ht.ptr()); }
   void forward_backward() {
     forward();
-    GdnGrads<T> g{dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.ptr()};
+    GdnGradView<T> g{dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.ptr()};
     op.backward(CpContext::contiguous(comm, p.T, opt), dO, dht, g);
   }
 };
@@ -98,12 +98,12 @@ struct Runner {
 // one per split variant with its speedups over the unsplit op.
 template <typename T>
 void bench_shape(const GdnProblem& p, const Settings& s, const char* dtype) {
-  const GdnData<T> d = random_gdn_inputs<T>(p, /*seed=*/1, /*with_h0=*/true);
+  const GdnInputs<T> d = random_gdn_inputs<T>(p, /*seed=*/1, /*with_h0=*/true);
   Rng rng(2);
   Tensor<T> dO({p.B, p.T, p.Hv, p.V}), dht({p.num_sequences(), p.Hv, p.K, p.V});
   for (T& x : dO.data) x = T(rng.normal());
   for (T& x : dht.data) x = T(rng.normal());
-  const GdnTensors<T> in = d.view();
+  const GdnInputView<T> in = d.view();
 
   std::vector<Variant> variants = {{"unsplit", 1, false}};
   for (int S : s.pieces)
@@ -138,7 +138,7 @@ void bench_shape(const GdnProblem& p, const Settings& s, const char* dtype) {
       const json line = {{"shape", shape_json(p)},
                          {"variant", v.name},
                          {"mode", mode},
-                         {"pieces", runners[i]->op.split_plan().pieces},
+                         {"pieces", runners[i]->op.piece_split().pieces},
                          {"scan", v.pieces == 1 ? "none"
                                   : v.log_depth ? "log_depth"
                                                 : "serial"},
@@ -182,7 +182,7 @@ void bench_scans(const GdnProblem& p, const Settings& s, const char* dtype) {
         out(std::size_t(n) * dims.b_elems());
     for (T& x : pairs) x = T(0.1 * rng.normal());
     for (T& x : x_in) x = T(rng.normal());
-    PieceMaps<T> f;
+    PiecePairs<T> f;
     std::vector<T*> outs;
     for (int j = 0; j < n; ++j) {
       f.A.push_back(pairs.data() + j * dims.pair_elems());
@@ -247,12 +247,11 @@ int run(int argc, char** argv) {
             ": expected serial, log_depth or both");
   if (scans != "log_depth") s.log_depth.push_back(false);
   if (scans != "serial") s.log_depth.push_back(true);
-  const std::string dtype = (*res)["dtype"].as<std::string>();
-  GDN_CHECK(dtype == "f32" || dtype == "f64", "--dtype ", dtype, ": expected f32 or f64");
+  const DType dtype = parse_real_dtype((*res)["dtype"].as<std::string>(), "--dtype");
 
   for (const GdnProblem& p :
        app::parse_gdn_shapes((*res)["shapes"].as<std::string>(), s.chunk_size)) {
-    if (dtype == "f64") {
+    if (dtype == DType::f64) {
       bench_shape<double>(p, s, "f64");
       if (s.scan_only) bench_scans<double>(p, s, "f64");
     } else {

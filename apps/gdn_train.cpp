@@ -95,20 +95,12 @@ struct Setup {
   std::string init_from, export_hf, exchange_out;
   std::string tie_note;  // a tied head the --init-from checkpoint unties (warned about)
   bool resume = false, overwrite_checkpoints = false;
-  bool help = false;
   app::Device device = app::Device::cpu;
   std::shared_ptr<const TokenSource> data;  // train.data, opened once for the whole run
 };
 
-Setup parse(int argc, char** argv, int world_size) {
-  auto options = make_options();
-  const auto parsed = app::parse_command_line(options, argc, argv);
+Setup parse(const cxxopts::ParseResult& res, int world_size) {
   Setup s;
-  if (!parsed) {
-    s.help = true;
-    return s;
-  }
-  const cxxopts::ParseResult& res = *parsed;
   GDN_CHECK(res.count("config") || res.count("init-from"),
             "--config FILE or --init-from DIR is required (see configs/)");
   s.device = app::resolve_device(res["device"].as<std::string>());
@@ -249,7 +241,7 @@ void require_same_device(Communicator& world, app::Device d) {
 
 // Dispatches on dtype and device.
 int run_training(const Setup& s, Communicator& world, Watchdog& watchdog) {
-  const bool f64 = s.cfg.train.dtype == "f64";
+  const bool f64 = s.cfg.train.dtype == DType::f64;
 #if GDN_HAVE_CUDA
   if (s.device == app::Device::cuda)
     return f64 ? train<double, Cuda>(s, world, watchdog) : train<float, Cuda>(s, world, watchdog);
@@ -264,34 +256,23 @@ void announce(const Setup& s, int world_size) {
   spdlog::info("model {}", describe(s.cfg.model));
   const TrainConfig& t = s.cfg.train;
   spdlog::info("{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",
-               world_size, t.dp, t.cp, app::device_name(s.device), t.dtype, t.seq_len, t.batch_size,
-               t.steps, s.cfg.source, s.data->describe());
+               world_size, t.dp, t.cp, app::device_name(s.device), dtype_name(t.dtype), t.seq_len,
+               t.batch_size, t.steps, s.cfg.source, s.data->describe());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  MpiRuntime mpi(&argc, &argv);
-  int rc = 0;
-  {
-    MpiCommunicator world;
-    app::setup_logging("gdn_train");
-    Setup s;
-    if (!app::run_setup_collectively(world, [&] { s = parse(argc, argv, world.size()); })) {
-      rc = 1;
-    } else if (s.help) {
-      if (world.rank() == 0) std::cout << make_options().help() << std::endl;
-    } else {
-      const std::string heartbeats =
-          s.cfg.train.watchdog_s > 0 ? app::make_heartbeat_dir(world) : std::string();
-      Watchdog watchdog(s.cfg.train.watchdog_s, world.rank(), world.size(), heartbeats);
-      if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); })) {
-        rc = 1;
-      } else {
+  return app::mpi_main<Setup>(
+      argc, argv, "gdn_train", make_options(), parse, [](Communicator& world, const Setup& s) {
+        const std::string heartbeats =
+            s.cfg.train.watchdog_s > 0 ? app::make_heartbeat_dir(world) : std::string();
+        Watchdog watchdog(s.cfg.train.watchdog_s, world.rank(), world.size(), heartbeats);
+        if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); }))
+          return 1;
         if (world.rank() == 0) announce(s, world.size());
+        int rc = 0;
         app::run_or_abort_job(world, [&] { rc = run_training(s, world, watchdog); });
-      }
-    }
-  }
-  return rc;
+        return rc;
+      });
 }

@@ -13,7 +13,7 @@
 namespace gdn::test {
 
 struct SliceReference {
-  GdnData<double> d;                     // the whole problem's inputs (h0 is global)
+  GdnInputs<double> d;                   // the whole problem's inputs (h0 is global)
   Tensor<double> q, k, v, g, beta;       // the slice's tokens of them
   Tensor<double> dO, dht, h_in, lambda;  // cotangents, entry state, exit adjoint
   const double* dht_p;                   // dht where the case gives one, else null
@@ -43,7 +43,7 @@ struct SliceReference {
         gr(lp, false) {
     gr.dh0 = Tensor<double>(c.h0 ? state_shape(c.p) : Shape{0});
     LocalPass<double, Host> cpu(c.p, t0, t1, in(c));
-    GdnGrads<double> gv = gr.view();
+    GdnGradView<double> gv = gr.view();
     cpu.prepare();
     cpu.transition(M.ptr(), U.ptr());
     cpu.output(h_in.ptr(), o.ptr(), ht.ptr());
@@ -51,7 +51,7 @@ struct SliceReference {
     cpu.backward(lambda.ptr(), dO.ptr(), dht_p, gv);
   }
 
-  GdnTensors<double> in(const Case& c) const {
+  GdnInputView<double> in(const Case& c) const {
     return {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), c.h0 ? d.h0.ptr() : nullptr};
   }
 

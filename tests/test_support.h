@@ -147,7 +147,7 @@ struct Grads {
         dg({p.B, p.T, p.Hv}),
         dbeta({p.B, p.T, p.Hv}),
         dh0(with_h0 ? state_shape(p) : Shape{0}) {}
-  GdnGrads<T> view() {
+  GdnGradView<T> view() {
     return {dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), dbeta.ptr(), dh0.empty() ? nullptr : dh0.ptr()};
   }
   std::vector<std::pair<std::string, const Tensor<T>*>> named() const {
@@ -165,7 +165,7 @@ struct Case {
 };
 
 // Sets g = -inf ("forget the state") at the given tokens of every batch row and head.
-inline void forget_at(GdnData<double>& d, const std::vector<std::int64_t>& tokens) {
+inline void forget_at(GdnInputs<double>& d, const std::vector<std::int64_t>& tokens) {
   const std::int64_t B = d.g.shape[0], T = d.g.shape[1], H = d.g.shape[2];
   for (std::int64_t b = 0; b < B; ++b)
     for (const std::int64_t t : tokens)

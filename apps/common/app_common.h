@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <cxxopts.hpp>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/mpi_communicator.h"
 #include "gdn/problem.h"
 
 namespace gdn::app {
@@ -45,6 +47,28 @@ std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const s
 
 // The benchmarks' --shapes: "B,T,Hk,Hv,K,V;..." -> validated problems at chunk_size.
 std::vector<GdnProblem> parse_gdn_shapes(const std::string& spec, int chunk_size);
+
+// main() of an MPI tool: MPI and logging set up, the command line parsed by `options` and
+// then by parse(result, world size) into a Setup, collectively (a failure on any rank: one
+// message, exit code 1 on all); --help printed by rank 0, else run(world, setup), whose
+// code is returned.
+template <typename Setup, typename Parse, typename Run>
+int mpi_main(int argc, char** argv, const std::string& tool, cxxopts::Options options, Parse parse,
+             Run run) {
+  MpiRuntime mpi(&argc, &argv);
+  MpiCommunicator world;  // ended before MpiRuntime ends MPI
+  setup_logging(tool);
+  std::optional<cxxopts::ParseResult> parsed;
+  Setup s;
+  const bool ok = run_setup_collectively(world, [&] {
+    parsed = parse_command_line(options, argc, argv);
+    if (parsed) s = parse(*parsed, world.size());
+  });
+  if (!ok) return 1;
+  if (parsed) return run(world, s);
+  if (world.rank() == 0) std::cout << options.help() << std::endl;
+  return 0;
+}
 
 // main() of a serial tool: sets up logging, runs `run`, and turns an exception into one
 // error line and exit code 1.

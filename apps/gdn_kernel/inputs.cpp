@@ -138,8 +138,7 @@ Inputs load_inputs(const Args& a, int rank, int P) {
     require_float(*h, input_path(a, name));
     any_f64 |= h->dtype == DType::f64;
   }
-  in.compute = a.dtype.empty() ? (any_f64 ? DType::f64 : DType::f32)
-                               : (a.dtype == "f64" ? DType::f64 : DType::f32);
+  in.compute = a.dtype.value_or(any_f64 ? DType::f64 : DType::f32);
 
   // Shapes: q fixes B, T, Hk, K; v fixes Hv, V; everything else must agree. Dimensions
   // stay 64-bit until they are known to fit where the op keeps them.
@@ -189,7 +188,7 @@ Inputs load_inputs(const Args& a, int rank, int P) {
   // The data: this rank's tokens of the [B, T, ...] files (B runs each), the states whole.
   in.shard = contiguous_shard(T, P, rank);
   auto shard = [&](const std::string& name, const NpyHeader& h) {
-    return read_npy_slice(input_path(a, name), h, 1, in.shard.begin, in.shard.size());
+    return read_npy_rows(input_path(a, name), h, 1, in.shard.begin, in.shard.size());
   };
   in.q = shard("q", hq);
   in.k = shard("k", hk);

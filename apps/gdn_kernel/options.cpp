@@ -95,9 +95,7 @@ Args parse_args(int argc, char** argv) {
   GDN_CHECK(a.watchdog_s >= 0, "--watchdog-s ", a.watchdog_s,
             ": expected a number of seconds >= 0");
   if (res.count("dtype")) {
-    a.dtype = res["dtype"].as<std::string>();
-    GDN_CHECK(a.dtype == "f32" || a.dtype == "f64", "--dtype ", a.dtype,
-              " is not supported: expected f32 or f64");
+    a.dtype = parse_real_dtype(res["dtype"].as<std::string>(), "--dtype");
   }
   a.device = app::resolve_device(res["device"].as<std::string>());
   // Refused on every rank before anything else: zigzag would silently compute garbage.

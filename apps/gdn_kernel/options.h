@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cxxopts.hpp>
+#include <optional>
 #include <string>
 
 #include "common/device_flag.h"
+#include "core/dtype.h"
 #include "gdn/problem.h"
 
 namespace gdn::kernel_app {
@@ -14,7 +16,7 @@ struct Args {
   bool backward = false, l2norm_qk = false, log_depth_scan = false;
   int chunk_size = kDefaultChunkSize;
   double scale = 0;
-  std::string dtype;  // "" = the inputs' dtype
+  std::optional<DType> dtype;  // none: the inputs' dtype
   app::Device device = app::Device::cpu;
   double watchdog_s = 600;
   bool help = false;

@@ -46,8 +46,8 @@ OpOutputs<T> run_op(Communicator& comm, const Args& a, const Inputs& in, Watchdo
   const Tensor<T> h0 = in.h0 ? npy_to_tensor<T>(*in.h0, file("h0")) : Tensor<T>();
   const Buffer<Dev, T> q_d = on_device(q), k_d = on_device(k), v_d = on_device(v),
                        g_d = on_device(g), beta_d = on_device(beta), h0_d = on_device(h0);
-  const GdnTensors<T> local{q_d.data(), k_d.data(),    v_d.data(),
-                            g_d.data(), beta_d.data(), in.h0 ? h0_d.data() : nullptr};
+  const GdnInputView<T> local{q_d.data(), k_d.data(),    v_d.data(),
+                              g_d.data(), beta_d.data(), in.h0 ? h0_d.data() : nullptr};
   const Shape state = {p.num_sequences(), p.Hv, p.K, p.V};
   OpOutputs<T> out;
   Buffer<Dev, T> o_d(std::size_t(p.B) * sh.size() * p.Hv * p.V), ht_d(std::size_t(numel(state)));
@@ -72,8 +72,8 @@ OpOutputs<T> run_op(Communicator& comm, const Args& a, const Inputs& in, Watchdo
   const Buffer<Dev, T> dO_d = on_device(dO), dht_d = on_device(dht);
   Buffer<Dev, T> dq_d(q.data.size()), dk_d(k.data.size()), dv_d(v.data.size()), dg_d(g.data.size()),
       dbeta_d(beta.data.size()), dh0_d(in.h0 ? numel(state) : 0);
-  GdnGrads<T> grads{dq_d.data(), dk_d.data(),    dv_d.data(),
-                    dg_d.data(), dbeta_d.data(), in.h0 ? dh0_d.data() : nullptr};
+  GdnGradView<T> grads{dq_d.data(), dk_d.data(),    dv_d.data(),
+                       dg_d.data(), dbeta_d.data(), in.h0 ? dh0_d.data() : nullptr};
   watchdog.progress(-1, "the backward");
   comm.barrier();
   comm.reset_counters();

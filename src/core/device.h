@@ -49,13 +49,9 @@ struct Host {
 
 struct Cuda;  // runtime/cuda_device.h
 
-// The functions of an op exist once per device, and are listed once: an op header defines
-// a macro OPS(PREFIX, Dev, T) holding their signatures, declares them for both devices with
-// GDN_DECLARE_ON_DEVICES(OPS), and each device's source file instantiates its half with
-// GDN_INSTANTIATE_ON(OPS, Host) or (OPS, Cuda), for float and double.
-#define GDN_DECLARE_ON_DEVICES(OPS) \
-  OPS(template <typename T>, Host, T) OPS(template <typename T>, Cuda, T)
-#define GDN_INSTANTIATE_ON(OPS, Dev) OPS(template, Dev, float) OPS(template, Dev, double)
+// The functions of an op exist once per device: an op header declares each as a template on
+// T for Host and for Cuda, and each device's source file instantiates its own for float and
+// double (docs/design.md §7).
 
 // A growable array in Dev's memory: std::vector on the host, DeviceBuffer on a GPU. New
 // elements are zero on both.

@@ -1,9 +1,13 @@
 // Element types that cross file and rank boundaries.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "core/enum_names.h"
+#include "core/error.h"
 
 namespace gdn {
 
@@ -13,18 +17,21 @@ inline std::size_t dtype_size(DType t) {
   return (t == DType::f32 || t == DType::i32) ? 4 : 8;
 }
 
+constexpr std::array<const char*, 4> enum_names(DType) {
+  return {"f32", "f64", "i32", "i64"};
+}
+
 inline const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "f32";
-    case DType::f64:
-      return "f64";
-    case DType::i32:
-      return "i32";
-    case DType::i64:
-      return "i64";
-  }
-  return "?";
+  return name_of(t);
+}
+
+// The value of a floating-point dtype option (a flag, a config key, named by `what`):
+// f32 or f64, anything else refused.
+inline DType parse_real_dtype(const std::string& text, const std::string& what) {
+  const std::optional<DType> t = enum_from_name<DType>(text);
+  GDN_CHECK(t == DType::f32 || t == DType::f64, what, " ", text.empty() ? "''" : text,
+            ": expected f32 or f64");
+  return *t;
 }
 
 template <typename T>

@@ -340,9 +340,9 @@ void check_slice(const std::string& what, const Shape& shape, int axis, std::int
 
 }  // namespace
 
-NpyArray read_npy_slice(const std::string& path, const NpyHeader& h, int axis, std::int64_t begin,
-                        std::int64_t count) {
-  check_slice("read_npy_slice: " + path, h.shape, axis, begin, count);
+NpyArray read_npy_rows(const std::string& path, const NpyHeader& h, int axis, std::int64_t begin,
+                       std::int64_t count) {
+  check_slice("read_npy_rows: " + path, h.shape, axis, begin, count);
   NpyArray a;
   a.dtype = h.dtype;
   a.shape = h.shape;

@@ -47,11 +47,11 @@ NpyArray read_npy(const std::string& path);
 // runs. count = 0 reads nothing. Throws gdn::Error naming the file for an axis or range
 // outside the shape, a file that cannot be opened or read, or one whose size no longer
 // matches its header.
-NpyArray read_npy_slice(const std::string& path, const NpyHeader& h, int axis, std::int64_t begin,
-                        std::int64_t count);
+NpyArray read_npy_rows(const std::string& path, const NpyHeader& h, int axis, std::int64_t begin,
+                       std::int64_t count);
 
 // The flat (C-order) index in the whole array of shape `full` of flat element i of its
-// slice [begin, begin + count) along `axis` (as read_npy_slice returns it), so a check of
+// slice [begin, begin + count) along `axis` (as read_npy_rows returns it), so a check of
 // one slice can report the index the whole file would give.
 std::int64_t npy_slice_flat_index(const Shape& full, int axis, std::int64_t begin,
                                   std::int64_t count, std::int64_t i);

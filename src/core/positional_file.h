@@ -1,6 +1,6 @@
 // A file opened read-only for positional reads (pread): a reader takes the parts it needs
 // (a rank's shard of a .npy array, one window of a token file), so neither the file nor
-// what was already read stays in memory. Used by core/npy (read_npy_slice) and by the
+// what was already read stays in memory. Used by core/npy (read_npy_rows) and by the
 // training data sources.
 #pragma once
 

@@ -11,7 +11,7 @@ namespace gdn {
 
 template <typename T, typename Dev>
 void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& p,
-                                         const GdnTensors<T>& local, T* o, T* ht) {
+                                         const GdnInputView<T>& local, T* o, T* ht) {
   p.validate();
   GDN_CHECK(p.T == cp.T_global, "GdnContextParallel: problem T = ", p.T,
             " but the CP context has T_global = ", cp.T_global);
@@ -27,8 +27,9 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   const int P = cp.comm.size(), r = cp.comm.rank();
   norm_.normalize(p_, cp.tokens(), local);
   if constexpr (std::is_same_v<Dev, Host>) {
-    plan_ = plan_split(cp.options, p_, cp.shard.begin, cp.shard.end, omp_get_max_threads());
-    pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view(), plan_);
+    split_ =
+        choose_piece_split(cp.options, p_, cp.shard.begin, cp.shard.end, omp_get_max_threads());
+    pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view(), split_);
   } else {
     pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view());
   }
@@ -88,7 +89,7 @@ void GdnContextParallel<T, Dev>::three_phases(const CpContext& cp, T* o, T* ht) 
 
 template <typename T, typename Dev>
 void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, const T* dht,
-                                          GdnGrads<T>& grads) {
+                                          GdnGradView<T>& grads) {
   lifecycle_.backward();
   GDN_CHECK(comm_ == &cp.comm, "GdnContextParallel::backward without a forward on this group");
   const int P = cp.comm.size(), r = cp.comm.rank();

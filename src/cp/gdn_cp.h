@@ -38,11 +38,11 @@ class GdnContextParallel {
   // initial state (the same on every rank). o: this shard's outputs [B, shard tokens, Hv,
   // V]. ht (may be null): the global final states [N, Hv, K, V], the same on every rank.
   // The views must stay valid until backward().
-  void forward(const CpContext& cp, const GdnProblem& p, const GdnTensors<T>& local, T* o, T* ht);
+  void forward(const CpContext& cp, const GdnProblem& p, const GdnInputView<T>& local, T* o, T* ht);
   // dO: this shard's output gradient; dht (may be null): global [N, Hv, K, V].
   // grads.dq ... dbeta: this shard's input gradients; grads.dh0 (global, when h0 was
   // given) the same on every rank. Same cp as the forward.
-  void backward(const CpContext& cp, const T* dO, const T* dht, GdnGrads<T>& grads);
+  void backward(const CpContext& cp, const T* dO, const T* dht, GdnGradView<T>& grads);
   // Frees what the forward kept for the backward (activation recomputation, docs/design.md
   // §6c). Keep::replay keeps the local pass's per-chunk entry states (B Hv K V elements
   // per chunk of the shard, at any P) and what the backward's phase 2 reads from the
@@ -61,7 +61,7 @@ class GdnContextParallel {
     lifecycle_.release(keep);
   }
   // How the last forward split this rank's shard (always 1 piece off the host).
-  const SplitPlan& split_plan() const { return plan_; }
+  const PieceSplit& piece_split() const { return split_; }
 
  private:
   using SlicePass =
@@ -77,7 +77,7 @@ class GdnContextParallel {
   Lifecycle lifecycle_{"GdnContextParallel"};
   QKNormalizer<T, Dev> norm_;
   SlicePass pass_;
-  SplitPlan plan_{};
+  PieceSplit split_{};
   PairDims dims_{};
   Buffer<Dev, T> mine_, h_in_;  // this rank's pair; its entry state
   Buffer<Dev, T> own_M_;        // this rank's M (log-depth backward)

@@ -30,13 +30,23 @@ struct PairDims {
 //   reverse = false: x -> A x + B, composed in rank order (forward states).
 //   reverse = true:  y -> A^T y + B, composed in reverse rank order (backward adjoints).
 //   Not on the GPU yet: the Cuda overload throws gdn::Error saying so.
-#define GDN_PAIR_SCAN_OPS(PREFIX, Dev, T)                                                        \
-  PREFIX void scan_states(Dev, const std::vector<const T*>& A, const std::vector<const T*>& B,   \
-                          int r, const PairDims& d, T* x);                                       \
-  PREFIX void scan_adjoints(Dev, const std::vector<const T*>& A, const std::vector<const T*>& B, \
-                            int r, const PairDims& d, T* lambda);                                \
-  PREFIX void log_depth_scan(Dev, Communicator& comm, const T* A, const T* B, const PairDims& d, \
-                             bool reverse, const std::string& site, T* out);
-GDN_DECLARE_ON_DEVICES(GDN_PAIR_SCAN_OPS)
+template <typename T>
+void scan_states(Host, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
+                 const PairDims& d, T* x);
+template <typename T>
+void scan_states(Cuda, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
+                 const PairDims& d, T* x);
+template <typename T>
+void scan_adjoints(Host, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
+                   const PairDims& d, T* lambda);
+template <typename T>
+void scan_adjoints(Cuda, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
+                   const PairDims& d, T* lambda);
+template <typename T>
+void log_depth_scan(Host, Communicator& comm, const T* A, const T* B, const PairDims& d,
+                    bool reverse, const std::string& site, T* out);
+template <typename T>
+void log_depth_scan(Cuda, Communicator& comm, const T* A, const T* B, const PairDims& d,
+                    bool reverse, const std::string& site, T* out);
 
 }  // namespace gdn

@@ -72,6 +72,17 @@ void log_depth_scan(Cuda, Communicator&, const T*, const T*, const PairDims&, bo
   throw Error("--log-depth-scan is not available on the CUDA path yet: use the all-gather scan");
 }
 
-GDN_INSTANTIATE_ON(GDN_PAIR_SCAN_OPS, Cuda)
+template void scan_states(Cuda, const std::vector<const float*>&, const std::vector<const float*>&,
+                          int, const PairDims&, float*);
+template void scan_states(Cuda, const std::vector<const double*>&,
+                          const std::vector<const double*>&, int, const PairDims&, double*);
+template void scan_adjoints(Cuda, const std::vector<const float*>&,
+                            const std::vector<const float*>&, int, const PairDims&, float*);
+template void scan_adjoints(Cuda, const std::vector<const double*>&,
+                            const std::vector<const double*>&, int, const PairDims&, double*);
+template void log_depth_scan(Cuda, Communicator&, const float*, const float*, const PairDims&, bool,
+                             const std::string&, float*);
+template void log_depth_scan(Cuda, Communicator&, const double*, const double*, const PairDims&,
+                             bool, const std::string&, double*);
 
 }  // namespace gdn

@@ -83,6 +83,17 @@ void log_depth_scan(Host, Communicator& comm, const T* A_in, const T* B_in, cons
   std::copy_n(excl.begin() + na, nb, out);
 }
 
-GDN_INSTANTIATE_ON(GDN_PAIR_SCAN_OPS, Host)
+template void scan_states(Host, const std::vector<const float*>&, const std::vector<const float*>&,
+                          int, const PairDims&, float*);
+template void scan_states(Host, const std::vector<const double*>&,
+                          const std::vector<const double*>&, int, const PairDims&, double*);
+template void scan_adjoints(Host, const std::vector<const float*>&,
+                            const std::vector<const float*>&, int, const PairDims&, float*);
+template void scan_adjoints(Host, const std::vector<const double*>&,
+                            const std::vector<const double*>&, int, const PairDims&, double*);
+template void log_depth_scan(Host, Communicator&, const float*, const float*, const PairDims&, bool,
+                             const std::string&, float*);
+template void log_depth_scan(Host, Communicator&, const double*, const double*, const PairDims&,
+                             bool, const std::string&, double*);
 
 }  // namespace gdn

@@ -21,9 +21,9 @@ LoadBalance parse_load_balance(const std::string& s) {
 const char* const kContiguousShardsRequired =
     "GDN context parallelism requires contiguous, in-order shards: the gated delta rule is a "
     "sequential recurrence (each state depends on the one before it), so each rank must own "
-    "one contiguous, in-order slice of the sequence and the prefix scan assumes rank order "
+    "one contiguous, in-order shard of the sequence and the prefix scan assumes rank order "
     "equals sequence order. A zigzag / load-balanced reorder gives each rank two "
-    "non-contiguous pieces and would silently compute the wrong result. GDN gains nothing from "
+    "non-contiguous parts and would silently compute the wrong result. GDN gains nothing from "
     "it anyway: it has no causal-mask triangle, so its per-rank cost is already uniform. Use "
     "load balance 'none' (context_parallel_load_balance = false).";
 

@@ -24,19 +24,19 @@ T* offset(T* p, std::int64_t n) {
 
 }  // namespace
 
-SplitPlan plan_split(const CpOptions& options, const GdnProblem& p, std::int64_t t0,
-                     std::int64_t t1, int threads) {
-  SplitPlan plan{1, options.split_log_depth};
+PieceSplit choose_piece_split(const CpOptions& options, const GdnProblem& p, std::int64_t t0,
+                              std::int64_t t1, int threads) {
+  PieceSplit split{1, options.split_log_depth};
   if (options.split_pieces >= 1) {
-    plan.pieces = options.split_pieces;
-    return plan;
+    split.pieces = options.split_pieces;
+    return split;
   }
-  if (std::int64_t(p.B) * p.Hv >= threads) return plan;
+  if (std::int64_t(p.B) * p.Hv >= threads) return split;
   // One round of B * S jobs over the threads, each job Hv heads of one piece.
   const std::int64_t chunks = std::int64_t(SliceLayout(p, t0, t1).chunks.size());
   const int S = int(std::min<std::int64_t>(threads / p.B, chunks / kMinChunksPerPiece));
-  if (S >= 2 && p.Hv * (1 + kPhaseOneOverhead) <= 0.9 * S) plan.pieces = S;
-  return plan;
+  if (S >= 2 && p.Hv * (1 + kPhaseOneOverhead) <= 0.9 * S) split.pieces = S;
+  return split;
 }
 
 std::vector<std::int64_t> split_points(const SliceLayout& layout, int S) {
@@ -50,16 +50,16 @@ std::vector<std::int64_t> split_points(const SliceLayout& layout, int S) {
 
 template <typename T>
 void SplitLocalPass<T>::reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1,
-                              const GdnTensors<T>& in, SplitPlan plan) {
+                              const GdnInputView<T>& in, PieceSplit split) {
   p_ = p;
   t0_ = t0;
   t1_ = t1;
-  plan_ = plan;
+  split_ = split;
   in_ = in;
   have_D_ = false;
   const SliceLayout layout(p, t0, t1);
   last_ends_ = !layout.segments.empty() && layout.segments.back().ends;
-  bounds_ = split_points(layout, plan.pieces);
+  bounds_ = split_points(layout, split.pieces);
   const int S = pieces();
   if (S == 1) {
     whole_.reset(p, t0, t1, in);
@@ -74,8 +74,8 @@ void SplitLocalPass<T>::reset(const GdnProblem& p, std::int64_t t0, std::int64_t
   for (int s = 0; s < S; ++s)
     for (int b = 0; b < p.B; ++b) {
       const std::int64_t t = token_row(s, b);
-      const GdnTensors<T> view{in.q + t * qk, in.k + t * qk,    in.v + t * v,
-                               in.g + t * gh, in.beta + t * gh, offset(in.h0, state_row(b))};
+      const GdnInputView<T> view{in.q + t * qk, in.k + t * qk,    in.v + t * v,
+                                 in.g + t * gh, in.beta + t * gh, offset(in.h0, state_row(b))};
       piece(s, b).reset(row, t0 + bounds_[s], t0 + bounds_[s + 1], view);
     }
   dims_ = {p.B * p.Hv, p.K, p.V};
@@ -141,12 +141,12 @@ void SplitLocalPass<T>::transition(T* M, T* U) {
   phase_one(std::vector<char>(S, 1), std::vector<char>(S, 0), std::vector<char>(S, 0), nullptr,
             nullptr);
   // The slice's map: the pieces' maps composed in order.
-  PieceMaps<T> f;
+  PiecePairs<T> f;
   for (int s = 0; s < S; ++s) {
     f.A.push_back(M_of(s));
     f.B.push_back(U_of(s));
   }
-  fold_pieces(f, dims_, plan_.log_depth, M, U);
+  fold_pieces(f, dims_, split_.log_depth, M, U);
 }
 
 template <typename T>
@@ -160,14 +160,14 @@ void SplitLocalPass<T>::output(const T* h_in, T* o, T* ht) {
   pair[S - 1] = 0;
   phase_one(pair, prep, std::vector<char>(S, 0), nullptr, nullptr);
   // Phase 2: piece s + 1 enters at f_s(... f_0(h_in)).
-  PieceMaps<T> f;
+  PiecePairs<T> f;
   std::vector<T*> entry;
   for (int s = 0; s + 1 < S; ++s) {
     f.A.push_back(M_of(s));
     f.B.push_back(U_of(s));
     entry.push_back(carried_of(s + 1));
   }
-  scan_pieces(f, dims_, plan_.log_depth, h_in, entry);
+  scan_pieces(f, dims_, split_.log_depth, h_in, entry);
   // Phase 3: every piece from its true entry state.
   std::vector<int> all(S);
   for (int s = 0; s < S; ++s) all[s] = s;
@@ -201,7 +201,7 @@ void SplitLocalPass<T>::adjoint(const T* dO, const T* dht, T* D) {
   D_dO_ = dO;
   D_dht_ = dht;
   // The slice's D = g_0(g_1(... g_{S-1}(0))), g_s(y) = M_s^T y + D_s.
-  PieceMaps<T> g;
+  PiecePairs<T> g;
   g.transpose = true;
   std::vector<T*> out;
   for (int s = S - 1; s >= 0; --s) {
@@ -209,12 +209,12 @@ void SplitLocalPass<T>::adjoint(const T* dO, const T* dht, T* D) {
     g.B.push_back(D_of(s));
     out.push_back(carried_of(s));
   }
-  scan_pieces(g, dims_, plan_.log_depth, static_cast<const T*>(nullptr), out);
+  scan_pieces(g, dims_, split_.log_depth, static_cast<const T*>(nullptr), out);
   std::copy_n(carried_of(0), dims_.b_elems(), D);
 }
 
 template <typename T>
-void SplitLocalPass<T>::backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g) {
+void SplitLocalPass<T>::backward(const T* lambda, const T* dO, const T* dht, GdnGradView<T>& g) {
   if (pieces() == 1) return whole_.backward(lambda, dO, dht, g);
   const int S = pieces();
   // LocalPass ignores lambda where the slice's last sequence ends inside it (dht is that
@@ -231,7 +231,7 @@ void SplitLocalPass<T>::backward(const T* lambda, const T* dO, const T* dht, Gdn
   }
   have_D_ = false;
   // Phase 2: piece s - 1 leaves with g_s(... g_{S-1}(lambda)), g_s(y) = M_s^T y + D_s.
-  PieceMaps<T> f;
+  PiecePairs<T> f;
   f.transpose = true;
   std::vector<T*> exit;
   const T* y_in = lambda;
@@ -246,7 +246,7 @@ void SplitLocalPass<T>::backward(const T* lambda, const T* dO, const T* dht, Gdn
     f.B.push_back(D_of(s));
     exit.push_back(carried_of(s - 1));
   }
-  scan_pieces(f, dims_, plan_.log_depth, y_in, exit);
+  scan_pieces(f, dims_, split_.log_depth, y_in, exit);
   // Phase 3: every piece's exact backward.
   std::vector<int> all(S);
   for (int s = 0; s < S; ++s) all[s] = s;
@@ -254,9 +254,9 @@ void SplitLocalPass<T>::backward(const T* lambda, const T* dO, const T* dht, Gdn
   run(all, [&](int s, int b) {
     const std::int64_t t = token_row(s, b);
     const T* y = s == S - 1 ? offset(lambda, kv_row(b)) : carried_of(s) + kv_row(b);
-    GdnGrads<T> gp{offset(g.dq, t * qk),       offset(g.dk, t * qk),
-                   offset(g.dv, t * v),        offset(g.dg, t * p_.Hv),
-                   offset(g.dbeta, t * p_.Hv), offset(g.dh0, state_row(b))};
+    GdnGradView<T> gp{offset(g.dq, t * qk),       offset(g.dk, t * qk),
+                      offset(g.dv, t * v),        offset(g.dg, t * p_.Hv),
+                      offset(g.dbeta, t * p_.Hv), offset(g.dh0, state_row(b))};
     piece(s, b).backward(y, dO + t * v, offset(dht, state_row(b)), gp);
   });
 }

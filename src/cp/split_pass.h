@@ -39,7 +39,7 @@
 namespace gdn {
 
 // How a slice is split: S pieces (1: not split) and the scan over them.
-struct SplitPlan {
+struct PieceSplit {
   int pieces = 1;
   bool log_depth = false;  // Hillis-Steele over the pieces instead of the serial chain
 };
@@ -47,13 +47,13 @@ struct SplitPlan {
 // Automatic splitting needs at least this many chunks per piece.
 inline constexpr int kMinChunksPerPiece = 4;
 
-// The plan the options ask for on the slice [t0, t1) with `threads` OpenMP threads.
+// The split the options ask for on the slice [t0, t1) with `threads` OpenMP threads.
 // options.split_pieces >= 1 is taken as given (1: no split). 0 splits into
 // S = threads / B pieces when B * Hv < threads, every piece gets kMinChunksPerPiece
 // chunks, and the expected time (Hv heads per job, each piece paying about 60% more for
 // its phase 1) is at most 0.9 of the unsplit pass's.
-SplitPlan plan_split(const CpOptions& options, const GdnProblem& p, std::int64_t t0,
-                     std::int64_t t1, int threads);
+PieceSplit choose_piece_split(const CpOptions& options, const GdnProblem& p, std::int64_t t0,
+                              std::int64_t t1, int threads);
 
 // The S + 1 local token offsets of the pieces of a slice: 0, then the first token of
 // chunks floor(i n / S) for i = 1 .. S - 1 (n chunks in the slice), then the slice's
@@ -63,9 +63,9 @@ std::vector<std::int64_t> split_points(const SliceLayout& layout, int S);
 template <typename T>
 class SplitLocalPass {
  public:
-  // As LocalPass::reset, plus the plan. The views must outlive the calls below.
-  void reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnTensors<T>& in,
-             SplitPlan plan = {});
+  // As LocalPass::reset, plus the split. The views must outlive the calls below.
+  void reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnInputView<T>& in,
+             PieceSplit split = {});
 
   std::int64_t tokens() const { return t1_ - t0_; }
   int pieces() const { return int(bounds_.size()) - 1; }
@@ -78,12 +78,12 @@ class SplitLocalPass {
   void output(const T* h_in, T* o, T* ht);
   // LocalPass::output_from_states on the slice: every piece (or the whole slice, S = 1)
   // from the chunk entry states its last output() kept through release(Keep::replay).
-  // The next reset() must be on the same slice, inputs and plan, so that the pieces are
+  // The next reset() must be on the same slice, inputs and split, so that the pieces are
   // the ones that kept them.
   void output_from_states(T* o, T* ht);
   void adjoint(const T* dO, const T* dht, T* D);
   // After adjoint() with the same dO and dht (unchanged), it reuses the pieces' D.
-  void backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g);
+  void backward(const T* lambda, const T* dO, const T* dht, GdnGradView<T>& g);
   // Frees every piece's WY factors (LocalPass::release_factors); the passes that need
   // them prepare them again.
   void release_factors() {
@@ -131,8 +131,8 @@ class SplitLocalPass {
 
   GdnProblem p_;
   std::int64_t t0_ = 0, t1_ = 0;
-  SplitPlan plan_;
-  GdnTensors<T> in_;
+  PieceSplit split_;
+  GdnInputView<T> in_;
   std::vector<std::int64_t> bounds_{0, 0};
   bool last_ends_ = false;    // the slice's last segment ends its sequence
   Pass whole_;                // S = 1: the slice as one LocalPass

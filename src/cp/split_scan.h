@@ -20,7 +20,7 @@ namespace gdn {
 // n maps in scan order, each given as [BH, K, K] and [BH, K, V] blocks: f_j(x) = A_j x + B_j,
 // or A_j^T x + B_j with `transpose` (the adjoint maps of the backward).
 template <typename T>
-struct PieceMaps {
+struct PiecePairs {
   std::vector<const T*> A, B;
   bool transpose = false;
   int size() const { return int(A.size()); }
@@ -28,13 +28,13 @@ struct PieceMaps {
 
 // out[j] = f_j(... f_0(x_in)) for j = 0 .. n - 1, each [BH, K, V]; x_in null: zero.
 template <typename T>
-void scan_pieces(const PieceMaps<T>& f, const PairDims& d, bool log_depth, const T* x_in,
+void scan_pieces(const PiecePairs<T>& f, const PairDims& d, bool log_depth, const T* x_in,
                  const std::vector<T*>& out);
 
 // The whole composition f_{n-1} o ... o f_0 as one pair: A [BH, K, K], B [BH, K, V].
 // n >= 1; forward maps only (not transposed). Serial: n - 1 compositions in order; log
 // depth: a pairwise tree of ceil(log2 n) levels.
 template <typename T>
-void fold_pieces(const PieceMaps<T>& f, const PairDims& d, bool log_depth, T* A, T* B);
+void fold_pieces(const PiecePairs<T>& f, const PairDims& d, bool log_depth, T* A, T* B);
 
 }  // namespace gdn

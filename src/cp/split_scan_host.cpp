@@ -24,7 +24,7 @@ struct PairList {
 
 // f's maps in forward orientation (A transposed once where f applies A^T).
 template <typename T>
-PairList<T> forward_pairs(const PieceMaps<T>& f, const PairDims& d) {
+PairList<T> forward_pairs(const PiecePairs<T>& f, const PairDims& d) {
   PairList<T> p(d, f.size());
   const std::size_t KK = std::size_t(d.K) * d.K, KV = std::size_t(d.K) * d.V;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -43,7 +43,7 @@ PairList<T> forward_pairs(const PieceMaps<T>& f, const PairDims& d) {
 // Hillis-Steele: after round dist, position j holds f_j o ... o f_{max(0, j - 2 dist + 1)};
 // after ceil(log2 n) rounds, the inclusive prefix f_j o ... o f_0.
 template <typename T>
-PairList<T> inclusive_prefixes(const PieceMaps<T>& f, const PairDims& d) {
+PairList<T> inclusive_prefixes(const PiecePairs<T>& f, const PairDims& d) {
   PairList<T> cur = forward_pairs(f, d), next(d, cur.n);
   const std::size_t KK = std::size_t(d.K) * d.K, KV = std::size_t(d.K) * d.V;
   for (int dist = 1; dist < cur.n; dist *= 2) {
@@ -66,7 +66,7 @@ PairList<T> inclusive_prefixes(const PieceMaps<T>& f, const PairDims& d) {
 }  // namespace
 
 template <typename T>
-void scan_pieces(const PieceMaps<T>& f, const PairDims& d, bool log_depth, const T* x_in,
+void scan_pieces(const PiecePairs<T>& f, const PairDims& d, bool log_depth, const T* x_in,
                  const std::vector<T*>& out) {
   GDN_CHECK(f.A.size() == f.B.size() && out.size() == f.A.size(), "scan_pieces: ", f.A.size(),
             " A blocks, ", f.B.size(), " B blocks, ", out.size(), " outputs");
@@ -106,7 +106,7 @@ void scan_pieces(const PieceMaps<T>& f, const PairDims& d, bool log_depth, const
 }
 
 template <typename T>
-void fold_pieces(const PieceMaps<T>& f, const PairDims& d, bool log_depth, T* A, T* B) {
+void fold_pieces(const PiecePairs<T>& f, const PairDims& d, bool log_depth, T* A, T* B) {
   GDN_CHECK(f.size() >= 1 && f.A.size() == f.B.size() && !f.transpose,
             "fold_pieces: expected at least one forward map, got ", f.A.size());
   const int K = d.K, V = d.V;
@@ -147,10 +147,10 @@ void fold_pieces(const PieceMaps<T>& f, const PairDims& d, bool log_depth, T* A,
   }
 }
 
-#define GDN_INSTANTIATE(T)                                                        \
-  template void scan_pieces(const PieceMaps<T>&, const PairDims&, bool, const T*, \
-                            const std::vector<T*>&);                              \
-  template void fold_pieces(const PieceMaps<T>&, const PairDims&, bool, T*, T*);
+#define GDN_INSTANTIATE(T)                                                         \
+  template void scan_pieces(const PiecePairs<T>&, const PairDims&, bool, const T*, \
+                            const std::vector<T*>&);                               \
+  template void fold_pieces(const PiecePairs<T>&, const PairDims&, bool, T*, T*);
 GDN_INSTANTIATE(float)
 GDN_INSTANTIATE(double)
 #undef GDN_INSTANTIATE

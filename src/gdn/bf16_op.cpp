@@ -25,13 +25,13 @@ ChunkedGdnBf16<Dev>::ChunkedGdnBf16(const GdnProblem& p, const Bf16Inputs& in)
 }
 
 template <typename Dev>
-const GdnTensors<float>& ChunkedGdnBf16<Dev>::widen() {
+const GdnInputView<float>& ChunkedGdnBf16<Dev>::widen() {
   const std::size_t rows = std::size_t(p_.B) * p_.T;
   widen_into<Dev>(in_.q, rows * p_.Hk * p_.K, q_);
   widen_into<Dev>(in_.k, rows * p_.Hk * p_.K, k_);
   widen_into<Dev>(in_.v, rows * p_.Hv * p_.V, v_);
   widen_into<Dev>(in_.beta, rows * p_.Hv, beta_);
-  const GdnTensors<float> wide{q_.data(), k_.data(), v_.data(), in_.g, beta_.data(), in_.h0};
+  const GdnInputView<float> wide{q_.data(), k_.data(), v_.data(), in_.g, beta_.data(), in_.h0};
   norm_.normalize(p_, p_.T, wide);
   return norm_.view();
 }
@@ -57,7 +57,7 @@ void ChunkedGdnBf16<Dev>::forward(Bf16* o, float* ht) {
 }
 
 template <typename Dev>
-void ChunkedGdnBf16<Dev>::backward(const Bf16* dO, const float* dht, GdnGrads<float>& grads) {
+void ChunkedGdnBf16<Dev>::backward(const Bf16* dO, const float* dht, GdnGradView<float>& grads) {
   // The same float values as in forward(), so the kept entry states still hold.
   pass_.rebind(widen());
   const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;

@@ -19,7 +19,7 @@
 
 namespace gdn {
 
-// The op's inputs in the bf16 mode, in the layouts of GdnTensors (problem.h).
+// The op's inputs in the bf16 mode, in the layouts of GdnInputView (problem.h).
 struct Bf16Inputs {
   const Bf16* q = nullptr;
   const Bf16* k = nullptr;
@@ -38,12 +38,12 @@ class ChunkedGdnBf16 {
   void forward(Bf16* o, float* ht);
   // Gradients of sum(o * dO) + sum(ht * dht) (dht may be null) w.r.t. the inputs as given
   // (q, k, v, beta widened from bf16), in float. After forward().
-  void backward(const Bf16* dO, const float* dht, GdnGrads<float>& grads);
+  void backward(const Bf16* dO, const float* dht, GdnGradView<float>& grads);
 
  private:
   // Float copies of the bf16 inputs in the buffers below, L2-normalised if asked: the view
   // the chunk math reads. release() frees them.
-  const GdnTensors<float>& widen();
+  const GdnInputView<float>& widen();
   void release();
 
   GdnProblem p_;

@@ -10,7 +10,7 @@
 namespace gdn {
 
 struct ChunkFlops {
-  double prepare, output, state, adjoint, backward;  // FLOPs of all chunks, per pass
+  double prepare, output, transition, adjoint, backward;  // FLOPs of all chunks, per pass
   double forward() const { return prepare + output; }
   double forward_backward() const { return forward() + backward; }
 };
@@ -22,7 +22,7 @@ inline ChunkFlops chunk_flops(const GdnProblem& p) {
   ChunkFlops f;
   f.prepare = chunks * prep;
   f.output = chunks * (6 * C * K * V + C * C * V);
-  f.state = chunks * (4 * C * K * K + 4 * C * K * V);
+  f.transition = chunks * (4 * C * K * K + 4 * C * K * V);
   f.adjoint = chunks * (6 * C * K * V + C * C * V);
   f.backward = chunks * (prep + 14 * C * K * V + 4 * C * C * V + 6 * C * C * K);
   return f;

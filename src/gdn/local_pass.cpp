@@ -17,7 +17,7 @@ bool same_layout(const GdnProblem& a, const GdnProblem& b) {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1,
-                              const GdnTensors<T>& in) {
+                              const GdnInputView<T>& in) {
   const bool keep = layout_ && layout_->t0 == t0 && layout_->t1 == t1 && same_layout(p, p_);
   p_ = p;
   in_ = in;
@@ -120,7 +120,7 @@ void LocalPass<T, Dev>::adjoint(const T* dO, const T* dht, T* D) {
 }
 
 template <typename T, typename Dev>
-void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g) {
+void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, GdnGradView<T>& g) {
   GDN_CHECK(states_of_ == States::inputs,
             "LocalPass::backward without an output() on this reset's inputs: the chunk entry "
             "states are ",

@@ -29,7 +29,7 @@ template <typename T, typename Dev>
 class LocalPass {
  public:
   LocalPass() = default;
-  LocalPass(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnTensors<T>& in) {
+  LocalPass(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnInputView<T>& in) {
     reset(p, t0, t1, in);
   }
 
@@ -37,12 +37,12 @@ class LocalPass {
   // ([B, t1 - t0, H, D]), q and k already L2-normalised if asked; in.h0, when set, is
   // global [N, Hv, K, V]. The views must outlive the calls below. Buffers are kept from
   // call to call; the layout is rebuilt only when the slice or the sequences change.
-  void reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnTensors<T>& in);
+  void reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnInputView<T>& in);
 
   // Points the pass at other views of the same values as the last reset()'s (fresh copies
   // of inputs the caller freed in between, as the bf16 mode does): everything the passes
   // keep stays valid, so backward() may follow the output() before.
-  void rebind(const GdnTensors<T>& in) { in_ = in; }
+  void rebind(const GdnInputView<T>& in) { in_ = in; }
 
   std::int64_t tokens() const { return layout_ ? layout_->tokens() : 0; }
 
@@ -75,7 +75,7 @@ class LocalPass {
   // exit adjoint lambda [B, Hv, K, V] (null: zero). g.dq and g.dk are with respect to the
   // q and k of reset(). g.dh0 (global, may be null) gets the rows of the sequences that
   // start in this slice; other rows are untouched.
-  void backward(const T* lambda, const T* dO, const T* dht, GdnGrads<T>& g);
+  void backward(const T* lambda, const T* dO, const T* dht, GdnGradView<T>& g);
 
   // Frees what the passes keep between calls (factors, scratch) for activation
   // recomputation (docs/design.md §6c). Keep::replay keeps the chunk entry states of the
@@ -110,7 +110,7 @@ class LocalPass {
 
   GdnProblem p_;
   std::optional<SliceLayout> layout_;
-  GdnTensors<T> in_;
+  GdnInputView<T> in_;
   bool prepared_ = false;  // factors_ hold this reset's WY factors
   // What states_ hold: nothing; the chunk entry states of an output() on this reset's
   // inputs (backward() may run); or those of an output() before release(Keep::replay),

@@ -259,7 +259,8 @@ __global__ void output_from_states_kernel(PassArgs<T> a, T* o, T* ht) {
 // returns in buf.h is part (a)'s too and is dropped. dq, dk per value head go to dqv, dkv
 // ([G, B, Tl, Hk, K]); summed per group afterwards.
 template <typename T>
-__global__ void backward_chunks_kernel(PassArgs<T> a, const T* dO, GdnGrads<T> gr, T* dqv, T* dkv) {
+__global__ void backward_chunks_kernel(PassArgs<T> a, const T* dO, GdnGradView<T> gr, T* dqv,
+                                       T* dkv) {
   const BlockBuffers<T> buf(a);
   auto math = kernel_of(a, buf);
   const int K = a.K, V = a.V, G = a.G;
@@ -451,7 +452,7 @@ void adjoint(Cuda, const PassArgs<T>& args, const T* dO, const T* dht, T* D) {
 
 template <typename T>
 void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const T* dht,
-              GdnGrads<T>& gr, T* dqv, T* dkv) {
+              GdnGradView<T>& gr, T* dqv, T* dkv) {
   const PassArgs<T> a = configured(args);
   GDN_CHECK(a.adjoints != nullptr || a.num_chunks == 0,
             "GDN CUDA backward: no exit-adjoint buffer (LocalPass::backward allocates it)");
@@ -476,6 +477,21 @@ void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const
   GDN_CUDA_CHECK(cudaGetLastError());
 }
 
-GDN_INSTANTIATE_ON(GDN_PASS_OPS, Cuda)
+template std::size_t workspace_elems(Cuda, const PassArgs<float>&);
+template std::size_t workspace_elems(Cuda, const PassArgs<double>&);
+template void prepare(Cuda, const PassArgs<float>&);
+template void prepare(Cuda, const PassArgs<double>&);
+template void transition(Cuda, const PassArgs<float>&, float*, float*);
+template void transition(Cuda, const PassArgs<double>&, double*, double*);
+template void output(Cuda, const PassArgs<float>&, const float*, float*, float*);
+template void output(Cuda, const PassArgs<double>&, const double*, double*, double*);
+template void output_from_states(Cuda, const PassArgs<float>&, float*, float*);
+template void output_from_states(Cuda, const PassArgs<double>&, double*, double*);
+template void adjoint(Cuda, const PassArgs<float>&, const float*, const float*, float*);
+template void adjoint(Cuda, const PassArgs<double>&, const double*, const double*, double*);
+template void backward(Cuda, const PassArgs<float>&, const float*, const float*, const float*,
+                       GdnGradView<float>&, float*, float*);
+template void backward(Cuda, const PassArgs<double>&, const double*, const double*, const double*,
+                       GdnGradView<double>&, double*, double*);
 
 }  // namespace gdn::pass

@@ -235,7 +235,7 @@ void adjoint(Host, const PassArgs<T>& a, const T* dO, const T* dht, T* D) {
 
 template <typename T>
 void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
-              GdnGrads<T>& gr, T* dqv, T* dkv) {
+              GdnGradView<T>& gr, T* dqv, T* dkv) {
   const int K = a.K, V = a.V, G = a.G;
   const std::int64_t qk_elems = std::int64_t(a.B) * a.Tl * a.Hk * K;
   const std::int64_t qk_stride = std::int64_t(a.Hk) * K, v_stride = std::int64_t(a.Hv) * V;
@@ -279,6 +279,21 @@ void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T*
   add_head_groups(dkv, qk_elems, G - 1, gr.dk);
 }
 
-GDN_INSTANTIATE_ON(GDN_PASS_OPS, Host)
+template std::size_t workspace_elems(Host, const PassArgs<float>&);
+template std::size_t workspace_elems(Host, const PassArgs<double>&);
+template void prepare(Host, const PassArgs<float>&);
+template void prepare(Host, const PassArgs<double>&);
+template void transition(Host, const PassArgs<float>&, float*, float*);
+template void transition(Host, const PassArgs<double>&, double*, double*);
+template void output(Host, const PassArgs<float>&, const float*, float*, float*);
+template void output(Host, const PassArgs<double>&, const double*, double*, double*);
+template void output_from_states(Host, const PassArgs<float>&, float*, float*);
+template void output_from_states(Host, const PassArgs<double>&, double*, double*);
+template void adjoint(Host, const PassArgs<float>&, const float*, const float*, float*);
+template void adjoint(Host, const PassArgs<double>&, const double*, const double*, double*);
+template void backward(Host, const PassArgs<float>&, const float*, const float*, const float*,
+                       GdnGradView<float>&, float*, float*);
+template void backward(Host, const PassArgs<double>&, const double*, const double*, const double*,
+                       GdnGradView<double>&, double*, double*);
 
 }  // namespace gdn::pass

@@ -6,7 +6,7 @@
 namespace gdn {
 
 template <typename T, typename Dev>
-ChunkedGdn<T, Dev>::ChunkedGdn(const GdnProblem& p, const GdnTensors<T>& in)
+ChunkedGdn<T, Dev>::ChunkedGdn(const GdnProblem& p, const GdnInputView<T>& in)
     : p_(p.validated()), norm_(p_, p_.T, in), pass_(p_, 0, p_.T, norm_.view()) {}
 
 template <typename T, typename Dev>
@@ -18,7 +18,7 @@ void ChunkedGdn<T, Dev>::forward(T* o, T* ht) {
 }
 
 template <typename T, typename Dev>
-void ChunkedGdn<T, Dev>::backward(const T* dO, const T* dht, GdnGrads<T>& grads) {
+void ChunkedGdn<T, Dev>::backward(const T* dO, const T* dht, GdnGradView<T>& grads) {
   pass_.backward(nullptr, dO, dht, grads);
   if (grads.dh0) copy_empty_sequence_states<Dev>(p_, dht, grads.dh0);
   norm_.backward(grads.dq, grads.dk);

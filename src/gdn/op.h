@@ -17,11 +17,11 @@ template <typename T, typename Dev = Host>
 class ChunkedGdn {
  public:
   // The input views must outlive this object.
-  ChunkedGdn(const GdnProblem& p, const GdnTensors<T>& in);
+  ChunkedGdn(const GdnProblem& p, const GdnInputView<T>& in);
   // o [B, T, Hv, V]; ht [N, Hv, K, V] may be null.
   void forward(T* o, T* ht);
   // Gradients of sum(o * dO) + sum(ht * dht) (dht may be null) w.r.t. the inputs as given.
-  void backward(const T* dO, const T* dht, GdnGrads<T>& grads);
+  void backward(const T* dO, const T* dht, GdnGradView<T>& grads);
 
  private:
   GdnProblem p_;
@@ -30,7 +30,7 @@ class ChunkedGdn {
 };
 
 template <typename T>
-void chunk_forward(const GdnProblem& p, const GdnTensors<T>& in, T* o,
+void chunk_forward(const GdnProblem& p, const GdnInputView<T>& in, T* o,
                    std::type_identity_t<T>* ht) {
   ChunkedGdn<T>(p, in).forward(o, ht);
 }

@@ -24,7 +24,7 @@ struct PassArgs {
   std::int64_t num_segments, num_chunks;
   const Segment* segments;  // the layout's tables, in the device's memory
   const Chunk* chunks;
-  GdnTensors<T> in;
+  GdnInputView<T> in;
   T scale;
   std::size_t fsize;  // elements of one chunk's factors
   T* factors;         // [B * Hv, chunks, fsize]; valid when `prepared`
@@ -102,16 +102,36 @@ bool chunk_parallel_backward(Cuda);
 void set_cuda_tf32(int mode);
 bool cuda_tf32();
 
-#define GDN_PASS_OPS(PREFIX, Dev, T)                                                          \
-  PREFIX std::size_t workspace_elems(Dev, const PassArgs<T>& a);                              \
-  PREFIX void prepare(Dev, const PassArgs<T>& a);                                             \
-  PREFIX void transition(Dev, const PassArgs<T>& a, T* M, T* U);                              \
-  PREFIX void output(Dev, const PassArgs<T>& a, const T* h_in, T* o, T* ht);                  \
-  PREFIX void output_from_states(Dev, const PassArgs<T>& a, T* o, T* ht);                     \
-  PREFIX void adjoint(Dev, const PassArgs<T>& a, const T* dO, const T* dht, T* D);            \
-  PREFIX void backward(Dev, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht, \
-                       GdnGrads<T>& g, T* dqv, T* dkv);
-GDN_DECLARE_ON_DEVICES(GDN_PASS_OPS)
+template <typename T>
+std::size_t workspace_elems(Host, const PassArgs<T>& a);
+template <typename T>
+std::size_t workspace_elems(Cuda, const PassArgs<T>& a);
+template <typename T>
+void prepare(Host, const PassArgs<T>& a);
+template <typename T>
+void prepare(Cuda, const PassArgs<T>& a);
+template <typename T>
+void transition(Host, const PassArgs<T>& a, T* M, T* U);
+template <typename T>
+void transition(Cuda, const PassArgs<T>& a, T* M, T* U);
+template <typename T>
+void output(Host, const PassArgs<T>& a, const T* h_in, T* o, T* ht);
+template <typename T>
+void output(Cuda, const PassArgs<T>& a, const T* h_in, T* o, T* ht);
+template <typename T>
+void output_from_states(Host, const PassArgs<T>& a, T* o, T* ht);
+template <typename T>
+void output_from_states(Cuda, const PassArgs<T>& a, T* o, T* ht);
+template <typename T>
+void adjoint(Host, const PassArgs<T>& a, const T* dO, const T* dht, T* D);
+template <typename T>
+void adjoint(Cuda, const PassArgs<T>& a, const T* dO, const T* dht, T* D);
+template <typename T>
+void backward(Host, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
+              GdnGradView<T>& g, T* dqv, T* dkv);
+template <typename T>
+void backward(Cuda, const PassArgs<T>& a, const T* lambda, const T* dO, const T* dht,
+              GdnGradView<T>& g, T* dqv, T* dkv);
 }  // namespace pass
 
 }  // namespace gdn

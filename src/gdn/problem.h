@@ -41,7 +41,7 @@ struct GdnProblem {
 
 // Read-only views of the inputs. h0 may be null (zero initial state).
 template <typename T>
-struct GdnTensors {
+struct GdnInputView {
   const T* q = nullptr;
   const T* k = nullptr;
   const T* v = nullptr;
@@ -52,7 +52,7 @@ struct GdnTensors {
 
 // Outputs of the backward. dh0 may be null when there is no h0.
 template <typename T>
-struct GdnGrads {
+struct GdnGradView {
   T* dq = nullptr;
   T* dk = nullptr;
   T* dv = nullptr;

@@ -15,12 +15,12 @@ template <typename T, typename Dev>
 class QKNormalizer {
  public:
   QKNormalizer() = default;
-  QKNormalizer(const GdnProblem& p, std::int64_t tokens, const GdnTensors<T>& in) {
+  QKNormalizer(const GdnProblem& p, std::int64_t tokens, const GdnInputView<T>& in) {
     normalize(p, tokens, in);
   }
 
   // `in` holds `tokens` tokens of every batch row; its views must outlive backward().
-  void normalize(const GdnProblem& p, std::int64_t tokens, const GdnTensors<T>& in) {
+  void normalize(const GdnProblem& p, std::int64_t tokens, const GdnInputView<T>& in) {
     in_ = view_ = in;
     rows_ = std::int64_t(p.B) * tokens * p.Hk;
     dim_ = p.K;
@@ -36,7 +36,7 @@ class QKNormalizer {
     view_.q = qn_.data();
     view_.k = kn_.data();
   }
-  const GdnTensors<T>& view() const { return view_; }
+  const GdnInputView<T>& view() const { return view_; }
   // Frees the normalised copies (activation recomputation); normalize() makes them again.
   void release() { qn_ = Buffer<Dev, T>(), kn_ = Buffer<Dev, T>(); }
   void backward(T* dq, T* dk) const {
@@ -46,7 +46,7 @@ class QKNormalizer {
   }
 
  private:
-  GdnTensors<T> in_, view_;
+  GdnInputView<T> in_, view_;
   std::int64_t rows_ = 0;
   int dim_ = 0;
   bool on_ = false;

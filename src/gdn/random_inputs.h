@@ -13,10 +13,10 @@
 namespace gdn {
 
 template <typename T>
-struct GdnData {
+struct GdnInputs {
   Tensor<T> q, k, v, g, beta, h0;  // h0 empty when not requested
 
-  GdnTensors<T> view() const {
+  GdnInputView<T> view() const {
     return {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), h0.empty() ? nullptr : h0.ptr()};
   }
 };
@@ -24,10 +24,10 @@ struct GdnData {
 // g_scale < 1 slows the decay (mean g is about -0.24 g_scale per token), so the state
 // reaches further: CP tests need it to cross rank boundaries with real weight.
 template <typename T>
-GdnData<T> random_gdn_inputs(const GdnProblem& p, std::uint64_t seed, bool with_h0,
-                             double g_scale = 1.0) {
+GdnInputs<T> random_gdn_inputs(const GdnProblem& p, std::uint64_t seed, bool with_h0,
+                               double g_scale = 1.0) {
   Rng rng(seed);
-  GdnData<T> d;
+  GdnInputs<T> d;
   const std::int64_t B = p.B, Tn = p.T;
   auto fill = [&](Tensor<T>& t, Shape s, auto gen) {
     t = Tensor<T>(std::move(s));

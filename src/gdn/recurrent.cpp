@@ -28,11 +28,11 @@ struct Index {
 }  // namespace
 
 template <typename T>
-void recurrent_forward(const GdnProblem& p, const GdnTensors<T>& raw, T* o,
+void recurrent_forward(const GdnProblem& p, const GdnInputView<T>& raw, T* o,
                        std::type_identity_t<T>* ht) {
   p.validate();
   const QKNormalizer<T, Host> norm(p, p.T, raw);
-  const GdnTensors<T>& in = norm.view();
+  const GdnInputView<T>& in = norm.view();
   const Index ix{p};
   const int K = p.K, V = p.V;
   const T s = T(p.scale_value());
@@ -68,11 +68,11 @@ void recurrent_forward(const GdnProblem& p, const GdnTensors<T>& raw, T* o,
 }
 
 template <typename T>
-void recurrent_backward(const GdnProblem& p, const GdnTensors<T>& raw, const T* dO,
-                        const std::type_identity_t<T>* dht, GdnGrads<T>& gr) {
+void recurrent_backward(const GdnProblem& p, const GdnInputView<T>& raw, const T* dO,
+                        const std::type_identity_t<T>* dht, GdnGradView<T>& gr) {
   p.validate();
   const QKNormalizer<T, Host> norm(p, p.T, raw);
-  const GdnTensors<T>& in = norm.view();
+  const GdnInputView<T>& in = norm.view();
   const Index ix{p};
   const int K = p.K, V = p.V, G = p.group();
   const T s = T(p.scale_value());
@@ -176,12 +176,13 @@ void recurrent_backward(const GdnProblem& p, const GdnTensors<T>& raw, const T* 
   norm.backward(gr.dq, gr.dk);
 }
 
-template void recurrent_forward<float>(const GdnProblem&, const GdnTensors<float>&, float*, float*);
-template void recurrent_forward<double>(const GdnProblem&, const GdnTensors<double>&, double*,
+template void recurrent_forward<float>(const GdnProblem&, const GdnInputView<float>&, float*,
+                                       float*);
+template void recurrent_forward<double>(const GdnProblem&, const GdnInputView<double>&, double*,
                                         double*);
-template void recurrent_backward<float>(const GdnProblem&, const GdnTensors<float>&, const float*,
-                                        const float*, GdnGrads<float>&);
-template void recurrent_backward<double>(const GdnProblem&, const GdnTensors<double>&,
-                                         const double*, const double*, GdnGrads<double>&);
+template void recurrent_backward<float>(const GdnProblem&, const GdnInputView<float>&, const float*,
+                                        const float*, GdnGradView<float>&);
+template void recurrent_backward<double>(const GdnProblem&, const GdnInputView<double>&,
+                                         const double*, const double*, GdnGradView<double>&);
 
 }  // namespace gdn

@@ -11,13 +11,13 @@ namespace gdn {
 // o [B, T, Hv, V]; ht [N, Hv, K, V] may be null.
 template <typename T>
 // (type_identity keeps T deduced from the tensors, so nullptr can be passed for ht.)
-void recurrent_forward(const GdnProblem& p, const GdnTensors<T>& in, T* o,
+void recurrent_forward(const GdnProblem& p, const GdnInputView<T>& in, T* o,
                        std::type_identity_t<T>* ht);
 
 // Gradients of sum(o * dO) + sum(ht * dht) (dht may be null) with respect to the inputs
 // as given (q and k before the optional L2 norm). grads.dh0 is written when in.h0 is set.
 template <typename T>
-void recurrent_backward(const GdnProblem& p, const GdnTensors<T>& in, const T* dO,
-                        const std::type_identity_t<T>* dht, GdnGrads<T>& grads);
+void recurrent_backward(const GdnProblem& p, const GdnInputView<T>& in, const T* dO,
+                        const std::type_identity_t<T>* dht, GdnGradView<T>& grads);
 
 }  // namespace gdn

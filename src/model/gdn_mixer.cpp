@@ -82,7 +82,8 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
   GdnProblem core;
   core.B = s.B, core.T = s.Tl, core.Hk = c.linear_num_key_heads, core.Hv = int(Hv);
   core.K = int(K), core.V = int(V), core.chunk_size = s.chunk_size;
-  const bool split = plan_split(CpOptions{}, core, 0, s.Tl, omp_get_max_threads()).pieces > 1;
+  const bool split =
+      choose_piece_split(CpOptions{}, core, 0, s.Tl, omp_get_max_threads()).pieces > 1;
   const std::int64_t wy = s.P > 1 || split ? s.B * Hv * chunks * factors : 0;
   if (s.P > 1) a.kept += std::int64_t(s.P) * s.B * Hv * K * (K + V);
   // Recomputing, the conv halo, the per-chunk entry states (the recomputed forward makes
@@ -147,7 +148,7 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   p.l2norm_qk = true;
   o_.resize(N * v_dim());
   core_.forward(cp, p,
-                GdnTensors<T>{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
+                GdnInputView<T>{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
                 o_.data(), nullptr);
   // Gated RMSNorm per value head, then out_proj.
   normed_.resize(N * v_dim());
@@ -169,7 +170,7 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
                               V_, eps_, d_o.data(), dz.data(), ps_.grad(norm_));
   // The core's adjoint (three-phase CP backward).
   Buffer<Dev, T> dq(N * qk_dim()), dk(N * qk_dim()), dv(N * v_dim()), dg(N * Hv_), dbeta(N * Hv_);
-  GdnGrads<T> cg{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), nullptr};
+  GdnGradView<T> cg{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), nullptr};
   core_.backward(cp, d_o.data(), nullptr, cg);
   Buffer<Dev, T> db(N * Hv_), da(N * Hv_);
   ops::gdn_gating_backward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_),

@@ -41,15 +41,15 @@ const ParamInfo& find(const std::vector<ParamInfo>& params, const std::string& n
 void add_rows(HfTensorMap& m, i64& hf, i64 param_offset, i64 rows, i64 row_len) {
   const i64 len = rows * row_len;
   if (len == 0) return;
-  if (!m.segments.empty()) {
-    HfSegment& last = m.segments.back();
+  if (!m.runs.empty()) {
+    HfRun& last = m.runs.back();
     if (last.hf + last.len == hf && last.param + last.len == param_offset) {
       last.len += len;
       hf += len;
       return;
     }
   }
-  m.segments.push_back({hf, param_offset, len});
+  m.runs.push_back({hf, param_offset, len});
   hf += len;
 }
 
@@ -195,13 +195,13 @@ std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& c, const std::vector<
 template <typename T>
 std::vector<T> gather_hf(const HfTensorMap& m, const T* flat) {
   std::vector<T> v(std::size_t(numel(m.shape)));
-  for (const HfSegment& s : m.segments) std::copy_n(flat + s.param, s.len, v.data() + s.hf);
+  for (const HfRun& r : m.runs) std::copy_n(flat + r.param, r.len, v.data() + r.hf);
   return v;
 }
 
 template <typename T>
 void scatter_hf(const HfTensorMap& m, const T* values, T* flat) {
-  for (const HfSegment& s : m.segments) std::copy_n(values + s.hf, s.len, flat + s.param);
+  for (const HfRun& r : m.runs) std::copy_n(values + r.hf, r.len, flat + r.param);
 }
 
 template <typename T>

@@ -26,14 +26,14 @@ namespace gdn {
 
 // Copies of `len` elements: checkpoint tensor element hf .. hf+len <-> flat parameter
 // element param .. param+len.
-struct HfSegment {
+struct HfRun {
   std::int64_t hf = 0, param = 0, len = 0;
 };
 
 struct HfTensorMap {
   std::string name;  // in the checkpoint
   Shape shape;
-  std::vector<HfSegment> segments;  // cover the tensor once
+  std::vector<HfRun> runs;  // cover the tensor once
 };
 
 // The checkpoint tensors of a model, in parameter order. `fused_experts`: the fused

@@ -68,7 +68,7 @@ RankWork rank_work(const PlanInput& in, int P, int r, bool balanced) {
       const ChunkFlops cf = chunk_flops(p);
       // A replay at P > 1 starts from the kept entry state: prepare + output, no phase 1.
       add(kGdnCore, {cf.forward(), cf.backward}, cf.forward());
-      if (P > 1) add(kGdnCp, {cf.state, cf.prepare + cf.adjoint}, 0);
+      if (P > 1) add(kGdnCp, {cf.transition, cf.prepare + cf.adjoint}, 0);
     } else {
       const double Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
       const Flops proj = linear(d * 2 * Hq * D + 2 * d * Hkv * D + Hq * D * d, n);

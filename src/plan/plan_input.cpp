@@ -22,9 +22,9 @@ PlanInput plan_input(const RunConfig& c) {
   p.cp = t.cp;
   p.dp = t.dp;
   p.chunk_size = t.chunk_size;
-  p.elem_bytes = t.dtype == "f64" ? 8 : 4;
-  p.recompute = t.recompute == "layer";
-  p.layer_local = t.attention_load_balance == "layer_local";
+  p.elem_bytes = int(dtype_size(t.dtype));
+  p.recompute = t.recompute == Recompute::layer;
+  p.layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
   p.source = c.source;
   return p;
 }

@@ -149,9 +149,10 @@ void append_tensor(json& list, std::uint64_t& offset, const std::string& name, c
 DType file_dtype(const std::string& path, const Parsed& p) {
   try {
     const std::string dt = p.header.at("dtype").get<std::string>();
-    GDN_CHECK(dt == "f32" || dt == "f64", "checkpoint '", path, "' has dtype '", dt,
+    const std::optional<DType> t = enum_from_name<DType>(dt);
+    GDN_CHECK(t == DType::f32 || t == DType::f64, "checkpoint '", path, "' has dtype '", dt,
               "': expected f32 or f64");
-    return dt == "f32" ? DType::f32 : DType::f64;
+    return *t;
   } catch (const json::exception& e) {
     throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
   }
@@ -272,7 +273,7 @@ CheckpointFile inspect_checkpoint(std::int64_t step, const std::string& path) {
     f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
     const Parsed p = verify(path, bytes);
     require_finite_data(path, p, bytes);
-    f.state.dtype = dtype_name(file_dtype(path, p));
+    f.state.dtype = file_dtype(path, p);
     try {
       f.state.step = p.header.at("step").get<std::int64_t>();
       f.state.config_json = p.header.at("config_json").get<std::string>();
@@ -310,7 +311,7 @@ TrainingState load_checkpoint(const std::string& path, const std::vector<ParamIn
     const json& h = p.header;
     state.step = h.at("step").get<std::int64_t>();
     state.config_json = h.at("config_json").get<std::string>();
-    state.dtype = dtype_name(file_type);
+    state.dtype = file_type;
     const json& list = h.at("tensors");
     std::size_t np = 0;
     for (const json& e : list) np += e.at("kind").get<std::string>() == "param";

@@ -10,14 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "model/params.h"
 
 namespace gdn {
 
 struct TrainingState {
-  std::int64_t step = 0;    // steps completed; the next step to run
-  std::string config_json;  // the run's config (to_json(RunConfig)): checked on resume
-  std::string dtype = "";   // of the stored values, "f32" or "f64" (set when read)
+  std::int64_t step = 0;     // steps completed; the next step to run
+  std::string config_json;   // the run's config (to_json(RunConfig)): checked on resume
+  DType dtype = DType::f32;  // of the stored values, f32 or f64 (set when read)
 };
 
 // Host copies of the flat parameter values and AdamW moments, in parameter order.

@@ -49,10 +49,10 @@ std::int64_t window_offset(std::uint64_t seed, std::int64_t step, std::int64_t i
   return std::int64_t(rng.next_u64() % positions);
 }
 
-// sequence_slice's contract: [begin, begin + count) inside a window of len tokens.
+// window_part's contract: [begin, begin + count) inside a window of len tokens.
 void check_slice(std::int64_t len, std::int64_t begin, std::int64_t count) {
-  GDN_CHECK(begin >= 0 && count >= 0 && begin <= len - count, "sequence_slice: tokens [", begin,
-            ", ", begin + count, ") are not inside a window of ", len, " tokens");
+  GDN_CHECK(begin >= 0 && count >= 0 && begin <= len - count, "window_part: tokens [", begin, ", ",
+            begin + count, ") are not inside a window of ", len, " tokens");
 }
 
 template <typename Probs>
@@ -67,7 +67,17 @@ double entropy_nats(const Probs& p) {
 // one of kSucc fixed successors (Dirichlet(1) weights), otherwise uniform. The noise keeps
 // the chain ergodic; the successors give the model something to learn: the entropy rate
 // is far below log(vocab).
-class SyntheticSource final : public TokenSource {
+// The built-in sources produce any part of a window directly; a whole window is the part
+// [0, len).
+class PartSource : public TokenSource {
+ public:
+  void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
+                std::int32_t* out) const final {
+    window_part(step, index, len, 0, len, out);
+  }
+};
+
+class SyntheticSource final : public PartSource {
  public:
   static constexpr int kSucc = 4;
   static constexpr double kNoise = 0.05;
@@ -107,15 +117,10 @@ class SyntheticSource final : public TokenSource {
     unigram_entropy_ = entropy_nats(stationary());
   }
 
-  void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
-                std::int32_t* out) const override {
-    sequence_slice(step, index, len, 0, len, out);
-  }
-
   // Each token depends on the one before it and the draws vary in number, so the chain is
   // walked from its start up to begin + count; only the slice is written.
-  void sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
-                      std::int64_t count, std::int32_t* out) const override {
+  void window_part(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
+                   std::int64_t count, std::int32_t* out) const override {
     check_slice(len, begin, count);
     if (count == 0) return;
     const std::int64_t end = begin + count;
@@ -183,7 +188,7 @@ class SyntheticSource final : public TokenSource {
 constexpr const char* kMustNotChange = "it must not change during the run";
 
 // Byte-level tokens from a text file; each sequence is a window at a seeded offset.
-class TextFileSource final : public TokenSource {
+class TextFileSource final : public PartSource {
  public:
   TextFileSource(const std::string& path, int vocab, std::uint64_t seed, std::int64_t seq_len)
       : path_(path),
@@ -200,13 +205,8 @@ class TextFileSource final : public TokenSource {
     unigram_entropy_ = entropy_nats(prob);
   }
 
-  void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
-                std::int32_t* out) const override {
-    sequence_slice(step, index, len, 0, len, out);
-  }
-
-  void sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
-                      std::int64_t count, std::int32_t* out) const override {
+  void window_part(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
+                   std::int64_t count, std::int32_t* out) const override {
     check_slice(len, begin, count);
     if (count == 0) return;
     check_length(len);
@@ -290,7 +290,7 @@ E load(const unsigned char* p, std::int64_t i) {
 
 // Pre-tokenized data: a stream of token ids (a raw .u16/.u32 stream or a 1-D
 // int32/int64 .npy); each sequence is a window at a seeded offset, as for text.
-class TokenFileSource final : public TokenSource {
+class TokenFileSource final : public PartSource {
  public:
   TokenFileSource(const std::string& path, bool npy, TokenType raw_type, int vocab,
                   std::uint64_t seed, std::int64_t seq_len)
@@ -323,13 +323,8 @@ class TokenFileSource final : public TokenSource {
     visit_token_type(type_, [&](auto e) { scan<decltype(e)>(vocab); });
   }
 
-  void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
-                std::int32_t* out) const override {
-    sequence_slice(step, index, len, 0, len, out);
-  }
-
-  void sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
-                      std::int64_t count, std::int32_t* out) const override {
+  void window_part(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
+                   std::int64_t count, std::int32_t* out) const override {
     check_slice(len, begin, count);
     if (count == 0) return;
     check_length(len);
@@ -408,8 +403,8 @@ class TokenFileSource final : public TokenSource {
 
 }  // namespace
 
-void TokenSource::sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len,
-                                 std::int64_t begin, std::int64_t count, std::int32_t* out) const {
+void TokenSource::window_part(std::int64_t step, std::int64_t index, std::int64_t len,
+                              std::int64_t begin, std::int64_t count, std::int32_t* out) const {
   check_slice(len, begin, count);
   if (count == 0) return;
   std::vector<std::int32_t> window(static_cast<std::size_t>(len));

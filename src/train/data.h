@@ -23,8 +23,8 @@ class TokenSource {
   // tokens of a file, and generate synthetic tokens only up to begin + count (a Markov
   // chain has to be walked from its start; nothing before begin is stored). This default,
   // for other sources, draws the whole window and copies the part.
-  virtual void sequence_slice(std::int64_t step, std::int64_t index, std::int64_t len,
-                              std::int64_t begin, std::int64_t count, std::int32_t* out) const;
+  virtual void window_part(std::int64_t step, std::int64_t index, std::int64_t len,
+                           std::int64_t begin, std::int64_t count, std::int32_t* out) const;
   // Entropy in nats of the source's unigram (token frequency) distribution: a model that
   // learns anything beyond frequencies gets its loss below this.
   virtual double unigram_entropy() const = 0;
@@ -41,7 +41,7 @@ class TokenSource {
 //   anything else a text file: byte-level tokens (needs vocab_size >= 256).
 // Each sequence is a window of len consecutive tokens of the stream at a seeded offset,
 // the same offsets for text and token files of the same length. Files (text and tokens)
-// are never held in memory: each window, or the part of it sequence_slice asks for, is
+// are never held in memory: each window, or the part of it window_part asks for, is
 // read from the file with pread, so a file need not fit in RAM and a rank's memory does
 // not grow with it (the file must not change during the run; one that shrank is an error
 // naming it). At construction one streaming pass checks every id of a token file (each

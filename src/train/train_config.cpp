@@ -21,16 +21,30 @@ using T = TrainConfig;
 
 constexpr double kNoUpper = 0;
 
+// The names a string or enum field accepts: its choices, or for an enum without them, every
+// name of the enum.
+template <typename V>
+std::vector<std::string> allowed_names(const TrainField& f) {
+  if constexpr (std::is_enum_v<V>) {
+    if (f.choices.empty()) {
+      const auto names = enum_names(V{});
+      return {names.begin(), names.end()};
+    }
+  }
+  return f.choices;
+}
+
 std::string what_is_expected(const TrainField& f) {
   return std::visit(
       [&](auto member) -> std::string {
         using V = std::remove_reference_t<decltype(std::declval<T>().*member)>;
         if constexpr (std::is_same_v<V, bool>) {
           return "true or false";
-        } else if constexpr (std::is_same_v<V, std::string>) {
-          if (!f.choices.empty()) {
+        } else if constexpr (std::is_same_v<V, std::string> || std::is_enum_v<V>) {
+          const std::vector<std::string> names = allowed_names<V>(f);
+          if (!names.empty()) {
             std::string s;
-            for (const auto& c : f.choices) s += (s.empty() ? "" : " or ") + ("\"" + c + "\"");
+            for (const auto& c : names) s += (s.empty() ? "" : " or ") + ("\"" + c + "\"");
             return s;
           }
           return f.nonempty ? "a non-empty string" : "a string";
@@ -59,7 +73,7 @@ std::optional<Value> from_json(const TrainField& f, const json& v) {
         using V = std::remove_reference_t<decltype(std::declval<T>().*member)>;
         if constexpr (std::is_same_v<V, bool>) {
           if (v.is_boolean()) return Value(v.get<bool>());
-        } else if constexpr (std::is_same_v<V, std::string>) {
+        } else if constexpr (std::is_same_v<V, std::string> || std::is_enum_v<V>) {
           if (v.is_string()) return Value(v.get<std::string>());
         } else if constexpr (std::is_same_v<V, std::uint64_t>) {
           if (v.is_number_unsigned()) return Value(v.get<std::uint64_t>());
@@ -84,7 +98,7 @@ std::optional<Value> from_text(const TrainField& f, const std::string& s) {
         if constexpr (std::is_same_v<V, bool>) {
           if (s == "true" || s == "1") return Value(true);
           if (s == "false" || s == "0") return Value(false);
-        } else if constexpr (std::is_same_v<V, std::string>) {
+        } else if constexpr (std::is_same_v<V, std::string> || std::is_enum_v<V>) {
           return Value(s);
         } else if constexpr (std::is_integral_v<V>) {
           using I =
@@ -108,8 +122,15 @@ bool assign(T& t, const TrainField& f, const Value& value) {
   return std::visit(
       [&](auto member) -> bool {
         using V = std::remove_reference_t<decltype(t.*member)>;
-        if constexpr (std::is_same_v<V, bool> || std::is_same_v<V, std::string> ||
-                      std::is_same_v<V, std::uint64_t>) {
+        if constexpr (std::is_enum_v<V>) {
+          const std::string& x = std::get<std::string>(value);
+          const std::vector<std::string> names = allowed_names<V>(f);
+          const std::optional<V> e = enum_from_name<V>(x);
+          if (!e || std::find(names.begin(), names.end(), x) == names.end()) return false;
+          t.*member = *e;
+          return true;
+        } else if constexpr (std::is_same_v<V, bool> || std::is_same_v<V, std::string> ||
+                             std::is_same_v<V, std::uint64_t>) {
           const V& x = std::get<V>(value);
           if constexpr (std::is_same_v<V, std::string>) {
             if (f.nonempty && x.empty()) return false;
@@ -139,7 +160,15 @@ bool assign(T& t, const TrainField& f, const Value& value) {
 }
 
 json member_json(const T& t, const TrainField& f) {
-  return std::visit([&](auto member) { return json(t.*member); }, f.member);
+  return std::visit(
+      [&](auto member) {
+        using V = std::remove_reference_t<decltype(t.*member)>;
+        if constexpr (std::is_enum_v<V>)
+          return json(name_of(t.*member));
+        else
+          return json(t.*member);
+      },
+      f.member);
 }
 
 }  // namespace
@@ -209,16 +238,14 @@ const std::vector<TrainField>& train_fields() {
       {.key = "attention_load_balance",
        .flag = "attention-load-balance",
        .help = "none | layer_local: inside the full-attention layers only, give every cp rank an "
-               "equal share of the causal triangle (query chunks in zigzag order, and back); GDN "
+               "equal share of the causal triangle (stripes r and 2P - 1 - r, and back); GDN "
                "layers keep their contiguous shards",
-       .member = &T::attention_load_balance,
-       .choices = {"none", "layer_local"}},
+       .member = &T::attention_load_balance},
       {.key = "recompute",
        .flag = "recompute",
        .help = "none | layer: keep only each layer's input from the forward and run the layer "
                "again before its backward (less memory, one more forward; the same bits)",
-       .member = &T::recompute,
-       .choices = {"none", "layer"}},
+       .member = &T::recompute},
       {.key = "data",
        .flag = "data",
        .help = "'synthetic' (seeded Markov chain), a token file (*.u16 / *.u32: raw "

@@ -4,6 +4,7 @@
 // value came from: "train.batch_size in FILE" or "--batch".
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,9 +12,22 @@
 #include <variant>
 #include <vector>
 
+#include "core/dtype.h"
 #include "gdn/problem.h"
 
 namespace gdn {
+
+// Activation recomputation: none, or each layer's forward run again before its backward.
+enum class Recompute { none, layer };
+constexpr std::array<const char*, 2> enum_names(Recompute) {
+  return {"none", "layer"};
+}
+
+// Attention's layer-local load balance: none, or stripes r and 2P - 1 - r per cp rank.
+enum class AttentionLoadBalance { none, layer_local };
+constexpr std::array<const char*, 2> enum_names(AttentionLoadBalance) {
+  return {"none", "layer_local"};
+}
 
 struct TrainConfig {
   std::int64_t seq_len = 0;
@@ -24,19 +38,19 @@ struct TrainConfig {
   double weight_decay = 0.0;
   double grad_clip = 1.0;  // 0: no clipping
   std::uint64_t seed = 0;
-  std::string dtype = "f32";  // f32 | f64
+  DType dtype = DType::f32;  // f32 | f64
   int cp = 1;
   int dp = 1;
   int chunk_size = kDefaultChunkSize;
-  bool context_parallel_load_balance = false;   // MaxText's name; true is refused
-  std::string attention_load_balance = "none";  // none | layer_local (attention layers only)
-  std::string recompute = "none";               // none | layer (activation recomputation)
-  std::string data = "synthetic";               // "synthetic", a token file or a text file
-  std::string log;                              // JSON-lines log file ("" = none)
-  std::string checkpoint_dir;                   // "" = no checkpoints
-  int checkpoint_every = 0;                     // steps; 0 = only at the end
-  int keep_checkpoints = 3;                     // the newest N complete ones; 0 = all
-  double watchdog_s = 600;                      // no progress this long ends the job; 0 = off
+  bool context_parallel_load_balance = false;  // MaxText's name; true is refused
+  AttentionLoadBalance attention_load_balance = AttentionLoadBalance::none;
+  Recompute recompute = Recompute::none;
+  std::string data = "synthetic";  // "synthetic", a token file or a text file
+  std::string log;                 // JSON-lines log file ("" = none)
+  std::string checkpoint_dir;      // "" = no checkpoints
+  int checkpoint_every = 0;        // steps; 0 = only at the end
+  int keep_checkpoints = 3;        // the newest N complete ones; 0 = all
+  double watchdog_s = 600;         // no progress this long ends the job; 0 = off
 
   // Where each key was last set: "--batch", or "train.batch_size in FILE". Absent: default.
   std::map<std::string, std::string> set_by;
@@ -45,16 +59,17 @@ struct TrainConfig {
 };
 
 struct TrainField {
-  using Member =
-      std::variant<std::int64_t TrainConfig::*, int TrainConfig::*, std::uint64_t TrainConfig::*,
-                   double TrainConfig::*, bool TrainConfig::*, std::string TrainConfig::*>;
+  using Member = std::variant<std::int64_t TrainConfig::*, int TrainConfig::*,
+                              std::uint64_t TrainConfig::*, double TrainConfig::*,
+                              bool TrainConfig::*, std::string TrainConfig::*, DType TrainConfig::*,
+                              Recompute TrainConfig::*, AttentionLoadBalance TrainConfig::*>;
   const char* key;   // in "train"
   const char* flag;  // gdn_train's flag, without "--"; "" for none
   const char* help;
   Member member;
   double lo = 0, hi = 0;                  // numbers: the allowed range (hi = 0: no upper bound)
   bool lo_open = false;                   // numbers: lo itself is excluded
-  std::vector<std::string> choices = {};  // strings: the allowed values (empty: any)
+  std::vector<std::string> choices = {};  // strings, enums: the allowed names (empty: any, all)
   bool nonempty = false;                  // strings: "" is refused
 };
 

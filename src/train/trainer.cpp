@@ -48,11 +48,12 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   s.P = t.cp;
   s.Tl = (t.seq_len + t.cp - 1) / t.cp;  // the largest shard
   s.chunk_size = t.chunk_size;
-  const MemoryEstimate e = estimate_memory(cfg.model, s, elem_bytes, t.recompute == "layer");
+  const MemoryEstimate e =
+      estimate_memory(cfg.model, s, elem_bytes, t.recompute == Recompute::layer);
   if (available >= 0 && e.total() > available)
     throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
                 (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
-                t.dtype, "), but only ", format_bytes(double(available)),
+                dtype_name(t.dtype), "), but only ", format_bytes(double(available)),
                 " is available to it; use more cp ranks, a shorter seq_len or a smaller batch");
   return e;
 }
@@ -95,7 +96,8 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
       world_(world),
       mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp)),
       shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
-      model_(cfg.model, cfg.train.chunk_size, ModelOptions{cfg.train.recompute == "layer", 0}),
+      model_(cfg.model, cfg.train.chunk_size,
+             ModelOptions{cfg.train.recompute == Recompute::layer, 0}),
       adamw_(adamw_config(cfg.train), model_.params()),
       data_(opt.data ? opt.data
                      : make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
@@ -150,7 +152,7 @@ void Trainer<T, Dev>::report_exchange() {
   if (world_.rank() != 0) return;
   if (sum > 0)
     spdlog::info("attention work per rank (query-key pairs, {}): max/mean {:.3f}",
-                 cfg_.train.attention_load_balance, hi / (sum / world_.size()));
+                 name_of(cfg_.train.attention_load_balance), hi / (sum / world_.size()));
   for (const auto& [site, c] : mesh_.cp_comm->counters())
     spdlog::info("exchange per step on rank 0, {}: {} calls, {} sent, {} received", site, c.calls,
                  format_bytes(double(c.bytes_sent)), format_bytes(double(c.bytes_received)));
@@ -287,8 +289,8 @@ void Trainer<T, Dev>::resume() {
     spdlog::warn(
         "--resume: checkpoint {} holds {} values and this run is {}{}: its parameters and "
         "AdamW moments are {} to {}",
-        *path, s.dtype, t.dtype, t.origin("dtype"), t.dtype == "f32" ? "rounded" : "widened",
-        t.dtype);
+        *path, dtype_name(s.dtype), dtype_name(t.dtype), t.origin("dtype"),
+        t.dtype == DType::f32 ? "rounded" : "widened", dtype_name(t.dtype));
   drop_logged_steps();
 }
 
@@ -319,8 +321,8 @@ StepRecord Trainer<T, Dev>::step() {
   const std::int64_t n = shard_.size();
   std::vector<std::int32_t> seq(n + 1), tokens(Bl * n), targets(Bl * n);
   for (int b = 0; b < Bl; ++b) {
-    data_->sequence_slice(step_, std::int64_t(mesh_.dp_rank) * Bl + b, t.seq_len + 1, shard_.begin,
-                          n + 1, seq.data());
+    data_->window_part(step_, std::int64_t(mesh_.dp_rank) * Bl + b, t.seq_len + 1, shard_.begin,
+                       n + 1, seq.data());
     std::copy_n(seq.data(), n, tokens.data() + b * n);
     std::copy_n(seq.data() + 1, n, targets.data() + b * n);
   }
@@ -335,7 +337,7 @@ StepRecord Trainer<T, Dev>::step() {
   r.lr = learning_rate(adamw_.config(), step_);
   progress("forward and backward");
   CpOptions cp_options;
-  cp_options.attention_layer_local = t.attention_load_balance == "layer_local";
+  cp_options.attention_layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
   const CpContext cp{*mesh_.cp_comm, shard_, t.seq_len, cp_options};
   const auto losses =
       model_.forward_backward(cp, *mesh_.world, d_tokens.data(), d_targets.data(), Bl, grad_scale);

@@ -65,7 +65,7 @@ TEST_CASE("bf16 mode on the GPU matches the host", "[cuda_bf16]") {
        {make_problem(2, 150, 2, 4, 32, 32, 64), make_problem(1, 300, 1, 2, 128, 128, 64, true),
         make_problem(1, 140, 1, 2, 16, 16, 16, true, {0, 40, 41, 140})}) {
     const bool h0 = !p.cu_seqlens.empty();
-    const GdnData<float> d = random_gdn_inputs<float>(p, 21, h0);
+    const GdnInputs<float> d = random_gdn_inputs<float>(p, 21, h0);
     const std::vector<Bf16> q = narrow(d.q), k = narrow(d.k), v = narrow(d.v), b = narrow(d.beta),
                             dO = narrow(random_tensor<float>(output_shape(p), 22));
     const Tensor<float> dht = random_tensor<float>(state_shape(p), 23, 0.1);
@@ -78,7 +78,7 @@ TEST_CASE("bf16 mode on the GPU matches the host", "[cuda_bf16]") {
       ChunkedGdnBf16<Host> op(
           p, {q.data(), k.data(), v.data(), b.data(), d.g.ptr(), h0 ? d.h0.ptr() : nullptr});
       op.forward(o.data(), ht.ptr());
-      GdnGrads<float> gv = g.view();
+      GdnGradView<float> gv = g.view();
       op.backward(dO.data(), dht.ptr(), gv);
     }
 
@@ -94,8 +94,8 @@ TEST_CASE("bf16 mode on the GPU matches the host", "[cuda_bf16]") {
       ChunkedGdnBf16<Cuda> op(
           p, {gq.data(), gk.data(), gv16.data(), gb.data(), gg.data(), h0 ? gh0.data() : nullptr});
       op.forward(go.data(), ght.data());
-      GdnGrads<float> gv{gdq.data(), gdk.data(),    gdv.data(),
-                         gdg.data(), gdbeta.data(), h0 ? gdh0.data() : nullptr};
+      GdnGradView<float> gv{gdq.data(), gdk.data(),    gdv.data(),
+                            gdg.data(), gdbeta.data(), h0 ? gdh0.data() : nullptr};
       op.backward(gdO.data(), gdht.data(), gv);
     }
     const std::vector<float> o_gpu = widen(to_host<Cuda>(go)), o_cpu = widen(o);

@@ -41,7 +41,7 @@ void check_pass(const Case& c, std::int64_t t0, std::int64_t t1, double tol = to
         &dht = r.dht, &h_in = r.h_in, &lambda = r.lambda, &M = r.M, &U = r.U, &o = r.o, &ht = r.ht,
         &D = r.D;
   const Grads<double>& gr = r.gr;
-  const GdnData<double>& d = r.d;
+  const GdnInputs<double>& d = r.d;
 
   // GPU, T.
   const DeviceBuffer<T> dq_in = on_gpu<T>(q), dk_in = on_gpu<T>(k), dv_in = on_gpu<T>(v),
@@ -55,8 +55,8 @@ void check_pass(const Case& c, std::int64_t t0, std::int64_t t1, double tol = to
   DeviceBuffer<T> gM(M.data.size()), gU(U.data.size()), go(o.data.size()), ght(ht.data.size()),
       gD(D.data.size()), gdq(gr.dq.data.size()), gdk(gr.dk.data.size()), gdv(gr.dv.data.size()),
       gdg(gr.dg.data.size()), gdbeta(gr.dbeta.data.size()), gdh0(gr.dh0.data.size());
-  GdnGrads<T> ggv{gdq.data(), gdk.data(),    gdv.data(),
-                  gdg.data(), gdbeta.data(), c.h0 ? gdh0.data() : nullptr};
+  GdnGradView<T> ggv{gdq.data(), gdk.data(),    gdv.data(),
+                     gdg.data(), gdbeta.data(), c.h0 ? gdh0.data() : nullptr};
   gpu.prepare();
   gpu.transition(gM.data(), gU.data());
   gpu.output(dh_in.data(), go.data(), ght.data());
@@ -104,7 +104,7 @@ template <typename T>
 void check_replay(const Case& c, std::int64_t t0, std::int64_t t1) {
   const GdnProblem& p = c.p;
   const Shard s{t0, t1};
-  const GdnData<double> d = random_gdn_inputs<double>(p, 46, c.h0, /*g_scale=*/0.1);
+  const GdnInputs<double> d = random_gdn_inputs<double>(p, 46, c.h0, /*g_scale=*/0.1);
   const Shape local = {p.B, std::int64_t(t1 - t0), p.Hv, p.V};
   const Shape bh_state = {p.B, p.Hv, p.K, p.V};
   const DeviceBuffer<T> q = on_gpu<T>(token_slice(d.q, s)), k = on_gpu<T>(token_slice(d.k, s)),
@@ -115,8 +115,8 @@ void check_replay(const Case& c, std::int64_t t0, std::int64_t t1) {
                         dht = on_gpu<T>(random_tensor<double>(state_shape(p), 48)),
                         h_in = on_gpu<T>(random_tensor<double>(bh_state, 49)),
                         lambda = on_gpu<T>(random_tensor<double>(bh_state, 50));
-  const GdnTensors<T> in{q.data(), k.data(),    v.data(),
-                         g.data(), beta.data(), c.h0 ? h0.data() : nullptr};
+  const GdnInputView<T> in{q.data(), k.data(),    v.data(),
+                           g.data(), beta.data(), c.h0 ? h0.data() : nullptr};
   const T* dht_p = c.dht ? dht.data() : nullptr;
   GdnProblem lp = p;
   lp.T = t1 - t0;
@@ -146,8 +146,8 @@ void check_replay(const Case& c, std::int64_t t0, std::int64_t t1) {
       pass.output(h_in.data(), b[0].data(), b[1].data());
     }
     pass.adjoint(dO.data(), dht_p, b[2].data());
-    GdnGrads<T> gv{b[3].data(), b[4].data(), b[5].data(),
-                   b[6].data(), b[7].data(), c.h0 ? b[8].data() : nullptr};
+    GdnGradView<T> gv{b[3].data(), b[4].data(), b[5].data(),
+                      b[6].data(), b[7].data(), c.h0 ? b[8].data() : nullptr};
     pass.backward(lambda.data(), dO.data(), dht_p, gv);
     std::vector<std::vector<T>> host;
     for (const DeviceBuffer<T>& x : b) host.push_back(to_host<Cuda>(x));
@@ -166,12 +166,12 @@ void check_replay(const Case& c, std::int64_t t0, std::int64_t t1) {
 template <typename T>
 void check_cp(const Case& c) {
   const GdnProblem& p = c.p;
-  const GdnData<double> d = random_gdn_inputs<double>(p, 51, c.h0);
+  const GdnInputs<double> d = random_gdn_inputs<double>(p, 51, c.h0);
   const Tensor<double> dO = random_tensor<double>(output_shape(p), 52);
   const Tensor<double> dht = random_tensor<double>(state_shape(p), 53);
   Tensor<double> o(output_shape(p)), ht(state_shape(p));
   Grads<double> gr(p, c.h0);
-  GdnGrads<double> gv = gr.view();
+  GdnGradView<double> gv = gr.view();
   ChunkedGdn<double, Host> cpu(p, d.view());
   cpu.forward(o.ptr(), ht.ptr());
   cpu.backward(dO.ptr(), c.dht ? dht.ptr() : nullptr, gv);
@@ -189,8 +189,8 @@ void check_cp(const Case& c) {
   op.forward(cp, p,
              {q.data(), k.data(), v.data(), g.data(), beta.data(), c.h0 ? h0.data() : nullptr},
              go.data(), ght.data());
-  GdnGrads<T> ggv{gdq.data(), gdk.data(),    gdv.data(),
-                  gdg.data(), gdbeta.data(), c.h0 ? gdh0.data() : nullptr};
+  GdnGradView<T> ggv{gdq.data(), gdk.data(),    gdv.data(),
+                     gdg.data(), gdbeta.data(), c.h0 ? gdh0.data() : nullptr};
   op.backward(cp, ddO.data(), c.dht ? ddht.data() : nullptr, ggv);
 
   INFO(c.name << " " << (sizeof(T) == 4 ? "fp32" : "fp64"));
@@ -271,7 +271,7 @@ TEST_CASE("LocalPass on the GPU with TF32 tensor-core GEMMs (opt-in) is close to
     if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2);
   }
   const Case& c = kPassCases[5];
-  const GdnData<double> d = random_gdn_inputs<double>(c.p, 61, false, 0.1);
+  const GdnInputs<double> d = random_gdn_inputs<double>(c.p, 61, false, 0.1);
   const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
                             g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta);
   auto run = [&](int mode) {

@@ -536,8 +536,8 @@ TEMPLATE_TEST_CASE("cuda bias matches the host, db accumulates", "[cuda_ops]", f
   check_near("db", db_, db);
 }
 
-TEMPLATE_TEST_CASE("cuda attention matches the host: GQA, two query chunks, key tiles",
-                   "[cuda_ops]", float, double) {
+TEMPLATE_TEST_CASE("cuda attention matches the host: GQA, two query tiles, key tiles", "[cuda_ops]",
+                   float, double) {
   using T = TestType;
   struct Case {
     int B;

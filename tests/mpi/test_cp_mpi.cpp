@@ -36,7 +36,7 @@ struct CpResult {
 
 // Runs the CP op on this rank's shard of the full inputs.
 template <typename T>
-CpResult<T> run_cp(Communicator& comm, const Case& c, const GdnData<T>& full, const Tensor<T>& dO,
+CpResult<T> run_cp(Communicator& comm, const Case& c, const GdnInputs<T>& full, const Tensor<T>& dO,
                    const Tensor<T>& dht, CpOptions opt) {
   const GdnProblem& p = c.p;
   const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
@@ -46,16 +46,17 @@ CpResult<T> run_cp(Communicator& comm, const Case& c, const GdnData<T>& full, co
   const Tensor<T> q = token_slice(full.q, s), k = token_slice(full.k, s),
                   v = token_slice(full.v, s), g = token_slice(full.g, s),
                   beta = token_slice(full.beta, s), dOl = token_slice(dO, s);
-  GdnTensors<T> in{q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), c.h0 ? full.h0.ptr() : nullptr};
+  GdnInputView<T> in{q.ptr(), k.ptr(),    v.ptr(),
+                     g.ptr(), beta.ptr(), c.h0 ? full.h0.ptr() : nullptr};
   CpResult<T> r{Tensor<T>(output_shape(local_shape)), Tensor<T>(state_shape(p)),
                 Grads<T>(local_shape, false)};
   r.grads.dh0 = Tensor<T>(c.h0 ? state_shape(p) : Shape{0});
   const CpContext cp = CpContext::contiguous(comm, p.T, opt);
   GdnContextParallel<T, Host> op;
   op.forward(cp, p, in, r.o.ptr(), r.ht.ptr());
-  GdnGrads<T> gv = r.grads.view();
+  GdnGradView<T> gv = r.grads.view();
   op.backward(cp, dOl.ptr(), c.dht ? dht.ptr() : nullptr, gv);
-  r.pieces = op.split_plan().pieces;
+  r.pieces = op.piece_split().pieces;
   return r;
 }
 
@@ -63,7 +64,7 @@ void check_case(Communicator& comm, const Case& c) {
   const GdnProblem& p = c.p;
   // A slow decay (g about -0.012 per token) so the state carries real weight across
   // every shard boundary; with the default decay it fades within a shard.
-  GdnData<double> d = random_gdn_inputs<double>(p, 21, c.h0, /*g_scale=*/0.05);
+  GdnInputs<double> d = random_gdn_inputs<double>(p, 21, c.h0, /*g_scale=*/0.05);
   forget_at(d, c.forget);
   const Tensor<double> dO = random_tensor<double>(output_shape(p), 22);
   const Tensor<double> dht = random_tensor<double>(state_shape(p), 23);
@@ -71,7 +72,7 @@ void check_case(Communicator& comm, const Case& c) {
   Tensor<double> o(output_shape(p)), ht(state_shape(p));
   Grads<double> ref(p, c.h0);
   recurrent_forward(p, d.view(), o.ptr(), ht.ptr());
-  GdnGrads<double> rv = ref.view();
+  GdnGradView<double> rv = ref.view();
   recurrent_backward(p, d.view(), dO.ptr(), c.dht ? dht.ptr() : nullptr, rv);
 
   const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
@@ -109,14 +110,14 @@ void check_case(Communicator& comm, const Case& c) {
 // (1e-12) and the oracle (1e-10), for both cross-rank scans and both piece scans.
 void check_split_case(Communicator& comm, const Case& c, int S) {
   const GdnProblem& p = c.p;
-  GdnData<double> d = random_gdn_inputs<double>(p, 24, c.h0, /*g_scale=*/0.05);
+  GdnInputs<double> d = random_gdn_inputs<double>(p, 24, c.h0, /*g_scale=*/0.05);
   forget_at(d, c.forget);
   const Tensor<double> dO = random_tensor<double>(output_shape(p), 25);
   const Tensor<double> dht = random_tensor<double>(state_shape(p), 26);
   Tensor<double> o(output_shape(p)), ht(state_shape(p));
   Grads<double> ref(p, c.h0);
   recurrent_forward(p, d.view(), o.ptr(), ht.ptr());
-  GdnGrads<double> rv = ref.view();
+  GdnGradView<double> rv = ref.view();
   recurrent_backward(p, d.view(), dO.ptr(), c.dht ? dht.ptr() : nullptr, rv);
   const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
   for (bool log_depth : {false, true}) {
@@ -198,9 +199,9 @@ TEST_CASE("CP with every shard split into pieces equals the unsplit CP and the o
 TEST_CASE("CP in fp32 matches the fp32 single-rank chunked op", "[cp]") {
   MpiCommunicator comm(MPI_COMM_WORLD);
   const Case c{"fp32", make_problem(1, 203, 1, 2, 16, 16, 64, true), true, true};
-  const GdnData<double> d64 = random_gdn_inputs<double>(c.p, 31, true);
-  const GdnData<float> d{cast<float>(d64.q), cast<float>(d64.k),    cast<float>(d64.v),
-                         cast<float>(d64.g), cast<float>(d64.beta), cast<float>(d64.h0)};
+  const GdnInputs<double> d64 = random_gdn_inputs<double>(c.p, 31, true);
+  const GdnInputs<float> d{cast<float>(d64.q), cast<float>(d64.k),    cast<float>(d64.v),
+                           cast<float>(d64.g), cast<float>(d64.beta), cast<float>(d64.h0)};
   const Tensor<float> dO = random_tensor<float>(output_shape(c.p), 32);
   const Tensor<float> dht = random_tensor<float>(state_shape(c.p), 33);
   Tensor<float> o(output_shape(c.p)), ht(state_shape(c.p));
@@ -220,7 +221,7 @@ TEST_CASE("cross-rank payload is the fixed-size pairs, whatever the sequence len
   const std::int64_t bwd = P * B * Hv * K * V * sizeof(double);
   for (int T : {256, 1024, 4096}) {
     const Case c{"payload", make_problem(B, T, 1, Hv, K, V, 64, true), false, false};
-    const GdnData<double> d = random_gdn_inputs<double>(c.p, 41, false);
+    const GdnInputs<double> d = random_gdn_inputs<double>(c.p, 41, false);
     const Tensor<double> dO = random_tensor<double>(output_shape(c.p), 42);
     comm.reset_counters();
     run_cp(comm, c, d, dO, dO, {});

@@ -117,11 +117,11 @@ TEST_CASE("bf16 mode: the float op on the bf16 values, o rounded once", "[bf16]"
   for (const BfCase& c : cases) {
     SECTION(c.name) {
       const GdnProblem& p = c.p;
-      const GdnData<float> d = random_gdn_inputs<float>(p, 11, c.h0);
+      const GdnInputs<float> d = random_gdn_inputs<float>(p, 11, c.h0);
       // The bf16 inputs and their exact float values.
       const std::vector<Bf16> q16 = narrow(d.q), k16 = narrow(d.k), v16 = narrow(d.v),
                               b16 = narrow(d.beta);
-      GdnData<float> w = d;
+      GdnInputs<float> w = d;
       w.q = widen(q16, d.q.shape), w.k = widen(k16, d.k.shape), w.v = widen(v16, d.v.shape);
       w.beta = widen(b16, d.beta.shape);
       const Bf16Inputs in{q16.data(), k16.data(), v16.data(),
@@ -137,13 +137,13 @@ TEST_CASE("bf16 mode: the float op on the bf16 values, o rounded once", "[bf16]"
       {
         ChunkedGdnBf16<Host> op(p, in);
         op.forward(o16.data(), ht16.ptr());
-        GdnGrads<float> gv = g16.view();
+        GdnGradView<float> gv = g16.view();
         op.backward(dO16.data(), dht.ptr(), gv);
       }
       {
         ChunkedGdn<float> op(p, w.view());
         op.forward(o.ptr(), ht.ptr());
-        GdnGrads<float> gv = g.view();
+        GdnGradView<float> gv = g.view();
         op.backward(dO.ptr(), dht.ptr(), gv);
       }
       const std::vector<Bf16> o_rounded = narrow(o);
@@ -161,7 +161,7 @@ TEST_CASE("bf16 mode: the float op on the bf16 values, o rounded once", "[bf16]"
       {
         ChunkedGdn<float> op(p, d.view());
         op.forward(o_full.ptr(), nullptr);
-        GdnGrads<float> gv = g_full.view();
+        GdnGradView<float> gv = g_full.view();
         op.backward(dO_full.ptr(), dht.ptr(), gv);
       }
       const double err_o = rel_l2(widen(o16, output_shape(p)), o_full);

@@ -580,7 +580,7 @@ void check_cuda_pass_order(const Case& c, std::int64_t t0, std::int64_t t1, int 
         &h_in = r.h_in, &lambda = r.lambda, &M = r.M, &U = r.U, &o = r.o, &ht = r.ht, &D = r.D;
   const Grads<double>& gr = r.gr;
   const double* dht_p = r.dht_p;
-  const GdnTensors<double> in = r.in(c);
+  const GdnInputView<double> in = r.in(c);
   const std::int64_t Tl = t1 - t0;
   const Shape local = SliceReference::local_shape(p, Tl), bh_state = SliceReference::bh_state(p);
   const GdnProblem& lp = r.lp;

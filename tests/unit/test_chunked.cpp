@@ -31,30 +31,30 @@ struct Reference {
   Grads<double> grads;
 };
 
-Reference oracle(const Case& c, const GdnData<double>& d, const Tensor<double>& dO,
+Reference oracle(const Case& c, const GdnInputs<double>& d, const Tensor<double>& dO,
                  const Tensor<double>& dht) {
   Reference r{Tensor<double>(output_shape(c.p)), Tensor<double>(state_shape(c.p)),
               Grads<double>(c.p, c.h0)};
   recurrent_forward(c.p, d.view(), r.o.ptr(), r.ht.ptr());
-  GdnGrads<double> gv = r.grads.view();
+  GdnGradView<double> gv = r.grads.view();
   recurrent_backward(c.p, d.view(), dO.ptr(), c.dht ? dht.ptr() : nullptr, gv);
   return r;
 }
 
 template <typename T>
 void check_chunked(const Case& c, double tol, const std::vector<std::int64_t>& forget = {}) {
-  GdnData<double> d = random_gdn_inputs<double>(c.p, 7, c.h0);
+  GdnInputs<double> d = random_gdn_inputs<double>(c.p, 7, c.h0);
   forget_at(d, forget);
   const Tensor<double> dO = random_tensor<double>(output_shape(c.p), 8);
   const Tensor<double> dht = random_tensor<double>(state_shape(c.p), 9);
   const Reference ref = oracle(c, d, dO, dht);
 
-  GdnData<T> dt{cast<T>(d.q), cast<T>(d.k),    cast<T>(d.v),
-                cast<T>(d.g), cast<T>(d.beta), cast<T>(d.h0)};
+  GdnInputs<T> dt{cast<T>(d.q), cast<T>(d.k),    cast<T>(d.v),
+                  cast<T>(d.g), cast<T>(d.beta), cast<T>(d.h0)};
   const Tensor<T> dOt = cast<T>(dO), dhtt = cast<T>(dht);
   Tensor<T> o(output_shape(c.p)), ht(state_shape(c.p));
   Grads<T> g(c.p, c.h0);
-  GdnGrads<T> gv = g.view();
+  GdnGradView<T> gv = g.view();
   ChunkedGdn<T> op(c.p, dt.view());
   op.forward(o.ptr(), ht.ptr());
   op.backward(dOt.ptr(), c.dht ? dhtt.ptr() : nullptr, gv);
@@ -91,7 +91,7 @@ TEST_CASE("g = -inf forgets the state: finite and exact against the recurrence",
   }
   // The test can fail: forgetting changes the output.
   const Case& c = kCases[0];
-  GdnData<double> d = random_gdn_inputs<double>(c.p, 7, false, /*g_scale=*/0.05);
+  GdnInputs<double> d = random_gdn_inputs<double>(c.p, 7, false, /*g_scale=*/0.05);
   Tensor<double> o(output_shape(c.p)), o_forget(output_shape(c.p));
   chunk_forward(c.p, d.view(), o.ptr(), nullptr);
   forget_at(d, {40});
@@ -105,7 +105,7 @@ TEST_CASE("zero-length packed sequences: their final state is h0, dh0 is dht", "
   check_chunked<double>(c, 1e-10);
   check_chunked<float>(c, 1e-5);
   // The oracle itself says so: the empty sequence 3 ends where it started.
-  const GdnData<double> d = random_gdn_inputs<double>(c.p, 7, true);
+  const GdnInputs<double> d = random_gdn_inputs<double>(c.p, 7, true);
   Tensor<double> o(output_shape(c.p)), ht(state_shape(c.p));
   chunk_forward(c.p, d.view(), o.ptr(), ht.ptr());
   const std::int64_t block = std::int64_t(c.p.Hv) * c.p.K * c.p.V;
@@ -115,7 +115,7 @@ TEST_CASE("zero-length packed sequences: their final state is h0, dh0 is dht", "
 
 TEST_CASE("chunk size does not change the result", "[chunked]") {
   GdnProblem p = make_problem(1, 150, 1, 2, 16, 16, 16, true);
-  const GdnData<double> d = random_gdn_inputs<double>(p, 3, true);
+  const GdnInputs<double> d = random_gdn_inputs<double>(p, 3, true);
   Tensor<double> o16(output_shape(p)), o(output_shape(p));
   chunk_forward(p, d.view(), o16.ptr(), nullptr);
   for (int C : {32, 64, 128}) {

@@ -310,7 +310,7 @@ TEST_CASE("first_nonfinite finds NaN and Inf in float data only, -inf when asked
 namespace {
 
 // The slice [begin, begin + count) along axis of t, computed in memory: the reference for
-// read_npy_slice.
+// read_npy_rows.
 template <typename T>
 Tensor<T> slice_of(const Tensor<T>& t, int axis, std::int64_t begin, std::int64_t count) {
   std::int64_t outer = 1, inner = 1;
@@ -327,7 +327,7 @@ Tensor<T> slice_of(const Tensor<T>& t, int axis, std::int64_t begin, std::int64_
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("read_npy_slice reads exactly the sub-array along one axis", "[npy]", float,
+TEMPLATE_TEST_CASE("read_npy_rows reads exactly the sub-array along one axis", "[npy]", float,
                    double, std::int32_t, std::int64_t) {
   const std::string p = tmp().path("slice.npy");
   struct Case {
@@ -350,7 +350,7 @@ TEMPLATE_TEST_CASE("read_npy_slice reads exactly the sub-array along one axis", 
     const Tensor<TestType> t = make<TestType>(c.shape);
     write_npy(p, t);
     const NpyHeader h = read_npy_header(p);
-    const NpyArray a = read_npy_slice(p, h, c.axis, c.begin, c.count);
+    const NpyArray a = read_npy_rows(p, h, c.axis, c.begin, c.count);
     const Tensor<TestType> want = slice_of(t, c.axis, c.begin, c.count);
     CHECK(a.dtype == dtype_of<TestType>());
     CHECK(a.shape == want.shape);
@@ -366,7 +366,7 @@ TEMPLATE_TEST_CASE("read_npy_slice reads exactly the sub-array along one axis", 
   }
 }
 
-TEST_CASE("read_npy_slice: the shards of every rank tile the whole array", "[npy]") {
+TEST_CASE("read_npy_rows: the shards of every rank tile the whole array", "[npy]") {
   const std::string p = tmp().path("tile.npy");
   const Tensor<double> t = make<double>({2, 13, 3, 2});
   write_npy(p, t);
@@ -378,7 +378,7 @@ TEST_CASE("read_npy_slice: the shards of every rank tile the whole array", "[npy
     for (int r = 0; r < P; ++r) {
       const std::int64_t b = std::min<std::int64_t>(13, per * r),
                          e = std::min<std::int64_t>(13, per * (r + 1));
-      const Tensor<double> s = npy_to_tensor<double>(read_npy_slice(p, h, 1, b, e - b), p);
+      const Tensor<double> s = npy_to_tensor<double>(read_npy_rows(p, h, 1, b, e - b), p);
       for (std::int64_t i = 0; i < s.size(); ++i) {
         const std::int64_t flat = npy_slice_flat_index(t.shape, 1, b, e - b, i);
         REQUIRE(t.data[std::size_t(flat)] == s.data[std::size_t(i)]);
@@ -389,7 +389,7 @@ TEST_CASE("read_npy_slice: the shards of every rank tile the whole array", "[npy
   }
 }
 
-TEST_CASE("read_npy_slice reads a v2.0 file and an unaligned header", "[npy]") {
+TEST_CASE("read_npy_rows reads a v2.0 file and an unaligned header", "[npy]") {
   const std::string p = tmp().path("v2.npy");
   // v2.0: 4-byte header length; a 21-byte header leaves the data unaligned at byte 33.
   const std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }\n";
@@ -398,38 +398,38 @@ TEST_CASE("read_npy_slice reads a v2.0 file and an unaligned header", "[npy]") {
   write_bytes(p, s + h + f32_bytes({0, 1, 2, 3, 4, 5, 6, 7}));
   const NpyHeader hd = read_npy_header(p);
   CHECK(hd.data_offset == 12 + std::int64_t(h.size()));
-  const Tensor<float> got = npy_to_tensor<float>(read_npy_slice(p, hd, 0, 1, 2), p);
+  const Tensor<float> got = npy_to_tensor<float>(read_npy_rows(p, hd, 0, 1, 2), p);
   CHECK(got.shape == Shape{2, 2});
   CHECK(got.data == std::vector<float>{2, 3, 4, 5});
 }
 
-TEST_CASE("read_npy_slice refuses bad axes and ranges and a file that changed", "[npy]") {
+TEST_CASE("read_npy_rows refuses bad axes and ranges and a file that changed", "[npy]") {
   const std::string p = tmp().path("slice_bad.npy");
   write_npy(p, make<float>({2, 5, 3}));
   const NpyHeader h = read_npy_header(p);
-  CHECK_THROWS_WITH(read_npy_slice(p, h, 3, 0, 1),
+  CHECK_THROWS_WITH(read_npy_rows(p, h, 3, 0, 1),
                     Contains(p) && Contains("axis 3 is not an axis of shape [2, 5, 3]"));
-  CHECK_THROWS_WITH(read_npy_slice(p, h, -1, 0, 1), Contains("axis -1"));
-  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 3, 3),
+  CHECK_THROWS_WITH(read_npy_rows(p, h, -1, 0, 1), Contains("axis -1"));
+  CHECK_THROWS_WITH(read_npy_rows(p, h, 1, 3, 3),
                     Contains("elements [3, 6) along axis 1 are outside [0, 5)"));
-  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, -1, 2), Contains("elements [-1, 1)"));
-  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 6, 0), Contains("outside [0, 5)"));
-  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 0, -1), Contains("outside [0, 5)"));
+  CHECK_THROWS_WITH(read_npy_rows(p, h, 1, -1, 2), Contains("elements [-1, 1)"));
+  CHECK_THROWS_WITH(read_npy_rows(p, h, 1, 6, 0), Contains("outside [0, 5)"));
+  CHECK_THROWS_WITH(read_npy_rows(p, h, 1, 0, -1), Contains("outside [0, 5)"));
   write_npy(tmp().path("scalar.npy"), make<float>({}));
   CHECK_THROWS_WITH(
-      read_npy_slice(tmp().path("scalar.npy"), read_npy_header(tmp().path("scalar.npy")), 0, 0, 1),
+      read_npy_rows(tmp().path("scalar.npy"), read_npy_header(tmp().path("scalar.npy")), 0, 0, 1),
       Contains("axis 0 is not an axis of shape []"));
   CHECK_THROWS_WITH(npy_slice_flat_index({2, 5, 3}, 1, 1, 2, 12),
                     Contains("index 12 is outside the slice of 12 elements"));
 
   // The file shrank, or grew, after its header was read.
   std::filesystem::resize_file(p, std::filesystem::file_size(p) - 4);
-  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 0, 2),
+  CHECK_THROWS_WITH(read_npy_rows(p, h, 1, 0, 2),
                     Contains(p) && Contains("changed after the header was read"));
   std::filesystem::resize_file(p, std::filesystem::file_size(p) + 8);
-  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 0, 2), Contains("changed after the header was read"));
+  CHECK_THROWS_WITH(read_npy_rows(p, h, 1, 0, 2), Contains("changed after the header was read"));
   // Gone: the error names it; an empty slice reads nothing, so it does not care.
   std::filesystem::remove(p);
-  CHECK_THROWS_WITH(read_npy_slice(p, h, 1, 0, 2), Contains("cannot open file '" + p + "'"));
-  CHECK(read_npy_slice(p, h, 1, 5, 0).shape == Shape{2, 0, 3});
+  CHECK_THROWS_WITH(read_npy_rows(p, h, 1, 0, 2), Contains("cannot open file '" + p + "'"));
+  CHECK(read_npy_rows(p, h, 1, 5, 0).shape == Shape{2, 0, 3});
 }

@@ -11,7 +11,7 @@ using namespace gdn::test;
 
 TEST_CASE("a slice is an affine map of its entry state", "[pairs]") {
   const GdnProblem p = make_problem(2, 90, 1, 2, 8, 6, 16);
-  const GdnData<double> d = random_gdn_inputs<double>(p, 5, false);
+  const GdnInputs<double> d = random_gdn_inputs<double>(p, 5, false);
   const int BH = p.B * p.Hv, K = p.K, V = p.V;
   // The interior slice [30, 90): copy its tokens out of the [B, T, ...] tensors.
   const std::int64_t t0 = 30, n = p.T - t0;

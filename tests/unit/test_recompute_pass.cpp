@@ -42,7 +42,7 @@ struct Slice {
 
   Slice(const GdnProblem& p_, std::int64_t t0_, std::int64_t t1_) : p(p_), t0(t0_), t1(t1_) {
     // A slow decay (g about -0.012 per token): the state carries weight across chunks.
-    const GdnData<double> d = random_gdn_inputs<double>(p, 71, /*with_h0=*/true, 0.05);
+    const GdnInputs<double> d = random_gdn_inputs<double>(p, 71, /*with_h0=*/true, 0.05);
     const int BH = p.B * p.Hv;
     q = cast<T>(token_slice(d.q, t0, t1));
     k = cast<T>(token_slice(d.k, t0, t1));
@@ -55,7 +55,9 @@ struct Slice {
     dO = cast<T>(random_tensor<double>({p.B, t1 - t0, p.Hv, p.V}, 74));
     dht = cast<T>(random_tensor<double>(state_shape(p), 75));
   }
-  GdnTensors<T> view() const { return {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), h0.ptr()}; }
+  GdnInputView<T> view() const {
+    return {q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), h0.ptr()};
+  }
   GdnProblem local() const {
     GdnProblem l = p;
     l.T = t1 - t0;
@@ -94,7 +96,7 @@ template <typename T, typename Pass>
 void local_backward(Pass& pass, const Slice<T>& s, Results<T>& r) {
   pass.prepare();
   pass.adjoint(s.dO.ptr(), s.dht.ptr(), r.D.ptr());
-  GdnGrads<T> gv = r.grads.view();
+  GdnGradView<T> gv = r.grads.view();
   pass.backward(s.lambda.ptr(), s.dO.ptr(), s.dht.ptr(), gv);
 }
 
@@ -261,7 +263,7 @@ struct CoreRun {
 };
 
 template <typename T, typename Change>
-CoreRun<T> run_core(const GdnProblem& p, GdnData<T>& d, const Tensor<T>& dO, const Tensor<T>& dht,
+CoreRun<T> run_core(const GdnProblem& p, GdnInputs<T>& d, const Tensor<T>& dO, const Tensor<T>& dht,
                     int S, bool recompute, Change change) {
   CoreRun<T> r{Tensor<T>(output_shape(p)), Tensor<T>(state_shape(p)), Grads<T>(p, true)};
   SingleCommunicator comm;
@@ -278,9 +280,9 @@ CoreRun<T> run_core(const GdnProblem& p, GdnData<T>& d, const Tensor<T>& dO, con
     r.o = o;
     r.ht = ht;
   }
-  GdnGrads<T> g = r.grads.view();
+  GdnGradView<T> g = r.grads.view();
   core.backward(cp, dO.ptr(), dht.ptr(), g);
-  r.pieces = core.split_plan().pieces;
+  r.pieces = core.piece_split().pieces;
   return r;
 }
 
@@ -288,12 +290,12 @@ template <typename T>
 void check_core_replay(int S) {
   GdnProblem p = packed_problem();
   p.l2norm_qk = true;  // the replay normalises q, k again for the pass
-  GdnData<double> d64 = random_gdn_inputs<double>(p, 81, /*with_h0=*/true, 0.05);
-  GdnData<T> d{cast<T>(d64.q), cast<T>(d64.k),    cast<T>(d64.v),
-               cast<T>(d64.g), cast<T>(d64.beta), cast<T>(d64.h0)};
+  GdnInputs<double> d64 = random_gdn_inputs<double>(p, 81, /*with_h0=*/true, 0.05);
+  GdnInputs<T> d{cast<T>(d64.q), cast<T>(d64.k),    cast<T>(d64.v),
+                 cast<T>(d64.g), cast<T>(d64.beta), cast<T>(d64.h0)};
   const Tensor<T> dO = cast<T>(random_tensor<double>(output_shape(p), 82));
   const Tensor<T> dht = cast<T>(random_tensor<double>(state_shape(p), 83));
-  auto same = [](GdnData<T>&) {};
+  auto same = [](GdnInputs<T>&) {};
   const CoreRun<T> want = run_core(p, d, dO, dht, S, false, same);
   const CoreRun<T> got = run_core(p, d, dO, dht, S, true, same);
   CHECK(got.pieces == S);
@@ -307,14 +309,14 @@ void check_core_replay(int S) {
   // The replay takes its outputs from the kept states: changing v in the first chunk of
   // sequence 2 (tokens 37-52) between the two forwards leaves the rest of the sequence
   // (tokens 53-149) as it was, which the three phases again would not.
-  auto change = [&](GdnData<T>& x) {
+  auto change = [&](GdnInputs<T>& x) {
     for (std::int64_t i = 37 * p.Hv * p.V; i < 53 * p.Hv * p.V; ++i) x.v.data[i] += T(0.5);
   };
-  GdnData<T> d2 = d;
+  GdnInputs<T> d2 = d;
   const CoreRun<T> changed = run_core(p, d2, dO, dht, S, true, change);
   CHECK(same_token_rows(changed.o, want.o, 53, 150));
   CHECK(!same_token_rows(changed.o, want.o, 37, 53));
-  GdnData<T> d3 = d;
+  GdnInputs<T> d3 = d;
   change(d3);
   const CoreRun<T> rerun = run_core(p, d3, dO, dht, S, false, same);
   CHECK(!same_token_rows(rerun.o, want.o, 53, 150));
@@ -393,13 +395,13 @@ TEST_CASE("Lifecycle follows the table of design.md §6c", "[recompute]") {
 TEST_CASE("GdnContextParallel refuses a backward out of order, and replays only when told",
           "[recompute]") {
   GdnProblem p = packed_problem();
-  GdnData<double> d = random_gdn_inputs<double>(p, 91, /*with_h0=*/true, 0.05);
+  GdnInputs<double> d = random_gdn_inputs<double>(p, 91, /*with_h0=*/true, 0.05);
   const Tensor<double> dO = random_tensor<double>(output_shape(p), 92);
   SingleCommunicator comm;
   const CpContext cp = CpContext::contiguous(comm, p.T, CpOptions{});
   Tensor<double> o(output_shape(p)), again(output_shape(p));
   Grads<double> grads(p, true);
-  GdnGrads<double> g = grads.view();
+  GdnGradView<double> g = grads.view();
   GdnContextParallel<double, Host> core;
   CHECK_THROWS_WITH(core.backward(cp, dO.ptr(), nullptr, g),
                     Catch::Contains("nothing is kept (no forward since the last release)"));

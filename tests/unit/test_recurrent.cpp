@@ -12,7 +12,7 @@ using namespace gdn::test;
 namespace {
 
 // L = sum(o * dO) + sum(ht * dht): its gradient is exactly what the backward returns.
-double loss(const GdnProblem& p, const GdnData<double>& d, const Tensor<double>& dO,
+double loss(const GdnProblem& p, const GdnInputs<double>& d, const Tensor<double>& dO,
             const Tensor<double>& dht) {
   Tensor<double> o(output_shape(p)), ht(state_shape(p));
   recurrent_forward(p, d.view(), o.ptr(), ht.ptr());
@@ -25,11 +25,11 @@ double loss(const GdnProblem& p, const GdnData<double>& d, const Tensor<double>&
 // Central differences for every element of every input, h0 included.
 void check_against_finite_differences(const Case& c, bool chunked) {
   const GdnProblem& p = c.p;
-  GdnData<double> d = random_gdn_inputs<double>(p, 11, /*with_h0=*/true);
+  GdnInputs<double> d = random_gdn_inputs<double>(p, 11, /*with_h0=*/true);
   const Tensor<double> dO = random_tensor<double>(output_shape(p), 12);
   const Tensor<double> dht = random_tensor<double>(state_shape(p), 13);
   Grads<double> g(p, true);
-  GdnGrads<double> gv = g.view();
+  GdnGradView<double> gv = g.view();
   if (chunked) {
     ChunkedGdn<double> op(p, d.view());
     Tensor<double> o(output_shape(p)), ht(state_shape(p));
@@ -73,7 +73,7 @@ TEST_CASE("recurrence forward matches a hand-computed single step", "[recurrent]
   GdnProblem p = make_problem(1, 1, 1, 1, 1, 1, 16);
   p.scale = 0.5;
   const double q = 2, k = 0.5, v = 3, g = -0.25, beta = 0.8, h0 = 1.5;
-  GdnTensors<double> in{&q, &k, &v, &g, &beta, &h0};
+  GdnInputView<double> in{&q, &k, &v, &g, &beta, &h0};
   double o = 0, ht = 0;
   recurrent_forward(p, in, &o, &ht);
   const double Sa = std::exp(g) * h0, S = Sa + beta * k * (v - Sa * k);

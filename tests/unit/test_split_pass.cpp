@@ -34,7 +34,7 @@ struct ThreadGuard {
 // Seeded inputs and cotangents of a case. A slow decay (g about -0.012 per token) so the
 // state carries real weight across every piece boundary.
 struct Inputs {
-  GdnData<double> d;
+  GdnInputs<double> d;
   Tensor<double> dO, dht;
   explicit Inputs(const Case& c)
       : d(random_gdn_inputs<double>(c.p, 51, c.h0, /*g_scale=*/0.05)),
@@ -62,23 +62,23 @@ Result<double> run_unsplit(const Case& c, const Inputs& in) {
   Result<double> r(c);
   ChunkedGdn<double> op(c.p, in.d.view());
   op.forward(r.o.ptr(), r.ht.ptr());
-  GdnGrads<double> g = r.grads.view();
+  GdnGradView<double> g = r.grads.view();
   op.backward(in.dO.ptr(), c.dht ? in.dht.ptr() : nullptr, g);
   return r;
 }
 
 // GdnContextParallel on one rank, with the split options given.
 template <typename T>
-Result<T> run_cp1(const Case& c, const GdnData<T>& d, const Tensor<T>& dO, const Tensor<T>& dht,
+Result<T> run_cp1(const Case& c, const GdnInputs<T>& d, const Tensor<T>& dO, const Tensor<T>& dht,
                   CpOptions opt) {
   Result<T> r(c);
   SingleCommunicator comm;
   const CpContext cp = CpContext::contiguous(comm, c.p.T, opt);
   GdnContextParallel<T, Host> op;
   op.forward(cp, c.p, d.view(), r.o.ptr(), r.ht.ptr());
-  GdnGrads<T> g = r.grads.view();
+  GdnGradView<T> g = r.grads.view();
   op.backward(cp, dO.ptr(), c.dht ? dht.ptr() : nullptr, g);
-  r.pieces = op.split_plan().pieces;
+  r.pieces = op.piece_split().pieces;
   return r;
 }
 
@@ -147,20 +147,20 @@ TEST_CASE("split points are chunk starts of the slice, never an empty piece", "[
 TEST_CASE("the automatic plan splits only when B*Hv leaves threads idle", "[split]") {
   const CpOptions autom;
   const GdnProblem one = make_problem(1, 4096, 1, 1, 8, 8, 64);  // 64 chunks
-  CHECK(plan_split(autom, one, 0, one.T, 2).pieces == 2);
-  CHECK(plan_split(autom, one, 0, one.T, 8).pieces == 8);
-  CHECK(plan_split(autom, one, 0, one.T, 1).pieces == 1);
-  CHECK(plan_split(autom, one, 0, 7 * 64, 2).pieces == 1);  // under 4 chunks a piece
-  CHECK(plan_split(autom, one, 0, 8 * 64, 4).pieces == 2);  // as many as the chunks allow
+  CHECK(choose_piece_split(autom, one, 0, one.T, 2).pieces == 2);
+  CHECK(choose_piece_split(autom, one, 0, one.T, 8).pieces == 8);
+  CHECK(choose_piece_split(autom, one, 0, one.T, 1).pieces == 1);
+  CHECK(choose_piece_split(autom, one, 0, 7 * 64, 2).pieces == 1);  // under 4 chunks a piece
+  CHECK(choose_piece_split(autom, one, 0, 8 * 64, 4).pieces == 2);  // as many as the chunks allow
   const GdnProblem two = make_problem(1, 4096, 1, 2, 8, 8, 64);
-  CHECK(plan_split(autom, two, 0, two.T, 2).pieces == 1);  // B*Hv = threads
-  CHECK(plan_split(autom, two, 0, two.T, 3).pieces == 1);  // 2 heads a job: no gain at S=3
-  CHECK(plan_split(autom, two, 0, two.T, 4).pieces == 4);
+  CHECK(choose_piece_split(autom, two, 0, two.T, 2).pieces == 1);  // B*Hv = threads
+  CHECK(choose_piece_split(autom, two, 0, two.T, 3).pieces == 1);  // 2 heads a job: no gain at S=3
+  CHECK(choose_piece_split(autom, two, 0, two.T, 4).pieces == 4);
   const GdnProblem rows = make_problem(2, 4096, 1, 1, 8, 8, 64);
-  CHECK(plan_split(autom, rows, 0, rows.T, 4).pieces == 2);  // B x S = 4 jobs
-  CHECK(plan_split(autom, rows, 0, rows.T, 3).pieces == 1);
-  CHECK(plan_split(split_options(1, false), one, 0, one.T, 8).pieces == 1);
-  const SplitPlan forced = plan_split(split_options(5, true), two, 0, two.T, 1);
+  CHECK(choose_piece_split(autom, rows, 0, rows.T, 4).pieces == 2);  // B x S = 4 jobs
+  CHECK(choose_piece_split(autom, rows, 0, rows.T, 3).pieces == 1);
+  CHECK(choose_piece_split(split_options(1, false), one, 0, one.T, 8).pieces == 1);
+  const PieceSplit forced = choose_piece_split(split_options(5, true), two, 0, two.T, 1);
   CHECK(forced.pieces == 5);
   CHECK(forced.log_depth);
 }
@@ -193,7 +193,7 @@ TEST_CASE("piece scans: serial chain and log depth equal the maps applied in ord
   const PairDims d{BH, K, V};
   for (int n : {1, 2, 3, 5, 8, 9}) {
     std::vector<Tensor<double>> A, B;
-    PieceMaps<double> f;
+    PiecePairs<double> f;
     for (int j = 0; j < n; ++j) {
       A.push_back(random_tensor<double>({BH, K, K}, 100 + j, 0.4));
       B.push_back(random_tensor<double>({BH, K, V}, 200 + j));
@@ -289,8 +289,8 @@ TEST_CASE("split, phase by phase on an interior slice, equals LocalPass (fp64)",
     const Tensor<double> q = token_slice(in.d.q, t0, t1), k = token_slice(in.d.k, t0, t1),
                          v = token_slice(in.d.v, t0, t1), g = token_slice(in.d.g, t0, t1),
                          beta = token_slice(in.d.beta, t0, t1), dO = token_slice(in.dO, t0, t1);
-    const GdnTensors<double> view{q.ptr(), k.ptr(),    v.ptr(),
-                                  g.ptr(), beta.ptr(), c.h0 ? in.d.h0.ptr() : nullptr};
+    const GdnInputView<double> view{q.ptr(), k.ptr(),    v.ptr(),
+                                    g.ptr(), beta.ptr(), c.h0 ? in.d.h0.ptr() : nullptr};
     const Tensor<double> h_in = random_tensor<double>({BH, K, V}, 61),
                          lambda = random_tensor<double>({BH, K, V}, 62);
     const double* dht = c.dht ? in.dht.ptr() : nullptr;
@@ -310,7 +310,7 @@ TEST_CASE("split, phase by phase on an interior slice, equals LocalPass (fp64)",
       pass.transition(r.M.ptr(), r.U.ptr());
       pass.output(h_in.ptr(), r.o.ptr(), r.ht.ptr());
       pass.adjoint(dO.ptr(), dht, r.D.ptr());
-      GdnGrads<double> gv = r.grads.view();
+      GdnGradView<double> gv = r.grads.view();
       pass.backward(lambda.ptr(), dO.ptr(), dht, gv);
       return r;
     };
@@ -339,7 +339,7 @@ TEST_CASE("split, phase by phase on an interior slice, equals LocalPass (fp64)",
         local.T = n;
         Grads<double> g2(local, false);
         g2.dh0 = Tensor<double>(c.h0 ? state_shape(p) : Shape{0});
-        GdnGrads<double> gv2 = g2.view();
+        GdnGradView<double> gv2 = g2.view();
         split.backward(lambda.ptr(), dO.ptr(), dht, gv2);
         CHECK(same_bits(g2.dq, got.grads.dq));
         CHECK(same_bits(g2.dg, got.grads.dg));
@@ -372,8 +372,8 @@ TEST_CASE("the split gives the same bits for 1, 2 and 3 threads at a fixed S", "
 TEST_CASE("split in fp32 stays within fp32 rounding of the unsplit op", "[split]") {
   const Case& c = kCases[0];
   const Inputs in(c);
-  const GdnData<float> d{cast<float>(in.d.q), cast<float>(in.d.k),    cast<float>(in.d.v),
-                         cast<float>(in.d.g), cast<float>(in.d.beta), cast<float>(in.d.h0)};
+  const GdnInputs<float> d{cast<float>(in.d.q), cast<float>(in.d.k),    cast<float>(in.d.v),
+                           cast<float>(in.d.g), cast<float>(in.d.beta), cast<float>(in.d.h0)};
   const Tensor<float> dO = cast<float>(in.dO), dht = cast<float>(in.dht);
   const Result<float> unsplit = run_cp1(c, d, dO, dht, split_options(1, false));
   for (bool log_depth : {false, true}) {

@@ -97,7 +97,7 @@ TEST_CASE("a full config parses and round-trips through to_json", "[config]") {
   CHECK(c.model.tie_word_embeddings);
   CHECK(c.model.rms_norm_eps == 1e-6);
   CHECK(c.train.seq_len == 100);
-  CHECK(c.train.dtype == "f64");
+  CHECK(c.train.dtype == DType::f64);
   CHECK(c.train.seed == 42);
   CHECK(c.train.checkpoint_every == 3);
   CHECK(c.ignored_model_keys.empty());
@@ -175,7 +175,7 @@ TEST_CASE("absent model keys take transformers' defaults for the model type", "[
   CHECK(c.model.num_experts_per_tok == 10);
   CHECK(c.model.head_dim == 256);
   CHECK(c.model.rotary_dim() == 64);  // partial_rotary_factor 0.25
-  CHECK(c.train.dtype == "f32");
+  CHECK(c.train.dtype == DType::f32);
   CHECK(c.train.data == "synthetic");
 }
 
@@ -832,7 +832,7 @@ TEST_CASE("token files: bad input is an error naming the file and what was expec
 
 namespace {
 
-// A source that only knows whole windows: it gets TokenSource's default sequence_slice.
+// A source that only knows whole windows: it gets TokenSource's default window_part.
 class WholeWindowSource final : public TokenSource {
  public:
   void sequence(std::int64_t step, std::int64_t index, std::int64_t len,
@@ -845,7 +845,7 @@ class WholeWindowSource final : public TokenSource {
 
 }  // namespace
 
-TEST_CASE("sequence_slice gives exactly that part of sequence()'s window, for every source",
+TEST_CASE("window_part gives exactly that part of sequence()'s window, for every source",
           "[data]") {
   TempDir tmp;
   const std::int64_t seq_len = 128, len = seq_len + 1;
@@ -880,7 +880,7 @@ TEST_CASE("sequence_slice gives exactly that part of sequence()'s window, for ev
                      << begin + count << ")");
         // Guards around the slice: nothing outside [out, out + count) is written.
         std::vector<std::int32_t> part(std::size_t(count) + 2, -7);
-        src->sequence_slice(step, index, len, begin, count, part.data() + 1);
+        src->window_part(step, index, len, begin, count, part.data() + 1);
         REQUIRE(part.front() == -7);
         REQUIRE(part.back() == -7);
         REQUIRE(std::equal(part.begin() + 1, part.end() - 1, whole.begin() + begin));
@@ -888,10 +888,10 @@ TEST_CASE("sequence_slice gives exactly that part of sequence()'s window, for ev
     }
     // A slice outside the window is refused.
     std::vector<std::int32_t> out(len + 1);
-    CHECK_THROWS_WITH(src->sequence_slice(0, 0, len, len - 1, 2, out.data()),
+    CHECK_THROWS_WITH(src->window_part(0, 0, len, len - 1, 2, out.data()),
                       Contains("tokens [128, 130) are not inside a window of 129 tokens"));
-    CHECK_THROWS_WITH(src->sequence_slice(0, 0, len, -1, 1, out.data()), Contains("[-1, 0)"));
-    CHECK_THROWS_WITH(src->sequence_slice(0, 0, len, 0, -1, out.data()),
+    CHECK_THROWS_WITH(src->window_part(0, 0, len, -1, 1, out.data()), Contains("[-1, 0)"));
+    CHECK_THROWS_WITH(src->window_part(0, 0, len, 0, -1, out.data()),
                       Contains("not inside a window"));
   }
 }

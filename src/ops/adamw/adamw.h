@@ -15,11 +15,19 @@ namespace gdn::ops {
 //   per-block partials, then one block sums them in a fixed order. Either way the bits
 //   depend on n alone.
 // scale: g = T(double(g) * s).
-#define GDN_ADAMW_OPS(PREFIX, Dev, T)                                                             \
-  PREFIX void adamw_update(Dev, T* p, const T* g, T* m, T* v, std::int64_t n, double lr,          \
-                           double beta1, double beta2, double eps, double wd, std::int64_t step); \
-  PREFIX double sum_squares(Dev, const T* g, std::int64_t n);                                     \
-  PREFIX void scale(Dev, T* g, std::int64_t n, double s);
-GDN_DECLARE_ON_DEVICES(GDN_ADAMW_OPS)
+template <typename T>
+void adamw_update(Host, T* p, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1,
+                  double beta2, double eps, double wd, std::int64_t step);
+template <typename T>
+void adamw_update(Cuda, T* p, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1,
+                  double beta2, double eps, double wd, std::int64_t step);
+template <typename T>
+double sum_squares(Host, const T* g, std::int64_t n);
+template <typename T>
+double sum_squares(Cuda, const T* g, std::int64_t n);
+template <typename T>
+void scale(Host, T* g, std::int64_t n, double s);
+template <typename T>
+void scale(Cuda, T* g, std::int64_t n, double s);
 
 }  // namespace gdn::ops

@@ -90,6 +90,13 @@ void scale(Cuda, T* g, i64 n, double s) {
   check_launch();
 }
 
-GDN_INSTANTIATE_ON(GDN_ADAMW_OPS, Cuda)
+template void adamw_update(Cuda, float*, const float*, float*, float*, std::int64_t, double, double,
+                           double, double, double, std::int64_t);
+template void adamw_update(Cuda, double*, const double*, double*, double*, std::int64_t, double,
+                           double, double, double, double, std::int64_t);
+template double sum_squares(Cuda, const float* g, std::int64_t n);
+template double sum_squares(Cuda, const double* g, std::int64_t n);
+template void scale(Cuda, float*, std::int64_t, double);
+template void scale(Cuda, double*, std::int64_t, double);
 
 }  // namespace gdn::ops

@@ -45,6 +45,13 @@ void scale(Host, T* g, i64 n, double s) {
   for (i64 e = 0; e < n; ++e) g[e] = T(double(g[e]) * s);
 }
 
-GDN_INSTANTIATE_ON(GDN_ADAMW_OPS, Host)
+template void adamw_update(Host, float*, const float*, float*, float*, std::int64_t, double, double,
+                           double, double, double, std::int64_t);
+template void adamw_update(Host, double*, const double*, double*, double*, std::int64_t, double,
+                           double, double, double, double, std::int64_t);
+template double sum_squares(Host, const float* g, std::int64_t n);
+template double sum_squares(Host, const double* g, std::int64_t n);
+template void scale(Host, float*, std::int64_t, double);
+template void scale(Host, double*, std::int64_t, double);
 
 }  // namespace gdn::ops

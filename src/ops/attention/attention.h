@@ -28,14 +28,21 @@ inline std::int64_t attention_pairs(const std::int64_t* qpos, std::int64_t Tq) {
 // Hq must be a multiple of Hkv.
 // attention_backward: dout = dL/do; dq [B, Tq, Hq, D], dk, dv [B, Tk, Hkv, D] overwritten
 // (keys past max(qpos) get zeros); any of them may be null (skipped).
-#define GDN_ATTENTION_OPS(PREFIX, Dev, T)                                                          \
-  PREFIX void attention_forward(Dev, const T* q, const T* k, const T* v, const std::int64_t* qpos, \
-                                int B, std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D,   \
-                                double scale, T* o, T* lse);                                       \
-  PREFIX void attention_backward(Dev, const T* q, const T* k, const T* v, const T* o,              \
-                                 const T* lse, const T* dout, const std::int64_t* qpos, int B,     \
-                                 std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D,         \
-                                 double scale, T* dq, T* dk, T* dv);
-GDN_DECLARE_ON_DEVICES(GDN_ATTENTION_OPS)
+template <typename T>
+void attention_forward(Host, const T* q, const T* k, const T* v, const std::int64_t* qpos, int B,
+                       std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* o,
+                       T* lse);
+template <typename T>
+void attention_forward(Cuda, const T* q, const T* k, const T* v, const std::int64_t* qpos, int B,
+                       std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* o,
+                       T* lse);
+template <typename T>
+void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, const T* lse,
+                        const T* dout, const std::int64_t* qpos, int B, std::int64_t Tq,
+                        std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* dq, T* dk, T* dv);
+template <typename T>
+void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, const T* lse,
+                        const T* dout, const std::int64_t* qpos, int B, std::int64_t Tq,
+                        std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* dq, T* dk, T* dv);
 
 }  // namespace gdn::ops

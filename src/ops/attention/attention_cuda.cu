@@ -241,6 +241,18 @@ void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, co
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_ATTENTION_OPS, Cuda)
+template void attention_forward(Cuda, const float*, const float*, const float*, const std::int64_t*,
+                                int, std::int64_t, std::int64_t, int, int, int, double, float*,
+                                float*);
+template void attention_forward(Cuda, const double*, const double*, const double*,
+                                const std::int64_t*, int, std::int64_t, std::int64_t, int, int, int,
+                                double, double*, double*);
+template void attention_backward(Cuda, const float*, const float*, const float*, const float*,
+                                 const float*, const float*, const std::int64_t*, int, std::int64_t,
+                                 std::int64_t, int, int, int, double, float*, float*, float*);
+template void attention_backward(Cuda, const double*, const double*, const double*, const double*,
+                                 const double*, const double*, const std::int64_t*, int,
+                                 std::int64_t, std::int64_t, int, int, int, double, double*,
+                                 double*, double*);
 
 }  // namespace gdn::ops

@@ -209,6 +209,18 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_ATTENTION_OPS, Host)
+template void attention_forward(Host, const float*, const float*, const float*, const std::int64_t*,
+                                int, std::int64_t, std::int64_t, int, int, int, double, float*,
+                                float*);
+template void attention_forward(Host, const double*, const double*, const double*,
+                                const std::int64_t*, int, std::int64_t, std::int64_t, int, int, int,
+                                double, double*, double*);
+template void attention_backward(Host, const float*, const float*, const float*, const float*,
+                                 const float*, const float*, const std::int64_t*, int, std::int64_t,
+                                 std::int64_t, int, int, int, double, float*, float*, float*);
+template void attention_backward(Host, const double*, const double*, const double*, const double*,
+                                 const double*, const double*, const std::int64_t*, int,
+                                 std::int64_t, std::int64_t, int, int, int, double, double*,
+                                 double*, double*);
 
 }  // namespace gdn::ops

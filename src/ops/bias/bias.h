@@ -10,9 +10,13 @@ namespace gdn::ops {
 // bias_add: y [N, out] += b [out] per row.
 // bias_backward: db [out] += column sums of dy [N, out] (bit-identical for any thread count;
 // on the GPU by the deterministic column sums).
-#define GDN_BIAS_OPS(PREFIX, Dev, T)                                    \
-  PREFIX void bias_add(Dev, T* y, const T* b, std::int64_t N, int out); \
-  PREFIX void bias_backward(Dev, const T* dy, std::int64_t N, int out, T* db);
-GDN_DECLARE_ON_DEVICES(GDN_BIAS_OPS)
+template <typename T>
+void bias_add(Host, T* y, const T* b, std::int64_t N, int out);
+template <typename T>
+void bias_add(Cuda, T* y, const T* b, std::int64_t N, int out);
+template <typename T>
+void bias_backward(Host, const T* dy, std::int64_t N, int out, T* db);
+template <typename T>
+void bias_backward(Cuda, const T* dy, std::int64_t N, int out, T* db);
 
 }  // namespace gdn::ops

@@ -39,6 +39,9 @@ void bias_backward(Cuda, const T* dy, i64 N, int out, T* db) {
   column_sums(BiasDb<T>{dy, out, db}, N, out);
 }
 
-GDN_INSTANTIATE_ON(GDN_BIAS_OPS, Cuda)
+template void bias_add(Cuda, float*, const float*, std::int64_t, int);
+template void bias_add(Cuda, double*, const double*, std::int64_t, int);
+template void bias_backward(Cuda, const float*, std::int64_t, int, float*);
+template void bias_backward(Cuda, const double*, std::int64_t, int, double*);
 
 }  // namespace gdn::ops

@@ -21,6 +21,9 @@ void bias_backward(Host, const T* dy, i64 N, int out, T* db) {
       N, out, [&](i64 n, int c) { return double(dy[n * out + c]); }, db);
 }
 
-GDN_INSTANTIATE_ON(GDN_BIAS_OPS, Host)
+template void bias_add(Host, float*, const float*, std::int64_t, int);
+template void bias_add(Host, double*, const double*, std::int64_t, int);
+template void bias_backward(Host, const float*, std::int64_t, int, float*);
+template void bias_backward(Host, const double*, std::int64_t, int, double*);
 
 }  // namespace gdn::ops

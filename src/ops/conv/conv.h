@@ -15,11 +15,17 @@ namespace gdn::ops {
 // causal_conv_silu_forward:  y [B, T, C].
 // causal_conv_silu_backward: dx [B, (W - 1) + T, C] overwritten (the halo rows get their
 // gradient too; may be null); dw [C, W] += (may be null).
-#define GDN_CONV_OPS(PREFIX, Dev, T)                                                           \
-  PREFIX void causal_conv_silu_forward(Dev, const T* x, const T* w, int B, std::int64_t T_len, \
-                                       int C, int W, T* y);                                    \
-  PREFIX void causal_conv_silu_backward(Dev, const T* x, const T* w, const T* dy, int B,       \
-                                        std::int64_t T_len, int C, int W, T* dx, T* dw);
-GDN_DECLARE_ON_DEVICES(GDN_CONV_OPS)
+template <typename T>
+void causal_conv_silu_forward(Host, const T* x, const T* w, int B, std::int64_t T_len, int C, int W,
+                              T* y);
+template <typename T>
+void causal_conv_silu_forward(Cuda, const T* x, const T* w, int B, std::int64_t T_len, int C, int W,
+                              T* y);
+template <typename T>
+void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B, std::int64_t T_len,
+                               int C, int W, T* dx, T* dw);
+template <typename T>
+void causal_conv_silu_backward(Cuda, const T* x, const T* w, const T* dy, int B, std::int64_t T_len,
+                               int C, int W, T* dx, T* dw);
 
 }  // namespace gdn::ops

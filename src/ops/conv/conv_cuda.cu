@@ -118,6 +118,13 @@ void causal_conv_silu_backward(Cuda, const T* x, const T* w, const T* dy, int B,
   if (dw) column_sums(ConvDw<T>{dpre.get(), x, T_len, C, W, dw}, B * T_len, W * C);
 }
 
-GDN_INSTANTIATE_ON(GDN_CONV_OPS, Cuda)
+template void causal_conv_silu_forward(Cuda, const float*, const float*, int, std::int64_t, int,
+                                       int, float*);
+template void causal_conv_silu_forward(Cuda, const double*, const double*, int, std::int64_t, int,
+                                       int, double*);
+template void causal_conv_silu_backward(Cuda, const float*, const float*, const float*, int,
+                                        std::int64_t, int, int, float*, float*);
+template void causal_conv_silu_backward(Cuda, const double*, const double*, const double*, int,
+                                        std::int64_t, int, int, double*, double*);
 
 }  // namespace gdn::ops

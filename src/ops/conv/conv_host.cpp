@@ -101,6 +101,13 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_CONV_OPS, Host)
+template void causal_conv_silu_forward(Host, const float*, const float*, int, std::int64_t, int,
+                                       int, float*);
+template void causal_conv_silu_forward(Host, const double*, const double*, int, std::int64_t, int,
+                                       int, double*);
+template void causal_conv_silu_backward(Host, const float*, const float*, const float*, int,
+                                        std::int64_t, int, int, float*, float*);
+template void causal_conv_silu_backward(Host, const double*, const double*, const double*, int,
+                                        std::int64_t, int, int, double*, double*);
 
 }  // namespace gdn::ops

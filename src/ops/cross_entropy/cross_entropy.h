@@ -12,9 +12,11 @@ namespace gdn::ops {
 // losses in double, summed in row order on the host, so the total does not depend on
 // threads or devices); writes dlogits = (softmax - onehot) * grad_scale unless dlogits is
 // null. dlogits may be logits (computed in place).
-#define GDN_CROSS_ENTROPY_OPS(PREFIX, Dev, T)                                                    \
-  PREFIX double cross_entropy(Dev, const T* logits, const std::int32_t* targets, std::int64_t N, \
-                              int V, double grad_scale, T* dlogits);
-GDN_DECLARE_ON_DEVICES(GDN_CROSS_ENTROPY_OPS)
+template <typename T>
+double cross_entropy(Host, const T* logits, const std::int32_t* targets, std::int64_t N, int V,
+                     double grad_scale, T* dlogits);
+template <typename T>
+double cross_entropy(Cuda, const T* logits, const std::int32_t* targets, std::int64_t N, int V,
+                     double grad_scale, T* dlogits);
 
 }  // namespace gdn::ops

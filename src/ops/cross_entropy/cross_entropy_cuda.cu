@@ -66,6 +66,9 @@ double cross_entropy(Cuda, const T* logits, const std::int32_t* targets, i64 N, 
   return total;
 }
 
-GDN_INSTANTIATE_ON(GDN_CROSS_ENTROPY_OPS, Cuda)
+template double cross_entropy(Cuda, const float* logits, const std::int32_t* targets,
+                              std::int64_t N, int V, double grad_scale, float* dlogits);
+template double cross_entropy(Cuda, const double* logits, const std::int32_t* targets,
+                              std::int64_t N, int V, double grad_scale, double* dlogits);
 
 }  // namespace gdn::ops

@@ -61,6 +61,13 @@ void add(Cuda, T* y, const T* a, const T* b, i64 n) {
   check_launch();
 }
 
-GDN_INSTANTIATE_ON(GDN_ELEMENTWISE_OPS, Cuda)
+template void add(Cuda, float*, const float*, const float*, std::int64_t);
+template void add(Cuda, double*, const double*, const double*, std::int64_t);
+template void sigmoid_gate_forward(Cuda, const float*, const float*, std::int64_t, float*);
+template void sigmoid_gate_forward(Cuda, const double*, const double*, std::int64_t, double*);
+template void sigmoid_gate_backward(Cuda, const float*, const float*, const float*, std::int64_t,
+                                    float*, float*);
+template void sigmoid_gate_backward(Cuda, const double*, const double*, const double*, std::int64_t,
+                                    double*, double*);
 
 }  // namespace gdn::ops

@@ -34,6 +34,13 @@ void sigmoid_gate_backward(Host, const T* x, const T* g, const T* dy, i64 n, T* 
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_ELEMENTWISE_OPS, Host)
+template void add(Host, float*, const float*, const float*, std::int64_t);
+template void add(Host, double*, const double*, const double*, std::int64_t);
+template void sigmoid_gate_forward(Host, const float*, const float*, std::int64_t, float*);
+template void sigmoid_gate_forward(Host, const double*, const double*, std::int64_t, double*);
+template void sigmoid_gate_backward(Host, const float*, const float*, const float*, std::int64_t,
+                                    float*, float*);
+template void sigmoid_gate_backward(Host, const double*, const double*, const double*, std::int64_t,
+                                    double*, double*);
 
 }  // namespace gdn::ops

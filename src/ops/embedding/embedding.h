@@ -11,11 +11,17 @@ namespace gdn::ops {
 
 // embedding_forward:  y[N, d] = E[tokens[i], :], E [vocab, d].
 // embedding_backward: dE[tokens[i], :] += dy[i, :]; repeated tokens add in row order.
-#define GDN_EMBEDDING_OPS(PREFIX, Dev, T)                                                      \
-  PREFIX void embedding_forward(Dev, const std::int32_t* tokens, const T* E, std::int64_t N,   \
-                                int vocab, int d, T* y);                                       \
-  PREFIX void embedding_backward(Dev, const std::int32_t* tokens, const T* dy, std::int64_t N, \
-                                 int vocab, int d, T* dE);
-GDN_DECLARE_ON_DEVICES(GDN_EMBEDDING_OPS)
+template <typename T>
+void embedding_forward(Host, const std::int32_t* tokens, const T* E, std::int64_t N, int vocab,
+                       int d, T* y);
+template <typename T>
+void embedding_forward(Cuda, const std::int32_t* tokens, const T* E, std::int64_t N, int vocab,
+                       int d, T* y);
+template <typename T>
+void embedding_backward(Host, const std::int32_t* tokens, const T* dy, std::int64_t N, int vocab,
+                        int d, T* dE);
+template <typename T>
+void embedding_backward(Cuda, const std::int32_t* tokens, const T* dy, std::int64_t N, int vocab,
+                        int d, T* dE);
 
 }  // namespace gdn::ops

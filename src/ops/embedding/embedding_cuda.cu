@@ -90,6 +90,13 @@ void embedding_backward(Cuda, const std::int32_t* tokens, const T* dy, i64 N, in
   check_launch();
 }
 
-GDN_INSTANTIATE_ON(GDN_EMBEDDING_OPS, Cuda)
+template void embedding_forward(Cuda, const std::int32_t*, const float*, std::int64_t, int, int,
+                                float*);
+template void embedding_forward(Cuda, const std::int32_t*, const double*, std::int64_t, int, int,
+                                double*);
+template void embedding_backward(Cuda, const std::int32_t*, const float*, std::int64_t, int, int,
+                                 float*);
+template void embedding_backward(Cuda, const std::int32_t*, const double*, std::int64_t, int, int,
+                                 double*);
 
 }  // namespace gdn::ops

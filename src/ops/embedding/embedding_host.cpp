@@ -47,6 +47,13 @@ void embedding_backward(Host, const std::int32_t* tokens, const T* dy, i64 N, in
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_EMBEDDING_OPS, Host)
+template void embedding_forward(Host, const std::int32_t*, const float*, std::int64_t, int, int,
+                                float*);
+template void embedding_forward(Host, const std::int32_t*, const double*, std::int64_t, int, int,
+                                double*);
+template void embedding_backward(Host, const std::int32_t*, const float*, std::int64_t, int, int,
+                                 float*);
+template void embedding_backward(Host, const std::int32_t*, const double*, std::int64_t, int, int,
+                                 double*);
 
 }  // namespace gdn::ops

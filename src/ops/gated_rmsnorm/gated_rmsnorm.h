@@ -11,11 +11,17 @@ namespace gdn::ops {
 // gated_rmsnorm_forward:  y [N, d].
 // gated_rmsnorm_backward: dx, dz [N, d] overwritten (either may be null); dw [d] += (may
 // be null).
-#define GDN_GATED_RMSNORM_OPS(PREFIX, Dev, T)                                                \
-  PREFIX void gated_rmsnorm_forward(Dev, const T* x, const T* z, const T* w, std::int64_t N, \
-                                    int d, double eps, T* y);                                \
-  PREFIX void gated_rmsnorm_backward(Dev, const T* x, const T* z, const T* w, const T* dy,   \
-                                     std::int64_t N, int d, double eps, T* dx, T* dz, T* dw);
-GDN_DECLARE_ON_DEVICES(GDN_GATED_RMSNORM_OPS)
+template <typename T>
+void gated_rmsnorm_forward(Host, const T* x, const T* z, const T* w, std::int64_t N, int d,
+                           double eps, T* y);
+template <typename T>
+void gated_rmsnorm_forward(Cuda, const T* x, const T* z, const T* w, std::int64_t N, int d,
+                           double eps, T* y);
+template <typename T>
+void gated_rmsnorm_backward(Host, const T* x, const T* z, const T* w, const T* dy, std::int64_t N,
+                            int d, double eps, T* dx, T* dz, T* dw);
+template <typename T>
+void gated_rmsnorm_backward(Cuda, const T* x, const T* z, const T* w, const T* dy, std::int64_t N,
+                            int d, double eps, T* dx, T* dz, T* dw);
 
 }  // namespace gdn::ops

@@ -93,6 +93,14 @@ void gated_rmsnorm_backward(Cuda, const T* x, const T* z, const T* w, const T* d
   if (dw) column_sums(GatedRmsnormDw<T>{x, z, dy, rs.get(), d, dw}, N, d);
 }
 
-GDN_INSTANTIATE_ON(GDN_GATED_RMSNORM_OPS, Cuda)
+template void gated_rmsnorm_forward(Cuda, const float*, const float*, const float*, std::int64_t,
+                                    int, double, float*);
+template void gated_rmsnorm_forward(Cuda, const double*, const double*, const double*, std::int64_t,
+                                    int, double, double*);
+template void gated_rmsnorm_backward(Cuda, const float*, const float*, const float*, const float*,
+                                     std::int64_t, int, double, float*, float*, float*);
+template void gated_rmsnorm_backward(Cuda, const double*, const double*, const double*,
+                                     const double*, std::int64_t, int, double, double*, double*,
+                                     double*);
 
 }  // namespace gdn::ops

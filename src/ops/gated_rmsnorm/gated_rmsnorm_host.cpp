@@ -65,6 +65,14 @@ void gated_rmsnorm_backward(Host, const T* x, const T* z, const T* w, const T* d
       dw);
 }
 
-GDN_INSTANTIATE_ON(GDN_GATED_RMSNORM_OPS, Host)
+template void gated_rmsnorm_forward(Host, const float*, const float*, const float*, std::int64_t,
+                                    int, double, float*);
+template void gated_rmsnorm_forward(Host, const double*, const double*, const double*, std::int64_t,
+                                    int, double, double*);
+template void gated_rmsnorm_backward(Host, const float*, const float*, const float*, const float*,
+                                     std::int64_t, int, double, float*, float*, float*);
+template void gated_rmsnorm_backward(Host, const double*, const double*, const double*,
+                                     const double*, std::int64_t, int, double, double*, double*,
+                                     double*);
 
 }  // namespace gdn::ops

@@ -88,6 +88,15 @@ void gdn_gating_backward(Cuda, const T* b, const T* a, const T* A_log, const T* 
     column_sums(GatingDparams<T>{a, A_log, dt_bias, dg, H, dA_log, ddt_bias}, N, 2 * H);
 }
 
-GDN_INSTANTIATE_ON(GDN_GATING_OPS, Cuda)
+template void gdn_gating_forward(Cuda, const float*, const float*, const float*, const float*,
+                                 std::int64_t, int, float*, float*);
+template void gdn_gating_forward(Cuda, const double*, const double*, const double*, const double*,
+                                 std::int64_t, int, double*, double*);
+template void gdn_gating_backward(Cuda, const float*, const float*, const float*, const float*,
+                                  const float*, const float*, std::int64_t, int, float*, float*,
+                                  float*, float*);
+template void gdn_gating_backward(Cuda, const double*, const double*, const double*, const double*,
+                                  const double*, const double*, std::int64_t, int, double*, double*,
+                                  double*, double*);
 
 }  // namespace gdn::ops

@@ -70,6 +70,15 @@ void gdn_gating_backward(Host, const T* b, const T* a, const T* A_log, const T* 
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_GATING_OPS, Host)
+template void gdn_gating_forward(Host, const float*, const float*, const float*, const float*,
+                                 std::int64_t, int, float*, float*);
+template void gdn_gating_forward(Host, const double*, const double*, const double*, const double*,
+                                 std::int64_t, int, double*, double*);
+template void gdn_gating_backward(Host, const float*, const float*, const float*, const float*,
+                                  const float*, const float*, std::int64_t, int, float*, float*,
+                                  float*, float*);
+template void gdn_gating_backward(Host, const double*, const double*, const double*, const double*,
+                                  const double*, const double*, std::int64_t, int, double*, double*,
+                                  double*, double*);
 
 }  // namespace gdn::ops

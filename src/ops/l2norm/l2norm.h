@@ -37,10 +37,14 @@ namespace ops {
 
 // l2norm_rows: each of `rows` rows of `dim` elements, y = x / sqrt(|x|^2 + eps).
 // l2norm_rows_backward: dx may alias dy.
-#define GDN_L2NORM_OPS(PREFIX, Dev, T)                                        \
-  PREFIX void l2norm_rows(Dev, const T* x, std::int64_t rows, int dim, T* y); \
-  PREFIX void l2norm_rows_backward(Dev, const T* x, const T* dy, std::int64_t rows, int dim, T* dx);
-GDN_DECLARE_ON_DEVICES(GDN_L2NORM_OPS)
+template <typename T>
+void l2norm_rows(Host, const T* x, std::int64_t rows, int dim, T* y);
+template <typename T>
+void l2norm_rows(Cuda, const T* x, std::int64_t rows, int dim, T* y);
+template <typename T>
+void l2norm_rows_backward(Host, const T* x, const T* dy, std::int64_t rows, int dim, T* dx);
+template <typename T>
+void l2norm_rows_backward(Cuda, const T* x, const T* dy, std::int64_t rows, int dim, T* dx);
 
 }  // namespace ops
 }  // namespace gdn

@@ -36,5 +36,8 @@ void l2norm_rows_backward(Cuda, const T* x, const T* dy, i64 rows, int dim, T* d
   check_launch();
 }
 
-GDN_INSTANTIATE_ON(GDN_L2NORM_OPS, Cuda)
+template void l2norm_rows(Cuda, const float*, std::int64_t, int, float*);
+template void l2norm_rows(Cuda, const double*, std::int64_t, int, double*);
+template void l2norm_rows_backward(Cuda, const float*, const float*, std::int64_t, int, float*);
+template void l2norm_rows_backward(Cuda, const double*, const double*, std::int64_t, int, double*);
 }  // namespace gdn::ops

@@ -16,5 +16,8 @@ void l2norm_rows_backward(Host, const T* x, const T* dy, std::int64_t rows, int 
     l2norm_row_backward(x + r * dim, dy + r * dim, dim, dx + r * dim);
 }
 
-GDN_INSTANTIATE_ON(GDN_L2NORM_OPS, Host)
+template void l2norm_rows(Host, const float*, std::int64_t, int, float*);
+template void l2norm_rows(Host, const double*, std::int64_t, int, double*);
+template void l2norm_rows_backward(Host, const float*, const float*, std::int64_t, int, float*);
+template void l2norm_rows_backward(Host, const double*, const double*, std::int64_t, int, double*);
 }  // namespace gdn::ops

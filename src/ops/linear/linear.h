@@ -15,10 +15,15 @@ namespace gdn::ops {
 
 // linear_forward:  y[N, out] = x[N, in] W^T.
 // linear_backward: dx[N, in] = dy W;  dW[out, in] += dy^T x.
-#define GDN_LINEAR_OPS(PREFIX, Dev, T)                                                            \
-  PREFIX void linear_forward(Dev, const T* x, const T* W, std::int64_t N, int in, int out, T* y); \
-  PREFIX void linear_backward(Dev, const T* x, const T* W, const T* dy, std::int64_t N, int in,   \
-                              int out, T* dx, T* dW);
-GDN_DECLARE_ON_DEVICES(GDN_LINEAR_OPS)
+template <typename T>
+void linear_forward(Host, const T* x, const T* W, std::int64_t N, int in, int out, T* y);
+template <typename T>
+void linear_forward(Cuda, const T* x, const T* W, std::int64_t N, int in, int out, T* y);
+template <typename T>
+void linear_backward(Host, const T* x, const T* W, const T* dy, std::int64_t N, int in, int out,
+                     T* dx, T* dW);
+template <typename T>
+void linear_backward(Cuda, const T* x, const T* W, const T* dy, std::int64_t N, int in, int out,
+                     T* dx, T* dW);
 
 }  // namespace gdn::ops

@@ -73,6 +73,11 @@ void linear_backward(Cuda, const T* x, const T* W, const T* dy, i64 N, int in, i
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_LINEAR_OPS, Cuda)
+template void linear_forward(Cuda, const float*, const float*, std::int64_t, int, int, float*);
+template void linear_forward(Cuda, const double*, const double*, std::int64_t, int, int, double*);
+template void linear_backward(Cuda, const float*, const float*, const float*, std::int64_t, int,
+                              int, float*, float*);
+template void linear_backward(Cuda, const double*, const double*, const double*, std::int64_t, int,
+                              int, double*, double*);
 
 }  // namespace gdn::ops

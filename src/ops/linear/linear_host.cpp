@@ -141,6 +141,11 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_LINEAR_OPS, Host)
+template void linear_forward(Host, const float*, const float*, std::int64_t, int, int, float*);
+template void linear_forward(Host, const double*, const double*, std::int64_t, int, int, double*);
+template void linear_backward(Host, const float*, const float*, const float*, std::int64_t, int,
+                              int, float*, float*);
+template void linear_backward(Host, const double*, const double*, const double*, std::int64_t, int,
+                              int, double*, double*);
 
 }  // namespace gdn::ops

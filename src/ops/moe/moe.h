@@ -22,21 +22,47 @@ namespace gdn::ops {
 // shared_gate_forward: y[n] += sigmoid(z[n]) * s[n], the shared expert's gate.
 // shared_gate_backward: ds[n] = sigmoid(z[n]) dy[n] (overwritten); dz[n] = <dy[n], s[n]>
 //   sigmoid'(z[n]) (overwritten).
-#define GDN_MOE_OPS(PREFIX, Dev, T)                                                               \
-  PREFIX void router_forward(Dev, const T* logits, std::int64_t N, int E, int k, bool renorm,     \
-                             T* probs, std::int32_t* idx, T* weights);                            \
-  PREFIX void router_backward(Dev, const T* probs, const std::int32_t* idx, const T* dweights,    \
-                              std::int64_t N, int E, int k, bool renorm, const double* dprob_all, \
-                              T* dlogits);                                                        \
-  PREFIX void gather_rows(Dev, const T* src, const std::int64_t* rows, std::int64_t n, int d,     \
-                          T* dst);                                                                \
-  PREFIX void scatter_add_rows(Dev, const T* src, const std::int64_t* rows, const T* scale,       \
-                               std::int64_t n, int d, T* dst);                                    \
-  PREFIX void row_dots(Dev, const T* a, const T* b, std::int64_t n, int d, T* out);               \
-  PREFIX void scale_rows(Dev, const T* x, const T* s, std::int64_t n, int d, T* y);               \
-  PREFIX void shared_gate_forward(Dev, const T* s, const T* z, std::int64_t N, int d, T* y);      \
-  PREFIX void shared_gate_backward(Dev, const T* s, const T* z, const T* dy, std::int64_t N,      \
-                                   int d, T* ds, T* dz);
-GDN_DECLARE_ON_DEVICES(GDN_MOE_OPS)
+template <typename T>
+void router_forward(Host, const T* logits, std::int64_t N, int E, int k, bool renorm, T* probs,
+                    std::int32_t* idx, T* weights);
+template <typename T>
+void router_forward(Cuda, const T* logits, std::int64_t N, int E, int k, bool renorm, T* probs,
+                    std::int32_t* idx, T* weights);
+template <typename T>
+void router_backward(Host, const T* probs, const std::int32_t* idx, const T* dweights,
+                     std::int64_t N, int E, int k, bool renorm, const double* dprob_all,
+                     T* dlogits);
+template <typename T>
+void router_backward(Cuda, const T* probs, const std::int32_t* idx, const T* dweights,
+                     std::int64_t N, int E, int k, bool renorm, const double* dprob_all,
+                     T* dlogits);
+template <typename T>
+void gather_rows(Host, const T* src, const std::int64_t* rows, std::int64_t n, int d, T* dst);
+template <typename T>
+void gather_rows(Cuda, const T* src, const std::int64_t* rows, std::int64_t n, int d, T* dst);
+template <typename T>
+void scatter_add_rows(Host, const T* src, const std::int64_t* rows, const T* scale, std::int64_t n,
+                      int d, T* dst);
+template <typename T>
+void scatter_add_rows(Cuda, const T* src, const std::int64_t* rows, const T* scale, std::int64_t n,
+                      int d, T* dst);
+template <typename T>
+void row_dots(Host, const T* a, const T* b, std::int64_t n, int d, T* out);
+template <typename T>
+void row_dots(Cuda, const T* a, const T* b, std::int64_t n, int d, T* out);
+template <typename T>
+void scale_rows(Host, const T* x, const T* s, std::int64_t n, int d, T* y);
+template <typename T>
+void scale_rows(Cuda, const T* x, const T* s, std::int64_t n, int d, T* y);
+template <typename T>
+void shared_gate_forward(Host, const T* s, const T* z, std::int64_t N, int d, T* y);
+template <typename T>
+void shared_gate_forward(Cuda, const T* s, const T* z, std::int64_t N, int d, T* y);
+template <typename T>
+void shared_gate_backward(Host, const T* s, const T* z, const T* dy, std::int64_t N, int d, T* ds,
+                          T* dz);
+template <typename T>
+void shared_gate_backward(Cuda, const T* s, const T* z, const T* dy, std::int64_t N, int d, T* ds,
+                          T* dz);
 
 }  // namespace gdn::ops

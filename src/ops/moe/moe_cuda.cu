@@ -192,6 +192,29 @@ void shared_gate_backward(Cuda, const T* s, const T* z, const T* dy, i64 N, int 
   check_launch();
 }
 
-GDN_INSTANTIATE_ON(GDN_MOE_OPS, Cuda)
+template void router_forward(Cuda, const float*, std::int64_t, int, int, bool, float*,
+                             std::int32_t*, float*);
+template void router_forward(Cuda, const double*, std::int64_t, int, int, bool, double*,
+                             std::int32_t*, double*);
+template void router_backward(Cuda, const float*, const std::int32_t*, const float*, std::int64_t,
+                              int, int, bool, const double*, float*);
+template void router_backward(Cuda, const double*, const std::int32_t*, const double*, std::int64_t,
+                              int, int, bool, const double*, double*);
+template void gather_rows(Cuda, const float*, const std::int64_t*, std::int64_t, int, float*);
+template void gather_rows(Cuda, const double*, const std::int64_t*, std::int64_t, int, double*);
+template void scatter_add_rows(Cuda, const float*, const std::int64_t*, const float*, std::int64_t,
+                               int, float*);
+template void scatter_add_rows(Cuda, const double*, const std::int64_t*, const double*,
+                               std::int64_t, int, double*);
+template void row_dots(Cuda, const float*, const float*, std::int64_t, int, float*);
+template void row_dots(Cuda, const double*, const double*, std::int64_t, int, double*);
+template void scale_rows(Cuda, const float*, const float*, std::int64_t, int, float*);
+template void scale_rows(Cuda, const double*, const double*, std::int64_t, int, double*);
+template void shared_gate_forward(Cuda, const float*, const float*, std::int64_t, int, float*);
+template void shared_gate_forward(Cuda, const double*, const double*, std::int64_t, int, double*);
+template void shared_gate_backward(Cuda, const float*, const float*, const float*, std::int64_t,
+                                   int, float*, float*);
+template void shared_gate_backward(Cuda, const double*, const double*, const double*, std::int64_t,
+                                   int, double*, double*);
 
 }  // namespace gdn::ops

@@ -124,6 +124,29 @@ void shared_gate_backward(Host, const T* s, const T* z, const T* dy, i64 N, int 
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_MOE_OPS, Host)
+template void router_forward(Host, const float*, std::int64_t, int, int, bool, float*,
+                             std::int32_t*, float*);
+template void router_forward(Host, const double*, std::int64_t, int, int, bool, double*,
+                             std::int32_t*, double*);
+template void router_backward(Host, const float*, const std::int32_t*, const float*, std::int64_t,
+                              int, int, bool, const double*, float*);
+template void router_backward(Host, const double*, const std::int32_t*, const double*, std::int64_t,
+                              int, int, bool, const double*, double*);
+template void gather_rows(Host, const float*, const std::int64_t*, std::int64_t, int, float*);
+template void gather_rows(Host, const double*, const std::int64_t*, std::int64_t, int, double*);
+template void scatter_add_rows(Host, const float*, const std::int64_t*, const float*, std::int64_t,
+                               int, float*);
+template void scatter_add_rows(Host, const double*, const std::int64_t*, const double*,
+                               std::int64_t, int, double*);
+template void row_dots(Host, const float*, const float*, std::int64_t, int, float*);
+template void row_dots(Host, const double*, const double*, std::int64_t, int, double*);
+template void scale_rows(Host, const float*, const float*, std::int64_t, int, float*);
+template void scale_rows(Host, const double*, const double*, std::int64_t, int, double*);
+template void shared_gate_forward(Host, const float*, const float*, std::int64_t, int, float*);
+template void shared_gate_forward(Host, const double*, const double*, std::int64_t, int, double*);
+template void shared_gate_backward(Host, const float*, const float*, const float*, std::int64_t,
+                                   int, float*, float*);
+template void shared_gate_backward(Host, const double*, const double*, const double*, std::int64_t,
+                                   int, double*, double*);
 
 }  // namespace gdn::ops

@@ -10,11 +10,15 @@ namespace gdn::ops {
 
 // rmsnorm_forward:  y [N, d].
 // rmsnorm_backward: dx [N, d] overwritten (may be null); dw [d] += (may be null).
-#define GDN_RMSNORM_OPS(PREFIX, Dev, T)                                                         \
-  PREFIX void rmsnorm_forward(Dev, const T* x, const T* w, std::int64_t N, int d, double eps,   \
-                              T* y);                                                            \
-  PREFIX void rmsnorm_backward(Dev, const T* x, const T* w, const T* dy, std::int64_t N, int d, \
-                               double eps, T* dx, T* dw);
-GDN_DECLARE_ON_DEVICES(GDN_RMSNORM_OPS)
+template <typename T>
+void rmsnorm_forward(Host, const T* x, const T* w, std::int64_t N, int d, double eps, T* y);
+template <typename T>
+void rmsnorm_forward(Cuda, const T* x, const T* w, std::int64_t N, int d, double eps, T* y);
+template <typename T>
+void rmsnorm_backward(Host, const T* x, const T* w, const T* dy, std::int64_t N, int d, double eps,
+                      T* dx, T* dw);
+template <typename T>
+void rmsnorm_backward(Cuda, const T* x, const T* w, const T* dy, std::int64_t N, int d, double eps,
+                      T* dx, T* dw);
 
 }  // namespace gdn::ops

@@ -81,6 +81,12 @@ void rmsnorm_backward(Cuda, const T* x, const T* w, const T* dy, i64 N, int d, d
   if (dw) column_sums(RmsnormDw<T>{x, dy, rs.get(), d, dw}, N, d);
 }
 
-GDN_INSTANTIATE_ON(GDN_RMSNORM_OPS, Cuda)
+template void rmsnorm_forward(Cuda, const float*, const float*, std::int64_t, int, double, float*);
+template void rmsnorm_forward(Cuda, const double*, const double*, std::int64_t, int, double,
+                              double*);
+template void rmsnorm_backward(Cuda, const float*, const float*, const float*, std::int64_t, int,
+                               double, float*, float*);
+template void rmsnorm_backward(Cuda, const double*, const double*, const double*, std::int64_t, int,
+                               double, double*, double*);
 
 }  // namespace gdn::ops

@@ -50,6 +50,12 @@ void rmsnorm_backward(Host, const T* x, const T* w, const T* dy, i64 N, int d, d
       dw);
 }
 
-GDN_INSTANTIATE_ON(GDN_RMSNORM_OPS, Host)
+template void rmsnorm_forward(Host, const float*, const float*, std::int64_t, int, double, float*);
+template void rmsnorm_forward(Host, const double*, const double*, std::int64_t, int, double,
+                              double*);
+template void rmsnorm_backward(Host, const float*, const float*, const float*, std::int64_t, int,
+                               double, float*, float*);
+template void rmsnorm_backward(Host, const double*, const double*, const double*, std::int64_t, int,
+                               double, double*, double*);
 
 }  // namespace gdn::ops

@@ -15,11 +15,17 @@ namespace gdn::ops {
 // rope_forward:  x, y [N, H, D], pos [N] the global position of each row; y may equal x.
 // rope_backward: the transpose rotation (by -angle), dx [N, H, D] overwritten; dx may
 // equal dy. R must be even with 0 <= R <= D.
-#define GDN_ROPE_OPS(PREFIX, Dev, T)                                                               \
-  PREFIX void rope_forward(Dev, const T* x, const std::int64_t* pos, std::int64_t N, int H, int D, \
-                           int R, double theta, T* y);                                             \
-  PREFIX void rope_backward(Dev, const T* dy, const std::int64_t* pos, std::int64_t N, int H,      \
-                            int D, int R, double theta, T* dx);
-GDN_DECLARE_ON_DEVICES(GDN_ROPE_OPS)
+template <typename T>
+void rope_forward(Host, const T* x, const std::int64_t* pos, std::int64_t N, int H, int D, int R,
+                  double theta, T* y);
+template <typename T>
+void rope_forward(Cuda, const T* x, const std::int64_t* pos, std::int64_t N, int H, int D, int R,
+                  double theta, T* y);
+template <typename T>
+void rope_backward(Host, const T* dy, const std::int64_t* pos, std::int64_t N, int H, int D, int R,
+                   double theta, T* dx);
+template <typename T>
+void rope_backward(Cuda, const T* dy, const std::int64_t* pos, std::int64_t N, int H, int D, int R,
+                   double theta, T* dx);
 
 }  // namespace gdn::ops

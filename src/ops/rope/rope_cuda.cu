@@ -60,6 +60,13 @@ void rope_backward(Cuda, const T* dy, const i64* pos, i64 N, int H, int D, int R
   rotate(dy, pos, N, H, D, R, theta, -1.0, dx);
 }
 
-GDN_INSTANTIATE_ON(GDN_ROPE_OPS, Cuda)
+template void rope_forward(Cuda, const float*, const std::int64_t*, std::int64_t, int, int, int,
+                           double, float*);
+template void rope_forward(Cuda, const double*, const std::int64_t*, std::int64_t, int, int, int,
+                           double, double*);
+template void rope_backward(Cuda, const float*, const std::int64_t*, std::int64_t, int, int, int,
+                            double, float*);
+template void rope_backward(Cuda, const double*, const std::int64_t*, std::int64_t, int, int, int,
+                            double, double*);
 
 }  // namespace gdn::ops

@@ -63,6 +63,13 @@ void rope_backward(Host, const T* dy, const i64* pos, i64 N, int H, int D, int R
   rotate(dy, pos, N, H, D, R, theta, -1.0, dx);
 }
 
-GDN_INSTANTIATE_ON(GDN_ROPE_OPS, Host)
+template void rope_forward(Host, const float*, const std::int64_t*, std::int64_t, int, int, int,
+                           double, float*);
+template void rope_forward(Host, const double*, const std::int64_t*, std::int64_t, int, int, int,
+                           double, double*);
+template void rope_backward(Host, const float*, const std::int64_t*, std::int64_t, int, int, int,
+                            double, float*);
+template void rope_backward(Host, const double*, const std::int64_t*, std::int64_t, int, int, int,
+                            double, double*);
 
 }  // namespace gdn::ops

@@ -10,10 +10,13 @@ namespace gdn::ops {
 
 // swiglu_forward:  y = silu(g) u over n elements.
 // swiglu_backward: dg, du overwritten (either may be null).
-#define GDN_SWIGLU_OPS(PREFIX, Dev, T)                                                         \
-  PREFIX void swiglu_forward(Dev, const T* g, const T* u, std::int64_t n, T* y);               \
-  PREFIX void swiglu_backward(Dev, const T* g, const T* u, const T* dy, std::int64_t n, T* dg, \
-                              T* du);
-GDN_DECLARE_ON_DEVICES(GDN_SWIGLU_OPS)
+template <typename T>
+void swiglu_forward(Host, const T* g, const T* u, std::int64_t n, T* y);
+template <typename T>
+void swiglu_forward(Cuda, const T* g, const T* u, std::int64_t n, T* y);
+template <typename T>
+void swiglu_backward(Host, const T* g, const T* u, const T* dy, std::int64_t n, T* dg, T* du);
+template <typename T>
+void swiglu_backward(Cuda, const T* g, const T* u, const T* dy, std::int64_t n, T* dg, T* du);
 
 }  // namespace gdn::ops

@@ -47,6 +47,11 @@ void swiglu_backward(Cuda, const T* g, const T* u, const T* dy, i64 n, T* dg, T*
   check_launch();
 }
 
-GDN_INSTANTIATE_ON(GDN_SWIGLU_OPS, Cuda)
+template void swiglu_forward(Cuda, const float*, const float*, std::int64_t, float*);
+template void swiglu_forward(Cuda, const double*, const double*, std::int64_t, double*);
+template void swiglu_backward(Cuda, const float*, const float*, const float*, std::int64_t, float*,
+                              float*);
+template void swiglu_backward(Cuda, const double*, const double*, const double*, std::int64_t,
+                              double*, double*);
 
 }  // namespace gdn::ops

@@ -29,6 +29,11 @@ void swiglu_backward(Host, const T* g, const T* u, const T* dy, i64 n, T* dg, T*
   }
 }
 
-GDN_INSTANTIATE_ON(GDN_SWIGLU_OPS, Host)
+template void swiglu_forward(Host, const float*, const float*, std::int64_t, float*);
+template void swiglu_forward(Host, const double*, const double*, std::int64_t, double*);
+template void swiglu_backward(Host, const float*, const float*, const float*, std::int64_t, float*,
+                              float*);
+template void swiglu_backward(Host, const double*, const double*, const double*, std::int64_t,
+                              double*, double*);
 
 }  // namespace gdn::ops
