@@ -19,41 +19,15 @@
 #include "core/rng.h"
 #include "ops/attention/attention.h"
 #include "ops/rope/rope.h"
+#include "ops_support.h"
 #include "test_support.h"
 
 using namespace gdn;
 using namespace gdn::test;
-using Vec = std::vector<double>;
 using Pos = std::vector<std::int64_t>;
 using i64 = std::int64_t;
 
 namespace {
-
-Vec rand_vec(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  Rng rng(seed);
-  Vec v(n);
-  for (double& x : v) x = scale * rng.normal();
-  return v;
-}
-
-double dot(const Vec& a, const Vec& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-void check_close(const Vec& got, const Vec& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == Approx(want[i]).epsilon(tol).margin(tol));
-  }
-}
-
-template <typename T>
-std::vector<T> to(const Vec& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
 
 template <typename T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
@@ -70,12 +44,6 @@ Pos concat(Pos a, const Pos& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
-
-// Restores the OpenMP thread count when a test changes it.
-struct ThreadGuard {
-  int saved = omp_get_max_threads();
-  ~ThreadGuard() { omp_set_num_threads(saved); }
-};
 
 // RoPE as transformers writes it: y = x cos(emb) + rotate_half(x) sin(emb) on the first R
 // entries, emb = cat(freqs, freqs), rotate_half(x) = cat(-x2, x1); the rest passes through.

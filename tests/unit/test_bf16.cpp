@@ -114,62 +114,61 @@ TEST_CASE("bf16 mode: the float op on the bf16 values, o rounded once", "[bf16]"
       {"packed sequences, l2norm, h0",
        make_problem(1, 140, 1, 2, 16, 16, 16, true, {0, 40, 41, 140}), true},
   };
-  for (const BfCase& c : cases) {
-    SECTION(c.name) {
-      const GdnProblem& p = c.p;
-      const GdnInputs<float> d = random_gdn_inputs<float>(p, 11, c.h0);
-      // The bf16 inputs and their exact float values.
-      const std::vector<Bf16> q16 = narrow(d.q), k16 = narrow(d.k), v16 = narrow(d.v),
-                              b16 = narrow(d.beta);
-      GdnInputs<float> w = d;
-      w.q = widen(q16, d.q.shape), w.k = widen(k16, d.k.shape), w.v = widen(v16, d.v.shape);
-      w.beta = widen(b16, d.beta.shape);
-      const Bf16Inputs in{q16.data(), k16.data(), v16.data(),
-                          b16.data(), d.g.ptr(),  c.h0 ? d.h0.ptr() : nullptr};
-      const Tensor<float> dO_full = random_tensor<float>(output_shape(p), 12);
-      const std::vector<Bf16> dO16 = narrow(dO_full);
-      const Tensor<float> dO = widen(dO16, output_shape(p));
-      const Tensor<float> dht = random_tensor<float>(state_shape(p), 13, 0.1);
+  const BfCase c = GENERATE_REF(from_range(cases));
+  DYNAMIC_SECTION(c.name) {
+    const GdnProblem& p = c.p;
+    const GdnInputs<float> d = random_gdn_inputs<float>(p, 11, c.h0);
+    // The bf16 inputs and their exact float values.
+    const std::vector<Bf16> q16 = narrow(d.q), k16 = narrow(d.k), v16 = narrow(d.v),
+                            b16 = narrow(d.beta);
+    GdnInputs<float> w = d;
+    w.q = widen(q16, d.q.shape), w.k = widen(k16, d.k.shape), w.v = widen(v16, d.v.shape);
+    w.beta = widen(b16, d.beta.shape);
+    const Bf16Inputs in{q16.data(), k16.data(), v16.data(),
+                        b16.data(), d.g.ptr(),  c.h0 ? d.h0.ptr() : nullptr};
+    const Tensor<float> dO_full = random_tensor<float>(output_shape(p), 12);
+    const std::vector<Bf16> dO16 = narrow(dO_full);
+    const Tensor<float> dO = widen(dO16, output_shape(p));
+    const Tensor<float> dht = random_tensor<float>(state_shape(p), 13, 0.1);
 
-      std::vector<Bf16> o16(std::size_t(numel(output_shape(p))));
-      Tensor<float> ht16(state_shape(p)), ht(state_shape(p)), o(output_shape(p));
-      Grads<float> g16(p, c.h0), g(p, c.h0);
-      {
-        ChunkedGdnBf16<Host> op(p, in);
-        op.forward(o16.data(), ht16.ptr());
-        GdnGradView<float> gv = g16.view();
-        op.backward(dO16.data(), dht.ptr(), gv);
-      }
-      {
-        ChunkedGdn<float> op(p, w.view());
-        op.forward(o.ptr(), ht.ptr());
-        GdnGradView<float> gv = g.view();
-        op.backward(dO.ptr(), dht.ptr(), gv);
-      }
-      const std::vector<Bf16> o_rounded = narrow(o);
-      CHECK(std::memcmp(o16.data(), o_rounded.data(), 2 * o16.size()) == 0);
-      CHECK(same_bits(ht16, ht));
-      const auto got = g16.named(), want = g.named();
-      for (std::size_t i = 0; i < want.size(); ++i) {
-        INFO(want[i].first);
-        CHECK(same_bits(*got[i].second, *want[i].second));
-      }
-
-      // Against the float op on the unrounded inputs (and dO): the stated tolerance.
-      Tensor<float> o_full(output_shape(p));
-      Grads<float> g_full(p, c.h0);
-      {
-        ChunkedGdn<float> op(p, d.view());
-        op.forward(o_full.ptr(), nullptr);
-        GdnGradView<float> gv = g_full.view();
-        op.backward(dO_full.ptr(), dht.ptr(), gv);
-      }
-      const double err_o = rel_l2(widen(o16, output_shape(p)), o_full);
-      INFO("rel L2 of o against the unrounded float op: " << err_o);
-      CHECK(err_o > 0);  // the rounding happened
-      CHECK(err_o <= kBf16Tol);
-      CHECK(rel_l2(g16.dv, g_full.dv) <= kBf16Tol);
-      CHECK(rel_l2(g16.dq, g_full.dq) <= kBf16Tol);
+    std::vector<Bf16> o16(std::size_t(numel(output_shape(p))));
+    Tensor<float> ht16(state_shape(p)), ht(state_shape(p)), o(output_shape(p));
+    Grads<float> g16(p, c.h0), g(p, c.h0);
+    {
+      ChunkedGdnBf16<Host> op(p, in);
+      op.forward(o16.data(), ht16.ptr());
+      GdnGradView<float> gv = g16.view();
+      op.backward(dO16.data(), dht.ptr(), gv);
     }
+    {
+      ChunkedGdn<float> op(p, w.view());
+      op.forward(o.ptr(), ht.ptr());
+      GdnGradView<float> gv = g.view();
+      op.backward(dO.ptr(), dht.ptr(), gv);
+    }
+    const std::vector<Bf16> o_rounded = narrow(o);
+    CHECK(std::memcmp(o16.data(), o_rounded.data(), 2 * o16.size()) == 0);
+    CHECK(same_bits(ht16, ht));
+    const auto got = g16.named(), want = g.named();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO(want[i].first);
+      CHECK(same_bits(*got[i].second, *want[i].second));
+    }
+
+    // Against the float op on the unrounded inputs (and dO): the stated tolerance.
+    Tensor<float> o_full(output_shape(p));
+    Grads<float> g_full(p, c.h0);
+    {
+      ChunkedGdn<float> op(p, d.view());
+      op.forward(o_full.ptr(), nullptr);
+      GdnGradView<float> gv = g_full.view();
+      op.backward(dO_full.ptr(), dht.ptr(), gv);
+    }
+    const double err_o = rel_l2(widen(o16, output_shape(p)), o_full);
+    INFO("rel L2 of o against the unrounded float op: " << err_o);
+    CHECK(err_o > 0);  // the rounding happened
+    CHECK(err_o <= kBf16Tol);
+    CHECK(rel_l2(g16.dv, g_full.dv) <= kBf16Tol);
+    CHECK(rel_l2(g16.dq, g_full.dq) <= kBf16Tol);
   }
 }

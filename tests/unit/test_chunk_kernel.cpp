@@ -698,25 +698,35 @@ void check_cuda_pass_order(const Case& c, std::int64_t t0, std::int64_t t1, int 
   if (c.h0) close("dh0", eg.dh0, gr.dh0);
 }
 
+const std::vector<Case> kCudaOrderCases = {
+    {"B=2, K=12, V=20, C=32, h0, dht", make_problem(2, 100, 2, 2, 12, 20, 32), true, true},
+    {"packed, Hv = 2 Hk, C=16", make_problem(1, 150, 1, 2, 16, 8, 16, false, {0, 10, 11, 80, 150}),
+     true, true},
+    {"no h0, no dht, Hv = 3 Hk", make_problem(1, 90, 1, 3, 8, 24, 16), false, false},
+};
+
 }  // namespace
 
 TEST_CASE(
     "The CUDA passes' order of operations (V-tiled walks, then chunk jobs) on the CPU "
     "equals the host passes",
     "[chunk_kernel][cuda_order]") {
-  const std::vector<Case> cases = {
-      {"B=2, K=12, V=20, C=32, h0, dht", make_problem(2, 100, 2, 2, 12, 20, 32), true, true},
-      {"packed, Hv = 2 Hk, C=16",
-       make_problem(1, 150, 1, 2, 16, 8, 16, false, {0, 10, 11, 80, 150}), true, true},
-      {"no h0, no dht, Hv = 3 Hk", make_problem(1, 90, 1, 3, 8, 24, 16), false, false},
-  };
-  for (const Case& c : cases)
+  const Case c = GENERATE(from_range(kCudaOrderCases));
+  DYNAMIC_SECTION(c.name) {
     for (int bv : {8, 64}) {
       check_cuda_pass_order(c, 0, c.p.T, bv, SerialJobs{});
       if (c.p.B != 1) continue;
       check_cuda_pass_order(c, c.p.T / 3, c.p.T - 7, bv, SerialJobs{});
     }
-  // The walks on emulated block threads (split loops, barriers): one case, ragged tiles.
+  }
+}
+
+TEST_CASE(
+    "The CUDA passes' order of operations on emulated block threads (split loops, barriers) "
+    "equals the host passes",
+    "[chunk_kernel][cuda_order]") {
+  // One case each, ragged tiles; apart from the table above, so that each runs once.
+  const std::vector<Case>& cases = kCudaOrderCases;
   check_cuda_pass_order(cases[1], cases[1].p.T / 3, cases[1].p.T - 7, 6, ThreadedJobs{3});
   check_cuda_pass_order(cases[0], 0, cases[0].p.T, 8, ThreadedJobs{4});
 }

@@ -150,7 +150,10 @@ TEST_CASE("every architectural key gdn-cp cannot build is refused, naming it", "
       {with(with(n, "/model_type", "qwen3_5_moe_text"), "/num_experts", 0), {"num_experts"}},
       {json{{"model_type", "qwen3_5"}}, {"text_config", "missing"}},
   };
-  for (const Case& c : cases) {
+  const Case c = GENERATE_REF(from_range(cases));
+  std::string says;  // names the section: the phrases the message must hold
+  for (const std::string& s : c.says) says += (says.empty() ? "" : " / ") + s;
+  DYNAMIC_SECTION(says) {
     INFO(c.config.dump());
     std::string message;
     try {

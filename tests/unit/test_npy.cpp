@@ -59,7 +59,8 @@ Tensor<T> make(Shape shape) {
 TEMPLATE_TEST_CASE("write_npy/read_npy_as round trip", "[npy]", float, double, std::int32_t,
                    std::int64_t) {
   const std::vector<Shape> shapes = {{}, {1}, {5}, {2, 3}, {2, 3, 4}, {0}, {3, 0, 2}, {1, 1, 1, 7}};
-  for (const Shape& shape : shapes) {
+  const Shape shape = GENERATE_REF(from_range(shapes));
+  DYNAMIC_SECTION("shape " << shape_str(shape)) {
     CAPTURE(shape_str(shape));
     auto t = make<TestType>(shape);
     if (std::is_floating_point_v<TestType> && t.size() > 1)
@@ -345,7 +346,9 @@ TEMPLATE_TEST_CASE("read_npy_rows reads exactly the sub-array along one axis", "
       {{3, 20, 2, 4}, 1, 14, 6}, {{3, 20, 2, 4}, 1, 19, 1}, {{3, 20, 2, 4}, 1, 0, 20},
       {{3, 20, 2, 4}, 1, 20, 0}, {{2, 5, 4}, 1, 1, 3},      {{2, 3, 6}, 2, 2, 3},
       {{1, 9, 3}, 1, 3, 3},      {{4, 0, 2}, 0, 1, 2},      {{2, 3, 0}, 1, 1, 2}};
-  for (const Case& c : cases) {
+  const Case c = GENERATE_REF(from_range(cases));
+  DYNAMIC_SECTION("shape " << shape_str(c.shape) << " axis " << c.axis << " begin " << c.begin
+                           << " count " << c.count) {
     CAPTURE(shape_str(c.shape), c.axis, c.begin, c.count);
     const Tensor<TestType> t = make<TestType>(c.shape);
     write_npy(p, t);

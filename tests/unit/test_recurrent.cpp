@@ -61,11 +61,17 @@ const std::vector<Case> kSmallCases = {
 }  // namespace
 
 TEST_CASE("recurrence backward matches finite differences (fp64, every input)", "[fd]") {
-  for (const Case& c : kSmallCases) check_against_finite_differences(c, false);
+  const Case c = GENERATE(from_range(kSmallCases));
+  DYNAMIC_SECTION(c.name) {
+    check_against_finite_differences(c, false);
+  }
 }
 
 TEST_CASE("chunked backward matches finite differences (fp64, every input)", "[fd]") {
-  for (const Case& c : kSmallCases) check_against_finite_differences(c, true);
+  const Case c = GENERATE(from_range(kSmallCases));
+  DYNAMIC_SECTION(c.name) {
+    check_against_finite_differences(c, true);
+  }
 }
 
 TEST_CASE("recurrence forward matches a hand-computed single step", "[recurrent]") {

@@ -246,7 +246,8 @@ TEST_CASE("piece scans: serial chain and log depth equal the maps applied in ord
 }
 
 TEST_CASE("split through GdnContextParallel on one rank equals the unsplit op (fp64)", "[split]") {
-  for (const Case& c : kCases) {
+  const Case c = GENERATE(from_range(kCases));
+  DYNAMIC_SECTION(c.name) {
     const Inputs in(c);
     const Result<double> want = run_unsplit(c, in);
     const std::int64_t chunks = chunks_of(c.p, 0, c.p.T);
@@ -281,7 +282,9 @@ TEST_CASE("split, phase by phase on an interior slice, equals LocalPass (fp64)",
       {kCases[1], 16, 203},   // B = 2, ends where the sequences end
       {kCases[3], 100, 350},  // packed: continues sequence 2, holds 3 and 4, stops in 5
   };
-  for (const auto& [c, t0, t1] : slices) {
+  const auto slice = GENERATE_REF(from_range(slices));
+  const auto& [c, t0, t1] = slice;
+  DYNAMIC_SECTION(c.name << ", tokens [" << t0 << ", " << t1 << ")") {
     const Inputs in(c);
     const GdnProblem& p = c.p;
     const std::int64_t n = t1 - t0;
@@ -350,7 +353,8 @@ TEST_CASE("split, phase by phase on an interior slice, equals LocalPass (fp64)",
 
 TEST_CASE("the split gives the same bits for 1, 2 and 3 threads at a fixed S", "[split]") {
   ThreadGuard guard;
-  for (const Case& c : {kCases[0], kCases[3]}) {
+  const Case c = GENERATE(values({kCases[0], kCases[3]}));
+  DYNAMIC_SECTION(c.name) {
     const Inputs in(c);
     for (bool log_depth : {false, true}) {
       omp_set_num_threads(1);

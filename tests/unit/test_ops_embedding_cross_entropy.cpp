@@ -1,0 +1,125 @@
+// Tests src/ops/embedding and src/ops/cross_entropy (the token-id ops at the model's two
+// ends) on the host: by hand, against finite differences, and bad token ids.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/cross_entropy/cross_entropy.h"
+#include "ops/embedding/embedding.h"
+#include "ops_support.h"
+#include "test_support.h"
+
+using namespace gdn;
+using namespace gdn::test;
+
+// ---------------------------------------------------------------------------------------
+// Embedding
+
+TEST_CASE("embedding forward, backward and token checks", "[layers]") {
+  const int vocab = 4, d = 3;
+  const std::int64_t N = 5;
+  const std::vector<std::int32_t> tok = {2, 0, 2, 3, 2};  // repeated ids accumulate
+  Vec E = rand_vec(vocab * d, 10), r = rand_vec(N * d, 11);
+  Vec y(N * d);
+  ops::embedding_forward(Host{}, tok.data(), E.data(), N, vocab, d, y.data());
+  for (std::int64_t i = 0; i < N; ++i)
+    for (int c = 0; c < d; ++c) CHECK(y[i * d + c] == E[tok[i] * d + c]);
+
+  auto loss = [&] {
+    Vec yy(N * d);
+    ops::embedding_forward(Host{}, tok.data(), E.data(), N, vocab, d, yy.data());
+    return dot(yy, r);
+  };
+  Vec dE(vocab * d, 0.0);
+  ops::embedding_backward(Host{}, tok.data(), r.data(), N, vocab, d, dE.data());
+  check_grad("dE", dE, E, loss);
+  for (int c = 0; c < d; ++c) CHECK(dE[1 * d + c] == 0.0);  // token 1 never appears
+
+  Vec dE2 = dE;
+  ops::embedding_backward(Host{}, tok.data(), r.data(), N, vocab, d, dE2.data());
+  Vec twice(dE.size());
+  for (std::size_t i = 0; i < dE.size(); ++i) twice[i] = 2 * dE[i];
+  check_close(dE2, twice);
+
+  for (std::int32_t bad : {-1, vocab}) {
+    std::vector<std::int32_t> t = tok;
+    t[3] = bad;
+    CHECK_THROWS_AS(ops::embedding_forward(Host{}, t.data(), E.data(), N, vocab, d, y.data()),
+                    Error);
+    CHECK_THROWS_WITH(ops::embedding_forward(Host{}, t.data(), E.data(), N, vocab, d, y.data()),
+                      Catch::Contains("row 3") && Catch::Contains(std::to_string(bad)));
+    CHECK_THROWS_AS(ops::embedding_backward(Host{}, t.data(), r.data(), N, vocab, d, dE.data()),
+                    Error);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Cross-entropy
+
+TEST_CASE("cross-entropy by hand", "[layers]") {
+  const int V = 5;
+  const std::int64_t N = 3;
+  const Vec logits(N * V, 0.7);  // uniform: each row costs log V
+  const std::vector<std::int32_t> tgt = {0, 4, 2};
+  Vec dl(N * V);
+  const double gs = 0.25;
+  CHECK(ops::cross_entropy(Host{}, logits.data(), tgt.data(), N, V, gs, dl.data()) ==
+        Approx(3 * std::log(5.0)).epsilon(1e-15));
+  for (std::int64_t i = 0; i < N; ++i)
+    for (int j = 0; j < V; ++j)
+      CHECK(dl[i * V + j] == Approx(((j == tgt[i]) ? 0.2 - 1 : 0.2) * gs).epsilon(1e-14));
+
+  // softmax([0, ln 3]) = (1/4, 3/4): target 0 costs ln 4.
+  const Vec two = {0, std::log(3.0)};
+  const std::int32_t t0 = 0;
+  CHECK(ops::cross_entropy(Host{}, two.data(), &t0, 1, 2, 1.0, (double*)nullptr) ==
+        Approx(std::log(4.0)).epsilon(1e-15));
+  // Huge logits stay finite (log-sum-exp), in float too.
+  const std::vector<float> big = {1000.f, 0.f};
+  const std::int32_t t1 = 1;
+  std::vector<float> dbig(2);
+  CHECK(ops::cross_entropy(Host{}, big.data(), &t1, 1, 2, 1.0, dbig.data()) == Approx(1000.0));
+  CHECK(dbig[0] == Approx(1.0f));
+  CHECK(dbig[1] == Approx(-1.0f));
+}
+
+TEST_CASE("cross-entropy gradient matches finite differences; bad targets throw", "[layers]") {
+  const int V = 7;
+  const std::int64_t N = 5;
+  const double gs = 1.0 / 3;
+  Vec logits = rand_vec(N * V, 22, 2.0);
+  const std::vector<std::int32_t> tgt = {6, 0, 3, 3, 1};
+  auto loss = [&] {
+    return ops::cross_entropy(Host{}, logits.data(), tgt.data(), N, V, gs, (double*)nullptr) * gs;
+  };
+  Vec dl(N * V, 123.0);
+  ops::cross_entropy(Host{}, logits.data(), tgt.data(), N, V, gs, dl.data());
+  check_grad("dlogits", dl, logits, loss);
+
+  for (std::int32_t bad : {-1, V}) {
+    std::vector<std::int32_t> t = tgt;
+    t[2] = bad;
+    CHECK_THROWS_AS(ops::cross_entropy(Host{}, logits.data(), t.data(), N, V, gs, dl.data()),
+                    Error);
+    CHECK_THROWS_WITH(ops::cross_entropy(Host{}, logits.data(), t.data(), N, V, gs, dl.data()),
+                      Catch::Contains("row 2") && Catch::Contains(std::to_string(bad)));
+  }
+}
+
+TEST_CASE("cross-entropy float instantiation agrees with double", "[layers]") {
+  // The float entry point against the fp64 result.
+  const std::int64_t N = 9;
+  const int d = 20;
+  const Vec x = rand_vec(N * d, 32);
+  const auto xf = to<float>(x);
+  const std::vector<std::int32_t> tgt = {0, 19, 3, 3, 7, 1, 2, 5, 11};
+  Vec dl(N * d);
+  std::vector<float> dlf(N * d);
+  const double ce = ops::cross_entropy(Host{}, x.data(), tgt.data(), N, d, 0.5, dl.data());
+  const double cef = ops::cross_entropy(Host{}, xf.data(), tgt.data(), N, d, 0.5, dlf.data());
+  CHECK(cef == Approx(ce).epsilon(1e-6));
+  CHECK(rel_l2(dlf.data(), dl.data(), dl.size()) < 1e-6);
+}

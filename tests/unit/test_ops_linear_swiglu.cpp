@@ -1,0 +1,152 @@
+// Tests src/ops/linear and src/ops/swiglu (the MLP's ops) on the host: by hand, against
+// finite differences and a naive loop, and bit-identical over OpenMP thread counts.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "ops/linear/linear.h"
+#include "ops/swiglu/swiglu.h"
+#include "ops_support.h"
+#include "test_support.h"
+
+using namespace gdn;
+using namespace gdn::test;
+
+namespace {
+
+// y = x W^T by the textbook triple loop, in double.
+Vec naive_linear(const Vec& x, const Vec& W, std::int64_t N, int in, int out) {
+  Vec y(std::size_t(N) * out, 0.0);
+  for (std::int64_t i = 0; i < N; ++i)
+    for (int o = 0; o < out; ++o)
+      for (int k = 0; k < in; ++k) y[i * out + o] += x[i * in + k] * W[std::size_t(o) * in + k];
+  return y;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Linear
+
+TEST_CASE("linear forward by hand", "[layers]") {
+  const Vec x = {1, 2, 3, 4, 5, 6}, W = {1, 0, -1, 2, 1, 0};  // x [2, 3], W [2, 3]
+  Vec y(4);
+  ops::linear_forward(Host{}, x.data(), W.data(), 2, 3, 2, y.data());
+  CHECK(y == Vec{-2, 4, -2, 13});
+}
+
+TEST_CASE("linear backward matches finite differences", "[layers]") {
+  const std::int64_t N = 5;
+  const int in = 7, out = 6;
+  Vec x = rand_vec(N * in, 1), W = rand_vec(out * in, 2), r = rand_vec(N * out, 3);
+  auto loss = [&] {
+    Vec y(N * out);
+    ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
+    return dot(y, r);
+  };
+  Vec dx(N * in), dW(out * in, 0.0);
+  ops::linear_backward(Host{}, x.data(), W.data(), r.data(), N, in, out, dx.data(), dW.data());
+  check_grad("dx", dx, x, loss);
+  check_grad("dW", dW, W, loss);
+
+  // dx is overwritten, dW accumulates: a second call gives the same dx and exactly 2 dW.
+  Vec dx2(N * in, 123.0), dW2 = dW;
+  ops::linear_backward(Host{}, x.data(), W.data(), r.data(), N, in, out, dx2.data(), dW2.data());
+  CHECK(dx2 == dx);
+  for (std::size_t i = 0; i < dW.size(); ++i) CHECK(dW2[i] == 2 * dW[i]);
+  // Null gradient pointers are skipped.
+  ops::linear_backward(Host{}, x.data(), W.data(), r.data(), N, in, out, (double*)nullptr,
+                       dW2.data());
+  for (std::size_t i = 0; i < dW.size(); ++i) CHECK(dW2[i] == 3 * dW[i]);
+}
+
+TEST_CASE("linear on shapes past every tile and vector boundary matches a naive loop", "[layers]") {
+  // The first shape: N spans several row blocks and depth blocks, out and in several dW
+  // tiles, and none is a multiple of the vector width. The second spans several packed
+  // panels of the weight (2048 x 2048) in both directions.
+  struct Shape3 {
+    std::int64_t N;
+    int in, out;
+  };
+  const Shape3 s = GENERATE(Shape3{300, 290, 270}, Shape3{21, 2100, 4113});
+  const std::int64_t N = s.N;
+  const int in = s.in, out = s.out;
+  INFO("N " << N << " in " << in << " out " << out);
+  const Vec x = rand_vec(N * in, 4), W = rand_vec(out * in, 5), dy = rand_vec(N * out, 6);
+  const Vec y_ref = naive_linear(x, W, N, in, out);
+  // dx = dy W is a linear layer with weight W^T; dW = dy^T x one with N as the reduction.
+  Vec Wt(std::size_t(in) * out), dyt(std::size_t(out) * N), xt(std::size_t(in) * N);
+  for (int o = 0; o < out; ++o)
+    for (int k = 0; k < in; ++k) Wt[std::size_t(k) * out + o] = W[std::size_t(o) * in + k];
+  for (std::int64_t i = 0; i < N; ++i) {
+    for (int o = 0; o < out; ++o) dyt[o * N + i] = dy[i * out + o];
+    for (int k = 0; k < in; ++k) xt[k * N + i] = x[i * in + k];
+  }
+  const Vec dx_ref = naive_linear(dy, Wt, N, out, in);
+  const Vec dW_ref = naive_linear(dyt, xt, out, int(N), in);
+
+  Vec y(N * out), dx(N * in), dW(std::size_t(out) * in, 0.0);
+  ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
+  ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, dx.data(), dW.data());
+  CHECK(rel_l2(y.data(), y_ref.data(), y.size()) < 1e-14);
+  CHECK(rel_l2(dx.data(), dx_ref.data(), dx.size()) < 1e-14);
+  CHECK(rel_l2(dW.data(), dW_ref.data(), dW.size()) < 1e-14);
+
+  const auto xf = to<float>(x), Wf = to<float>(W), dyf = to<float>(dy);
+  std::vector<float> yf(N * out), dxf(N * in), dWf(std::size_t(out) * in, 0.f);
+  ops::linear_forward(Host{}, xf.data(), Wf.data(), N, in, out, yf.data());
+  ops::linear_backward(Host{}, xf.data(), Wf.data(), dyf.data(), N, in, out, dxf.data(),
+                       dWf.data());
+  CHECK(rel_l2(yf.data(), y_ref.data(), yf.size()) < 1e-5);
+  CHECK(rel_l2(dxf.data(), dx_ref.data(), dxf.size()) < 1e-5);
+  CHECK(rel_l2(dWf.data(), dW_ref.data(), dWf.size()) < 1e-5);
+}
+
+TEMPLATE_TEST_CASE("linear is bit-identical for 1, 2 and 3 OpenMP threads", "[layers]", float,
+                   double) {
+  using T = TestType;
+  ThreadGuard guard;
+  const std::int64_t N = 300;
+  const int in = 290, out = 270;
+  const auto x = to<T>(rand_vec(N * in, 7)), W = to<T>(rand_vec(out * in, 8)),
+             dy = to<T>(rand_vec(N * out, 9));
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<T> y(N * out), dx(N * in), dW(std::size_t(out) * in, T(0));
+    ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
+    ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, dx.data(), dW.data());
+    return std::vector<std::vector<T>>{y, dx, dW};
+  };
+  const auto one = run(1);
+  for (int threads : {2, 3}) {
+    const auto many = run(threads);
+    for (std::size_t k = 0; k < one.size(); ++k) {
+      INFO("threads " << threads << " output " << k);
+      CHECK(std::memcmp(one[k].data(), many[k].data(), one[k].size() * sizeof(T)) == 0);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// SwiGLU
+
+TEST_CASE("swiglu forward by hand and backward by finite differences", "[layers]") {
+  const Vec g0 = {0, 1}, u0 = {5, 2};
+  Vec y0(2);
+  ops::swiglu_forward(Host{}, g0.data(), u0.data(), 2, y0.data());
+  check_close(y0, {0.0, 1.4621171572600098}, 1e-14);
+
+  const std::int64_t n = 35;
+  Vec g = rand_vec(n, 19, 2.0), u = rand_vec(n, 20), r = rand_vec(n, 21);
+  auto loss = [&] {
+    Vec y(n);
+    ops::swiglu_forward(Host{}, g.data(), u.data(), n, y.data());
+    return dot(y, r);
+  };
+  Vec dg(n, 123.0), du(n, 123.0);  // overwritten
+  ops::swiglu_backward(Host{}, g.data(), u.data(), r.data(), n, dg.data(), du.data());
+  check_grad("dg", dg, g, loss);
+  check_grad("du", du, u, loss);
+}

@@ -1,0 +1,102 @@
+// Tests src/train/optimizer: the learning-rate schedule, gradient clipping and AdamW against
+// hand-computed values.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "train/optimizer.h"
+
+using namespace gdn;
+
+TEST_CASE("learning_rate: linear warmup then cosine to min_lr_ratio * lr", "[optimizer]") {
+  AdamWConfig c;
+  c.lr = 1e-3;
+  c.warmup_steps = 10;
+  c.total_steps = 110;
+  c.min_lr_ratio = 0.1;
+  CHECK(learning_rate(c, 0) == Approx(1e-4).epsilon(1e-14));
+  CHECK(learning_rate(c, 4) == Approx(5e-4).epsilon(1e-14));
+  CHECK(learning_rate(c, 9) == Approx(1e-3).epsilon(1e-14));
+  CHECK(learning_rate(c, 10) == Approx(1e-3).epsilon(1e-14));
+  CHECK(learning_rate(c, 60) == Approx(1e-4 + 0.5 * 9e-4).epsilon(1e-14));  // half way
+  CHECK(learning_rate(c, 110) == Approx(1e-4).epsilon(1e-14));
+  CHECK(learning_rate(c, 500) == Approx(1e-4).epsilon(1e-14));
+  c.warmup_steps = 0;
+  CHECK(learning_rate(c, 0) == Approx(1e-3).epsilon(1e-14));
+}
+
+namespace {
+// A store of parameters with the given host values and gradients.
+ParamStore<double, Host> store(const std::vector<std::pair<Shape, bool>>& shapes) {
+  ParamStore<double, Host> ps;
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    ps.add(std::string("p").append(std::to_string(i)), shapes[i].first, shapes[i].second);
+  ps.allocate();
+  return ps;
+}
+void set(double* dst, const std::vector<double>& v) {
+  std::copy(v.begin(), v.end(), dst);
+}
+}  // namespace
+
+TEST_CASE("clip_grad_norm scales to max_norm and returns the norm before", "[optimizer]") {
+  ParamStore<double, Host> ps = store({{{2}, true}, {{1}, false}});
+  set(ps.grad(0), {3, 4});
+  set(ps.grad(1), {12});
+  CHECK(clip_grad_norm(ps, 0.0) == 13.0);  // 0: report only
+  CHECK(ps.grad(0)[0] == 3);
+  CHECK(clip_grad_norm(ps, 20.0) == 13.0);  // below the limit: unchanged
+  CHECK(ps.grad(1)[0] == 12.0);
+  CHECK(clip_grad_norm(ps, 6.5) == 13.0);
+  CHECK(ps.grad(0)[0] == Approx(1.5));
+  CHECK(ps.grad(0)[1] == Approx(2.0));
+  CHECK(ps.grad(1)[0] == Approx(6.0));
+  CHECK(clip_grad_norm(ps, 0.0) == Approx(6.5));
+  ps.grad(1)[0] = std::nan("");
+  CHECK(std::isnan(clip_grad_norm(ps, 1.0)));  // reported, nothing scaled
+  CHECK(ps.grad(0)[0] == Approx(1.5));
+}
+
+TEST_CASE("AdamW: one step matches the hand-computed update", "[optimizer]") {
+  AdamWConfig cfg;
+  cfg.beta1 = 0.9;
+  cfg.beta2 = 0.95;
+  cfg.eps = 1e-8;
+  const double lr = 0.1;
+  const double wd = GENERATE(0.0, 0.01);
+  DYNAMIC_SECTION("weight_decay " << wd) {
+    cfg.weight_decay = wd;
+    // w and the last one decay; n (a norm) never does.
+    ParamStore<double, Host> ps = store({{{2}, true}, {{2}, false}, {{1}, true}});
+    double *w = ps.value(0), *n = ps.value(1);
+    set(w, {1.0, -2.0});
+    set(n, {1.0, -2.0});
+    set(ps.grad(0), {0.5, -1.0});
+    set(ps.grad(1), {0.5, -1.0});
+    AdamW<double, Host> opt(cfg, ps);
+    opt.step(ps, 0, lr);
+    // Step 1: m = 0.1 g, v = 0.05 g^2, so m_hat = g and v_hat = g^2: the update is
+    // g / (|g| + eps), plus the decoupled decay p * (1 - lr * wd) first.
+    const double u0 = 0.5 / (0.5 + 1e-8), u1 = -1.0 / (1.0 + 1e-8);
+    const double keep = 1.0 - lr * wd;
+    CHECK(w[0] == Approx(1.0 * keep - lr * u0).epsilon(1e-14));
+    CHECK(w[1] == Approx(-2.0 * keep - lr * u1).epsilon(1e-14));
+    CHECK(n[0] == Approx(1.0 - lr * u0).epsilon(1e-14));
+    CHECK(n[1] == Approx(-2.0 - lr * u1).epsilon(1e-14));
+    CHECK(opt.m()[0] == Approx(0.05).epsilon(1e-14));
+    CHECK(opt.v()[1] == Approx(0.05).epsilon(1e-14));
+
+    // Step 2 with g = (1, 1): m = (0.145, 0.01), v = (0.061875, 0.0975).
+    const double p0 = w[0], p1 = w[1];
+    set(ps.grad(0), {1.0, 1.0});
+    opt.step(ps, 1, lr);
+    const double bc1 = 1 - 0.81, bc2 = 1 - 0.9025;
+    const double e0 = (0.145 / bc1) / (std::sqrt(0.061875 / bc2) + 1e-8);
+    const double e1 = (0.01 / bc1) / (std::sqrt(0.0975 / bc2) + 1e-8);
+    CHECK(w[0] == Approx(p0 * keep - lr * e0).epsilon(1e-13));
+    CHECK(w[1] == Approx(p1 * keep - lr * e1).epsilon(1e-13));
+  }
+}
