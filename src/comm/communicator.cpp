@@ -29,12 +29,16 @@ void Communicator::all_gather(const void* send, void* recv, std::size_t bytes,
 }
 
 void Communicator::all_reduce_sum(void* buf, std::size_t count_, DType t, const std::string& site) {
-  do_all_reduce_sum(buf, count_, t, site);
-  count(site, count_ * dtype_size(t), count_ * dtype_size(t));
+  all_reduce(buf, count_, t, ReduceOp::sum, site);
 }
 
 void Communicator::all_reduce_max(void* buf, std::size_t count_, DType t, const std::string& site) {
-  do_all_reduce_max(buf, count_, t, site);
+  all_reduce(buf, count_, t, ReduceOp::max, site);
+}
+
+void Communicator::all_reduce(void* buf, std::size_t count_, DType t, ReduceOp op,
+                              const std::string& site) {
+  do_all_reduce(buf, count_, t, op, site);
   count(site, count_ * dtype_size(t), count_ * dtype_size(t));
 }
 

@@ -28,6 +28,9 @@ namespace gdn {
 // sums send_bytes, bytes_received sums recv_bytes, both without the block to self (a local
 // copy). send counts its bytes sent, recv its bytes received, send_recv both, where a side
 // with peer -1 counts 0. barrier, split and abort are not counted.
+// The elementwise operation of an all-reduce.
+enum class ReduceOp { sum, max };
+
 struct CommCounter {
   std::int64_t calls = 0;
   std::int64_t bytes_sent = 0;
@@ -47,6 +50,8 @@ class Communicator {
   void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site);
   // In-place elementwise max (used for error flags and agreement checks).
   void all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site);
+  // Either of the two, by op.
+  void all_reduce(void* buf, std::size_t count, DType t, ReduceOp op, const std::string& site);
   // send holds size() blocks of count elements of type t (f32/f64/i32/i64), in rank order;
   // recv (count elements) gets the elementwise sum over all ranks of block rank(). Every
   // backend allows in place: recv == send + rank() * count * dtype_size(t).
@@ -106,10 +111,8 @@ class Communicator {
   virtual const char* backend_name() const = 0;
   virtual void do_all_gather(const void* send, void* recv, std::size_t bytes,
                              const std::string& site) = 0;
-  virtual void do_all_reduce_sum(void* buf, std::size_t count, DType t,
-                                 const std::string& site) = 0;
-  virtual void do_all_reduce_max(void* buf, std::size_t count, DType t,
-                                 const std::string& site) = 0;
+  virtual void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
+                             const std::string& site) = 0;
   virtual void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
                                      const std::string& site) = 0;
   virtual void do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,

@@ -155,8 +155,10 @@ void MpiCommunicator::do_all_gather(const void* send, void* recv, std::size_t by
   }
 }
 
-void MpiCommunicator::all_reduce(void* buf, std::size_t count_, DType t, MPI_Op op,
-                                 const char* name, const std::string& site) {
+void MpiCommunicator::do_all_reduce(void* buf, std::size_t count_, DType t, ReduceOp reduce,
+                                    const std::string& site) {
+  const MPI_Op op = reduce == ReduceOp::sum ? MPI_SUM : MPI_MAX;
+  const char* name = reduce == ReduceOp::sum ? "MPI_Allreduce(SUM)" : "MPI_Allreduce(MAX)";
   const std::size_t es = dtype_size(t);
   const std::size_t per = std::max<std::size_t>(1, max_bytes_ / es);
   char* p = static_cast<char*>(buf);
@@ -167,16 +169,6 @@ void MpiCommunicator::all_reduce(void* buf, std::size_t count_, DType t, MPI_Op 
           name, site);
     off += n;
   } while (off < count_);
-}
-
-void MpiCommunicator::do_all_reduce_sum(void* buf, std::size_t count_, DType t,
-                                        const std::string& site) {
-  all_reduce(buf, count_, t, MPI_SUM, "MPI_Allreduce(SUM)", site);
-}
-
-void MpiCommunicator::do_all_reduce_max(void* buf, std::size_t count_, DType t,
-                                        const std::string& site) {
-  all_reduce(buf, count_, t, MPI_MAX, "MPI_Allreduce(MAX)", site);
 }
 
 void MpiCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t count_,

@@ -54,8 +54,8 @@ class MpiCommunicator : public Communicator {
   void do_all_gather(const void* send, void* recv, std::size_t bytes,
                      const std::string& site) override;
   // In place, in pieces of at most max_message_bytes().
-  void do_all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
-  void do_all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
+                     const std::string& site) override;
   // MPI_Reduce_scatter_block, in pieces when a block is over max_message_bytes(). In place
   // is allowed.
   void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
@@ -82,8 +82,6 @@ class MpiCommunicator : public Communicator {
   [[noreturn]] void do_abort(int code) override;
 
  private:
-  void all_reduce(void* buf, std::size_t count, DType t, MPI_Op op, const char* name,
-                  const std::string& site);
   void check(int rc, const char* call, const std::string& site) const;
   void check_peer(int peer, bool allow_none, const char* what, const char* call,
                   const std::string& site) const;

@@ -135,22 +135,13 @@ void NcclCommunicator::do_all_gather(const void* send, void* recv, std::size_t b
   }
 }
 
-void NcclCommunicator::all_reduce(void* buf, std::size_t n, DType t, ncclRedOp_t op,
-                                  const std::string& site) {
+void NcclCommunicator::do_all_reduce(void* buf, std::size_t n, DType t, ReduceOp reduce,
+                                     const std::string& site) {
+  const ncclRedOp_t op = reduce == ReduceOp::sum ? ncclSum : ncclMax;
   if (n > 0) {
     GDN_NCCL_CHECK_AT(ncclAllReduce(buf, buf, n, nccl_type(t), op, comm_, stream_), site);
     wait(site);
   }
-}
-
-void NcclCommunicator::do_all_reduce_sum(void* buf, std::size_t n, DType t,
-                                         const std::string& site) {
-  all_reduce(buf, n, t, ncclSum, site);
-}
-
-void NcclCommunicator::do_all_reduce_max(void* buf, std::size_t n, DType t,
-                                         const std::string& site) {
-  all_reduce(buf, n, t, ncclMax, site);
 }
 
 void NcclCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t n, DType t,

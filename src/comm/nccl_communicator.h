@@ -47,8 +47,8 @@ class NcclCommunicator : public Communicator {
   // NCCL handles in place itself (send == recv + rank * bytes).
   void do_all_gather(const void* send, void* recv, std::size_t bytes,
                      const std::string& site) override;
-  void do_all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
-  void do_all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
+                     const std::string& site) override;
   // ncclReduceScatter, which handles in place (recv == send + rank * count) itself.
   void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
                              const std::string& site) override;
@@ -72,7 +72,6 @@ class NcclCommunicator : public Communicator {
   [[noreturn]] void do_abort(int code) override;
 
  private:
-  void all_reduce(void* buf, std::size_t count, DType t, ncclRedOp_t op, const std::string& site);
   // Waits for the stream; throws if CUDA or NCCL (a dead peer, a network error) failed.
   void wait(const std::string& site);
   // Frees the stream and scratch buffer (not the NCCL comm); safe to call twice.

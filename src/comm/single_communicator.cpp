@@ -14,9 +14,7 @@ void SingleCommunicator::do_all_gather(const void* send, void* recv, std::size_t
   if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
 }
 
-void SingleCommunicator::do_all_reduce_sum(void*, std::size_t, DType, const std::string&) {}
-
-void SingleCommunicator::do_all_reduce_max(void*, std::size_t, DType, const std::string&) {}
+void SingleCommunicator::do_all_reduce(void*, std::size_t, DType, ReduceOp, const std::string&) {}
 
 void SingleCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t count,
                                                DType t, const std::string&) {

@@ -16,9 +16,9 @@ class SingleCommunicator : public Communicator {
   // Copies send into recv (the only block) unless in place.
   void do_all_gather(const void* send, void* recv, std::size_t bytes,
                      const std::string& site) override;
-  // No-ops on the data (one rank's sum/max is itself).
-  void do_all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
-  void do_all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  // A no-op on the data (one rank's sum or max is itself).
+  void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
+                     const std::string& site) override;
   // Copies block 0 (the only one) into recv unless in place.
   void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
                              const std::string& site) override;

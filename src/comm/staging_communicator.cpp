@@ -51,26 +51,13 @@ void StagingCommunicator::do_all_gather(const void* send, void* recv, std::size_
   to_device(recv, hr, total, site);
 }
 
-void StagingCommunicator::all_reduce(void* buf, std::size_t n, DType t, bool sum,
-                                     const std::string& site) {
+void StagingCommunicator::do_all_reduce(void* buf, std::size_t n, DType t, ReduceOp op,
+                                        const std::string& site) {
   const std::size_t bytes = n * dtype_size(t);
   char* h = send_host_.get(bytes, site);
   to_host(h, buf, bytes, site);
-  if (sum)
-    mpi_.all_reduce_sum(h, n, t, site);
-  else
-    mpi_.all_reduce_max(h, n, t, site);
+  mpi_.all_reduce(h, n, t, op, site);
   to_device(buf, h, bytes, site);
-}
-
-void StagingCommunicator::do_all_reduce_sum(void* buf, std::size_t n, DType t,
-                                            const std::string& site) {
-  all_reduce(buf, n, t, true, site);
-}
-
-void StagingCommunicator::do_all_reduce_max(void* buf, std::size_t n, DType t,
-                                            const std::string& site) {
-  all_reduce(buf, n, t, false, site);
 }
 
 void StagingCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t n,

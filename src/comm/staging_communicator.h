@@ -32,8 +32,8 @@ class StagingCommunicator : public Communicator {
 
   void do_all_gather(const void* send, void* recv, std::size_t bytes,
                      const std::string& site) override;
-  void do_all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site) override;
-  void do_all_reduce_max(void* buf, std::size_t count, DType t, const std::string& site) override;
+  void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
+                     const std::string& site) override;
   // In place is allowed: the input is staged to the host before anything is written.
   void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
                              const std::string& site) override;
@@ -61,7 +61,6 @@ class StagingCommunicator : public Communicator {
     char* get(std::size_t bytes, const std::string& site);
     ~Pinned();
   };
-  void all_reduce(void* buf, std::size_t count, DType t, bool sum, const std::string& site);
 
   // The host-side calls go through its front, so it counts them too (unread).
   MpiCommunicator mpi_;

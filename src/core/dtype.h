@@ -30,7 +30,7 @@ inline const char* dtype_name(DType t) {
 inline DType parse_real_dtype(const std::string& text, const std::string& what) {
   const std::optional<DType> t = enum_from_name<DType>(text);
   GDN_CHECK(t == DType::f32 || t == DType::f64, what, " ", text.empty() ? "''" : text,
-            ": expected f32 or f64");
+            " is not supported: expected f32 or f64");
   return *t;
 }
 

@@ -1,5 +1,6 @@
 #include "core/npy.h"
 
+#include <array>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -218,17 +219,9 @@ void convert(const char* src, std::size_t n, T* dst, const std::string& what) {
 }  // namespace
 
 const char* npy_descr(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "<f4";
-    case DType::f64:
-      return "<f8";
-    case DType::i32:
-      return "<i4";
-    case DType::i64:
-      return "<i8";
-  }
-  return "?";
+  static constexpr std::array<const char*, 4> kDescr = {"<f4", "<f8", "<i4",
+                                                        "<i8"};  // DType's order
+  return kDescr[std::size_t(t)];
 }
 
 NpyHeader read_npy_header(const std::string& path) {

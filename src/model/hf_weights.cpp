@@ -222,7 +222,7 @@ void read_hf_weights(const std::string& dir, const ModelConfig& c,
   std::vector<T> values;
   for (const HfTensorMap& m : maps) {
     GDN_CHECK(ckpt.has(m.name), "checkpoint ", dir, " has no tensor '", m.name, "' (shape ",
-              shape_str(m.shape), "), which this ", family_name(c.family),
+              shape_str(m.shape), "), which this ", name_of(c.family),
               " model needs: is it the checkpoint of this config.json's architecture?");
     const TensorInfo& info = ckpt.info(m.name);
     GDN_CHECK(info.shape == m.shape, "checkpoint ", dir, ": tensor '", m.name, "' has shape ",

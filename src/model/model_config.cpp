@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -89,16 +90,13 @@ std::vector<LayerType> parse_layer_types(const JsonSection& s, int layers) {
                                 " layer types (one per layer, num_hidden_layers)");
     for (std::size_t i = 0; i < v.size(); ++i) {
       const std::string where = s.where("layer_types") + " (layer " + std::to_string(i) + ")";
-      const std::string t = v[i].is_string() ? v[i].get<std::string>() : v[i].dump();
-      if (t == "linear_attention") {
-        out.push_back(LayerType::linear_attention);
-      } else if (t == "full_attention") {
-        out.push_back(LayerType::full_attention);
-      } else {
+      const std::optional<LayerType> t =
+          v[i].is_string() ? enum_from_name<LayerType>(v[i].get<std::string>()) : std::nullopt;
+      if (!t)
         throw_error(where, " = ", v[i].dump(),
                     ": expected \"linear_attention\" (Gated DeltaNet) or \"full_attention\" (gated "
                     "softmax attention)");
-      }
+      out.push_back(*t);
     }
     return out;
   }
@@ -238,7 +236,7 @@ ModelConfig parse_text_config(const json& j, const JsonSection& s, ModelFamily f
     }
     if (is_one_of(key, kForeignKeys)) {
       if (is_neutral(value)) continue;
-      throw_error(s.where(key), " = ", value.dump(), ": not part of the ", family_name(f),
+      throw_error(s.where(key), " = ", value.dump(), ": not part of the ", name_of(f),
                   " architecture and not built by gdn-cp");
     }
     ignored.push_back(key);
@@ -295,28 +293,6 @@ ModelConfig parse_text_config(const json& j, const JsonSection& s, ModelFamily f
 }
 
 }  // namespace
-
-const char* layer_type_name(LayerType t) {
-  switch (t) {
-    case LayerType::linear_attention:
-      return "linear_attention";
-    case LayerType::full_attention:
-      return "full_attention";
-  }
-  return "?";
-}
-
-const char* family_name(ModelFamily f) {
-  switch (f) {
-    case ModelFamily::qwen3_next:
-      return "qwen3_next";
-    case ModelFamily::qwen3_5:
-      return "qwen3_5";
-    case ModelFamily::qwen3_5_moe:
-      return "qwen3_5_moe";
-  }
-  return "?";
-}
 
 bool ModelConfig::is_moe_layer(int layer) const {
   switch (family) {
@@ -384,7 +360,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
 
 std::string describe(const ModelConfig& m) {
   const int attention = m.num_attention_layers(), moe = m.num_moe_layers();
-  std::string s = std::string(family_name(m.family)) + ": " + std::to_string(m.num_hidden_layers) +
+  std::string s = std::string(name_of(m.family)) + ": " + std::to_string(m.num_hidden_layers) +
                   " layers (" + std::to_string(m.num_hidden_layers - attention) + " GDN, " +
                   std::to_string(attention) + " attention), ";
   s += moe == 0 ? std::string("dense MLPs")
@@ -424,7 +400,7 @@ json to_json(const ModelConfig& m) {
          {"initializer_range", m.initializer_range},
          {"pad_token_id", m.pad_token_id < 0 ? json() : json(m.pad_token_id)}};
   json types = json::array();
-  for (int l = 0; l < m.num_hidden_layers; ++l) types.push_back(layer_type_name(m.layer_type(l)));
+  for (int l = 0; l < m.num_hidden_layers; ++l) types.push_back(name_of(m.layer_type(l)));
   j["layer_types"] = types;
   if (m.family != ModelFamily::qwen3_5_moe) j["intermediate_size"] = m.intermediate_size;
   if (m.family != ModelFamily::qwen3_5) {

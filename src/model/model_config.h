@@ -7,16 +7,21 @@
 // ids, dtype, ...) are listed so the app can warn once. docs/design.md §6.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
+
 namespace gdn {
 
 // The token mixer of a layer (Hugging Face's layer_types values).
 enum class LayerType { linear_attention, full_attention };
-const char* layer_type_name(LayerType t);
+constexpr std::array<const char*, 2> enum_names(LayerType) {
+  return {"linear_attention", "full_attention"};
+}
 
 // Which transformers model the config describes: decides the defaults, the parameter
 // names and layouts of its checkpoints (hf_weights.h), and the router's renormalisation.
@@ -25,7 +30,9 @@ enum class ModelFamily {
   qwen3_5,      // Qwen3_5ForCausalLM: dense MLPs
   qwen3_5_moe,  // Qwen3_5MoeForCausalLM: MoE in every layer
 };
-const char* family_name(ModelFamily f);  // "qwen3_next", "qwen3_5", "qwen3_5_moe"
+constexpr std::array<const char*, 3> enum_names(ModelFamily) {
+  return {"qwen3_next", "qwen3_5", "qwen3_5_moe"};
+}
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::qwen3_next;

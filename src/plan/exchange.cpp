@@ -67,22 +67,6 @@ AllToAll to_queries(i64 T, int P, int r) {
 
 }  // namespace
 
-const char* collective_name(Collective c) {
-  switch (c) {
-    case Collective::all_gather:
-      return "all_gather";
-    case Collective::reduce_scatter:
-      return "reduce_scatter";
-    case Collective::all_reduce:
-      return "all_reduce";
-    case Collective::chain:
-      return "chain";
-    case Collective::all_to_all:
-      return "all_to_all";
-  }
-  return "?";
-}
-
 std::vector<RankExchange> predict_exchange(const PlanInput& in) {
   const ModelConfig& c = in.model;
   const Sizes s = sizes(in);

@@ -4,12 +4,14 @@
 // The counting rules and each site's formula: docs/design.md §10.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/enum_names.h"
 #include "plan/plan_input.h"
 
 namespace gdn::plan {
@@ -26,7 +28,9 @@ std::vector<RankExchange> predict_exchange(const PlanInput& in);
 
 // What a site's calls are, for the cost model (cluster.h).
 enum class Collective { all_gather, reduce_scatter, all_reduce, chain, all_to_all };
-const char* collective_name(Collective c);
+constexpr std::array<const char*, 5> enum_names(Collective) {
+  return {"all_gather", "reduce_scatter", "all_reduce", "chain", "all_to_all"};
+}
 
 struct SiteTraffic {
   std::string site;

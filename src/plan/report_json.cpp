@@ -100,7 +100,7 @@ json to_json(const Plan& p) {
   json traffic = json::array();
   for (const SiteTraffic& t : p.traffic)
     traffic.push_back({{"site", t.site},
-                       {"collective", collective_name(t.kind)},
+                       {"collective", name_of(t.kind)},
                        {"group", t.world ? "world" : "cp"},
                        {"calls", t.calls},
                        {"bytes_per_call", t.bytes}});

@@ -68,7 +68,7 @@ void exchange_table(const Plan& p, std::ostream& out) {
       sent = std::max(sent, it->second.bytes_sent);
       received = std::max(received, it->second.bytes_received);
     }
-    out << fmt::format("  {:<30}{:<16}{:>7}{:>8}{:>13}{:>13}\n", t.site, collective_name(t.kind),
+    out << fmt::format("  {:<30}{:<16}{:>7}{:>8}{:>13}{:>13}\n", t.site, name_of(t.kind),
                        t.world ? "world" : "cp", calls, format_bytes(double(sent)),
                        format_bytes(double(received)));
   }

@@ -249,18 +249,8 @@ class TextFileSource final : public PartSource {
 // The element types of token files.
 enum class TokenType { u16, u32, i32, i64 };
 
-const char* token_type_name(TokenType t) {
-  switch (t) {
-    case TokenType::u16:
-      return "uint16";
-    case TokenType::u32:
-      return "uint32";
-    case TokenType::i32:
-      return "int32";
-    case TokenType::i64:
-      return "int64";
-  }
-  return "?";
+constexpr std::array<const char*, 4> enum_names(TokenType) {
+  return {"uint16", "uint32", "int32", "int64"};
 }
 
 // Calls f with a value of the C++ type of t, so one template serves every element type.
@@ -343,7 +333,7 @@ class TokenFileSource final : public PartSource {
 
   std::string describe() const override {
     std::ostringstream os;
-    os << "token file " << path_ << " (" << n_ << " tokens, " << token_type_name(type_)
+    os << "token file " << path_ << " (" << n_ << " tokens, " << name_of(type_)
        << "): unigram entropy " << unigram_entropy_ << " nats";
     return os.str();
   }
@@ -355,7 +345,7 @@ class TokenFileSource final : public PartSource {
   }
 
   static std::string raw_description(TokenType t) {
-    return std::string("a raw little-endian stream of ") + token_type_name(t) +
+    return std::string("a raw little-endian stream of ") + name_of(t) +
            " token ids, nothing else in the file (." + (t == TokenType::u16 ? "u16" : "u32") + ")";
   }
 

@@ -181,7 +181,7 @@ TEMPLATE_TEST_CASE("The MoE block on the GPU matches the CPU, router statistics 
   for (auto [family, norm] :
        {std::pair{ModelFamily::qwen3_next, true}, std::pair{ModelFamily::qwen3_next, false},
         std::pair{ModelFamily::qwen3_5_moe, false}}) {
-    INFO(family_name(family) << " norm_topk_prob " << norm);
+    INFO(name_of(family) << " norm_topk_prob " << norm);
     const ModelConfig c = moe_layer_config(family, norm);
     ParamStore<T, Host> ps_cpu;
     ParamStore<T, Cuda> ps_gpu;

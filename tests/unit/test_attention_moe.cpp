@@ -89,7 +89,7 @@ TEST_CASE("MoE block backward matches finite differences, router and load-balanc
   for (auto [family, norm] :
        {std::pair{ModelFamily::qwen3_next, true}, std::pair{ModelFamily::qwen3_next, false},
         std::pair{ModelFamily::qwen3_5_moe, false}}) {
-    INFO(family_name(family) << " norm_topk_prob " << norm);
+    INFO(name_of(family) << " norm_topk_prob " << norm);
     const ModelConfig c = moe_layer_config(family, norm);
     ParamStore<double, Host> ps;
     MoeMlp<double, Host> moe(ps, "layer.", c);

@@ -25,10 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir : test::TempDir {
-  TempDir() : test::TempDir("gdn_test_checkpoint") {}
-};
-
 std::vector<ParamInfo> make_model(Shape embed_shape = {3, 4}) {
   ParamStore<float, Host> ps;  // only the table of names, shapes and offsets is used
   ps.add("embed", std::move(embed_shape), true);
@@ -67,7 +63,7 @@ std::vector<std::string> dir_listing(const fs::path& dir) {
 }  // namespace
 
 TEMPLATE_TEST_CASE("checkpoint round trip is bit-exact", "[checkpoint]", float, double) {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_checkpoint");
   const std::string dir = tmp / "ckpt";  // created by the save
   const std::vector<ParamInfo> params = make_model();
   const CheckpointData<TestType> d = some_state<TestType>(params, 11);
@@ -88,7 +84,7 @@ TEMPLATE_TEST_CASE("checkpoint round trip is bit-exact", "[checkpoint]", float, 
 }
 
 TEST_CASE("an f32 checkpoint loads into f64 parameters and back", "[checkpoint]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_checkpoint");
   const std::vector<ParamInfo> params = make_model();
   const CheckpointData<float> f = some_state<float>(params, 5);
   save_checkpoint(tmp.dir.string(), TrainingState{7, "{}"}, params, f);
@@ -107,7 +103,7 @@ TEST_CASE("an f32 checkpoint loads into f64 parameters and back", "[checkpoint]"
 }
 
 TEST_CASE("latest_checkpoint skips torn and corrupt files", "[checkpoint]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_checkpoint");
   const std::string dir = tmp.dir.string();
   CHECK_FALSE(latest_checkpoint(dir).has_value());
   CHECK_FALSE(latest_checkpoint(tmp / "missing").has_value());
@@ -141,7 +137,7 @@ TEST_CASE("latest_checkpoint skips torn and corrupt files", "[checkpoint]") {
 
 TEST_CASE("a non-finite value is never written, and a file holding one is never loaded",
           "[checkpoint]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_checkpoint");
   const std::string dir = tmp.dir.string();
   const std::vector<ParamInfo> params = make_model();
   CheckpointData<double> d = some_state<double>(params, 4);
@@ -177,7 +173,7 @@ TEST_CASE("a non-finite value is never written, and a file holding one is never 
 
 TEST_CASE("the checkpoint rotation keeps the newest N of this run's, and only those",
           "[checkpoint]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_checkpoint");
   const std::string dir = tmp.dir.string();
   const std::vector<ParamInfo> params = make_model();
   const CheckpointData<float> d = some_state<float>(params, 8);
@@ -202,7 +198,7 @@ TEST_CASE("the checkpoint rotation keeps the newest N of this run's, and only th
 }
 
 TEST_CASE("check_checkpoint_dir gives the OS's reason at start-up", "[checkpoint]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_checkpoint");
   CHECK_NOTHROW(check_checkpoint_dir(tmp / "new/nested"));
   CHECK(fs::is_directory(tmp / "new/nested"));
   CHECK(dir_listing(tmp / "new/nested").empty());  // the probe is gone
@@ -213,7 +209,7 @@ TEST_CASE("check_checkpoint_dir gives the OS's reason at start-up", "[checkpoint
 }
 
 TEST_CASE("loading into a model of another shape names the parameter", "[checkpoint]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_checkpoint");
   const std::vector<ParamInfo> params = make_model();
   save_checkpoint(tmp.dir.string(), TrainingState{1, "{}"}, params, some_state<double>(params, 9));
   const std::string path = tmp / "ckpt-00000001.bin";

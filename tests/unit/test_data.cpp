@@ -26,10 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir : test::TempDir {
-  TempDir() : test::TempDir("gdn_test_data") {}
-};
-
 std::string find_public_domain_text() {
   const fs::path rel = fs::path("data") / "public_domain.txt";
   // This file is tests/unit/test_data.cpp: the repository is three levels up.
@@ -128,7 +124,7 @@ TEST_CASE("text data: byte tokens from data/public_domain.txt", "[data]") {
 }
 
 TEST_CASE("text data: missing and short files are errors naming the file", "[data]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_data");
   CHECK_THROWS_WITH(make_token_source(tmp / "none.txt", 256, 1, 8), Contains(tmp / "none.txt"));
   const std::string shorty = tmp / "short.txt";
   std::ofstream(shorty) << "0123456789";
@@ -161,7 +157,7 @@ void write_ids_npy(const std::string& path, const std::vector<std::int64_t>& ids
 }
 
 // The same ids in all four formats; returns the paths.
-std::vector<std::string> write_all_formats(const TempDir& tmp, const std::string& stem,
+std::vector<std::string> write_all_formats(const test::TempDir& tmp, const std::string& stem,
                                            const std::vector<std::int64_t>& ids) {
   const std::vector<std::string> paths = {tmp / (stem + ".u16"), tmp / (stem + ".u32"),
                                           tmp / (stem + "_i32.npy"), tmp / (stem + "_i64.npy")};
@@ -196,7 +192,7 @@ std::vector<std::int64_t> offsets_of(const std::vector<std::int64_t>& stream,
 
 TEST_CASE("token files: every sequence is a window of the stream, the same in every format",
           "[data]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_data");
   const int vocab = 151936;
   const std::int64_t n = 300, seq_len = 32, len = seq_len + 1;
   const std::vector<std::int64_t> ids = random_ids(n, 5);
@@ -268,7 +264,7 @@ TEST_CASE("token files: every sequence is a window of the stream, the same in ev
 
 TEST_CASE("token files: deterministic in (seed, step, index), independent of call order",
           "[data]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_data");
   const std::int64_t seq_len = 16, len = seq_len + 1;
   const std::vector<std::int64_t> ids = random_ids(5000, 8);
   for (const std::string& path : write_all_formats(tmp, "det", ids)) {
@@ -297,7 +293,7 @@ TEST_CASE("token files: deterministic in (seed, step, index), independent of cal
 }
 
 TEST_CASE("token files: unigram entropy from the token frequencies", "[data]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_data");
   // Frequencies 1/2, 1/4, 1/8, 1/8: H = 1/2 ln 2 + 1/4 ln 4 + 2/8 ln 8 = 1.75 ln 2.
   const double h = 1.75 * std::log(2.0);
   for (const std::string& path : write_all_formats(tmp, "freq", {0, 1, 0, 2, 0, 1, 3, 0})) {
@@ -317,7 +313,7 @@ TEST_CASE("token files: unigram entropy from the token frequencies", "[data]") {
 
 TEST_CASE("token files: a .u16 of a text's bytes reads exactly what the text source reads",
           "[data]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_data");
   const std::string text_path = find_public_domain_text();
   std::ifstream in(text_path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -338,7 +334,7 @@ TEST_CASE("token files: a .u16 of a text's bytes reads exactly what the text sou
 }
 
 TEST_CASE("token files: bad input is an error naming the file and what was expected", "[data]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_data");
   const std::vector<std::int64_t> ok(100, 1);
   // Missing, a directory.
   for (const std::string& p : {tmp / "none.u16", tmp / "none.u32", tmp / "none.npy"})
@@ -447,7 +443,7 @@ class WholeWindowSource final : public TokenSource {
 
 TEST_CASE("window_part gives exactly that part of sequence()'s window, for every source",
           "[data]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_data");
   const std::int64_t seq_len = 128, len = seq_len + 1;
   std::vector<std::pair<std::string, std::unique_ptr<TokenSource>>> sources;
   sources.emplace_back("synthetic", make_token_source("synthetic", 64, 7, seq_len));
@@ -497,7 +493,7 @@ TEST_CASE("window_part gives exactly that part of sequence()'s window, for every
 }
 
 TEST_CASE("file sources read from the file at each window: one that shrank is an error", "[data]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_data");
   const std::vector<std::int64_t> ids = random_ids(1000, 4);
   std::vector<std::string> paths = write_all_formats(tmp, "shrink", ids);
   {

@@ -20,10 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-struct TempDir : test::TempDir {
-  TempDir() : test::TempDir("gdn_test_run_config") {}
-};
-
 json valid_config() {
   return json::parse(R"({
     "model": {"model_type": "qwen3_next", "num_experts": 0,
@@ -222,7 +218,7 @@ TEST_CASE("layout messages name where each value came from", "[config]") {
 }
 
 TEST_CASE("a number that overflows a double names the file and the key", "[config]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_run_config");
   const std::string path = tmp / "overflow.json";
   std::string text = valid_config().dump();
   text.replace(text.find("\"seq_len\":100"), 13, "\"seq_len\":1e400");
@@ -232,7 +228,7 @@ TEST_CASE("a number that overflows a double names the file and the key", "[confi
 }
 
 TEST_CASE("load_config names the file when it is missing or malformed", "[config]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_run_config");
   CHECK_THROWS_WITH(load_config(tmp / "nope.json"), Contains(tmp / "nope.json"));
   const std::string bad = tmp / "bad.json";
   std::ofstream(bad) << R"({"model": {"vocab_size": 256,})";

@@ -11,16 +11,8 @@
 using namespace gdn;
 namespace fs = std::filesystem;
 
-namespace {
-
-struct TempDir : test::TempDir {
-  TempDir() : test::TempDir("gdn_test_step_log") {}
-};
-
-}  // namespace
-
 TEST_CASE("truncate_step_log keeps the steps before the checkpoint, once", "[train]") {
-  TempDir tmp;
+  const test::TempDir tmp("gdn_test_step_log");
   const std::string log = tmp / "run.jsonl";
   CHECK(truncate_step_log(log, 2) == 0);  // no log yet
   std::ofstream(log) << "{\"step\":0,\"loss\":5}\n{\"step\":1,\"loss\":4}\n{\"step\":2}\n"
