@@ -1,23 +1,26 @@
-#!/ usr / bin / env bash
-#The CPU op against transformers' torch_chunk_gated_delta_rule (with autograd), side by
-#side in one run : builds(scripts / build.sh; --no - build skips it), then runs gdn_bench and
-#scripts / bench_torch_reference.py at the shapes of issue 9 in f32 on the same thread count,
-#alternating them for --rounds rounds and keeping each variant's best median (a burst from
-#a neighbour on a shared machine slows one round, not all).Prints a table per shape : our
-#forward and forward + backward ms, GFLOP / s, percent of the FMA peak gdn_bench measured
-#and percent of its GEMM ceiling(gdn / flop_count.h has the FLOP formula), the same per
-#pass(prepare, state pass = CP phase 1, output = phase 3, backward), the WY factors kept
-#vs recomputed over phases 1 + 3, the torch ms and torch / ours.Above the table : the
-#peak(one thread and all, each round) and the ceiling, the best-- ceiling - size GEMM rate
-#of ours, OpenBLAS 's (when gdn_bench was built with it) and torch' s.The venv(torch and
-#transformers) is-- venv DIR or $GDN_VENV; without one it says so and prints our side only.
+#!/usr/bin/env bash
+# The CPU op against transformers' torch_chunk_gated_delta_rule (with autograd), side by
+# side in one run: builds (scripts/build.sh; --no-build skips it), then runs gdn_bench and
+# scripts/bench_torch_reference.py at --shapes (default: the two benchmark shapes) in f32
+# on the same thread count, alternating them for --rounds rounds and keeping each variant's
+# best median (a burst from a neighbour on a shared machine slows one round, not all).
+# Prints a table per shape: our forward and forward + backward ms, GFLOP/s, percent of the
+# FMA peak gdn_bench measured and percent of its GEMM ceiling (gdn/flop_count.h has the
+# FLOP formula), the same per pass (prepare, transition = CP phase 1, output = phase 3,
+# backward), the WY factors kept vs recomputed over phases 1 + 3, the torch ms and
+# torch / ours. Above the table: the
+# peak (one thread and all, each round) and the ceiling, the best --ceiling-size GEMM rate
+# of ours, OpenBLAS's (when gdn_bench was built with it) and torch's. The venv (torch and
+# transformers) is --venv DIR or $GDN_VENV; without one it says so and prints our side only.
 #
-#scripts / bench_cpu_op.sh[--no - build][--threads 2][--reps 5][--rounds 2][--venv DIR]
-#[-- shapes "1,4096,4,4,128,128;2,2048,2,4,64,64"][-- ceiling - size 1024]
-set - euo pipefail cd "$(dirname " $0 ")/..".scripts / lib / help.sh BUILD = 1 THREADS = 2 REPS =
-    5 ROUNDS = 2 VENV =
-${GDN_VENV : -} CEILING = 1024 SHAPES = "1,4096,4,4,128,128;2,2048,2,4,64,64" while[$ # - gt 0];
-do
+#   scripts/bench_cpu_op.sh [--no-build] [--threads 2] [--reps 5] [--rounds 2] [--venv DIR]
+#                           [--shapes "1,4096,4,4,128,128;2,2048,2,4,64,64"] [--ceiling-size 1024]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib/help.sh
+BUILD=1 THREADS=2 REPS=5 ROUNDS=2 VENV=${GDN_VENV:-} CEILING=1024
+SHAPES="1,4096,4,4,128,128;2,2048,2,4,64,64"
+while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0; shift ;;
     --threads) THREADS=$2; shift 2 ;;
@@ -30,32 +33,29 @@ do
     *) echo "bench_cpu_op.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-BUILD_DIR=${GDN_BUILD_DIR:
-    - build
-  }
-  ["$BUILD" - eq 1]&& bash scripts / build.sh > / dev / null BENCH =
-      $BUILD_DIR / apps / gdn_bench[-x "$BENCH"] || {
-    echo "bench_cpu_op.sh: $BENCH is missing (build first, or drop --no-build)" > &2;
-    exit 1;
-  }
+BUILD_DIR=${GDN_BUILD_DIR:-build}
+[ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
+BENCH=$BUILD_DIR/apps/gdn_bench
+[ -x "$BENCH" ] || { echo "bench_cpu_op.sh: $BENCH is missing (build first, or drop --no-build)" >&2; exit 1; }
 
-  TORCH = 1 if[-z "$VENV"];
-  then echo
-      "note: no venv given (--venv DIR or GDN_VENV; needs torch and transformers): printing our "
-      "side only" TORCH = 0 elif[!-x "$VENV/bin/python"];
-  then echo "note: no venv at $VENV (needs torch and transformers): printing our side only" TORCH =
-      0 elif !"$VENV/bin/python" - c "import torch, transformers" 2 > / dev / null; then
+TORCH=1
+if [ -z "$VENV" ]; then
+  echo "note: no venv given (--venv DIR or GDN_VENV; needs torch and transformers): printing our side only"
+  TORCH=0
+elif [ ! -x "$VENV/bin/python" ]; then
+  echo "note: no venv at $VENV (needs torch and transformers): printing our side only"
+  TORCH=0
+elif ! "$VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
   echo "note: $VENV lacks torch or transformers: printing our side only"
   TORCH=0
 fi
 
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
-for _ in $(seq "$ROUNDS");
-  do
-    OMP_NUM_THREADS = $THREADS "$BENCH" --shapes "$SHAPES" --dtype f32-- reps "$REPS" --skip -
-                          recurrent - above 0 --ceiling - size "$CEILING" >>
-                      "$OUT" if["$TORCH" - eq 1]; then
+for _ in $(seq "$ROUNDS"); do
+  OMP_NUM_THREADS=$THREADS "$BENCH" --shapes "$SHAPES" --dtype f32 --reps "$REPS" \
+    --skip-recurrent-above 0 --ceiling-size "$CEILING" >>"$OUT"
+  if [ "$TORCH" -eq 1 ]; then
     OMP_NUM_THREADS=$THREADS "$VENV/bin/python" scripts/bench_torch_reference.py \
       --threads "$THREADS" --shapes "$SHAPES" --reps "$REPS" --matmul-size "$CEILING" >>"$OUT"
   fi
@@ -103,7 +103,7 @@ if ceilings:
         line += f", OpenBLAS {max(blas):.1f} ({100 * max(blas) / peak:.0f}%)"
     else:
         line += ", no OpenBLAS in this build"
-#By CPU time per thread : near the quiet rate when neighbours slow the wall clock.
+    # By CPU time per thread: near the quiet rate when neighbours slow the wall clock.
     cpu = f"ours {max(c['ours_gflops_cpu'] for c in ceilings):.1f}"
     if blas:
         cpu += f", OpenBLAS {max(c['blas_gflops_cpu'] for c in ceilings if c.get('blas')):.1f}"
@@ -126,7 +126,7 @@ for shape in sorted({k[0] for k in best}, key=lambda s: -s[4]):
         r = best.get((shape, ours))
         if r is None:
             continue
-#% of the best peak and ceiling of all rounds : the stricter bar.
+        # % of the best peak and ceiling of all rounds: the stricter bar.
         gf = r.get("gflops", float("nan"))
         t = best.get((shape, theirs)) if theirs else None
         tms = f"{t['median_ms']:8.1f}" if t else f"{'-':>8}"

@@ -12,7 +12,7 @@ namespace gdn {
 namespace {
 
 // Phase 1 costs each piece about 60% more than the unsplit pass's work per token (the
-// WY factors and the transition, whose state pass carries K + V columns, on top of the
+// WY factors and the transition, whose walk carries K + V columns, on top of the
 // output; gdn_split_bench at B Hv = 1, 2 threads: S = 2 runs the forward 1.1-1.3x and
 // forward + backward 1.2-1.3x faster, docs/design.md §4b).
 constexpr double kPhaseOneOverhead = 0.6;

@@ -2,11 +2,10 @@
 # The failure-handling cases a user meets (docs/design.md §8), one ctest entry each:
 #   bash tests/cli/test_reliability.sh <bin dir> <mpirun> <source dir> <case>
 # Cases: nonfinite, resume_config, flag_checks, startup_paths, retention, kernel_inputs,
-# kernel_outputs, watchdog, memory, messages (issue 7), and of issue 16: export_path,
-# checkpoint_reuse, rotation_foreign, size_overflow, watchdog_silent, eval_tokens,
-# resume_dtype, resume_log. Each runs the real tools under mpirun and
-# checks what a user sees: the exit code, that nothing hangs, the message (once), and the
-# files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
+# kernel_outputs, watchdog, memory, messages, export_path, checkpoint_reuse,
+# rotation_foreign, size_overflow, watchdog_silent, eval_tokens, resume_dtype, resume_log.
+# Each runs the real tools under mpirun and checks what a user sees: the exit code, that
+# nothing hangs, the message (once), and the files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
 
 BIN=$1
@@ -376,7 +375,7 @@ PY
       expect_failure_or_ok
     }
     ;;
-  # ------------------------------------------------------------------ issue 16, B4
+  # ------------------------------------------------------------------
   export_path)
     # --export-hf is written after the last step: an unusable path must be refused at
     # start-up (once, exit 1 on every rank), not found when the trained weights are lost.
@@ -401,7 +400,7 @@ PY
       check "the export is written" [ -f "$WORK/export/model.safetensors" ] &&
       check "no probe file is left" [ ! -e "$WORK/export/.gdn_write_probe" ]
     ;;
-  # ------------------------------------------------------------------ issue 16, B5
+  # ------------------------------------------------------------------
   checkpoint_reuse)
     # A fresh run into another run's checkpoint directory would overwrite some of its
     # checkpoints and leave the rest for a later --resume: refused, unless
@@ -437,7 +436,7 @@ PY
         --checkpoint-dir "$WORK/empty"
     }
     ;;
-  # ------------------------------------------------------------------ issue 16, B6
+  # ------------------------------------------------------------------
   rotation_foreign)
     # Files named like checkpoints that are not this run's (random bytes, another model's
     # checkpoint) are neither counted by --keep-checkpoints nor deleted; each is named once.
@@ -469,7 +468,7 @@ PY
           [ "$(grep -c "'$R/ckpt-00000001.bin' was written by a different model" "$WORK/out")" -eq 1 ]
     }
     ;;
-  # ------------------------------------------------------------------ issue 16, B7
+  # ------------------------------------------------------------------
   size_overflow)
     # seq_len 2^62: batch x seq_len x width x bytes overflows int64. Refused at set-up,
     # naming the flag (or the key), by gdn_train and gdn_plan alike.
@@ -499,7 +498,7 @@ PY
     timeout 60 "$PLAN" --config "$CONFIG" --cp 2 --seq-len 4096 >"$WORK/out" 2>&1
     check "an ordinary seq_len still plans" [ $? -eq 0 ]
     ;;
-  # ------------------------------------------------------------------ issue 16, B8
+  # ------------------------------------------------------------------
   watchdog_silent)
     # Rank 0 (and then ranks 0 and 2) stopped mid-run: the ranks that wait for them time
     # out, and the watchdog's line must name the stopped rank(s), not the rank that noticed.
@@ -563,7 +562,7 @@ PY
       fi
     fi
     ;;
-  # ------------------------------------------------------------------ issue 16, B9
+  # ------------------------------------------------------------------
   eval_tokens)
     # --tokens of shape [0, T + 1]: refused naming the file, not as a GDN shape inside the
     # model.
@@ -578,7 +577,7 @@ PY
       "--tokens $WORK/empty.npy has shape [0, 9]: expected [B, T + 1] with B >= 1 and T >= 1"
     check "not from inside the model" bash -c "! grep -q 'invalid GDN shape' '$WORK/out'"
     ;;
-  # ------------------------------------------------------------------ issue 16, B11
+  # ------------------------------------------------------------------
   resume_dtype)
     # A checkpoint of one dtype resumed into a run of the other: converted, with one
     # warning that says so.
@@ -597,7 +596,7 @@ PY
       }
     done
     ;;
-  # ------------------------------------------------------------------ issue 16, B12
+  # ------------------------------------------------------------------
   resume_log)
     # Steps logged after the last checkpoint run again on --resume: the log must hold each
     # step once. (1) As if a SIGTERM came after step 4 was logged, before its checkpoint,
