@@ -231,7 +231,10 @@ int run(int argc, char** argv) {
                                                  cxxopts::value<int>()->default_value("1"))(
       "scan-only", "also time the piece scans alone at each S")("h,help", "print this help");
   const auto res = app::parse_command_line(o, argc, argv);
-  if (!res) return 0;
+  if (!res) {
+    std::cout << o.help() << std::endl;
+    return 0;
+  }
   Settings s;
   s.chunk_size = (*res)["chunk-size"].as<int>();
   s.reps = (*res)["reps"].as<int>();
