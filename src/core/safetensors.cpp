@@ -466,11 +466,14 @@ SafetensorsDir::SafetensorsDir(const std::string& dir) : dir_(dir) {
             "' does not exist or is not a directory", ec ? ": " + ec.message() : "");
   const std::string single = (fs::path(dir) / "model.safetensors").string();
   const std::string index = (fs::path(dir) / "model.safetensors.index.json").string();
-  // A name that is there but cannot be followed (a symlink loop, a denied directory) is
-  // reported with the OS's reason, not as missing.
+  // A name that is there but cannot be followed (a symlink loop, a denied directory, a
+  // link to nothing) is reported with the reason, not as missing.
   const auto present = [&](const std::string& p) {
     const bool there = fs::exists(p, ec);
     GDN_CHECK(!ec, "checkpoint directory '", dir, "': cannot open '", p, "': ", ec.message());
+    GDN_CHECK(there || !fs::is_symlink(fs::symlink_status(p, ec)), "checkpoint directory '", dir,
+              "': '", p, "' is a symbolic link to '", fs::read_symlink(p, ec).string(),
+              "', which does not exist");
     return there;
   };
   if (present(single)) {

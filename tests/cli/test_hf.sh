@@ -386,6 +386,14 @@ case_symlink_loop() {
   expect_once "symlink_loop: model.safetensors" \
     "cannot open '$WORK/loop/model.safetensors': Too many levels of symbolic links" \
     "$WORK/loop.json.err" $?
+  # A link to nothing: named as such, not as a directory without weights.
+  mkdir -p "$WORK/dangling"
+  cp "$fix/config.json" "$WORK/dangling/"
+  ln -s gone.safetensors "$WORK/dangling/model.safetensors"
+  eval_json 1 "$WORK/dangling.json" --init-from "$WORK/dangling" --tokens "$tokens"
+  expect_once "symlink_loop: a dangling model.safetensors" \
+    "'$WORK/dangling/model.safetensors' is a symbolic link to 'gone.safetensors', which does not exist" \
+    "$WORK/dangling.json.err" $?
   # A shard of an index that loops.
   cp "$fix/config.json" "$WORK/shard/"
   cp "$fix/model.safetensors" "$WORK/shard/model-00001-of-00002.safetensors"
