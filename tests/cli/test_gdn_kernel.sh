@@ -17,6 +17,7 @@ DIFF="$(dirname "$KERNEL")/gdn_npy_diff"
 source "$(dirname "$0")/common.sh"
 
 WORK=$(mktemp -d)
+export TMPDIR="$WORK"  # the watchdog's heartbeat directories, removed with $WORK
 trap 'rm -rf "$WORK"' EXIT
 
 kernel() {  # kernel NP ARGS...: gdn_kernel under mpirun, killed if it hangs

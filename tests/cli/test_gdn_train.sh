@@ -22,6 +22,7 @@ source "$(dirname "$0")/common.sh"
 SEQ=250  # not a multiple of cp * chunk_size (64) for any cp tested
 
 WORK=$(mktemp -d)
+export TMPDIR="$WORK"  # the watchdog's heartbeat directories, removed with $WORK
 KILL_PID=""
 cleanup() {
   # The background job of check (5), if it is still there, and every process whose
