@@ -86,7 +86,7 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
   const std::string lb = r["attention-load-balance"].as<std::string>();
   const std::optional<AttentionLoadBalance> balance = enum_from_name<AttentionLoadBalance>(lb);
   GDN_CHECK(balance, "--attention-load-balance ", lb, ": expected ",
-            enum_list<AttentionLoadBalance>(" or "));
+            enum_list<AttentionLoadBalance>());
   s.layer_local = balance == AttentionLoadBalance::layer_local;
   s.stats = r.count("stats") > 0;
   if (r.count("grads-out")) s.grads_out = r["grads-out"].as<std::string>();

@@ -25,11 +25,11 @@ std::optional<E> enum_from_name(std::string_view s) {
   return std::nullopt;
 }
 
-// "a | b | c", for help texts.
+// "a or b or c", for messages.
 template <typename E>
-std::string enum_list(const char* sep = " | ") {
+std::string enum_list() {
   std::string s;
-  for (const char* n : enum_names(E{})) s += (s.empty() ? "" : sep) + std::string(n);
+  for (const char* n : enum_names(E{})) s += (s.empty() ? "" : " or ") + std::string(n);
   return s;
 }
 

@@ -28,6 +28,8 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
 constexpr const char* kSupported = "'<f4', '<f8', '<i4', '<i8'";
+// The descr of each DType, in DType's order: written as is, read with any host byte order.
+constexpr std::array<const char*, 4> kDescr = {"<f4", "<f8", "<i4", "<i8"};
 // A malformed header may be binary garbage of any length: messages show at most this much.
 constexpr std::size_t kShownHeaderChars = 120;
 
@@ -175,18 +177,15 @@ DType parse_descr(const std::string& descr, const std::string& path) {
   if (descr.size() == 3) {
     const char order = descr[0];
     const std::string kind = descr.substr(1);
-    const bool known = kind == "f4" || kind == "f8" || kind == "i4" || kind == "i8";
+    std::size_t t = 0;
+    while (t < kDescr.size() && kind != kDescr[t] + 1) ++t;
+    const bool known = t < kDescr.size();
     if (known && order == '>')
       throw_error("read_npy: ", path, ": big-endian data ('", descr,
                   "') is not supported; expected little-endian (save with arr.astype('<", kind,
                   "'))");
     // '=' is native and '|' "not applicable": both mean host order, i.e. little-endian.
-    if (known && (order == '<' || order == '=' || order == '|')) {
-      if (kind == "f4") return DType::f32;
-      if (kind == "f8") return DType::f64;
-      if (kind == "i4") return DType::i32;
-      return DType::i64;
-    }
+    if (known && (order == '<' || order == '=' || order == '|')) return DType(t);
   }
   throw_error("read_npy: ", path, ": unsupported dtype '", printable(descr, 40),
               "'; supported: ", kSupported);
@@ -219,8 +218,6 @@ void convert(const char* src, std::size_t n, T* dst, const std::string& what) {
 }  // namespace
 
 const char* npy_descr(DType t) {
-  static constexpr std::array<const char*, 4> kDescr = {"<f4", "<f8", "<i4",
-                                                        "<i8"};  // DType's order
   return kDescr[std::size_t(t)];
 }
 

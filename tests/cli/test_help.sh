@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Every tool's --help: exit code 0 and a usage listing its flags on stdout, --help among
-# them (a tool that printed nothing, or a usage on stderr only, fails here).
+# Every tool's --help (each gdn_* executable of the bin dir): exit code 0 and a usage
+# listing its flags on stdout, --help among them (a tool that printed nothing, or a usage
+# on stderr only, fails here).
 #   bash tests/cli/test_help.sh <bin dir>
 set -uo pipefail
 BIN=$1
 failed=0 passed=0
-for tool in gdn_train gdn_eval gdn_kernel gdn_plan gdn_bench gdn_split_bench gdn_make_inputs \
-  gdn_npy_diff; do
-  out=$(timeout 60 "$BIN/$tool" --help 2>/dev/null)
+for exe in "$BIN"/gdn_*; do
+  [ -f "$exe" ] && [ -x "$exe" ] || continue
+  tool=$(basename "$exe")
+  out=$(timeout 60 "$exe" --help 2>/dev/null)
   rc=$?
   if [ "$rc" -eq 0 ] && grep -q "^Usage:" <<<"$out" && grep -q -- "--help" <<<"$out"; then
     echo "PASS: $tool --help"
@@ -17,5 +19,8 @@ for tool in gdn_train gdn_eval gdn_kernel gdn_plan gdn_bench gdn_split_bench gdn
     failed=$((failed + 1))
   fi
 done
+# CMake builds 8 tools: fewer found means the glob missed some.
+found=$((passed + failed))
+[ "$found" -ge 8 ] || { echo "FAIL: $found tools found in $BIN, expected 8"; failed=$((failed + 1)); }
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
