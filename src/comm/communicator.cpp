@@ -28,6 +28,17 @@ void Communicator::all_gather(const void* send, void* recv, std::size_t bytes,
   count(site, bytes, bytes * static_cast<std::size_t>(size()));
 }
 
+void Communicator::all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                                const std::vector<std::size_t>& recv_bytes,
+                                const std::vector<std::size_t>& recv_offsets,
+                                const std::string& site) {
+  check_all_gather_v(send_bytes, recv_bytes, recv_offsets, site);
+  do_all_gather_v(send, send_bytes, recv, recv_bytes, recv_offsets, site);
+  std::size_t received = 0;  // the whole output, this rank's own block included
+  for (std::size_t b : recv_bytes) received += b;
+  count(site, send_bytes, received);
+}
+
 void Communicator::all_reduce_sum(void* buf, std::size_t count_, DType t, const std::string& site) {
   all_reduce(buf, count_, t, ReduceOp::sum, site);
 }
@@ -112,6 +123,24 @@ void Communicator::check_all_to_all(const std::vector<std::size_t>& send_bytes,
     throw_error(who, "::all_to_all at site '", site, "' on rank ", r, ": the block to self (peer ",
                 r, ") has send_bytes = ", send_bytes[r], " but recv_bytes = ", recv_bytes[r],
                 "; expected equal sizes");
+}
+
+void Communicator::check_all_gather_v(std::size_t send_bytes,
+                                      const std::vector<std::size_t>& recv_bytes,
+                                      const std::vector<std::size_t>& recv_offsets,
+                                      const std::string& site) const {
+  const int r = rank(), n = size();
+  const char* who = backend_name();
+  const std::pair<const std::vector<std::size_t>*, const char*> args[] = {
+      {&recv_bytes, "recv_bytes"}, {&recv_offsets, "recv_offsets"}};
+  for (const auto& [v, name] : args)
+    if (v->size() != static_cast<std::size_t>(n))
+      throw_error(who, "::all_gather_v at site '", site, "' on rank ", r, ": ", name, " has ",
+                  v->size(), " entries, expected size() = ", n, " (one per rank)");
+  if (send_bytes != recv_bytes[r])
+    throw_error(who, "::all_gather_v at site '", site, "' on rank ", r,
+                ": send_bytes = ", send_bytes, " but recv_bytes[", r, "] = ", recv_bytes[r],
+                "; expected equal sizes (send is this rank's own block)");
 }
 
 }  // namespace gdn

@@ -21,7 +21,8 @@
 namespace gdn {
 
 // Bytes one call site moved on this rank. For all_gather, bytes_received is the whole
-// output buffer (this rank's own block included), bytes_sent the block it contributed.
+// output buffer (this rank's own block included), bytes_sent the block it contributed;
+// all_gather_v alike: bytes_sent is send_bytes, bytes_received the sum of recv_bytes.
 // reduce_scatter_sum is its mirror image: bytes_sent is the whole input (size() blocks,
 // own block included), bytes_received the one block this rank gets. all_reduce_* counts
 // its buffer both ways. all_to_all counts only what crosses to other ranks: bytes_sent
@@ -46,6 +47,15 @@ class Communicator {
 
   // recv holds size() blocks of `bytes` each, in rank order; send is this rank's block.
   void all_gather(const void* send, void* recv, std::size_t bytes, const std::string& site);
+  // All-gather of uneven blocks; both vectors have size() entries, in rank order. Rank q's
+  // block, recv_bytes[q] bytes (zero allowed), lands at recv + recv_offsets[q]; blocks may
+  // come in any order with gaps between them, which are left untouched. send is this
+  // rank's block: send_bytes == recv_bytes[rank()] (the front checks it and the vector
+  // lengths, check_all_gather_v). Every rank passes the same recv_bytes; offsets are its
+  // own. In place is allowed: send == recv + recv_offsets[rank()]. Blocks must not overlap.
+  void all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                    const std::vector<std::size_t>& recv_bytes,
+                    const std::vector<std::size_t>& recv_offsets, const std::string& site);
   // In-place elementwise sum over all ranks of count elements of type t (f32/f64/i32/i64).
   void all_reduce_sum(void* buf, std::size_t count, DType t, const std::string& site);
   // In-place elementwise max (used for error flags and agreement checks).
@@ -102,15 +112,19 @@ class Communicator {
 
  protected:
   // The backend operations behind the front, with the same arguments and semantics, except:
-  // do_all_to_all gets vectors the front has checked, and do_send_recv gets 0 bytes for a
-  // side whose peer is -1. They validate what is theirs (peers, tags, message sizes) and
-  // throw gdn::Error naming call, site and rank. None of them counts.
+  // do_all_gather_v and do_all_to_all get vectors the front has checked, and do_send_recv
+  // gets 0 bytes for a side whose peer is -1. They validate what is theirs (peers, tags,
+  // message sizes) and throw gdn::Error naming call, site and rank. None of them counts.
   virtual int do_rank() const = 0;
   virtual int do_size() const = 0;
   // For error messages: "MpiCommunicator", ...
   virtual const char* backend_name() const = 0;
   virtual void do_all_gather(const void* send, void* recv, std::size_t bytes,
                              const std::string& site) = 0;
+  virtual void do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                               const std::vector<std::size_t>& recv_bytes,
+                               const std::vector<std::size_t>& recv_offsets,
+                               const std::string& site) = 0;
   virtual void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
                              const std::string& site) = 0;
   virtual void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
@@ -137,6 +151,11 @@ class Communicator {
                         const std::vector<std::size_t>& recv_bytes,
                         const std::vector<std::size_t>& recv_offsets,
                         const std::string& site) const;
+  // Throws gdn::Error (naming backend, site, rank and the bad value) unless both vectors
+  // have size() entries and send_bytes == recv_bytes[rank()].
+  void check_all_gather_v(std::size_t send_bytes, const std::vector<std::size_t>& recv_bytes,
+                          const std::vector<std::size_t>& recv_offsets,
+                          const std::string& site) const;
   void count(const std::string& site, std::size_t sent, std::size_t received);
 
   std::map<std::string, CommCounter> counters_;

@@ -210,11 +210,60 @@ void MpiCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::s
   }
 }
 
+void MpiCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                                      const std::vector<std::size_t>& recv_bytes,
+                                      const std::vector<std::size_t>& recv_offsets,
+                                      const std::string& site) {
+  const std::size_t n = static_cast<std::size_t>(size_);
+  std::size_t total = 0;
+  for (std::size_t b : recv_bytes) total += b;
+  if (total > max_bytes_) {
+    // Some count would not fit in an int (nor, packed, some displacement): every rank
+    // sends its block to every peer in pieces, as all_to_all does. The path depends on
+    // recv_bytes only, which every rank passes alike, so all ranks take the same one.
+    const std::vector<std::size_t> sb(n, send_bytes), so(n, 0);
+    exchange(send, sb, so, recv, recv_bytes, recv_offsets, site, "all_gather_v");
+    return;
+  }
+  char* out = static_cast<char*>(recv);
+  // Every count fits in an int; a displacement is this rank's own layout, so if one does
+  // not fit, this rank alone receives into a packed scratch (displacements below total).
+  bool direct = true;
+  for (std::size_t q = 0; q < n; ++q)
+    if (recv_bytes[q] > 0 && recv_offsets[q] > max_bytes_) direct = false;
+  std::vector<int> counts(n), displs(n);
+  std::size_t packed = 0;
+  for (std::size_t q = 0; q < n; ++q) {
+    counts[q] = static_cast<int>(recv_bytes[q]);
+    displs[q] = static_cast<int>(direct ? (recv_bytes[q] > 0 ? recv_offsets[q] : 0) : packed);
+    packed += recv_bytes[q];
+  }
+  // MPI forbids aliased buffers; gathering from our own block of recv must say IN_PLACE.
+  // (The scratch never aliases send.)
+  const bool in_place = direct && out != nullptr && send == out + recv_offsets[rank_];
+  std::unique_ptr<char[]> scratch(direct ? nullptr : new char[total]);
+  check(MPI_Allgatherv(in_place ? MPI_IN_PLACE : send, static_cast<int>(send_bytes), MPI_BYTE,
+                       direct ? out : scratch.get(), counts.data(), displs.data(), MPI_BYTE, comm_),
+        "MPI_Allgatherv", site);
+  if (!direct)
+    for (std::size_t q = 0; q < n; ++q)
+      if (recv_bytes[q] > 0)
+        std::memcpy(out + recv_offsets[q], scratch.get() + displs[q], recv_bytes[q]);
+}
+
 void MpiCommunicator::do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
                                     const std::vector<std::size_t>& send_offsets, void* recv,
                                     const std::vector<std::size_t>& recv_bytes,
                                     const std::vector<std::size_t>& recv_offsets,
                                     const std::string& site) {
+  exchange(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets, site, "all_to_all");
+}
+
+void MpiCommunicator::exchange(const void* send, const std::vector<std::size_t>& send_bytes,
+                               const std::vector<std::size_t>& send_offsets, void* recv,
+                               const std::vector<std::size_t>& recv_bytes,
+                               const std::vector<std::size_t>& recv_offsets,
+                               const std::string& site, const char* call) {
   const char* sp = static_cast<const char*>(send);
   char* rp = static_cast<char*>(recv);
   // The largest tag: out of the way of the small tags p2p callers use on this communicator.
@@ -252,7 +301,8 @@ void MpiCommunicator::do_all_to_all(const void* send, const std::vector<std::siz
             "MPI_Isend", site);
     }
   }
-  // The block to self while the messages travel (check_all_to_all made its sizes equal).
+  // The block to self while the messages travel (the front made its sizes equal). In an
+  // in-place all_gather_v it is already there.
   const std::size_t self = send_bytes[rank_];
   if (self > 0) {
     const char* from = sp + send_offsets[rank_];
@@ -285,7 +335,7 @@ void MpiCommunicator::do_all_to_all(const void* send, const std::vector<std::siz
   }
   for (int q = 0; q < size_; ++q)
     if (q != rank_ && got[q] != recv_bytes[q])
-      throw_error("MpiCommunicator::all_to_all at site '", site, "' on rank ", rank_, ": expected ",
+      throw_error("MpiCommunicator::", call, " at site '", site, "' on rank ", rank_, ": expected ",
                   recv_bytes[q], " bytes from rank ", q, ", got ", got[q]);
 }
 

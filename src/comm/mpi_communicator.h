@@ -53,6 +53,16 @@ class MpiCommunicator : public Communicator {
   // MPI_Allgather, in pieces when a block is over max_message_bytes(). In place is allowed.
   void do_all_gather(const void* send, void* recv, std::size_t bytes,
                      const std::string& site) override;
+  // MPI_Allgatherv when the whole output fits in one int count (at most
+  // max_message_bytes()), with MPI_IN_PLACE when in place. Displacements are ints too: a
+  // rank whose layout puts a block past max_message_bytes() receives into a packed scratch
+  // and copies the blocks out, the same collective as the other ranks make. A larger
+  // output goes point-to-point as all_to_all does (in pieces, every received size
+  // checked). Every rank must pass the same recv_bytes, as it decides the path.
+  void do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                       const std::vector<std::size_t>& recv_bytes,
+                       const std::vector<std::size_t>& recv_offsets,
+                       const std::string& site) override;
   // In place, in pieces of at most max_message_bytes().
   void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
                      const std::string& site) override;
@@ -83,6 +93,13 @@ class MpiCommunicator : public Communicator {
 
  private:
   void check(int rc, const char* call, const std::string& site) const;
+  // do_all_to_all's exchange, for all_to_all and the large all_gather_v; `call` names it
+  // in error messages.
+  void exchange(const void* send, const std::vector<std::size_t>& send_bytes,
+                const std::vector<std::size_t>& send_offsets, void* recv,
+                const std::vector<std::size_t>& recv_bytes,
+                const std::vector<std::size_t>& recv_offsets, const std::string& site,
+                const char* call);
   void check_peer(int peer, bool allow_none, const char* what, const char* call,
                   const std::string& site) const;
 

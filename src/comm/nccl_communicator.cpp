@@ -135,6 +135,55 @@ void NcclCommunicator::do_all_gather(const void* send, void* recv, std::size_t b
   }
 }
 
+void NcclCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                                       const std::vector<std::size_t>& recv_bytes,
+                                       const std::vector<std::size_t>& recv_offsets,
+                                       const std::string& site) {
+  const int r = rank(), n = size();
+  char* rp = static_cast<char*>(recv);
+  // The block to self, ordered before the group on the stream; in place it is already there.
+  const bool self = send_bytes > 0 && send != rp + recv_offsets[r];
+  if (self)
+    GDN_CUDA_CHECK_AT(
+        cudaMemcpyAsync(rp + recv_offsets[r], send, send_bytes, cudaMemcpyDeviceToDevice, stream_),
+        site);
+  // Every rank passes the same recv_bytes, so a send of this rank's block pairs with each
+  // peer's receive of it, and a zero-byte block is skipped on both sides alike.
+  bool peers = false;
+  for (int q = 0; q < n; ++q)
+    if (q != r) peers = peers || send_bytes > 0 || recv_bytes[q] > 0;
+  if (peers) {
+    // One group: NCCL posts every send and receive together, so no order can deadlock.
+    GDN_NCCL_CHECK_AT(ncclGroupStart(), site);
+    ncclResult_t res = ncclSuccess;
+    const char* call = "";
+    int bad = -1;
+    for (int d = 1; d < n && res == ncclSuccess; ++d) {
+      const int to = (r + d) % n, from = (r + n - d) % n;
+      if (send_bytes > 0) {
+        res = ncclSend(send, send_bytes, ncclUint8, to, comm_, stream_);
+        call = "ncclSend";
+        bad = to;
+      }
+      if (res == ncclSuccess && recv_bytes[from] > 0) {
+        res = ncclRecv(rp + recv_offsets[from], recv_bytes[from], ncclUint8, from, comm_, stream_);
+        call = "ncclRecv";
+        bad = from;
+      }
+    }
+    // Close the group even when a call failed, or NCCL stays in group mode for good.
+    const ncclResult_t re = ncclGroupEnd();
+    if (res != ncclSuccess)
+      detail::throw_gpu_error(
+          call, detail::nccl_error_text(res) + " (peer rank " + std::to_string(bad) + ")", __FILE__,
+          __LINE__, site);
+    if (re != ncclSuccess)
+      detail::throw_gpu_error("ncclGroupEnd", detail::nccl_error_text(re), __FILE__, __LINE__,
+                              site);
+  }
+  if (self || peers) wait(site);
+}
+
 void NcclCommunicator::do_all_reduce(void* buf, std::size_t n, DType t, ReduceOp reduce,
                                      const std::string& site) {
   const ncclRedOp_t op = reduce == ReduceOp::sum ? ncclSum : ncclMax;

@@ -47,6 +47,13 @@ class NcclCommunicator : public Communicator {
   // NCCL handles in place itself (send == recv + rank * bytes).
   void do_all_gather(const void* send, void* recv, std::size_t bytes,
                      const std::string& site) override;
+  // NCCL has no all-gather of uneven blocks: one group of ncclSend (this rank's block to
+  // every peer) and ncclRecv (every peer's non-empty block), as do_all_to_all; the block to
+  // self is a cudaMemcpyAsync on the stream unless in place.
+  void do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                       const std::vector<std::size_t>& recv_bytes,
+                       const std::vector<std::size_t>& recv_offsets,
+                       const std::string& site) override;
   void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
                      const std::string& site) override;
   // ncclReduceScatter, which handles in place (recv == send + rank * count) itself.

@@ -14,6 +14,17 @@ void SingleCommunicator::do_all_gather(const void* send, void* recv, std::size_t
   if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
 }
 
+void SingleCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                                         const std::vector<std::size_t>&,
+                                         const std::vector<std::size_t>& recv_offsets,
+                                         const std::string&) {
+  // The pointer is formed only for a non-empty block: an empty one may come with a null buffer.
+  if (send_bytes > 0) {
+    char* to = static_cast<char*>(recv) + recv_offsets[0];
+    if (send != to) std::memmove(to, send, send_bytes);
+  }
+}
+
 void SingleCommunicator::do_all_reduce(void*, std::size_t, DType, ReduceOp, const std::string&) {}
 
 void SingleCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t count,

@@ -16,6 +16,11 @@ class SingleCommunicator : public Communicator {
   // Copies send into recv (the only block) unless in place.
   void do_all_gather(const void* send, void* recv, std::size_t bytes,
                      const std::string& site) override;
+  // Copies send to recv + recv_offsets[0] (the only block) unless in place.
+  void do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                       const std::vector<std::size_t>& recv_bytes,
+                       const std::vector<std::size_t>& recv_offsets,
+                       const std::string& site) override;
   // A no-op on the data (one rank's sum or max is itself).
   void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
                      const std::string& site) override;

@@ -51,6 +51,29 @@ void StagingCommunicator::do_all_gather(const void* send, void* recv, std::size_
   to_device(recv, hr, total, site);
 }
 
+void StagingCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                                          const std::vector<std::size_t>& recv_bytes,
+                                          const std::vector<std::size_t>& recv_offsets,
+                                          const std::string& site) {
+  const std::size_t n = static_cast<std::size_t>(size());
+  // Packed host layout: block q at the sum of the sizes before it, so the host receive
+  // is dense and only the blocks themselves are written back to the device.
+  std::vector<std::size_t> hr_off(n);
+  std::size_t total = 0;
+  for (std::size_t q = 0; q < n; ++q) {
+    hr_off[q] = total;
+    total += recv_bytes[q];
+  }
+  char* hs = send_host_.get(send_bytes, site);
+  char* hr = recv_host_.get(total, site);
+  // Staging copies `send` out first, so the in-place case (send inside recv) needs nothing.
+  to_host(hs, send, send_bytes, site);
+  mpi_.all_gather_v(hs, send_bytes, hr, recv_bytes, hr_off, site);
+  for (std::size_t q = 0; q < n; ++q)
+    if (recv_bytes[q] > 0)
+      to_device(static_cast<char*>(recv) + recv_offsets[q], hr + hr_off[q], recv_bytes[q], site);
+}
+
 void StagingCommunicator::do_all_reduce(void* buf, std::size_t n, DType t, ReduceOp op,
                                         const std::string& site) {
   const std::size_t bytes = n * dtype_size(t);

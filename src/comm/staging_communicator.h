@@ -32,6 +32,12 @@ class StagingCommunicator : public Communicator {
 
   void do_all_gather(const void* send, void* recv, std::size_t bytes,
                      const std::string& site) override;
+  // The blocks arrive packed in the pinned buffer and are copied out one by one (gaps on
+  // the device are left untouched); in place needs nothing, as send is staged first.
+  void do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                       const std::vector<std::size_t>& recv_bytes,
+                       const std::vector<std::size_t>& recv_offsets,
+                       const std::string& site) override;
   void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
                      const std::string& site) override;
   // In place is allowed: the input is staged to the host before anything is written.

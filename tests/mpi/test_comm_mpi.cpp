@@ -3,8 +3,10 @@
 // from rank and size so a misplaced block or a wrong reduction fails on some rank.
 #include <mpi.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -49,6 +51,15 @@ unsigned char a2a_byte(int p, int q, std::size_t j) {
   return static_cast<unsigned char>(p * 71 + q * 31 + static_cast<int>(j) + 1);
 }
 constexpr unsigned char kUntouched = 0xEE;  // fills gaps no block may write
+
+// all_gather_v: the bytes of rank q's block (every third rank, rank 1 first, gives none)
+// and byte j of it. 9 and 17 bytes are 2 and 3 pieces of at most 7.
+std::size_t agv_bytes(int q) {
+  return q % 3 == 1 ? 0 : static_cast<std::size_t>(9 + 4 * q);
+}
+unsigned char agv_byte(int q, std::size_t j) {
+  return static_cast<unsigned char>(q * 53 + static_cast<int>(j) + 7);
+}
 
 // Runs the body once with whole messages and once split into tiny pieces, which takes
 // the >INT_MAX code paths (chunking, derived types, nonblocking) on small buffers.
@@ -463,6 +474,95 @@ TEST_CASE("all_to_all rejects vectors of the wrong length and a mismatched block
   c.barrier();
 }
 
+TEST_CASE("all_gather_v places uneven blocks at their offsets and counts bytes", "[comm]") {
+  MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  std::vector<std::size_t> rb(n);
+  std::size_t total = 0;
+  for (int q = 0; q < n; ++q) total += rb[q] = agv_bytes(q);
+  // Whole blocks (one MPI_Allgatherv); a limit the whole output just fits in but every
+  // offset passes (MPI_Allgatherv into a packed scratch); pieces of at most 7 bytes (the
+  // point-to-point path, as the output is over the limit).
+  for (std::size_t chunk : {std::size_t{INT_MAX}, total, std::size_t{7}}) {
+    CAPTURE(chunk);
+    c.set_max_message_bytes(chunk);
+    c.reset_counters();
+    // Blocks in reverse rank order after a leading gap, with 3-byte gaps between them and
+    // after the last: gaps and the zero-length blocks must leave kUntouched everywhere else.
+    const std::size_t lead = chunk == total ? total + 1 : 2;
+    std::vector<std::size_t> ro(n);
+    std::size_t end = lead;
+    for (int q = n - 1; q >= 0; --q) {
+      ro[q] = end;
+      end += rb[q] + 3;
+    }
+    std::vector<unsigned char> expect(end, kUntouched);
+    for (int q = 0; q < n; ++q)
+      for (std::size_t j = 0; j < rb[q]; ++j) expect[ro[q] + j] = agv_byte(q, j);
+    std::vector<unsigned char> mine(rb[r]);
+    for (std::size_t j = 0; j < rb[r]; ++j) mine[j] = agv_byte(r, j);
+    const std::vector<unsigned char> sent = mine;
+
+    std::vector<unsigned char> recv(end, kUntouched);
+    c.all_gather_v(mine.data(), mine.size(), recv.data(), rb, ro, "t.agv");
+    for (std::size_t b = 0; b < end; ++b) {
+      CAPTURE(b);
+      CHECK(static_cast<int>(recv[b]) == static_cast<int>(expect[b]));
+    }
+    CHECK(mine == sent);
+
+    // In place: this rank's block already sits in the output.
+    std::vector<unsigned char> all(end, kUntouched);
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(ro[r]));
+    c.all_gather_v(all.data() + ro[r], rb[r], all.data(), rb, ro, "t.agv_in_place");
+    for (std::size_t b = 0; b < end; ++b) {
+      CAPTURE(b);
+      CHECK(static_cast<int>(all[b]) == static_cast<int>(expect[b]));
+    }
+
+    // Nothing from anyone, with no buffers at all: still a valid call, counted with 0 bytes.
+    const std::vector<std::size_t> zeros(n, 0);
+    c.all_gather_v(nullptr, 0, nullptr, zeros, zeros, "t.agv_empty");
+
+    // Counted like all_gather: this rank's block sent, the whole output (own block
+    // included) received.
+    for (const char* site : {"t.agv", "t.agv_in_place"}) {
+      CAPTURE(site);
+      const CommCounter& k = c.counter(site);
+      CHECK(k.calls == 1);
+      CHECK(k.bytes_sent == static_cast<std::int64_t>(rb[r]));
+      CHECK(k.bytes_received == static_cast<std::int64_t>(total));
+    }
+    CHECK(c.counter("t.agv_empty").calls == 1);
+    CHECK(c.counter("t.agv_empty").bytes_sent == 0);
+    CHECK(c.counter("t.agv_empty").bytes_received == 0);
+  }
+}
+
+TEST_CASE("all_gather_v rejects vectors of the wrong length and send_bytes != recv_bytes[rank]",
+          "[comm]") {
+  MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  const std::string rs = std::to_string(r);
+  std::vector<unsigned char> buf(8, 0);
+  const std::vector<std::size_t> ok(n, 0), longer(n + 1, 0), shorter(n - 1, 0);
+  // Local checks before any message: every rank throws alike, so nobody waits.
+  CHECK_THROWS_WITH(c.all_gather_v(buf.data(), 0, buf.data(), longer, ok, "t.agv_len"),
+                    Contains("MpiCommunicator::all_gather_v at site 't.agv_len' on rank " + rs) &&
+                        Contains("recv_bytes has " + std::to_string(n + 1) + " entries") &&
+                        Contains("expected size() = " + std::to_string(n)));
+  CHECK_THROWS_WITH(c.all_gather_v(buf.data(), 0, buf.data(), ok, shorter, "t.agv_len"),
+                    Contains("recv_offsets has " + std::to_string(n - 1) + " entries"));
+  std::vector<std::size_t> rb(n, 0);
+  rb[r] = 8;
+  CHECK_THROWS_WITH(c.all_gather_v(buf.data(), 4, buf.data(), rb, ok, "t.agv_self"),
+                    Contains("MpiCommunicator::all_gather_v at site 't.agv_self' on rank " + rs) &&
+                        Contains("send_bytes = 4 but recv_bytes[" + rs + "] = 8") &&
+                        Contains("expected equal sizes"));
+  CHECK(c.counters().empty());  // failed calls are not counted
+  c.barrier();
+}
+
 TEST_CASE("SingleCommunicator behaves as one MPI rank", "[comm][single]") {
   SingleCommunicator s;
   CHECK(s.rank() == 0);
@@ -516,5 +616,25 @@ TEST_CASE("SingleCommunicator reduce_scatter_sum and all_to_all are copies", "[c
                           Contains("send_bytes has 2 entries, expected size() = 1"));
   REQUIRE_THROWS_WITH(s.all_to_all(send.data(), {3}, {0}, recv.data(), {2}, {0}, "bad"),
                       Contains("send_bytes = 3 but recv_bytes = 2"));
+  CHECK(s.counters().count("bad") == 0);
+}
+
+TEST_CASE("SingleCommunicator all_gather_v is a copy to the block's offset", "[comm][single]") {
+  SingleCommunicator s;
+  std::vector<unsigned char> send = {9, 8, 7}, recv(6, kUntouched);
+  s.all_gather_v(send.data(), 3, recv.data(), {3}, {2}, "agv");
+  CHECK(recv == std::vector<unsigned char>{kUntouched, kUntouched, 9, 8, 7, kUntouched});
+  // In place: the block is already there.
+  s.all_gather_v(recv.data() + 2, 3, recv.data(), {3}, {2}, "agv");
+  CHECK(recv == std::vector<unsigned char>{kUntouched, kUntouched, 9, 8, 7, kUntouched});
+  s.all_gather_v(nullptr, 0, nullptr, {0}, {0}, "agv");
+  CHECK(s.counter("agv").calls == 3);
+  CHECK(s.counter("agv").bytes_sent == 6);
+  CHECK(s.counter("agv").bytes_received == 6);
+  REQUIRE_THROWS_WITH(s.all_gather_v(send.data(), 3, recv.data(), {3, 0}, {0}, "bad"),
+                      Contains("SingleCommunicator::all_gather_v at site 'bad' on rank 0") &&
+                          Contains("recv_bytes has 2 entries, expected size() = 1"));
+  REQUIRE_THROWS_WITH(s.all_gather_v(send.data(), 3, recv.data(), {2}, {0}, "bad"),
+                      Contains("send_bytes = 3 but recv_bytes[0] = 2"));
   CHECK(s.counters().count("bad") == 0);
 }

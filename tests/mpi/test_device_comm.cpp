@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -311,6 +312,59 @@ void check_round_trips(Communicator& c) {
                       Contains("all_to_all at site 't.a2a_bad'") &&
                           Contains("send_bytes has " + std::to_string(n + 1) + " entries"));
     CHECK(c.counter("t.a2a_bad").calls == 0);
+  }
+  c.barrier();
+
+  {  // all-gather of uneven blocks: every third rank (rank 1 first) gives none; receive
+     // blocks in reverse rank order with 3-byte gaps, which must stay untouched
+    auto bytes = [](int q) -> std::size_t {
+      return q % 3 == 1 ? 0 : static_cast<std::size_t>(9 + 4 * q);
+    };
+    auto byte = [](int q, std::size_t j) {
+      return static_cast<unsigned char>(q * 53 + static_cast<int>(j) + 7);
+    };
+    std::vector<std::size_t> rb(n), ro(n);
+    std::size_t end = 2, total = 0;
+    for (int q = n - 1; q >= 0; --q) {
+      rb[q] = bytes(q);
+      ro[q] = end;
+      end += rb[q] + 3;
+      total += rb[q];
+    }
+    std::vector<unsigned char> mine(rb[r]), expect(end, 0xEE);
+    for (std::size_t j = 0; j < rb[r]; ++j) mine[j] = byte(r, j);
+    for (int q = 0; q < n; ++q)
+      for (std::size_t j = 0; j < rb[q]; ++j) expect[ro[q] + j] = byte(q, j);
+    DeviceVec<unsigned char> d_mine(mine), d_recv(std::vector<unsigned char>(end, 0xEE));
+    c.all_gather_v(d_mine.p, rb[r], d_recv.p, rb, ro, "t.agv");
+    auto got = d_recv.host();
+    for (std::size_t b = 0; b < got.size(); ++b) {
+      CAPTURE(b);
+      CHECK(static_cast<int>(got[b]) == static_cast<int>(expect[b]));
+    }
+
+    // In place: this rank's block already sits in the output.
+    std::vector<unsigned char> start(end, 0xEE);
+    std::copy(mine.begin(), mine.end(), start.begin() + static_cast<std::ptrdiff_t>(ro[r]));
+    DeviceVec<unsigned char> d_all(start);
+    c.all_gather_v(d_all.p + ro[r], rb[r], d_all.p, rb, ro, "t.agv_in_place");
+    got = d_all.host();
+    for (std::size_t b = 0; b < got.size(); ++b) {
+      CAPTURE(b);
+      CHECK(static_cast<int>(got[b]) == static_cast<int>(expect[b]));
+    }
+    for (const char* site : {"t.agv", "t.agv_in_place"}) {  // own block sent, whole output in
+      CAPTURE(site);
+      CHECK(c.counter(site).calls == 1);
+      CHECK(c.counter(site).bytes_sent == static_cast<std::int64_t>(rb[r]));
+      CHECK(c.counter(site).bytes_received == static_cast<std::int64_t>(total));
+    }
+
+    // send_bytes off this rank's block: a local check before any transfer, on every rank.
+    CHECK_THROWS_WITH(c.all_gather_v(d_mine.p, rb[r] + 1, d_recv.p, rb, ro, "t.agv_bad"),
+                      Contains("all_gather_v at site 't.agv_bad'") &&
+                          Contains("send_bytes = " + std::to_string(rb[r] + 1)));
+    CHECK(c.counter("t.agv_bad").calls == 0);
   }
   c.barrier();
 
