@@ -53,6 +53,21 @@ inline constexpr const char* kRouterStats = "model.router_stats";
 namespace train_sites {
 // All-reduce of the flat gradient buffer over every rank.
 inline constexpr const char* kGradAllReduce = "train.grad_allreduce";
+// train.shard optimizer and full: reduce-scatter of each unit's gradients, W blocks of
+// ceil(n / W) elements, once per step (full: when the backward has finished the unit).
+inline constexpr const char* kGradReduceScatter = "train.grad_reduce_scatter";
+// train.shard optimizer: all-gather of each unit's updated values after the AdamW step.
+inline constexpr const char* kParamAllGather = "train.param_allgather";
+// train.shard full: all-gather of a unit's values before its forward.
+inline constexpr const char* kForwardParamGather = "train.fwd.param_allgather";
+// train.shard full: all-gather of a unit's values before its backward.
+inline constexpr const char* kBackwardParamGather = "train.bwd.param_allgather";
+// train.shard optimizer and full: all-reduce of the owned parts' sums of squares (one
+// double for the gradient norm, one for the updated values).
+inline constexpr const char* kShardNorms = "train.shard_norms";
+// train.shard optimizer and full: the owned parts of the values and AdamW moments sent to
+// rank 0 for a checkpoint, one unit at a time.
+inline constexpr const char* kCheckpointGather = "train.checkpoint_gather";
 // All-reduce of the step's loss (one double).
 inline constexpr const char* kLossAllReduce = "train.loss_allreduce";
 // All-reduce (max) of the peak resident memory (one int64).

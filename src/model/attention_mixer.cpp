@@ -42,10 +42,10 @@ AttentionMixer<T, Dev>::AttentionMixer(ParamStore<T, Dev>& ps, const std::string
 }
 
 template <typename T, typename Dev>
-void AttentionMixer<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
+void AttentionMixer<T, Dev>::init(Rng& rng, double std, const HostParams<T>& host) const {
   // Biases and the norms stay zero (the norms scale by 1 + w).
   for (ParamId id : {q_proj_, k_proj_, v_proj_, o_proj_}) {
-    T* w = host.data() + ps_.info(id).offset;
+    T* w = host.at(ps_.info(id));
     for (std::int64_t i = 0; i < ps_.info(id).size; ++i) w[i] = T(std * rng.normal());
   }
 }

@@ -17,9 +17,9 @@ DenseMlp<T, Dev>::DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int 
 }
 
 template <typename T, typename Dev>
-void DenseMlp<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
+void DenseMlp<T, Dev>::init(Rng& rng, double std, const HostParams<T>& host) const {
   for (ParamId id : {gate_proj_, up_proj_, down_proj_}) {
-    T* w = host.data() + ps_.info(id).offset;
+    T* w = host.at(ps_.info(id));
     for (std::int64_t i = 0; i < ps_.info(id).size; ++i) w[i] = T(std * rng.normal());
   }
 }

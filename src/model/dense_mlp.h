@@ -16,7 +16,7 @@ class DenseMlp final : public Mlp<T, Dev> {
   // MoE block's "...mlp.shared_expert.").
   DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int hidden, int intermediate);
 
-  void init(Rng& rng, double std, std::vector<T>& host) const override;
+  void init(Rng& rng, double std, const HostParams<T>& host) const override;
   static ActivationElems activations(int hidden, int intermediate, std::int64_t N);
 
  protected:

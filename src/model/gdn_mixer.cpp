@@ -43,9 +43,9 @@ GdnMixer<T, Dev>::GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, co
 }
 
 template <typename T, typename Dev>
-void GdnMixer<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
+void GdnMixer<T, Dev>::init(Rng& rng, double std, const HostParams<T>& host) const {
   auto span = [&](ParamId id) {
-    T* p = host.data() + ps_.info(id).offset;
+    T* p = host.at(ps_.info(id));
     return std::pair{p, p + ps_.info(id).size};
   };
   auto normal = [&](ParamId id) {

@@ -21,15 +21,48 @@ std::string format_bytes(double bytes) {
 std::string MemoryEstimate::describe() const {
   return format_bytes(double(total())) + ": parameters " + format_bytes(double(params)) +
          ", gradients " + format_bytes(double(grads)) + ", AdamW moments " +
-         format_bytes(double(moments)) + ", activations " + format_bytes(double(activations)) +
-         " kept + " + format_bytes(double(transient)) + " transient";
+         format_bytes(double(moments)) +
+         (gathered > 0 ? ", gathered units " + format_bytes(double(gathered)) : std::string()) +
+         ", activations " + format_bytes(double(activations)) + " kept + " +
+         format_bytes(double(transient)) + " transient";
+}
+
+MemoryEstimate state_elements(const ModelConfig& c, StateLayout state) {
+  const std::vector<ParamUnit> units = parameter_units(c);
+  const std::int64_t n = units.back().end;
+  MemoryEstimate e;
+  if (state.shard == Sharding::none) {
+    e.params = e.grads = n;
+    e.moments = 2 * n;
+    return e;
+  }
+  const ParamPartition part(units, state.world, 0);
+  const std::int64_t owned = part.owned(), W = state.world;
+  e.moments = 2 * owned;
+  // The reduce-scatter's input: W whole blocks of a unit.
+  std::int64_t padded = 0;
+  for (std::size_t u = 0; u < units.size(); ++u) padded = std::max(padded, W * part.part(u).block);
+  if (state.shard == Sharding::optimizer) {
+    e.params = n + owned;  // the whole values, and the owned ones the update runs on
+    e.grads = n + owned;
+    e.gathered = padded;
+    return e;
+  }
+  e.params = e.grads = owned;
+  // A unit's values and gradients while it is in use, and its reduce-scatter buffer; the
+  // final norm's unit holds the embedding's too when the LM head is tied to it.
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    std::int64_t held = 2 * units[u].size();
+    if (u + 1 == units.size() && c.tie_word_embeddings) held += 2 * units[0].size();
+    e.gathered = std::max(e.gathered, held + W * part.part(u).block);
+  }
+  return e;
 }
 
 MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes,
-                               bool recompute) {
+                               bool recompute, StateLayout state) {
   const std::int64_t d = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
   const std::int64_t N = s.tokens(), nd = N * d;
-  const std::int64_t params = parameter_count(c);
   // Kept either way: every layer's input and the final one. The LM head and the loss run
   // block by block: the final norm's output and gradient, dx, and one block of logits.
   const std::int64_t block =
@@ -53,10 +86,11 @@ MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int el
     }
   }
   transient = std::max(transient, largest_layer);
-  MemoryEstimate e;
-  e.params = params * elem_bytes;
-  e.grads = params * elem_bytes;
-  e.moments = 2 * params * elem_bytes;
+  MemoryEstimate e = state_elements(c, state);
+  e.params *= elem_bytes;
+  e.grads *= elem_bytes;
+  e.moments *= elem_bytes;
+  e.gathered *= elem_bytes;
   e.activations = kept * elem_bytes;
   e.transient = transient * elem_bytes;
   return e;

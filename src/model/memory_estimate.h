@@ -1,7 +1,8 @@
 // What one rank's training step holds in memory, from the config alone, so the trainer
 // can refuse a model that cannot fit before it allocates anything (docs/design.md §6):
-// parameters, gradients and AdamW moments (replicated), the activations kept
-// from the forward for the backward, and the largest buffers alive at once on top.
+// parameters, gradients and AdamW moments (replicated, or sharded over the world by
+// train.shard), the activations kept from the forward for the backward, and the largest
+// buffers alive at once on top.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "gdn/problem.h"
 #include "model/model_config.h"
+#include "model/param_partition.h"
 
 namespace gdn {
 
@@ -29,16 +31,31 @@ struct ShardShape {
   std::int64_t tokens() const { return std::int64_t(B) * Tl; }
 };
 
+// The training state's layout: train.shard over `world` ranks.
+struct StateLayout {
+  Sharding shard = Sharding::none;
+  int world = 1;
+};
+
 struct MemoryEstimate {
-  std::int64_t params = 0, grads = 0, moments = 0, activations = 0, transient = 0;  // bytes
-  std::int64_t total() const { return params + grads + moments + activations + transient; }
+  // Bytes. params and grads: what stays resident (sharded: the owned part; optimizer: the
+  // whole model's too); moments: AdamW's two; gathered: the units gathered at once and the
+  // reduce-scatter's padded buffer (sharded only).
+  std::int64_t params = 0, grads = 0, moments = 0, gathered = 0, activations = 0, transient = 0;
+  std::int64_t total() const {
+    return params + grads + moments + gathered + activations + transient;
+  }
   // "12.3 GiB: parameters 1.2 GiB, gradients ..., activations ... (kept) + ... (transient)"
   std::string describe() const;
 };
 
 // elem_bytes: 4 for f32, 8 for f64. recompute: activation recomputation (ModelOptions).
 MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes,
-                               bool recompute = false);
+                               bool recompute = false, StateLayout state = {});
+
+// The elements of the training state one rank holds (rank 0, which owns the most): the
+// `params`, `grads`, `moments` and `gathered` of MemoryEstimate, in elements.
+MemoryEstimate state_elements(const ModelConfig& c, StateLayout state);
 
 std::string format_bytes(double bytes);
 

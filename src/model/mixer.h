@@ -25,9 +25,9 @@ class Mixer {
   // name: the layer's parameter prefix ("model.layers.3.linear_attn"), for messages.
   explicit Mixer(std::string name) : lifecycle_(std::move(name)) {}
   virtual ~Mixer() = default;
-  // Writes this mixer's initial parameter values into `host` (a host copy of the flat
-  // values), drawing from rng in parameter order.
-  virtual void init(Rng& rng, double std, std::vector<T>& host) const = 0;
+  // Writes this mixer's initial parameter values into `host` (a host copy of its unit, or
+  // of every parameter), drawing from rng in parameter order.
+  virtual void init(Rng& rng, double std, const HostParams<T>& host) const = 0;
   // x [B, Tl, d] -> y [B, Tl, d] on this rank's shard (Tl = cp.tokens() tokens of B
   // sequences). Keeps what backward needs; x must stay valid until then. After
   // release(Keep::replay) it is a recomputation of the last forward (same cp, same x).

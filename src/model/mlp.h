@@ -25,7 +25,7 @@ class Mlp {
   explicit Mlp(std::string name) : lifecycle_(std::move(name)) {}
   virtual ~Mlp() = default;
   // As Mixer::init.
-  virtual void init(Rng& rng, double std, std::vector<T>& host) const = 0;
+  virtual void init(Rng& rng, double std, const HostParams<T>& host) const = 0;
   // x [N, d] -> y [N, d]; x must stay valid until backward.
   void forward(std::int64_t N, const T* x, T* y) {
     lifecycle_.forward();

@@ -24,9 +24,11 @@ void add_parameters(const ModelConfig& c, int chunk_size, ParamStore<T, Dev>& ps
                     std::vector<Block>& blocks, ParamId& embed, ParamId& final_norm,
                     ParamId& lm_head) {
   const int d = c.hidden_size, Vocab = c.vocab_size;
+  ps.begin_unit("model.embed_tokens");
   embed = ps.add("model.embed_tokens.weight", {Vocab, d}, true);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
+    ps.begin_unit("model.layers." + std::to_string(l));
     Block b;
     b.input_norm = ps.add(p + "input_layernorm.weight", {d}, false);
     b.mixer = make_mixer(c.layer_type(l), ps, p, c, chunk_size);
@@ -35,6 +37,7 @@ void add_parameters(const ModelConfig& c, int chunk_size, ParamStore<T, Dev>& ps
     b.moe = c.is_moe_layer(l);
     blocks.push_back(std::move(b));
   }
+  ps.begin_unit(c.tie_word_embeddings ? "model.norm" : "model.norm + lm_head");
   final_norm = ps.add("model.norm.weight", {d}, false);
   lm_head = c.tie_word_embeddings ? embed : ps.add("lm_head.weight", {Vocab, d}, true);
 }
@@ -48,58 +51,81 @@ struct CountBlock {
 
 }  // namespace
 
-std::int64_t parameter_count(const ModelConfig& c) {
+std::vector<ParamUnit> parameter_units(const ModelConfig& c) {
   // The layers register their parameters when made; nothing is allocated.
   ParamStore<float, Host> ps;
   std::vector<CountBlock> blocks;
   ParamId embed, norm, head;
   add_parameters(c, kDefaultChunkSize, ps, blocks, embed, norm, head);
-  return ps.num_elements();
+  return ps.units();
+}
+
+std::int64_t parameter_count(const ModelConfig& c) {
+  return parameter_units(c).back().end;
 }
 
 template <typename T, typename Dev>
 Model<T, Dev>::Model(const ModelConfig& c, int chunk_size, ModelOptions options)
     : c_(c), options_(options) {
   add_parameters(c, chunk_size, params_, blocks_, embed_, final_norm_, lm_head_);
-  params_.allocate();
+  if (options.by_unit)
+    params_.allocate_by_unit();
+  else
+    params_.allocate();
 }
 
 template <typename T, typename Dev>
 void Model<T, Dev>::init(std::uint64_t seed) {
   // On the host the parameters are drawn in place: a second full copy would be the run's
   // peak memory for a large model (parameters, gradients and moments exist already). On a
-  // GPU they are drawn on the host and uploaded.
+  // GPU they are drawn on the host, one unit at a time, and uploaded.
+  Rng rng(seed);
+  const std::vector<ParamUnit>& units = params_.units();
   if constexpr (std::is_same_v<Buffer<Dev, T>, std::vector<T>>) {
     std::vector<T>& values = params_.host_storage();
     std::fill(values.begin(), values.end(), T(0));
-    draw_init(seed, values);
+    for (std::size_t u = 0; u < units.size(); ++u)
+      draw_unit(u, rng, HostParams<T>{values.data(), 0, params_.num_elements()});
   } else {
-    std::vector<T> host(std::size_t(params_.num_elements()), T(0));
-    draw_init(seed, host);
-    params_.set_values(host);
+    draw_init_by_unit(seed, [&](std::size_t u, const std::vector<T>& host) {
+      Dev::upload(params_.unit_values(u), host.data(), host.size());
+    });
   }
 }
 
 template <typename T, typename Dev>
-void Model<T, Dev>::draw_init(std::uint64_t seed, std::vector<T>& host) const {
+void Model<T, Dev>::draw_init_by_unit(
+    std::uint64_t seed, const std::function<void(std::size_t, const std::vector<T>&)>& take) const {
   Rng rng(seed);
+  std::vector<T> host;
+  for (std::size_t u = 0; u < params_.units().size(); ++u) {
+    const ParamUnit& pu = params_.units()[u];
+    host.assign(std::size_t(pu.size()), T(0));
+    draw_unit(u, rng, HostParams<T>{host.data(), pu.begin, pu.size()});
+    take(u, host);
+  }
+}
+
+template <typename T, typename Dev>
+void Model<T, Dev>::draw_unit(std::size_t u, Rng& rng, const HostParams<T>& host) const {
   const double std = c_.initializer_range;
   // RMSNorm weights stay zero: Qwen3-Next scales by (1 + w).
   auto normal = [&](ParamId id) {
-    T* w = host.data() + params_.info(id).offset;
+    T* w = host.at(params_.info(id));
     for (std::int64_t i = 0; i < params_.info(id).size; ++i) w[i] = T(std * rng.normal());
   };
-  normal(embed_);
-  // transformers' nn.Embedding(padding_idx = pad_token_id): that row starts at zero.
-  if (c_.pad_token_id >= 0)
-    std::fill_n(
-        host.begin() + params_.info(embed_).offset + std::int64_t(c_.pad_token_id) * c_.hidden_size,
-        c_.hidden_size, T(0));
-  for (const Block& b : blocks_) {
-    b.mixer->init(rng, std, host);
-    b.mlp->init(rng, std, host);
+  if (u == 0) {
+    normal(embed_);
+    // transformers' nn.Embedding(padding_idx = pad_token_id): that row starts at zero.
+    if (c_.pad_token_id >= 0)
+      std::fill_n(host.at(params_.info(embed_)) + std::int64_t(c_.pad_token_id) * c_.hidden_size,
+                  c_.hidden_size, T(0));
+  } else if (u <= blocks_.size()) {
+    blocks_[u - 1].mixer->init(rng, std, host);
+    blocks_[u - 1].mlp->init(rng, std, host);
+  } else if (lm_head_ != embed_) {
+    normal(lm_head_);
   }
-  if (lm_head_ != embed_) normal(lm_head_);
 }
 
 template <typename T, typename Dev>
@@ -216,10 +242,14 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   const int E = c_.num_experts;
   std::vector<double> router(2 * std::size_t(std::max(E, 0)) + 1, 0.0);
 
+  acquire(0);
   ops::embedding_forward(dev, tokens, ps.value(embed_), N, Vocab, d, x_in[0].data());
+  release(0, false);
   for (std::size_t l = 0; l < L; ++l) {
     LayerActs& a = acts[recompute ? 0 : l];
+    acquire(l + 1);
     layer_forward(l, cp, B, x_in[l].data(), a, x_in[l + 1].data());
+    release(l + 1, false);
     Block& b = blocks_[l];
     if (b.moe) {
       b.mlp->add_router_stats(router.data(), router.data() + E);
@@ -233,6 +263,9 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
     }
   }
   // Final norm, then the LM head and cross-entropy, fused block by block.
+  const std::size_t head = head_unit();
+  acquire(head);
+  if (lm_head_ == embed_) acquire(0);
   Buffer<Dev, T> hf(nd), dh(nd), dx(nd);
   ops::rmsnorm_forward(dev, x_in[L].data(), ps.value(final_norm_), N, d, eps, hf.data());
   Losses losses;
@@ -242,16 +275,20 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   // Backward, mirroring the forward.
   ops::rmsnorm_backward(dev, x_in[L].data(), ps.value(final_norm_), dh.data(), N, d, eps, dx.data(),
                         ps.grad(final_norm_));
+  release(head, true);
+  if (lm_head_ == embed_) release(0, true);
   hf = Buffer<Dev, T>();
   dh = Buffer<Dev, T>();
   for (std::size_t l = L; l-- > 0;) {
     LayerActs& a = acts[recompute ? 0 : l];
+    acquire(l + 1);
     if (recompute) {
       // The layer's forward again, from its kept input: the same bits as the first time.
       Buffer<Dev, T> out(static_cast<std::size_t>(nd));
       layer_forward(l, cp, B, x_in[l].data(), a, out.data());
     }
     layer_backward(l, cp, x_in[l].data(), a, dx.data());
+    release(l + 1, true);
     if (recompute) {
       blocks_[l].mixer->release(Keep::nothing);
       blocks_[l].mlp->release(Keep::nothing);
@@ -260,7 +297,8 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
     if (!recompute) a = LayerActs();
   }
   // The padding row gets no gradient from the embedding (transformers' padding_idx); the
-  // tied LM head's part, added above, stays.
+  // tied LM head's part, added above, stays. The embedding's backward reads no values.
+  acquire(0, false);
   Buffer<Dev, T> pad_row;
   T* pad_grad = ps.grad(embed_) + std::int64_t(std::max(0, c_.pad_token_id)) * d;
   if (c_.pad_token_id >= 0) {
@@ -269,6 +307,7 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   }
   ops::embedding_backward(dev, tokens, dx.data(), N, Vocab, d, ps.grad(embed_));
   if (c_.pad_token_id >= 0) Dev::copy(pad_grad, pad_row.data(), std::size_t(d));
+  release(0, true);
   return losses;
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -33,11 +34,29 @@ struct ModelOptions {
   // Tokens per block of the fused LM head and cross-entropy: the [tokens x vocab] logits
   // exist one block at a time. 0: as many as fit kLossBlockElems logits.
   std::int64_t loss_block_tokens = 0;
+  // train.shard full: the parameters are stored by unit (params.h), and resident only
+  // between a UnitGather's acquire and release.
+  bool by_unit = false;
+};
+
+// Under train.shard full a rank holds 1/world of every unit; the model says when it needs
+// a unit whole and when it is done with it (train/sharded_state.h implements this with
+// an all-gather and a reduce-scatter). Units: 0 the embedding, 1 + l layer l, and
+// L + 1 the final norm with the LM head (unit 0 again for a tied head).
+class UnitGather {
+ public:
+  virtual ~UnitGather() = default;
+  // Before unit u is used: its gradients resident and zero, and, when `values`, its values.
+  virtual void acquire(std::size_t u, bool values) = 0;
+  // After its last use in a pass: with `grads`, the gradients it holds are complete for
+  // this pass and are to be reduced; then it may be freed.
+  virtual void release(std::size_t u, bool grads) = 0;
 };
 inline constexpr std::int64_t kLossBlockElems = std::int64_t(1) << 24;
 
-// The parameters a model of this config has (without allocating them).
+// The parameters a model of this config has (without allocating them), and its units.
 std::int64_t parameter_count(const ModelConfig& c);
+std::vector<ParamUnit> parameter_units(const ModelConfig& c);
 
 template <typename T, typename Dev>
 class Model {
@@ -49,8 +68,15 @@ class Model {
   const ModelConfig& config() const { return c_; }
 
   // Qwen3-Next initialisation from one seed, in parameter order: identical on every rank
-  // and for every dp x cp layout.
+  // and for every dp x cp layout. Needs the flat storage.
   void init(std::uint64_t seed);
+  // The same values one unit at a time, in unit order: `take` gets unit u's host values
+  // (ParamUnit u of params().units()), for a store by unit.
+  void draw_init_by_unit(std::uint64_t seed,
+                         const std::function<void(std::size_t, const std::vector<T>&)>& take) const;
+  // Null (the default): every parameter is resident.
+  void set_unit_gather(UnitGather* g) { gather_ = g; }
+  std::size_t head_unit() const { return blocks_.size() + 1; }
 
   struct Losses {
     double ce_sum = 0;  // this shard's summed token cross-entropies (unscaled)
@@ -72,8 +98,14 @@ class Model {
   std::int64_t attention_pairs() const;
 
  private:
-  // The initial values of init() into host (all zeros on entry), in parameter order.
-  void draw_init(std::uint64_t seed, std::vector<T>& host) const;
+  // Draws unit u's initial values into host (all zeros on entry), continuing rng.
+  void draw_unit(std::size_t u, Rng& rng, const HostParams<T>& host) const;
+  void acquire(std::size_t u, bool values = true) {
+    if (gather_) gather_->acquire(u, values);
+  }
+  void release(std::size_t u, bool grads) {
+    if (gather_) gather_->release(u, grads);
+  }
   struct Block {
     ParamId input_norm, post_norm;
     std::unique_ptr<Mixer<T, Dev>> mixer;
@@ -99,6 +131,7 @@ class Model {
   ParamStore<T, Dev> params_;
   ParamId embed_ = 0, final_norm_ = 0, lm_head_ = 0;  // lm_head_ == embed_ when tied
   std::vector<Block> blocks_;
+  UnitGather* gather_ = nullptr;
 };
 
 }  // namespace gdn

@@ -30,9 +30,9 @@ MoeMlp<T, Dev>::MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const 
 }
 
 template <typename T, typename Dev>
-void MoeMlp<T, Dev>::init(Rng& rng, double std, std::vector<T>& host) const {
+void MoeMlp<T, Dev>::init(Rng& rng, double std, const HostParams<T>& host) const {
   for (ParamId id : {router_, experts_gate_up_, experts_down_, shared_gate_}) {
-    T* w = host.data() + ps_.info(id).offset;
+    T* w = host.at(ps_.info(id));
     for (std::int64_t i = 0; i < ps_.info(id).size; ++i) w[i] = T(std * rng.normal());
   }
   shared_.init(rng, std, host);

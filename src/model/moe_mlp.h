@@ -20,7 +20,7 @@ class MoeMlp final : public Mlp<T, Dev> {
   MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c);
 
   // transformers' _init_weights: every weight N(0, std).
-  void init(Rng& rng, double std, std::vector<T>& host) const override;
+  void init(Rng& rng, double std, const HostParams<T>& host) const override;
   static ActivationElems activations(const ModelConfig& c, std::int64_t N);
 
   int num_experts() const override { return E_; }

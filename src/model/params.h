@@ -1,7 +1,13 @@
-// The model's parameters: named tensors in one flat buffer of values and one of gradients
-// (docs/design.md §6), in the order they were added. Parameters are replicated
-// on every rank and that order is the same everywhere, which makes the one gradient
-// all-reduce, initialisation and checkpoints layout-independent. The buffers live in
+// The model's parameters: named tensors in one flat order of values and of gradients
+// (docs/design.md §6), in the order they were added, grouped into units (§6d): the
+// embedding, each layer, the final norm with the LM head. That order is the same on every
+// rank, which makes the gradient reduction, initialisation and checkpoints
+// layout-independent.
+//
+// Storage comes in two kinds. allocate(): one flat buffer of values and one of gradients,
+// every parameter resident (train.shard none and optimizer). allocate_by_unit(): nothing
+// is resident until materialize(u) makes unit u's values and (zero) gradients exist, and
+// evict(u) frees them again (train.shard full, train/sharded_state.h). The buffers live in
 // Dev's memory; host copies are made only for initialisation and checkpoints.
 #pragma once
 
@@ -21,67 +27,164 @@ using ParamId = std::size_t;
 struct ParamInfo {
   std::string name;
   Shape shape;
-  std::int64_t offset = 0;  // first element in the flat buffers
+  std::int64_t offset = 0;  // first element in the flat order
   std::int64_t size = 0;    // elements
   bool decay = true;        // AdamW weight decay applies (matrices yes; norms, A_log, dt_bias no)
+  std::size_t unit = 0;     // the unit it belongs to
+};
+
+// Consecutive parameters [begin, end) of the flat order, gathered and released together.
+struct ParamUnit {
+  std::string name;  // "model.embed_tokens", "model.layers.3", "model.norm + lm_head"
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const { return end - begin; }
+};
+
+// A host array holding the flat elements [begin, begin + size) (one unit, or all): what
+// initialisation and weight loading write into.
+template <typename T>
+struct HostParams {
+  T* data = nullptr;
+  std::int64_t begin = 0, size = 0;
+  T* at(const ParamInfo& p) const {
+    GDN_CHECK(p.offset >= begin && p.offset + p.size <= begin + size, "parameter '", p.name,
+              "' (elements ", p.offset, " .. ", p.offset + p.size, ") is outside the host span ",
+              begin, " .. ", begin + size);
+    return data + (p.offset - begin);
+  }
 };
 
 template <typename T, typename Dev>
 class ParamStore {
  public:
-  // Adds a parameter; every add comes before allocate().
+  // Starts a new unit: the parameters added from here on belong to it. A parameter added
+  // before any begin_unit() starts a unit named "all".
+  void begin_unit(std::string name) {
+    GDN_CHECK(!allocated_, "unit '", name, "' begun after the storage was allocated");
+    if (!units_.empty() && units_.back().size() == 0) units_.pop_back();
+    units_.push_back({std::move(name), num_elements(), num_elements()});
+  }
+  // Adds a parameter to the current unit; every add comes before the storage is allocated.
   ParamId add(const std::string& name, Shape shape, bool decay) {
-    GDN_CHECK(values_.empty(), "parameter '", name, "' added after the storage was allocated");
+    GDN_CHECK(!allocated_, "parameter '", name, "' added after the storage was allocated");
     for (const auto& p : info_) GDN_CHECK(p.name != name, "parameter '", name, "' added twice");
+    if (units_.empty()) begin_unit("all");
     const std::int64_t n = numel(shape);
-    info_.push_back({name, std::move(shape), num_elements(), n, decay});
+    info_.push_back({name, std::move(shape), num_elements(), n, decay, units_.size() - 1});
+    units_.back().end += n;
     return info_.size() - 1;
   }
   // Allocates the flat values and gradients (zeros), once, after the last add.
   void allocate() {
+    GDN_CHECK(!allocated_, "the parameters are allocated twice");
+    allocated_ = flat_ = true;
     values_.resize(std::size_t(num_elements()));
     grads_.resize(std::size_t(num_elements()));
   }
+  // Instead of allocate(): no parameter is resident until its unit is materialized.
+  void allocate_by_unit() {
+    GDN_CHECK(!allocated_, "the parameters are allocated twice");
+    allocated_ = true;
+    by_unit_.resize(units_.size());
+  }
+  bool flat() const { return flat_; }
 
   std::size_t size() const { return info_.size(); }
   const ParamInfo& info(ParamId id) const { return info_.at(id); }
   const std::vector<ParamInfo>& infos() const { return info_; }
+  const std::vector<ParamUnit>& units() const { return units_; }
   ParamId find(const std::string& name) const {
     for (std::size_t i = 0; i < info_.size(); ++i)
       if (info_[i].name == name) return i;
     throw_error("no parameter named '", name, "'");
   }
-  std::int64_t num_elements() const {
-    return info_.empty() ? 0 : info_.back().offset + info_.back().size;
+  std::int64_t num_elements() const { return units_.empty() ? 0 : units_.back().end; }
+
+  // Unit u's zero gradients and, with `values`, room for its values (allocate_by_unit
+  // only); evict frees them.
+  void materialize(std::size_t u, bool values = true) {
+    GDN_CHECK(!flat_ && u < by_unit_.size(), "materialize(", u, "): the store is not by unit");
+    by_unit_[u].values.resize(values ? std::size_t(units_[u].size()) : 0);
+    by_unit_[u].has_values = values;
+    by_unit_[u].grads.resize(std::size_t(units_[u].size()));
+    Dev::fill(by_unit_[u].grads.data(), by_unit_[u].grads.size(), T(0));
+    by_unit_[u].resident = true;
+  }
+  void evict(std::size_t u) {
+    GDN_CHECK(!flat_ && u < by_unit_.size(), "evict(", u, "): the store is not by unit");
+    by_unit_[u] = UnitStorage();
+  }
+  bool resident(std::size_t u) const {
+    return flat_ || (u < by_unit_.size() && by_unit_[u].resident);
+  }
+  // The first value and gradient of unit u (resident).
+  T* unit_values(std::size_t u) {
+    return flat_ ? values_.data() + units_[u].begin : storage(u, true).values.data();
+  }
+  T* unit_grads(std::size_t u) {
+    return flat_ ? grads_.data() + units_[u].begin : storage(u, false).grads.data();
+  }
+  const T* unit_values(std::size_t u) const {
+    return const_cast<ParamStore*>(this)->unit_values(u);
   }
 
-  T* value(ParamId id) { return values_.data() + info(id).offset; }
-  const T* value(ParamId id) const { return values_.data() + info(id).offset; }
-  T* grad(ParamId id) { return grads_.data() + info(id).offset; }
-  // The flat buffers: what the trainer all-reduces, clips and updates in one go.
-  T* values() { return values_.data(); }
-  T* grads() { return grads_.data(); }
-  const T* grads() const { return grads_.data(); }
+  T* value(ParamId id) { return unit_values(info(id).unit) + local(id); }
+  const T* value(ParamId id) const { return unit_values(info(id).unit) + local(id); }
+  T* grad(ParamId id) { return unit_grads(info(id).unit) + local(id); }
+  // The flat buffers (allocate() only): what the trainer reduces, clips and updates.
+  T* values() { return flat_buffer(values_); }
+  T* grads() { return flat_buffer(grads_); }
+  const T* grads() const { return const_cast<ParamStore*>(this)->grads(); }
 
-  void zero_grad() { Dev::fill(grads_.data(), grads_.size(), T(0)); }
+  void zero_grad() {
+    if (flat_) Dev::fill(grads_.data(), grads_.size(), T(0));
+    for (UnitStorage& s : by_unit_) Dev::fill(s.grads.data(), s.grads.size(), T(0));
+  }
 
-  // Host copies of the flat buffers, and back.
-  std::vector<T> host_values() const { return to_host<Dev>(values_); }
-  std::vector<T> host_grads() const { return to_host<Dev>(grads_); }
+  // Host copies of the flat buffers, and back (allocate() only).
+  std::vector<T> host_values() const { return to_host<Dev>(flat_check(values_)); }
+  std::vector<T> host_grads() const { return to_host<Dev>(flat_check(grads_)); }
   void set_values(const std::vector<T>& host) {
-    GDN_CHECK(host.size() == values_.size(), "set_values: ", host.size(), " values for ",
-              values_.size(), " parameter elements");
+    GDN_CHECK(host.size() == flat_check(values_).size(), "set_values: ", host.size(),
+              " values for ", values_.size(), " parameter elements");
     Dev::upload(values_.data(), host.data(), host.size());
   }
   // The values themselves, where they live in host memory (Buffer<Host, T> is a
   // std::vector): initialisation writes them in place instead of through a second copy.
   std::vector<T>& host_storage() requires std::is_same_v<Buffer<Dev, T>, std::vector<T>> {
-    return values_;
+    return flat_check(values_);
   }
 
  private:
+  struct UnitStorage {
+    Buffer<Dev, T> values, grads;
+    bool resident = false, has_values = false;
+  };
+  std::int64_t local(ParamId id) const { return info(id).offset - units_[info(id).unit].begin; }
+  UnitStorage& storage(std::size_t u, bool values) {
+    GDN_CHECK(u < by_unit_.size() && by_unit_[u].resident && (!values || by_unit_[u].has_values),
+              "the parameter ", values ? "values" : "gradients", " of unit '",
+              u < units_.size() ? units_[u].name : std::to_string(u),
+              "' are used while they are not gathered (train.shard full)");
+    return by_unit_[u];
+  }
+  template <typename B>
+  B& flat_check(B& b) const {
+    GDN_CHECK(flat_,
+              "the flat parameter buffers exist only with every parameter resident "
+              "(train.shard none or optimizer)");
+    return b;
+  }
+  template <typename B>
+  T* flat_buffer(B& b) {
+    return flat_check(b).data();
+  }
+
   std::vector<ParamInfo> info_;
+  std::vector<ParamUnit> units_;
+  bool allocated_ = false, flat_ = false;
   Buffer<Dev, T> values_, grads_;
+  std::vector<UnitStorage> by_unit_;
 };
 
 }  // namespace gdn

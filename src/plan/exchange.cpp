@@ -5,6 +5,7 @@
 #include "comm/call_sites.h"
 #include "cp/shard.h"
 #include "model/model.h"
+#include "model/param_partition.h"
 #include "plan/attention_balance.h"
 
 namespace gdn::plan {
@@ -65,6 +66,61 @@ AllToAll to_queries(i64 T, int P, int r) {
   return a;
 }
 
+// The training state's traffic (train.shard, docs/design.md §6d), per unit of parameters:
+// which units a step gathers and reduces, and each one's blocks.
+struct UnitTraffic {
+  std::vector<std::size_t> fwd_gathers, bwd_gathers, reduces, update_gathers;
+};
+
+UnitTraffic unit_traffic(const PlanInput& in, std::size_t units) {
+  UnitTraffic t;
+  const bool tied = in.model.tie_word_embeddings;
+  for (std::size_t u = 0; u < units; ++u) {
+    if (in.shard == Sharding::optimizer) {
+      t.reduces.push_back(u);
+      t.update_gathers.push_back(u);
+    } else if (in.shard == Sharding::full) {
+      // Each unit for its forward; each layer again for its backward, and the embedding
+      // for a tied LM head; the embedding's gradients are reduced after the head's backward
+      // (tied) and after its own.
+      t.fwd_gathers.push_back(u);
+      if (u > 0 && u + 1 < units) t.bwd_gathers.push_back(u);
+      t.reduces.push_back(u);
+    }
+  }
+  if (in.shard == Sharding::full && tied) {
+    t.bwd_gathers.push_back(0);
+    t.reduces.push_back(0);
+  }
+  return t;
+}
+
+// The training state's sites of world rank w.
+void add_state_sites(SiteCounters& m, const PlanInput& in, int w, i64 grads) {
+  if (in.shard == Sharding::none) {
+    add(m, train_sites::kGradAllReduce, 1, grads, grads);
+    return;
+  }
+  const std::vector<ParamUnit> units = parameter_units(in.model);
+  const ParamPartition part(units, in.world(), w);
+  const i64 e = in.elem_bytes, W = in.world();
+  const UnitTraffic t = unit_traffic(in, units.size());
+  auto gathers = [&](const char* site, const std::vector<std::size_t>& list) {
+    i64 sent = 0, received = 0;
+    for (std::size_t u : list) sent += part.part(u).size * e, received += units[u].size() * e;
+    add(m, site, i64(list.size()), sent, received);
+  };
+  gathers(train_sites::kForwardParamGather, t.fwd_gathers);
+  gathers(train_sites::kBackwardParamGather, t.bwd_gathers);
+  gathers(train_sites::kParamAllGather, t.update_gathers);
+  i64 sent = 0, received = 0;
+  for (std::size_t u : t.reduces)
+    sent += W * part.part(u).block * e, received += part.part(u).block * e;
+  add(m, train_sites::kGradReduceScatter, i64(t.reduces.size()), sent, received);
+  // The gradient norm and the check of the updated values: one double each.
+  add(m, train_sites::kShardNorms, 2, 2 * i64(sizeof(double)), 2 * i64(sizeof(double)));
+}
+
 }  // namespace
 
 std::vector<RankExchange> predict_exchange(const PlanInput& in) {
@@ -102,7 +158,7 @@ std::vector<RankExchange> predict_exchange(const PlanInput& in) {
         }
       }
       if (c.num_moe_layers() > 0) add(m, model_sites::kRouterStats, 1, s.router, s.router);
-      add(m, train_sites::kGradAllReduce, 1, s.grads, s.grads);
+      add_state_sites(m, in, x.rank, s.grads);
       add(m, train_sites::kLossAllReduce, 1, sizeof(double), sizeof(double));
       add(m, train_sites::kMemoryAllReduce, 1, sizeof(std::int64_t), sizeof(std::int64_t));
       out.push_back(std::move(x));
@@ -146,7 +202,24 @@ std::vector<SiteTraffic> step_traffic(const PlanInput& in) {
   }
   if (c.num_moe_layers() > 0)
     add_site(model_sites::kRouterStats, Collective::all_reduce, true, 1, double(s.router));
-  add_site(train_sites::kGradAllReduce, Collective::all_reduce, true, 1, double(s.grads));
+  if (in.shard == Sharding::none) {
+    add_site(train_sites::kGradAllReduce, Collective::all_reduce, true, 1, double(s.grads));
+  } else {
+    // Per call, the mean block over the units it moves (rank 0's blocks, the largest).
+    const std::vector<ParamUnit> units = parameter_units(c);
+    const ParamPartition part(units, in.world(), 0);
+    const UnitTraffic u = unit_traffic(in, units.size());
+    auto blocks = [&](const char* site, Collective k, const std::vector<std::size_t>& list) {
+      double sum = 0;
+      for (std::size_t x : list) sum += double(part.part(x).block) * in.elem_bytes;
+      if (!list.empty()) add_site(site, k, true, i64(list.size()), sum / double(list.size()));
+    };
+    blocks(train_sites::kForwardParamGather, Collective::all_gather, u.fwd_gathers);
+    blocks(train_sites::kBackwardParamGather, Collective::all_gather, u.bwd_gathers);
+    blocks(train_sites::kParamAllGather, Collective::all_gather, u.update_gathers);
+    blocks(train_sites::kGradReduceScatter, Collective::reduce_scatter, u.reduces);
+    add_site(train_sites::kShardNorms, Collective::all_reduce, true, 2, sizeof(double));
+  }
   add_site(train_sites::kLossAllReduce, Collective::all_reduce, true, 1, sizeof(double));
   add_site(train_sites::kMemoryAllReduce, Collective::all_reduce, true, 1, sizeof(std::int64_t));
   return t;

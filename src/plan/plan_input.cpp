@@ -25,6 +25,7 @@ PlanInput plan_input(const RunConfig& c) {
   p.elem_bytes = int(dtype_size(t.dtype));
   p.recompute = t.recompute == Recompute::layer;
   p.layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
+  p.shard = t.shard;
   p.source = c.source;
   return p;
 }

@@ -19,8 +19,9 @@ struct PlanInput {
   int chunk_size = 64;
   int elem_bytes = 4;  // f32: 4, f64: 8
   bool recompute = false;
-  bool layer_local = false;  // attention_load_balance layer_local
-  std::string source;        // the config file, for messages
+  bool layer_local = false;         // attention_load_balance layer_local
+  Sharding shard = Sharding::none;  // train.shard, over the world
+  std::string source;               // the config file, for messages
 
   int local_batch() const { return batch / dp; }  // sequences of one cp group
   int world() const { return cp * dp; }

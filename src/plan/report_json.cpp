@@ -3,6 +3,7 @@
 // "bytes_sent", "bytes_received"}}}), so the two compare directly.
 #include <algorithm>
 
+#include "core/enum_names.h"
 #include "plan/plan.h"
 
 namespace gdn::plan {
@@ -16,8 +17,13 @@ json flops_json(const Flops& f) {
 }
 
 json memory_json(const MemoryEstimate& m) {
-  return {{"params", m.params},           {"grads", m.grads},         {"moments", m.moments},
-          {"activations", m.activations}, {"transient", m.transient}, {"total", m.total()}};
+  return {{"params", m.params},
+          {"grads", m.grads},
+          {"moments", m.moments},
+          {"gathered", m.gathered},
+          {"activations", m.activations},
+          {"transient", m.transient},
+          {"total", m.total()}};
 }
 
 json optional_json(const std::optional<double>& x) {
@@ -53,6 +59,7 @@ json to_json(const Plan& p) {
                  {"dtype", in.elem_bytes == 8 ? "f64" : "f32"},
                  {"chunk_size", in.chunk_size},
                  {"recompute", in.recompute ? "layer" : "none"},
+                 {"shard", name_of(in.shard)},
                  {"attention_load_balance", in.layer_local ? "layer_local" : "none"},
                  {"tokens_per_step", std::int64_t(in.batch) * in.T},
                  {"tokens_per_shard", (in.T + in.cp - 1) / in.cp}};

@@ -29,7 +29,11 @@ double clip_grad_norm(ParamStore<T, Dev>& params, double max_norm) {
 
 template <typename T, typename Dev>
 AdamW<T, Dev>::AdamW(const AdamWConfig& c, const ParamStore<T, Dev>& params)
-    : c_(c), m_(std::size_t(params.num_elements())), v_(std::size_t(params.num_elements())) {}
+    : AdamW(c, params.num_elements()) {}
+
+template <typename T, typename Dev>
+AdamW<T, Dev>::AdamW(const AdamWConfig& c, std::int64_t n)
+    : c_(c), m_(std::size_t(n)), v_(std::size_t(n)) {}
 
 template <typename T, typename Dev>
 void AdamW<T, Dev>::step(ParamStore<T, Dev>& params, std::int64_t step, double lr) {

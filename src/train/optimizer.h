@@ -34,6 +34,8 @@ template <typename T, typename Dev>
 class AdamW {
  public:
   AdamW(const AdamWConfig& c, const ParamStore<T, Dev>& params);  // zero moments
+  // Moments for n elements (0: the moments live elsewhere, train/sharded_state.h).
+  AdamW(const AdamWConfig& c, std::int64_t n);
   // One update of every parameter with its gradient at learning rate lr; step is 0-based
   // (bias correction uses step + 1).
   void step(ParamStore<T, Dev>& params, std::int64_t step, double lr);

@@ -246,6 +246,13 @@ const std::vector<TrainField>& train_fields() {
        .help = "none | layer: keep only each layer's input from the forward and run the layer "
                "again before its backward (less memory, one more forward; the same bits)",
        .member = &T::recompute},
+      {.key = "shard",
+       .flag = "shard",
+       .help = "none | optimizer | full: shard the training state over every rank (dp x cp): "
+               "optimizer keeps 1/world of the AdamW moments and update per rank (gradients "
+               "reduce-scattered, values all-gathered); full shards the parameters too, "
+               "gathering each layer's just before its forward and its backward",
+       .member = &T::shard},
       {.key = "data",
        .flag = "data",
        .help = "'synthetic' (seeded Markov chain), a token file (*.u16 / *.u32: raw "

@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "gdn/problem.h"
+#include "model/param_partition.h"
 
 namespace gdn {
 
@@ -45,6 +46,7 @@ struct TrainConfig {
   bool context_parallel_load_balance = false;  // MaxText's name; true is refused
   AttentionLoadBalance attention_load_balance = AttentionLoadBalance::none;
   Recompute recompute = Recompute::none;
+  Sharding shard = Sharding::none;
   std::string data = "synthetic";  // "synthetic", a token file or a text file
   std::string log;                 // JSON-lines log file ("" = none)
   std::string checkpoint_dir;      // "" = no checkpoints
@@ -59,10 +61,11 @@ struct TrainConfig {
 };
 
 struct TrainField {
-  using Member = std::variant<std::int64_t TrainConfig::*, int TrainConfig::*,
-                              std::uint64_t TrainConfig::*, double TrainConfig::*,
-                              bool TrainConfig::*, std::string TrainConfig::*, DType TrainConfig::*,
-                              Recompute TrainConfig::*, AttentionLoadBalance TrainConfig::*>;
+  using Member =
+      std::variant<std::int64_t TrainConfig::*, int TrainConfig::*, std::uint64_t TrainConfig::*,
+                   double TrainConfig::*, bool TrainConfig::*, std::string TrainConfig::*,
+                   DType TrainConfig::*, Recompute TrainConfig::*,
+                   AttentionLoadBalance TrainConfig::*, Sharding TrainConfig::*>;
   const char* key;   // in "train"
   const char* flag;  // gdn_train's flag, without "--"; "" for none
   const char* help;

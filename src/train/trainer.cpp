@@ -48,13 +48,14 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   s.P = t.cp;
   s.Tl = (t.seq_len + t.cp - 1) / t.cp;  // the largest shard
   s.chunk_size = t.chunk_size;
-  const MemoryEstimate e =
-      estimate_memory(cfg.model, s, elem_bytes, t.recompute == Recompute::layer);
+  const MemoryEstimate e = estimate_memory(
+      cfg.model, s, elem_bytes, t.recompute == Recompute::layer, StateLayout{t.shard, t.dp * t.cp});
   if (available >= 0 && e.total() > available)
     throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
                 (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
                 dtype_name(t.dtype), "), but only ", format_bytes(double(available)),
-                " is available to it; use more cp ranks, a shorter seq_len or a smaller batch");
+                " is available to it; use more cp ranks, a shorter seq_len, a smaller batch or "
+                "train.shard optimizer or full");
   return e;
 }
 
@@ -97,21 +98,33 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
       mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp)),
       shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
       model_(cfg.model, cfg.train.chunk_size,
-             ModelOptions{cfg.train.recompute == Recompute::layer, 0}),
-      adamw_(adamw_config(cfg.train), model_.params()),
+             ModelOptions{cfg.train.recompute == Recompute::layer, 0,
+                          cfg.train.shard == Sharding::full}),
+      adamw_(adamw_config(cfg.train),
+             cfg.train.shard == Sharding::none ? model_.params().num_elements() : 0),
       data_(opt.data ? opt.data
                      : make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
                                          cfg.train.seq_len)) {
   GDN_CHECK(dev_world.size() == world.size() && dev_world.rank() == world.rank(),
             "Trainer: the device communicator must hold the same ranks as the world");
   progress("initialising the model");
-  model_.init(cfg.train.seed);
+  if (cfg.train.shard != Sharding::none) {
+    sharded_ = std::make_unique<ShardedState<T, Dev>>(cfg.train.shard, model_, *mesh_.world, world);
+    if (cfg.train.shard == Sharding::full) model_.set_unit_gather(sharded_.get());
+    sharded_->init(cfg.train.seed);
+  } else {
+    model_.init(cfg.train.seed);
+  }
   if (!opt.init_from.empty()) {
     progress("reading the Hugging Face weights");
-    std::vector<T> flat = model_.params().host_values();
+    // Every tensor the model has is read, so the seeded values are not needed here.
+    std::vector<T> flat(std::size_t(model_.params().num_elements()), T(0));
     std::vector<std::string> skipped;
     read_hf_weights(opt.init_from, cfg.model, model_.params().infos(), flat, skipped);
-    model_.params().set_values(flat);
+    if (sharded_)
+      sharded_->set_values(flat);
+    else
+      model_.params().set_values(flat);
     if (world.rank() == 0)
       spdlog::info("initial weights from {}{}", opt.init_from,
                    skipped.empty()
@@ -213,9 +226,20 @@ void Trainer<T, Dev>::write_exchange_record(const std::map<std::string, CommCoun
 }
 
 template <typename T, typename Dev>
+CheckpointData<T> Trainer<T, Dev>::host_state() const {
+  if (sharded_) {
+    auto s = sharded_->gather_to_root();
+    return {std::move(s.values), std::move(s.m), std::move(s.v)};
+  }
+  if (world_.rank() != 0) return {};
+  return {model_.params().host_values(), to_host<Dev>(adamw_.m()), to_host<Dev>(adamw_.v())};
+}
+
+template <typename T, typename Dev>
 void Trainer<T, Dev>::export_hf(const std::string& dir) const {
+  const CheckpointData<T> d = host_state();
   if (world_.rank() != 0) return;
-  write_hf_checkpoint(dir, cfg_.model, model_.params().infos(), model_.params().host_values());
+  write_hf_checkpoint(dir, cfg_.model, model_.params().infos(), d.values);
   spdlog::info("wrote a Hugging Face checkpoint of the weights to {}", dir);
 }
 
@@ -278,9 +302,14 @@ void Trainer<T, Dev>::resume() {
   if (!mismatch.empty())
     throw_error("--resume: checkpoint '", *path, "' ", mismatch,
                 ". Resume with the config it was trained with, or use another --checkpoint-dir");
-  ps.set_values(d.values);
-  Dev::upload(adamw_.m().data(), d.m.data(), d.m.size());
-  Dev::upload(adamw_.v().data(), d.v.data(), d.v.size());
+  if (sharded_) {
+    sharded_->set_values(d.values);
+    sharded_->set_moments(d.m, d.v);
+  } else {
+    ps.set_values(d.values);
+    Dev::upload(adamw_.m().data(), d.m.data(), d.m.size());
+    Dev::upload(adamw_.v().data(), d.v.data(), d.v.size());
+  }
   step_ = s.step;
   if (world_.rank() != 0) return;
   spdlog::info("resumed from {} at step {}", *path, step_);
@@ -311,6 +340,11 @@ void Trainer<T, Dev>::progress(const char* phase) {
 }
 
 template <typename T, typename Dev>
+std::string Trainer<T, Dev>::first_nonfinite_param(bool grads) {
+  return sharded_ ? sharded_->first_nonfinite(grads) : first_nonfinite(model_.params(), grads);
+}
+
+template <typename T, typename Dev>
 StepRecord Trainer<T, Dev>::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const TrainConfig& t = cfg_.train;
@@ -332,6 +366,7 @@ StepRecord Trainer<T, Dev>::step() {
   const double grad_scale = 1.0 / double(global_tokens);
   ParamStore<T, Dev>& ps = model_.params();
   ps.zero_grad();
+  if (sharded_) sharded_->zero_grad();
   StepRecord r;
   r.step = step_;
   r.lr = learning_rate(adamw_.config(), step_);
@@ -342,16 +377,22 @@ StepRecord Trainer<T, Dev>::step() {
   const auto losses =
       model_.forward_backward(cp, *mesh_.world, d_tokens.data(), d_targets.data(), Bl, grad_scale);
   double loss = losses.ce_sum;
-  // Parameters are replicated: sum their gradients over every rank (dp and cp alike).
-  progress(train_sites::kGradAllReduce);
-  mesh_.world->all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()),
-                              train_sites::kGradAllReduce);
+  // Sum the gradients over every rank (dp and cp alike): replicated, by one all-reduce;
+  // sharded, each rank gets its part's sums (full: done as the backward went).
+  if (t.shard == Sharding::none) {
+    progress(train_sites::kGradAllReduce);
+    mesh_.world->all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()),
+                                train_sites::kGradAllReduce);
+  } else if (t.shard == Sharding::optimizer) {
+    progress(train_sites::kGradReduceScatter);
+    sharded_->reduce_gradients();
+  }
   progress(train_sites::kLossAllReduce);
   world_.all_reduce_sum(&loss, 1, train_sites::kLossAllReduce);
   r.peak_rss = peak_resident_bytes();
   world_.all_reduce_max(&r.peak_rss, 1, train_sites::kMemoryAllReduce);
   progress("optimizer");
-  r.grad_norm = clip_grad_norm(ps, t.grad_clip);
+  r.grad_norm = sharded_ ? sharded_->clip_grad_norm(t.grad_clip) : clip_grad_norm(ps, t.grad_clip);
   r.loss = loss / double(global_tokens);
   r.aux_loss = losses.aux;
   r.total = r.loss +
@@ -361,13 +402,19 @@ StepRecord Trainer<T, Dev>::step() {
   if (!std::isfinite(r.total) || !std::isfinite(r.grad_norm)) {
     r.diverged = "step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(r.loss) +
                  " and the gradient norm " + std::to_string(r.grad_norm) +
-                 "; the first non-finite gradient is '" + first_nonfinite(ps, /*grads=*/true) + "'";
+                 "; the first non-finite gradient is '" + first_nonfinite_param(true) + "'";
   } else {
-    adamw_.step(ps, step_, r.lr);
-    const double sq = ops::sum_squares(Dev{}, ps.values(), ps.num_elements());
+    double sq = 0;
+    if (sharded_) {
+      sharded_->adamw_step(adamw_.config(), step_, r.lr);
+      sq = sharded_->values_sum_squares();
+    } else {
+      adamw_.step(ps, step_, r.lr);
+      sq = ops::sum_squares(Dev{}, ps.values(), ps.num_elements());
+    }
     if (!std::isfinite(sq))
       r.diverged = "step " + std::to_string(step_ + 1) + ": the update made parameter '" +
-                   first_nonfinite(ps, /*grads=*/false) + "' non-finite";
+                   first_nonfinite_param(false) + "' non-finite";
   }
   r.tokens = global_tokens;
   r.step_ms =
@@ -403,10 +450,11 @@ void Trainer<T, Dev>::log_step(const StepRecord& r, double seconds_per_step) {
 
 template <typename T, typename Dev>
 void Trainer<T, Dev>::save() {
-  if (cfg_.train.checkpoint_dir.empty() || world_.rank() != 0) return;
+  if (cfg_.train.checkpoint_dir.empty()) return;
   progress("writing a checkpoint");
   const ParamStore<T, Dev>& ps = model_.params();
-  const CheckpointData<T> d{ps.host_values(), to_host<Dev>(adamw_.m()), to_host<Dev>(adamw_.v())};
+  const CheckpointData<T> d = host_state();
+  if (world_.rank() != 0) return;
   TrainingState s;
   s.step = step_;
   s.config_json = to_json(cfg_).dump();

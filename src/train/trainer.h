@@ -24,6 +24,7 @@
 #include "train/mesh.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
+#include "train/sharded_state.h"
 
 namespace gdn {
 
@@ -101,6 +102,11 @@ class Trainer {
   void prepare_checkpoint_dir();
   void resume();
   void drop_logged_steps();
+  // Collective when sharded (the values are agreed): the name of the first parameter with
+  // a non-finite gradient, or value.
+  std::string first_nonfinite_param(bool grads);
+  // The whole values and moments on rank 0 (empty elsewhere); collective.
+  CheckpointData<T> host_state() const;
 
   RunConfig cfg_;
   TrainerOptions opt_;
@@ -109,7 +115,8 @@ class Trainer {
   Mesh mesh_;  // over dev_world
   Shard shard_;
   Model<T, Dev> model_;
-  AdamW<T, Dev> adamw_;
+  AdamW<T, Dev> adamw_;                            // its moments when train.shard is none
+  std::unique_ptr<ShardedState<T, Dev>> sharded_;  // train.shard optimizer or full
   std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
   std::ofstream log_;

@@ -8,7 +8,8 @@
 #   cp_flops     qwen3-next-80b-a3b, 8192 tokens, cp = 4: the relative FLOP increase is
 #                reported, and the added FLOPs equal a hand count of CP phase 1 (the
 #                transition forward, the WY factors again and the adjoint backward)
-#   exchange     tiny hybrid MoE model: the bytes and calls of every call site on every rank
+#   exchange     tiny hybrid MoE model: the bytes and calls of every call site on every rank,
+#                replicated and with the training state sharded (--shard optimizer, full)
 #                equal gdn_train's Communicator counters of a real step (cp = 2; cp = 4 with
 #                layer_local and recomputation; dp 2 x cp 2 in f64)
 #   memory       the per-rank estimate plus the process's start-up memory is within 25% of
@@ -106,6 +107,12 @@ case_exchange() {
   exchange_case cp4_balanced_recompute 4 --cp 4 --batch 2 --attention-load-balance layer_local \
     --recompute layer
   exchange_case dp2cp2_f64 4 --cp 2 --dp 2 --batch 4 --dtype f64
+  # The sharded training state: per unit, the reduce-scatter's padded blocks and the
+  # all-gathers' owned parts (3 ranks: parts of unequal size, some units' last part short).
+  exchange_case cp2_shard_optimizer 2 --cp 2 --batch 2 --shard optimizer
+  exchange_case dp2cp2_shard_full_recompute 4 --cp 2 --dp 2 --batch 4 --shard full \
+    --recompute layer
+  exchange_case cp3_shard_full 3 --cp 3 --batch 1 --shard full
 }
 
 # The memory model: bench-memory's GDN stack made small per token in FLOPs (d 64, vocab 256)

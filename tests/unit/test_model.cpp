@@ -25,7 +25,7 @@ struct GdnLayer {
     ps.allocate();
     Rng rng(3);
     std::vector<double> init(ps.num_elements());
-    layer.init(rng, 0.3, init);
+    layer.init(rng, 0.3, HostParams<double>{init.data(), 0, ps.num_elements()});
     ps.set_values(init);
   }
 };

@@ -1,0 +1,102 @@
+// The training state sharded over every rank of the mesh (train.shard, docs/design.md
+// §6d). Each rank owns one part of every unit of parameters (model/param_partition.h) and
+// keeps, for that part only, the values, the reduced gradients and the AdamW moments.
+//
+//   optimizer: the model's parameters stay resident and whole (ParamStore::allocate).
+//              After the backward, each unit's gradients are reduce-scattered into the
+//              owned gradients; the norm, clipping and AdamW run on the owned part; the
+//              updated parts are all-gathered back into the whole values.
+//   full:      the model stores its parameters by unit. As the UnitGather of the model,
+//              this gathers a unit's values before its forward and again before its
+//              backward, reduce-scatters its gradients as soon as the backward has
+//              finished them, and frees both.
+//
+// The gradient norm and the non-finite checks need one all-reduce each, over the owned
+// parts' sums of squares, so every rank takes the same decision.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/model.h"
+#include "model/param_partition.h"
+#include "train/optimizer.h"
+#include "train/train_config.h"
+
+namespace gdn {
+
+template <typename T, typename Dev>
+class ShardedState : public UnitGather {
+ public:
+  // Collective over world (Dev's communicator of every rank, which moves the gradients and
+  // values) and host_world (the same ranks on the host: norms, flags, checkpoints).
+  // mode: optimizer or full.
+  ShardedState(Sharding mode, Model<T, Dev>& model, Communicator& world, Communicator& host_world);
+
+  // The owned values from the model's seeded initialisation (full: drawn one unit at a
+  // time; optimizer: taken from the resident values).
+  void init(std::uint64_t seed);
+  // The owned values from whole host values in the flat order (checkpoints, weights read
+  // from a file); optimizer: the resident values as well.
+  void set_values(const std::vector<T>& flat);
+
+  // Before a step: the owned gradients to zero.
+  void zero_grad();
+  // optimizer: after the backward, each unit's resident gradients reduce-scattered into
+  // the owned gradients (full: done by release()).
+  void reduce_gradients();
+  // The global gradient norm (one all-reduce); clips the owned gradients above max_norm > 0.
+  double clip_grad_norm(double max_norm);
+  // One AdamW update of the owned values; optimizer: then all-gathered into the model's.
+  void adamw_step(const AdamWConfig& c, std::int64_t step, double lr);
+  // The sum of squares of every value (one all-reduce): non-finite when one is.
+  double values_sum_squares();
+  // The name of the first parameter with a non-finite owned gradient (or value), agreed
+  // over the ranks; "(none)".
+  std::string first_nonfinite(bool grads);
+
+  // The flat-order elements of a unit's owned part, and the owned moments, on the host,
+  // for checkpoints (collective: rank 0 receives every rank's part and returns whole
+  // buffers; the others return empty ones).
+  struct HostState {
+    std::vector<T> values, m, v;
+  };
+  HostState gather_to_root();
+  // Owned moments from whole host moments in the flat order.
+  void set_moments(const std::vector<T>& m, const std::vector<T>& v);
+
+  const ParamPartition& partition() const { return partition_; }
+  // The owned part, unit after unit (partition().part(u).at).
+  const Buffer<Dev, T>& owned_values() const { return values_; }
+  const Buffer<Dev, T>& owned_grads() const { return grads_; }
+
+  // UnitGather (full).
+  void acquire(std::size_t u, bool values) override;
+  void release(std::size_t u, bool grads) override;
+
+ private:
+  void reduce_unit(std::size_t u, const T* grads);
+  void gather_unit(std::size_t u, T* values, const char* site);
+
+  Sharding mode_;
+  Model<T, Dev>& model_;
+  ParamStore<T, Dev>& ps_;
+  Communicator& world_;
+  Communicator& host_;
+  ParamPartition partition_;
+  Buffer<Dev, T> values_, grads_, m_, v_;  // the owned part, unit after unit
+  Buffer<Dev, T> scratch_;                 // one unit's padded gradients, or a block
+  // Runs of owned elements with one decay flag: [at, at + n) of the owned buffer.
+  struct Run {
+    std::int64_t at, n;
+    bool decay;
+  };
+  std::vector<Run> runs_;
+  // full: the units gathered since zero_grad(). A unit's first gather of a step counts
+  // under the forward's site, later ones under the backward's.
+  std::vector<bool> gathered_;
+};
+
+}  // namespace gdn

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The training state sharded over the mesh (train.shard, docs/design.md §6d) through
+# gdn_train under mpirun, one ctest entry per case:
+#   bash tests/cli/test_shard.sh <bin dir> <mpirun> <source dir> <case>
+# Cases:
+#   curves   20-step f32 loss curves of the tiny hybrid MoE model with --shard optimizer and
+#            full (cp 2, dp 2 x cp 2) agree with the replicated run within the CP tolerance
+#   resume   f64: save at dp 2 x cp 2 --shard full, resume at cp 4 --shard none, and the
+#            reverse: the continuation agrees with the uninterrupted run within 1e-12; resumed
+#            at the layout that saved, it is bit-identical
+#   refused  bad layouts refused at start-up on every rank, with one message
+# Losses are read from the --log JSON lines with jq (17 significant digits: equal strings
+# are equal bits).
+set -uo pipefail
+
+BIN=$1
+MPIRUN=$2
+SRC=$3
+CASE=$4
+TRAIN="$BIN/gdn_train"
+CONFIG="$SRC/configs/tiny-qwen3-next.json"
+source "$(dirname "$0")/common.sh"
+
+WORK=$(mktemp -d)
+cleanup() {
+  local pid
+  for pid in $(pgrep -f -- "$WORK/" 2>/dev/null); do
+    [ "$pid" != "$$" ] && kill -KILL "$pid" 2>/dev/null
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+export TMPDIR="$WORK"  # the watchdog's heartbeat directories, removed with $WORK
+SEQ=90  # not a multiple of cp * chunk_size for any cp here
+
+# run_log NAME NP ARGS...: a run logging to $WORK/NAME.jsonl; shows its output and returns 1
+# when it fails.
+run_log() {
+  local name=$1 np=$2
+  shift 2
+  rm -f "$WORK/$name.jsonl"
+  if ! timeout 300 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" --config "$CONFIG" \
+    --seq-len "$SEQ" --log "$WORK/$name.jsonl" "$@" >"$WORK/$name.out" 2>&1; then
+    cat "$WORK/$name.out"
+    return 1
+  fi
+}
+losses() { jq -r '"\(.step) \(.loss)"' "$WORK/$1.jsonl" 2>/dev/null; }
+pick() { losses "$1" | awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b'; }
+# agree NAME A B TOL: the same steps, and every |loss difference| <= TOL relative.
+agree() {
+  local d
+  d=$(paste -d ' ' <(echo "$2") <(echo "$3") | awk '
+    $1 != $3 || NF != 4 { bad = 1 }
+    { d = ($2 - $4) / $4; if (d < 0) d = -d; if (d > m) m = d }
+    END { if (bad || NR == 0) print "steps differ"; else printf "%.3g\n", m }')
+  if [ "$d" != "steps differ" ] && awk -v d="$d" -v t="$4" 'BEGIN { exit !(d <= t) }'; then
+    pass "$1: max relative |loss diff| = $d (<= $4)"
+  else
+    paste -d ' ' <(echo "$2") <(echo "$3")
+    fail "$1: max relative |loss diff| = $d (tolerance $4)"
+  fi
+}
+
+case_curves() {
+  local layout name np dp cp shard
+  for layout in "cp2 2 1 2" "dp2cp2 4 2 2"; do
+    read -r name np dp cp <<<"$layout"
+    for shard in none optimizer full; do
+      run_log "${name}_$shard" "$np" --dp "$dp" --cp "$cp" --shard "$shard" --steps 20 ||
+        fail "$name --shard $shard: the 20-step run failed"
+    done
+    for shard in optimizer full; do
+      agree "$name --shard $shard vs none (20 steps, f32)" "$(losses "${name}_none")" \
+        "$(losses "${name}_$shard")" 1e-4
+    done
+  done
+}
+
+case_resume() {
+  # resume_pair NAME SAVE_NP SAVE_ARGS -- RESUME_NP RESUME_ARGS: 3 steps at the first
+  # layout, checkpoint, 3 more at the second; against 6 uninterrupted steps at the first.
+  local full=(--dtype f64 --steps 6 --checkpoint-every 3)
+  resume_pair() {
+    local name=$1 np1=$2 a1=$3 np2=$4 a2=$5
+    # shellcheck disable=SC2086
+    run_log "${name}_whole" "$np1" $a1 "${full[@]}" --checkpoint-dir "$WORK/${name}_whole" &&
+      run_log "${name}_part" "$np1" $a1 --dtype f64 --steps 3 --checkpoint-every 3 \
+        --checkpoint-dir "$WORK/${name}_ckpt" &&
+      run_log "${name}_resumed" "$np2" $a2 "${full[@]}" --resume \
+        --checkpoint-dir "$WORK/${name}_ckpt" || {
+      fail "$name: a run failed"
+      return
+    }
+    if ! grep -q "at step 3" "$WORK/${name}_resumed.out"; then
+      cat "$WORK/${name}_resumed.out"
+      fail "$name: the resumed run did not resume at step 3"
+    elif [ "$np1 $a1" = "$np2 $a2" ]; then
+      if [ "$(pick "${name}_resumed" 3 5)" = "$(pick "${name}_whole" 3 5)" ]; then
+        pass "$name: steps 3..5 bit-identical to the uninterrupted run"
+      else
+        paste -d ' ' <(pick "${name}_whole" 3 5) <(pick "${name}_resumed" 3 5)
+        fail "$name: steps 3..5 differ from the uninterrupted run"
+      fi
+    else
+      agree "$name: steps 3..5 vs the uninterrupted run" "$(pick "${name}_whole" 3 5)" \
+        "$(pick "${name}_resumed" 3 5)" 1e-12
+    fi
+  }
+  resume_pair full_to_none 4 "--dp 2 --cp 2 --batch 4 --shard full" 4 "--cp 4 --batch 4 --shard none"
+  resume_pair none_to_full 4 "--cp 4 --batch 4 --shard none" 4 "--dp 2 --cp 2 --batch 4 --shard full"
+  resume_pair full_same 4 "--dp 2 --cp 2 --batch 4 --shard full" 4 "--dp 2 --cp 2 --batch 4 --shard full"
+  resume_pair optimizer_same 2 "--cp 2 --batch 4 --shard optimizer" 2 "--cp 2 --batch 4 --shard optimizer"
+}
+
+case_refused() {
+  local out="$WORK/bad.out"
+  bad() {  # bad NAME PHRASE NP ARGS...
+    local name=$1 phrase=$2 np=$3
+    shift 3
+    timeout 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" --config "$CONFIG" "$@" >"$out" 2>&1
+    expect_once "$name" "$phrase" "$out" $?
+  }
+  bad "--shard partial" '--shard partial: expected "none" or "optimizer" or "full"' 2 --cp 2 \
+    --shard partial
+  jq '.train.shard = "zero3"' "$CONFIG" >"$WORK/zero3.json"
+  bad "train.shard zero3" 'train.shard = "zero3"' 2 --config "$WORK/zero3.json" --cp 2
+}
+
+case "$CASE" in
+  curves) case_curves ;;
+  resume) case_resume ;;
+  refused) case_refused ;;
+  *)
+    echo "unknown case '$CASE'"
+    exit 2
+    ;;
+esac
+finish

@@ -1,0 +1,200 @@
+// The training state sharded over the world (train.shard, train/sharded_state.h) under
+// real MPI ranks (ctest runs this with 1, 2, 3 and 4): at every dp x cp layout that fits,
+// the owned gradients, gathered, are the replicated run's (fp64, 1e-12), the norm and the
+// AdamW step on the owned parts give the replicated values, and each unit moves exactly
+// its blocks: W padded blocks reduce-scattered, the owned parts all-gathered.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "comm/call_sites.h"
+#include "comm/mpi_communicator.h"
+#include "cp/shard.h"
+#include "model/model.h"
+#include "test_support.h"
+#include "train/mesh.h"
+#include "train/optimizer.h"
+#include "train/sharded_state.h"
+
+using namespace gdn;
+using namespace gdn::test;
+
+namespace {
+
+struct Batch {
+  int B;
+  std::int64_t T;
+  std::vector<std::int32_t> seq;  // [B, T + 1]
+};
+
+Batch make_batch(int B, std::int64_t T, int vocab) {
+  Batch b{B, T, std::vector<std::int32_t>(B * (T + 1))};
+  Rng rng(7);
+  for (auto& t : b.seq) t = std::int32_t(rng.next_u64() % vocab);
+  return b;
+}
+
+struct Result {
+  double loss = 0, aux = 0, norm = 0;
+  std::vector<double> grads;   // every parameter, flat in order, summed over the world
+  std::vector<double> values;  // after one AdamW step
+};
+
+// The owned parts of every rank put together (they are disjoint: a sum assembles them).
+std::vector<double> assemble(Communicator& world, const ParamPartition& part, std::int64_t n,
+                             const std::vector<double>& owned) {
+  std::vector<double> whole(std::size_t(n), 0.0);
+  for (const OwnedPart& o : part.parts())
+    std::copy_n(owned.begin() + o.at, o.size, whole.begin() + o.begin);
+  world.all_reduce_sum(whole.data(), whole.size(), "test.assemble");
+  return whole;
+}
+
+// One step of the whole global batch on a dp x cp mesh of world: the loss, the gradients
+// summed over the world, the norm and the values after one AdamW step; replicated
+// (Sharding::none) as the trainer does it, or sharded.
+Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch, int dp, int cp,
+                  Sharding shard, bool recompute) {
+  Mesh mesh = make_mesh(world, dp, cp);
+  ModelOptions mo;
+  mo.recompute = recompute;
+  mo.by_unit = shard == Sharding::full;
+  Model<double, Host> model(c, 16, mo);
+  std::unique_ptr<ShardedState<double, Host>> state;
+  if (shard == Sharding::none) {
+    model.init(5);
+  } else {
+    state = std::make_unique<ShardedState<double, Host>>(shard, model, world, world);
+    if (shard == Sharding::full) model.set_unit_gather(state.get());
+    state->init(5);
+    state->zero_grad();
+  }
+  const int Bl = batch.B / dp;
+  const Shard s = contiguous_shard(batch.T, cp, mesh.cp_rank);
+  std::vector<std::int32_t> tokens(Bl * s.size()), targets(Bl * s.size());
+  for (int b = 0; b < Bl; ++b) {
+    const std::int32_t* seq = batch.seq.data() + (mesh.dp_rank * Bl + b) * (batch.T + 1);
+    std::copy_n(seq + s.begin, s.size(), tokens.data() + b * s.size());
+    std::copy_n(seq + s.begin + 1, s.size(), targets.data() + b * s.size());
+  }
+  const double scale = 1.0 / double(batch.B * batch.T);
+  const CpContext ctx{*mesh.cp_comm, s, batch.T, CpOptions{}};
+  world.reset_counters();
+  const auto losses = model.forward_backward(ctx, world, tokens.data(), targets.data(), Bl, scale);
+  Result r;
+  r.loss = losses.ce_sum * scale;
+  world.all_reduce_sum(&r.loss, 1, "test.loss");
+  r.aux = losses.aux;
+  AdamWConfig ac;
+  ac.lr = 0.01;
+  ac.weight_decay = 0.1;
+  const std::int64_t n = model.params().num_elements();
+  if (shard == Sharding::none) {
+    ParamStore<double, Host>& ps = model.params();
+    world.all_reduce_sum(ps.grads(), std::size_t(n), "test.grads");
+    r.grads = ps.host_grads();
+    r.norm = clip_grad_norm(ps, 0.5);
+    AdamW<double, Host> adamw(ac, ps);
+    adamw.step(ps, 0, ac.lr);
+    r.values = ps.host_values();
+    return r;
+  }
+  if (shard == Sharding::optimizer) state->reduce_gradients();
+  r.grads = assemble(world, state->partition(), n, state->owned_grads());
+  r.norm = state->clip_grad_norm(0.5);
+  state->adamw_step(ac, 0, ac.lr);
+  r.values = shard == Sharding::optimizer
+                 ? model.params().host_values()
+                 : assemble(world, state->partition(), n, state->owned_values());
+  return r;
+}
+
+void check_same(const Result& r, const Result& ref, double tol) {
+  CHECK(std::abs(r.loss - ref.loss) <= tol * std::abs(ref.loss));
+  CHECK(std::abs(r.aux - ref.aux) <= tol * std::max(1e-300, std::abs(ref.aux)));
+  CHECK(std::abs(r.norm - ref.norm) <= tol * ref.norm);
+  REQUIRE(r.grads.size() == ref.grads.size());
+  CHECK(rel_l2(r.grads.data(), ref.grads.data(), ref.grads.size()) <= tol);
+  CHECK(rel_l2(r.values.data(), ref.values.data(), ref.values.size()) <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("a sharded training state gives the replicated gradients and step (fp64, 1e-12)",
+          "[shard]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const int P = world.size();
+  // A tied GDN model (the embedding is used by the head too) and the hybrid MoE model.
+  const ModelConfig tied = make_model_config(29, 16, 2, 24, 1, 2, 8, 6, 0.2, /*tied=*/true);
+  for (const ModelConfig& c : {tied, hybrid_moe_model()}) {
+    const Batch batch = make_batch(2, 29, c.vocab_size);
+    for (int cp = 1; cp <= 4; ++cp)
+      for (int dp : {1, 2}) {
+        if (dp * cp != P) continue;
+        for (bool recompute : {false, true}) {
+          const Result ref = run_layout(world, c, batch, dp, cp, Sharding::none, recompute);
+          for (Sharding shard : {Sharding::optimizer, Sharding::full}) {
+            INFO("tied " << c.tie_word_embeddings << " dp=" << dp << " cp=" << cp << " shard "
+                         << name_of(shard) << " recompute " << recompute);
+            check_same(run_layout(world, c, batch, dp, cp, shard, recompute), ref, 1e-12);
+          }
+        }
+      }
+  }
+}
+
+TEST_CASE("each unit moves exactly its blocks: W padded ones reduced, the owned ones gathered",
+          "[shard][exchange]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const std::int64_t W = world.size(), e = sizeof(double);
+  const ModelConfig c = make_model_config(29, 16, 2, 24, 1, 2, 8, 6, 0.2, /*tied=*/true);
+  const std::vector<ParamUnit> units = parameter_units(c);
+  const std::int64_t U = std::int64_t(units.size());
+  REQUIRE(U == 4);  // the embedding, two layers, the final norm
+  // Counted from the unit sizes alone: unit u of n elements is W blocks of ceil(n / W).
+  std::int64_t padded = 0, whole = 0, mine = 0;
+  for (const ParamUnit& u : units) {
+    const std::int64_t block = (u.size() + W - 1) / W;
+    padded += W * block;
+    whole += u.size();
+    mine += std::max<std::int64_t>(0, std::min(u.size(), (world.rank() + 1) * block) -
+                                          std::min(u.size(), world.rank() * block));
+  }
+  const Batch batch = make_batch(W, 17, c.vocab_size);
+  auto expect = [&](const char* site, std::int64_t calls, std::int64_t sent, std::int64_t got) {
+    const CommCounter& k = world.counter(site);
+    INFO(site);
+    CHECK(k.calls == calls);
+    CHECK(k.bytes_sent == sent);
+    CHECK(k.bytes_received == got);
+  };
+  SECTION("optimizer: every unit reduced once, gathered once after the update") {
+    run_layout(world, c, batch, int(W), 1, Sharding::optimizer, false);
+    expect(train_sites::kGradReduceScatter, U, padded * e, padded / W * e);
+    expect(train_sites::kParamAllGather, U, mine * e, whole * e);
+    expect(train_sites::kForwardParamGather, 0, 0, 0);
+  }
+  SECTION("full: every unit gathered for the forward; the layers and the tied embedding again") {
+    run_layout(world, c, batch, int(W), 1, Sharding::full, false);
+    // The embedding's gradients are reduced twice: the head's part, the embedding's part.
+    const std::int64_t emb_block = (units[0].size() + W - 1) / W;
+    expect(train_sites::kGradReduceScatter, U + 1, (padded + W * emb_block) * e,
+           (padded / W + emb_block) * e);
+    expect(train_sites::kForwardParamGather, U, mine * e, whole * e);
+    const std::int64_t emb_mine =
+        std::max<std::int64_t>(0, std::min(units[0].size(), (world.rank() + 1) * emb_block) -
+                                      std::min(units[0].size(), world.rank() * emb_block));
+    const std::int64_t layers = units[1].size() + units[2].size();
+    std::int64_t layers_mine = 0;
+    for (int u : {1, 2}) {
+      const std::int64_t block = (units[u].size() + W - 1) / W;
+      layers_mine +=
+          std::max<std::int64_t>(0, std::min(units[u].size(), (world.rank() + 1) * block) -
+                                        std::min(units[u].size(), world.rank() * block));
+    }
+    expect(train_sites::kBackwardParamGather, 3, (layers_mine + emb_mine) * e,
+           (layers + units[0].size()) * e);
+    expect(train_sites::kParamAllGather, 0, 0, 0);
+  }
+}
