@@ -23,9 +23,9 @@ using namespace gdn;
 namespace {
 
 // The train keys that shape a step; each keeps gdn_train's flag, help and checks.
-const char* const kLayoutKeys[] = {"seq_len",   "batch_size", "cp",
-                                   "dp",        "dtype",      "chunk_size",
-                                   "recompute", "shard",      "attention_load_balance"};
+const char* const kLayoutKeys[] = {
+    "seq_len", "batch_size", "cp",        "dp",         "ep",
+    "dtype",   "shard",      "recompute", "chunk_size", "attention_load_balance"};
 
 cxxopts::Options make_options() {
   cxxopts::Options o("gdn_plan",

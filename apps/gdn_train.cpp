@@ -20,6 +20,7 @@
 #include "comm/mpi_communicator.h"
 #include "common/app_common.h"
 #include "common/device_flag.h"
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/watchdog.h"
@@ -255,9 +256,14 @@ void announce(const Setup& s, int world_size) {
   if (!s.tie_note.empty()) spdlog::warn("{}", s.tie_note);
   spdlog::info("model {}", describe(s.cfg.model));
   const TrainConfig& t = s.cfg.train;
-  spdlog::info("{} ranks (dp={} cp={}) on {}, {}, seq_len {}, batch {}, {} steps, {}; data: {}",
-               world_size, t.dp, t.cp, app::device_name(s.device), dtype_name(t.dtype), t.seq_len,
-               t.batch_size, t.steps, s.cfg.source, s.data->describe());
+  spdlog::info(
+      "{} ranks (dp={} cp={}{}, training state {}) on {}, {}, seq_len {}, batch {}, {} steps, "
+      "{}; data: {}",
+      world_size, t.dp, t.cp, t.ep > 1 ? fmt::format(" ep={}", t.ep) : std::string(),
+      t.shard == Sharding::none ? std::string("replicated")
+                                : "sharded (" + std::string(name_of(t.shard)) + ")",
+      app::device_name(s.device), dtype_name(t.dtype), t.seq_len, t.batch_size, t.steps,
+      s.cfg.source, s.data->describe());
 }
 
 }  // namespace

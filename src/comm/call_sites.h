@@ -47,12 +47,27 @@ inline constexpr const char* kDkvReduceScatter = "attn.bwd.reduce_scatter_dkv";
 namespace model_sites {
 // All-reduce of the MoE router statistics over the batch (2 E + 1 doubles).
 inline constexpr const char* kRouterStats = "model.router_stats";
+// Expert parallelism (ep > 1), over each ep group: every expert's routed-row count from
+// every rank (E / ep int64 to each peer), then the routed rows to their experts' ranks and
+// the experts' outputs back; backward, dy to the experts and dx back.
+inline constexpr const char* kExpertCounts = "moe.fwd.alltoall_counts";
+inline constexpr const char* kExpertTokens = "moe.fwd.alltoall_tokens";
+inline constexpr const char* kExpertOutputs = "moe.fwd.alltoall_out";
+inline constexpr const char* kExpertDy = "moe.bwd.alltoall_dy";
+inline constexpr const char* kExpertDx = "moe.bwd.alltoall_dx";
 }  // namespace model_sites
 
 // The trainer (src/train/trainer.cpp).
 namespace train_sites {
-// All-reduce of the flat gradient buffer over every rank.
+// All-reduce of the flat gradient buffer over every rank (with ep > 1: of each run of
+// units other than experts).
 inline constexpr const char* kGradAllReduce = "train.grad_allreduce";
+// ep > 1, train.shard none: all-reduce of each experts unit's gradients over the ranks
+// holding those experts.
+inline constexpr const char* kExpertGradAllReduce = "train.expert_grad_allreduce";
+// ep > 1, train.shard none: the experts' part of the gradient norm and of the check of the
+// updated values, summed over the ep group (two doubles).
+inline constexpr const char* kExpertNorms = "train.expert_norms";
 // train.shard optimizer and full: reduce-scatter of each unit's gradients, W blocks of
 // ceil(n / W) elements, once per step (full: when the backward has finished the unit).
 inline constexpr const char* kGradReduceScatter = "train.grad_reduce_scatter";

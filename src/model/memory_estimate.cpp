@@ -28,7 +28,7 @@ std::string MemoryEstimate::describe() const {
 }
 
 MemoryEstimate state_elements(const ModelConfig& c, StateLayout state) {
-  const std::vector<ParamUnit> units = parameter_units(c);
+  const std::vector<ParamUnit> units = parameter_units(c, ExpertSplit{state.ep, 0});
   const std::int64_t n = units.back().end;
   MemoryEstimate e;
   if (state.shard == Sharding::none) {
@@ -36,12 +36,13 @@ MemoryEstimate state_elements(const ModelConfig& c, StateLayout state) {
     e.moments = 2 * n;
     return e;
   }
-  const ParamPartition part(units, state.world, 0);
-  const std::int64_t owned = part.owned(), W = state.world;
+  const ParamPartition part(units, state.world, 0, state.world / state.ep, 0);
+  const std::int64_t owned = part.owned();
   e.moments = 2 * owned;
   // The reduce-scatter's input: W whole blocks of a unit.
   std::int64_t padded = 0;
-  for (std::size_t u = 0; u < units.size(); ++u) padded = std::max(padded, W * part.part(u).block);
+  for (std::size_t u = 0; u < units.size(); ++u)
+    padded = std::max(padded, part.group_size(u) * part.part(u).block);
   if (state.shard == Sharding::optimizer) {
     e.params = n + owned;  // the whole values, and the owned ones the update runs on
     e.grads = n + owned;
@@ -54,7 +55,7 @@ MemoryEstimate state_elements(const ModelConfig& c, StateLayout state) {
   for (std::size_t u = 0; u < units.size(); ++u) {
     std::int64_t held = 2 * units[u].size();
     if (u + 1 == units.size() && c.tie_word_embeddings) held += 2 * units[0].size();
-    e.gathered = std::max(e.gathered, held + W * part.part(u).block);
+    e.gathered = std::max(e.gathered, held + part.group_size(u) * part.part(u).block);
   }
   return e;
 }
@@ -70,7 +71,7 @@ MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int el
   std::int64_t kept = (L + 1) * nd, transient = 3 * nd + block * V, largest_layer = 0;
   for (int l = 0; l < L; ++l) {
     const ActivationElems m = mixer_activations(c.layer_type(l), c, s);
-    const ActivationElems f = mlp_activations(c, l, N);
+    const ActivationElems f = mlp_activations(c, l, N, state.ep);
     // x_mid, h1, h2 and the mixer's and MLP's own; the backward's dh and tmp and dx.
     const std::int64_t layer_kept = 3 * nd + m.kept + f.kept;
     const std::int64_t layer_transient = std::max(m.transient, f.transient) + 3 * nd;

@@ -35,6 +35,7 @@ struct ShardShape {
 struct StateLayout {
   Sharding shard = Sharding::none;
   int world = 1;
+  int ep = 1;  // the experts of each MoE layer split over ep ranks
 };
 
 struct MemoryEstimate {

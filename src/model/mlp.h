@@ -16,6 +16,14 @@
 
 namespace gdn {
 
+class Communicator;
+
+// Expert parallelism: the experts of every MoE block split over `ep` ranks; this rank
+// holds block `rank` of them (experts [rank E / ep, (rank + 1) E / ep)).
+struct ExpertSplit {
+  int ep = 1, rank = 0;
+};
+
 // As Mixer, the public calls check the call order (core/lifecycle.h) and hand over to
 // the do_* members. An MLP keeps nothing across a release: Keep::replay frees everything.
 template <typename T, typename Dev>
@@ -52,6 +60,9 @@ class Mlp {
   virtual int num_experts() const { return 0; }
   virtual void add_router_stats(double* /*assigned*/, double* /*prob_sum*/) const {}
   virtual void set_router_loss_grad(const double* /*dprob*/) {}
+  // With ep > 1, the ranks of this rank's ep group, which exchange the routed tokens:
+  // `rows` moves Dev's buffers, `counts` host ones (the same ranks).
+  virtual void set_expert_comm(Communicator* /*rows*/, Communicator* /*counts*/) {}
 
  protected:
   virtual void do_forward(std::int64_t N, const T* x, T* y) = 0;
@@ -62,13 +73,14 @@ class Mlp {
   Lifecycle lifecycle_;
 };
 
-// The activations the MLP of layer `layer` holds for N tokens (memory_estimate.h).
-ActivationElems mlp_activations(const ModelConfig& c, int layer, std::int64_t N);
+// The activations the MLP of layer `layer` holds for N tokens (memory_estimate.h), its
+// experts spread over ep ranks (a balanced router: each rank runs N k routed rows).
+ActivationElems mlp_activations(const ModelConfig& c, int layer, std::int64_t N, int ep = 1);
 
 // The MLP of layer `layer` (MoE where c.is_moe_layer says so); its parameters are added
 // to ps under prefix + "mlp.".
 template <typename T, typename Dev>
 std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string& prefix,
-                                      const ModelConfig& c, int layer);
+                                      const ModelConfig& c, int layer, ExpertSplit split = {});
 
 }  // namespace gdn

@@ -20,7 +20,7 @@ namespace {
 // Adds the model's parameters in their fixed order (the one checkpoints and the
 // initialisation follow), making each layer's mixer and MLP; ids of the named ones out.
 template <typename T, typename Dev, typename Block>
-void add_parameters(const ModelConfig& c, int chunk_size, ParamStore<T, Dev>& ps,
+void add_parameters(const ModelConfig& c, int chunk_size, ExpertSplit split, ParamStore<T, Dev>& ps,
                     std::vector<Block>& blocks, ParamId& embed, ParamId& final_norm,
                     ParamId& lm_head) {
   const int d = c.hidden_size, Vocab = c.vocab_size;
@@ -30,10 +30,12 @@ void add_parameters(const ModelConfig& c, int chunk_size, ParamStore<T, Dev>& ps
     const std::string p = "model.layers." + std::to_string(l) + ".";
     ps.begin_unit("model.layers." + std::to_string(l));
     Block b;
+    b.unit_begin = ps.units().size() - 1;
     b.input_norm = ps.add(p + "input_layernorm.weight", {d}, false);
     b.mixer = make_mixer(c.layer_type(l), ps, p, c, chunk_size);
     b.post_norm = ps.add(p + "post_attention_layernorm.weight", {d}, false);
-    b.mlp = make_mlp(ps, p, c, l);
+    b.mlp = make_mlp(ps, p, c, l, split);
+    b.unit_end = ps.units().size();
     b.moe = c.is_moe_layer(l);
     blocks.push_back(std::move(b));
   }
@@ -43,6 +45,7 @@ void add_parameters(const ModelConfig& c, int chunk_size, ParamStore<T, Dev>& ps
 }
 
 struct CountBlock {
+  std::size_t unit_begin = 0, unit_end = 0;
   ParamId input_norm, post_norm;
   std::unique_ptr<Mixer<float, Host>> mixer;
   std::unique_ptr<Mlp<float, Host>> mlp;
@@ -51,13 +54,25 @@ struct CountBlock {
 
 }  // namespace
 
-std::vector<ParamUnit> parameter_units(const ModelConfig& c) {
+namespace {
+
+ParamStore<float, Host> count_parameters(const ModelConfig& c, ExpertSplit split) {
   // The layers register their parameters when made; nothing is allocated.
   ParamStore<float, Host> ps;
   std::vector<CountBlock> blocks;
   ParamId embed, norm, head;
-  add_parameters(c, kDefaultChunkSize, ps, blocks, embed, norm, head);
-  return ps.units();
+  add_parameters(c, kDefaultChunkSize, split, ps, blocks, embed, norm, head);
+  return ps;
+}
+
+}  // namespace
+
+std::vector<ParamUnit> parameter_units(const ModelConfig& c, ExpertSplit split) {
+  return count_parameters(c, split).units();
+}
+
+std::vector<ParamInfo> parameter_infos(const ModelConfig& c, ExpertSplit split) {
+  return count_parameters(c, split).infos();
 }
 
 std::int64_t parameter_count(const ModelConfig& c) {
@@ -67,7 +82,21 @@ std::int64_t parameter_count(const ModelConfig& c) {
 template <typename T, typename Dev>
 Model<T, Dev>::Model(const ModelConfig& c, int chunk_size, ModelOptions options)
     : c_(c), options_(options) {
-  add_parameters(c, chunk_size, params_, blocks_, embed_, final_norm_, lm_head_);
+  add_parameters(c, chunk_size, options.experts, params_, blocks_, embed_, final_norm_, lm_head_);
+  if (options.experts.ep > 1) {
+    // Each parameter's place in the whole model: the same one, but for a block of
+    // experts, the rows of the experts before it.
+    const std::vector<ParamInfo> whole = parameter_infos(c);
+    const std::vector<ParamUnit>& units = params_.units();
+    for (ParamId i = 0; i < params_.size(); ++i) {
+      const ParamInfo& p = params_.info(i);
+      GDN_CHECK(whole[i].name == p.name, "parameter ", i, " is '", p.name, "' here and '",
+                whole[i].name, "' in the whole model");
+      const std::int64_t rows = units[p.unit].expert ? p.shape[0] : 0;
+      params_.set_global(
+          i, whole[i].offset + (rows > 0 ? std::int64_t(options.experts.rank) * p.size : 0));
+    }
+  }
   if (options.by_unit)
     params_.allocate_by_unit();
   else
@@ -80,12 +109,17 @@ void Model<T, Dev>::init(std::uint64_t seed) {
   // peak memory for a large model (parameters, gradients and moments exist already). On a
   // GPU they are drawn on the host, one unit at a time, and uploaded.
   Rng rng(seed);
-  const std::vector<ParamUnit>& units = params_.units();
   if constexpr (std::is_same_v<Buffer<Dev, T>, std::vector<T>>) {
+    if (options_.experts.ep > 1) {
+      draw_init_by_unit(seed, [&](std::size_t u, const std::vector<T>& host) {
+        std::copy(host.begin(), host.end(), params_.unit_values(u));
+      });
+      return;
+    }
     std::vector<T>& values = params_.host_storage();
     std::fill(values.begin(), values.end(), T(0));
-    for (std::size_t u = 0; u < units.size(); ++u)
-      draw_unit(u, rng, HostParams<T>{values.data(), 0, params_.num_elements()});
+    for (std::size_t g = 0; g < blocks_.size() + 2; ++g)
+      draw_group(g, rng, HostParams<T>{values.data(), 0, params_.num_elements()});
   } else {
     draw_init_by_unit(seed, [&](std::size_t u, const std::vector<T>& host) {
       Dev::upload(params_.unit_values(u), host.data(), host.size());
@@ -96,18 +130,49 @@ void Model<T, Dev>::init(std::uint64_t seed) {
 template <typename T, typename Dev>
 void Model<T, Dev>::draw_init_by_unit(
     std::uint64_t seed, const std::function<void(std::size_t, const std::vector<T>&)>& take) const {
+  if (options_.experts.ep > 1) {
+    // The draws run over every expert: the whole model (stored by unit, so nothing is
+    // allocated) draws each unit, and this rank keeps its parameters' parts of it.
+    ModelOptions whole_options;
+    whole_options.by_unit = true;
+    const Model<T, Host> whole(c_, kDefaultChunkSize, whole_options);
+    std::vector<T> mine;
+    whole.draw_init_by_unit(seed, [&](std::size_t u, const std::vector<T>& host) {
+      const ParamUnit& pu = params_.units()[u];
+      const std::int64_t global_begin = whole.params().units()[u].begin;
+      mine.assign(std::size_t(pu.size()), T(0));
+      for (const ParamInfo& p : params_.infos())
+        if (p.unit == u)
+          std::copy_n(host.begin() + (p.global - global_begin), p.size,
+                      mine.begin() + (p.offset - pu.begin));
+      take(u, mine);
+    });
+    return;
+  }
   Rng rng(seed);
-  std::vector<T> host;
-  for (std::size_t u = 0; u < params_.units().size(); ++u) {
-    const ParamUnit& pu = params_.units()[u];
-    host.assign(std::size_t(pu.size()), T(0));
-    draw_unit(u, rng, HostParams<T>{host.data(), pu.begin, pu.size()});
-    take(u, host);
+  std::vector<T> host, unit;
+  const std::vector<ParamUnit>& units = params_.units();
+  for (std::size_t g = 0; g < blocks_.size() + 2; ++g) {
+    const auto [first, last] = group_units(g);
+    const std::int64_t begin = units[first].begin, end = units[last - 1].end;
+    host.assign(std::size_t(end - begin), T(0));
+    draw_group(g, rng, HostParams<T>{host.data(), begin, end - begin});
+    for (std::size_t u = first; u < last; ++u) {
+      unit.assign(host.begin() + (units[u].begin - begin), host.begin() + (units[u].end - begin));
+      take(u, unit);
+    }
   }
 }
 
 template <typename T, typename Dev>
-void Model<T, Dev>::draw_unit(std::size_t u, Rng& rng, const HostParams<T>& host) const {
+std::pair<std::size_t, std::size_t> Model<T, Dev>::group_units(std::size_t g) const {
+  if (g == 0) return {0, 1};
+  if (g <= blocks_.size()) return {blocks_[g - 1].unit_begin, blocks_[g - 1].unit_end};
+  return {head_unit(), head_unit() + 1};
+}
+
+template <typename T, typename Dev>
+void Model<T, Dev>::draw_group(std::size_t u, Rng& rng, const HostParams<T>& host) const {
   const double std = c_.initializer_range;
   // RMSNorm weights stay zero: Qwen3-Next scales by (1 + w).
   auto normal = [&](ParamId id) {
@@ -126,6 +191,11 @@ void Model<T, Dev>::draw_unit(std::size_t u, Rng& rng, const HostParams<T>& host
   } else if (lm_head_ != embed_) {
     normal(lm_head_);
   }
+}
+
+template <typename T, typename Dev>
+void Model<T, Dev>::set_expert_comm(Communicator* rows, Communicator* counts) {
+  for (Block& b : blocks_) b.mlp->set_expert_comm(rows, counts);
 }
 
 template <typename T, typename Dev>
@@ -247,9 +317,9 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   release(0, false);
   for (std::size_t l = 0; l < L; ++l) {
     LayerActs& a = acts[recompute ? 0 : l];
-    acquire(l + 1);
+    acquire_layer(l);
     layer_forward(l, cp, B, x_in[l].data(), a, x_in[l + 1].data());
-    release(l + 1, false);
+    release_layer(l, false);
     Block& b = blocks_[l];
     if (b.moe) {
       b.mlp->add_router_stats(router.data(), router.data() + E);
@@ -281,14 +351,14 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   dh = Buffer<Dev, T>();
   for (std::size_t l = L; l-- > 0;) {
     LayerActs& a = acts[recompute ? 0 : l];
-    acquire(l + 1);
+    acquire_layer(l);
     if (recompute) {
       // The layer's forward again, from its kept input: the same bits as the first time.
       Buffer<Dev, T> out(static_cast<std::size_t>(nd));
       layer_forward(l, cp, B, x_in[l].data(), a, out.data());
     }
     layer_backward(l, cp, x_in[l].data(), a, dx.data());
-    release(l + 1, true);
+    release_layer(l, true);
     if (recompute) {
       blocks_[l].mixer->release(Keep::nothing);
       blocks_[l].mlp->release(Keep::nothing);

@@ -37,12 +37,15 @@ struct ModelOptions {
   // train.shard full: the parameters are stored by unit (params.h), and resident only
   // between a UnitGather's acquire and release.
   bool by_unit = false;
+  // Expert parallelism: this rank's block of every MoE layer's experts.
+  ExpertSplit experts = {};
 };
 
 // Under train.shard full a rank holds 1/world of every unit; the model says when it needs
 // a unit whole and when it is done with it (train/sharded_state.h implements this with
-// an all-gather and a reduce-scatter). Units: 0 the embedding, 1 + l layer l, and
-// L + 1 the final norm with the LM head (unit 0 again for a tied head).
+// an all-gather and a reduce-scatter). Units: 0 the embedding, then each layer's (one,
+// or three for a MoE layer: the layer, its experts, its shared expert), and last the final
+// norm with the LM head (unit 0 again for a tied head).
 class UnitGather {
  public:
   virtual ~UnitGather() = default;
@@ -54,9 +57,11 @@ class UnitGather {
 };
 inline constexpr std::int64_t kLossBlockElems = std::int64_t(1) << 24;
 
-// The parameters a model of this config has (without allocating them), and its units.
+// The parameters a model of this config has (without allocating them), its units and
+// its parameters (with one rank's block of experts when split.ep > 1).
 std::int64_t parameter_count(const ModelConfig& c);
-std::vector<ParamUnit> parameter_units(const ModelConfig& c);
+std::vector<ParamUnit> parameter_units(const ModelConfig& c, ExpertSplit split = {});
+std::vector<ParamInfo> parameter_infos(const ModelConfig& c, ExpertSplit split = {});
 
 template <typename T, typename Dev>
 class Model {
@@ -76,7 +81,9 @@ class Model {
                          const std::function<void(std::size_t, const std::vector<T>&)>& take) const;
   // Null (the default): every parameter is resident.
   void set_unit_gather(UnitGather* g) { gather_ = g; }
-  std::size_t head_unit() const { return blocks_.size() + 1; }
+  std::size_t head_unit() const { return params_.units().size() - 1; }
+  // With experts.ep > 1: the ep group's communicators (MoeMlp::set_expert_comm).
+  void set_expert_comm(Communicator* rows, Communicator* counts);
 
   struct Losses {
     double ce_sum = 0;  // this shard's summed token cross-entropies (unscaled)
@@ -98,15 +105,25 @@ class Model {
   std::int64_t attention_pairs() const;
 
  private:
-  // Draws unit u's initial values into host (all zeros on entry), continuing rng.
-  void draw_unit(std::size_t u, Rng& rng, const HostParams<T>& host) const;
+  // Draws the initial values of draw group g into host (all zeros on entry), continuing
+  // rng. The groups: 0 the embedding, 1 + l layer l (all its units), L + 1 the head.
+  void draw_group(std::size_t g, Rng& rng, const HostParams<T>& host) const;
+  // Draw group g's units [first, last).
+  std::pair<std::size_t, std::size_t> group_units(std::size_t g) const;
   void acquire(std::size_t u, bool values = true) {
     if (gather_) gather_->acquire(u, values);
   }
   void release(std::size_t u, bool grads) {
     if (gather_) gather_->release(u, grads);
   }
+  void acquire_layer(std::size_t l) {
+    for (std::size_t u = blocks_[l].unit_begin; u < blocks_[l].unit_end; ++u) acquire(u);
+  }
+  void release_layer(std::size_t l, bool grads) {
+    for (std::size_t u = blocks_[l].unit_begin; u < blocks_[l].unit_end; ++u) release(u, grads);
+  }
   struct Block {
+    std::size_t unit_begin = 0, unit_end = 0;  // its units
     ParamId input_norm, post_norm;
     std::unique_ptr<Mixer<T, Dev>> mixer;
     std::unique_ptr<Mlp<T, Dev>> mlp;

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/call_sites.h"
+#include "comm/communicator.h"
 #include "core/error.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/linear/linear.h"
@@ -14,23 +16,34 @@
 namespace gdn {
 
 template <typename T, typename Dev>
-MoeMlp<T, Dev>::MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c)
+MoeMlp<T, Dev>::MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
+                       ExpertSplit split)
     : Mlp<T, Dev>(prefix + "mlp"),
       ps_(ps),
       d_(c.hidden_size),
       E_(c.num_experts),
       k_(c.num_experts_per_tok),
       I_(c.moe_intermediate_size),
+      ep_(split.ep),
+      El_(split.ep >= 1 && E_ % split.ep == 0 ? E_ / split.ep : 0),
+      e0_(split.rank * El_),
       renorm_(c.family == ModelFamily::qwen3_5_moe || c.norm_topk_prob),
       router_(ps.add(prefix + "mlp.gate.weight", {E_, d_}, true)),
-      experts_gate_up_(ps.add(prefix + "mlp.experts.gate_up_proj", {E_, 2 * I_, d_}, true)),
-      experts_down_(ps.add(prefix + "mlp.experts.down_proj", {E_, d_, I_}, true)),
-      shared_gate_(ps.add(prefix + "mlp.shared_expert_gate.weight", {1, d_}, true)),
+      experts_gate_up_((ps.begin_unit(prefix + "mlp.experts", true),
+                        ps.add(prefix + "mlp.experts.gate_up_proj", {El_, 2 * I_, d_}, true))),
+      experts_down_(ps.add(prefix + "mlp.experts.down_proj", {El_, d_, I_}, true)),
+      shared_gate_((ps.begin_unit(prefix + "mlp.shared_expert"),
+                    ps.add(prefix + "mlp.shared_expert_gate.weight", {1, d_}, true))),
       shared_(ps, prefix + "mlp.shared_expert.", c.hidden_size, c.shared_expert_intermediate_size) {
+  GDN_CHECK(El_ > 0 && split.rank >= 0 && split.rank < split.ep, "moe: ep ", split.ep, " (rank ",
+            split.rank, ") does not divide the ", E_, " experts of ", prefix, "mlp");
 }
 
 template <typename T, typename Dev>
 void MoeMlp<T, Dev>::init(Rng& rng, double std, const HostParams<T>& host) const {
+  // The draws run over every expert: a block of them is drawn through the ep = 1 model.
+  GDN_CHECK(ep_ == 1, "moe: the initial values of an expert block (ep ", ep_,
+            ") are drawn through the whole model (Model::init)");
   for (ParamId id : {router_, experts_gate_up_, experts_down_, shared_gate_}) {
     T* w = host.at(ps_.info(id));
     for (std::int64_t i = 0; i < ps_.info(id).size; ++i) w[i] = T(std * rng.normal());
@@ -39,7 +52,7 @@ void MoeMlp<T, Dev>::init(Rng& rng, double std, const HostParams<T>& host) const
 }
 
 template <typename T, typename Dev>
-ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N) {
+ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N, int ep) {
   const std::int64_t E = c.num_experts, k = c.num_experts_per_tok, I = c.moe_intermediate_size;
   const std::int64_t d = c.hidden_size, Nk = N * k;
   const ActivationElems shared =
@@ -47,6 +60,8 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
   ActivationElems a;
   // probs, weights, idx; per routed row its weight, gate, up, act, out; shared out, z.
   a.kept = N * E + 2 * Nk + Nk * (1 + 3 * I + d) + N * (d + 1) + shared.kept;
+  // ep > 1: the rows received for this rank's experts, and their outputs back.
+  if (ep > 1) a.kept += 2 * Nk * d;
   // Backward: per routed row dy, dout, dact, dgate, dup, x, dx; dweights, dlogits; tmp.
   a.transient = std::max(Nk * (4 * d + 3 * I) + Nk + N * E + N * d, shared.transient);
   return a;
@@ -99,6 +114,12 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   ops::linear_forward(dev, x, ps_.value(shared_gate_), N, d_, 1, shared_z_.data());
   Dev::fill(y, std::size_t(N * d_), T(0));
   ops::shared_gate_forward(dev, shared_out_.data(), shared_z_.data(), N, d_, y);
+  if (ep_ > 1) {
+    Buffer<Dev, T> xs(std::size_t(R * d_));
+    ops::gather_rows(dev, x, rows_.data(), R, d_, xs.data());
+    forward_ep(xs, y);
+    return;
+  }
   Buffer<Dev, T> xe;
   for (int e = 0; e < E_; ++e) {
     const std::int64_t o = offset_[std::size_t(e)], n = offset_[std::size_t(e) + 1] - o;
@@ -112,6 +133,135 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
     ops::scatter_add_rows(dev, out_.data() + o * d_, rows_.data() + o, routed_w_.data() + o, n, d_,
                           y);
   }
+}
+
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::set_expert_comm(Communicator* rows, Communicator* counts) {
+  rows_comm_ = rows;
+  counts_comm_ = counts;
+}
+
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::exchange_rows(const T* send, T* recv, bool to_experts, const char* site) {
+  const std::vector<std::int64_t>& out = to_experts ? send_rows_ : recv_rows_;
+  const std::vector<std::int64_t>& in = to_experts ? recv_rows_ : send_rows_;
+  const std::size_t row = std::size_t(d_) * sizeof(T);
+  std::vector<std::size_t> sb(static_cast<std::size_t>(ep_)), so(sb.size()), rb(sb.size()),
+      ro(sb.size());
+  for (std::size_t q = 0, s_at = 0, r_at = 0; q < sb.size(); ++q) {
+    sb[q] = std::size_t(out[q]) * row, so[q] = s_at, s_at += sb[q];
+    rb[q] = std::size_t(in[q]) * row, ro[q] = r_at, r_at += rb[q];
+  }
+  rows_comm_->all_to_all(send, sb, so, recv, rb, ro, site);
+}
+
+// The routed rows xs [N k, d] (grouped by expert, so by the rank holding it) go to their
+// experts' ranks; each rank runs its experts on what it received and sends the outputs
+// back, which add to y with the routing weights as on one rank.
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, T* y) {
+  const Dev dev{};
+  GDN_CHECK(rows_comm_ && counts_comm_ && rows_comm_->size() == ep_ && counts_comm_->size() == ep_,
+            "moe: ep ", ep_, " needs the ep group's communicators (set_expert_comm)");
+  const std::int64_t R = N_ * k_;
+  // Each expert's routed rows from here, to its rank; the counts of this rank's experts
+  // from every rank of the group.
+  std::vector<std::int64_t> sent(static_cast<std::size_t>(E_)), got(sent.size());
+  for (int e = 0; e < E_; ++e)
+    sent[std::size_t(e)] = offset_[std::size_t(e) + 1] - offset_[std::size_t(e)];
+  const std::size_t block = std::size_t(El_) * sizeof(std::int64_t);
+  std::vector<std::size_t> bytes(static_cast<std::size_t>(ep_), block), offsets(bytes.size());
+  for (std::size_t q = 0; q < offsets.size(); ++q) offsets[q] = q * block;
+  counts_comm_->all_to_all(sent.data(), bytes, offsets, got.data(), bytes, offsets,
+                           model_sites::kExpertCounts);
+  send_rows_.assign(std::size_t(ep_), 0);
+  recv_rows_.assign(std::size_t(ep_), 0);
+  for (int q = 0; q < ep_; ++q)
+    for (int j = 0; j < El_; ++j) {
+      send_rows_[std::size_t(q)] += sent[std::size_t(q * El_ + j)];
+      recv_rows_[std::size_t(q)] += got[std::size_t(q * El_ + j)];
+    }
+  // The received rows are source-major (by rank, then expert); perm_ lists them
+  // expert-major, so each local expert's rows are one range of it.
+  std::vector<std::int64_t> src_at(static_cast<std::size_t>(ep_) + 1, 0);
+  for (int s = 0; s < ep_; ++s)
+    src_at[std::size_t(s) + 1] = src_at[std::size_t(s)] + recv_rows_[std::size_t(s)];
+  std::vector<std::int64_t> perm;
+  perm.reserve(std::size_t(src_at.back()));
+  local_offset_.assign(std::size_t(El_) + 1, 0);
+  std::vector<std::int64_t> cursor(src_at.begin(), src_at.end() - 1);
+  for (int j = 0; j < El_; ++j) {
+    for (int s = 0; s < ep_; ++s) {
+      const std::int64_t n = got[std::size_t(s * El_ + j)];
+      for (std::int64_t i = 0; i < n; ++i) perm.push_back(cursor[std::size_t(s)]++);
+    }
+    local_offset_[std::size_t(j) + 1] = std::int64_t(perm.size());
+  }
+  perm_ = to_device<Dev>(perm.data(), perm.size());
+  const std::int64_t Rr = std::int64_t(perm.size());
+  xr_.resize(std::size_t(Rr * d_));
+  exchange_rows(xs.data(), xr_.data(), true, model_sites::kExpertTokens);
+  g_.resize(Rr * I_);
+  u_.resize(Rr * I_);
+  act_.resize(Rr * I_);
+  out_.resize(Rr * d_);
+  Buffer<Dev, T> xe;
+  for (int j = 0; j < El_; ++j) {
+    const std::int64_t o = local_offset_[std::size_t(j)], n = local_offset_[std::size_t(j) + 1] - o;
+    if (n == 0) continue;
+    xe.resize(n * d_);
+    ops::gather_rows(dev, xr_.data(), perm_.data() + o, n, d_, xe.data());
+    ops::linear_forward(dev, xe.data(), gate_w(j), n, d_, I_, g_.data() + o * I_);
+    ops::linear_forward(dev, xe.data(), up_w(j), n, d_, I_, u_.data() + o * I_);
+    ops::swiglu_forward(dev, g_.data() + o * I_, u_.data() + o * I_, n * I_, act_.data() + o * I_);
+    ops::linear_forward(dev, act_.data() + o * I_, down_w(j), n, I_, d_, out_.data() + o * d_);
+  }
+  // The outputs back to source-major, then home, in the order of rows_.
+  Buffer<Dev, T> outs(std::size_t(Rr * d_));
+  ops::scatter_add_rows(dev, out_.data(), perm_.data(), static_cast<const T*>(nullptr), Rr, d_,
+                        outs.data());
+  out_back_.resize(std::size_t(R * d_));
+  exchange_rows(outs.data(), out_back_.data(), false, model_sites::kExpertOutputs);
+  ops::scatter_add_rows(dev, out_back_.data(), rows_.data(), routed_w_.data(), R, d_, y);
+}
+
+// The mirror of forward_ep: dy of the routed rows, scaled by their weights, to the
+// experts; the experts' dx back. dw_routed gets d(weight) of each routed row.
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::backward_ep(const T* dy, T* dx, T* dw_routed) {
+  const Dev dev{};
+  const std::int64_t R = N_ * k_, Rr = local_offset_.back();
+  Buffer<Dev, T> dys(std::size_t(R * d_));
+  ops::gather_rows(dev, dy, rows_.data(), R, d_, dys.data());
+  ops::row_dots(dev, dys.data(), out_back_.data(), R, d_, dw_routed);
+  ops::scale_rows(dev, dys.data(), routed_w_.data(), R, d_, dys.data());
+  Buffer<Dev, T> dyr(std::size_t(Rr * d_)), dxr(std::size_t(Rr * d_));
+  exchange_rows(dys.data(), dyr.data(), true, model_sites::kExpertDy);
+  T* dWgu = ps_.grad(experts_gate_up_);
+  T* dWd = ps_.grad(experts_down_);
+  Buffer<Dev, T> xe, dye, dact, dg, du, dxe, tmp;
+  for (int j = 0; j < El_; ++j) {
+    const std::int64_t o = local_offset_[std::size_t(j)], n = local_offset_[std::size_t(j) + 1] - o;
+    if (n == 0) continue;
+    for (Buffer<Dev, T>* b : {&xe, &dye, &dxe, &tmp}) b->resize(n * d_);
+    for (Buffer<Dev, T>* b : {&dact, &dg, &du}) b->resize(n * I_);
+    ops::gather_rows(dev, dyr.data(), perm_.data() + o, n, d_, dye.data());
+    ops::linear_backward(dev, act_.data() + o * I_, down_w(j), dye.data(), n, I_, d_, dact.data(),
+                         dWd + std::int64_t(j) * d_ * I_);
+    ops::swiglu_backward(dev, g_.data() + o * I_, u_.data() + o * I_, dact.data(), n * I_,
+                         dg.data(), du.data());
+    ops::gather_rows(dev, xr_.data(), perm_.data() + o, n, d_, xe.data());
+    T* dWg = dWgu + std::int64_t(j) * 2 * I_ * d_;
+    ops::linear_backward(dev, xe.data(), gate_w(j), dg.data(), n, d_, I_, dxe.data(), dWg);
+    ops::linear_backward(dev, xe.data(), up_w(j), du.data(), n, d_, I_, tmp.data(),
+                         dWg + std::int64_t(I_) * d_);
+    ops::add(dev, dxe.data(), dxe.data(), tmp.data(), n * d_);
+    ops::scatter_add_rows(dev, dxe.data(), perm_.data() + o, static_cast<const T*>(nullptr), n, d_,
+                          dxr.data());
+  }
+  Buffer<Dev, T> dxs(std::size_t(R * d_));
+  exchange_rows(dxr.data(), dxs.data(), false, model_sites::kExpertDx);
+  ops::scatter_add_rows(dev, dxs.data(), rows_.data(), static_cast<const T*>(nullptr), R, d_, dx);
 }
 
 template <typename T, typename Dev>
@@ -139,7 +289,8 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   Dev::fill(dx, std::size_t(N * d_), T(0));
   Buffer<Dev, T> dweights(N * k_), dw_routed(N * k_);
   Buffer<Dev, T> xe, dye, dact, dg, du, dxe, tmp;
-  for (int e = 0; e < E_; ++e) {
+  if (ep_ > 1) backward_ep(dy, dx, dw_routed.data());
+  for (int e = 0; e < E_ && ep_ == 1; ++e) {
     const std::int64_t o = offset_[std::size_t(e)], n = offset_[std::size_t(e) + 1] - o;
     if (n == 0) continue;
     const T* act = act_.data() + o * I_;
@@ -196,6 +347,9 @@ void MoeMlp<T, Dev>::do_release() {
     *b = Buffer<Dev, T>();
   idx_ = Buffer<Dev, std::int32_t>();
   offset_ = {};
+  xr_ = Buffer<Dev, T>();
+  out_back_ = Buffer<Dev, T>();
+  perm_ = Buffer<Dev, std::int64_t>();
   rows_ = Buffer<Dev, std::int64_t>();
   choice_ = Buffer<Dev, std::int64_t>();
   shared_.release(Keep::nothing);

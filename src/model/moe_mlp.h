@@ -16,17 +16,21 @@ class MoeMlp final : public Mlp<T, Dev> {
  public:
   // Registers gate, experts.gate_up_proj [E, 2I, d] (gate rows first),
   // experts.down_proj [E, d, I], shared_expert.* and shared_expert_gate under
-  // prefix + "mlp.".
-  MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c);
+  // prefix + "mlp."; the experts in a unit of their own. With split.ep > 1 this rank holds
+  // E / ep experts (rows [split.rank E / ep, ...) of the two expert tensors) and the
+  // routed tokens go to the rank of their expert and back by all-to-all (design §5c).
+  MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
+         ExpertSplit split = {});
 
   // transformers' _init_weights: every weight N(0, std).
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
-  static ActivationElems activations(const ModelConfig& c, std::int64_t N);
+  static ActivationElems activations(const ModelConfig& c, std::int64_t N, int ep = 1);
 
   int num_experts() const override { return E_; }
   // assigned, prob_sum and dprob are host arrays of E numbers (the model's reductions).
   void add_router_stats(double* assigned, double* prob_sum) const override;
   void set_router_loss_grad(const double* dprob) override;
+  void set_expert_comm(Communicator* rows, Communicator* counts) override;
 
  protected:
   void do_forward(std::int64_t N, const T* x, T* y) override;
@@ -34,6 +38,14 @@ class MoeMlp final : public Mlp<T, Dev> {
   void do_release() override;
 
  private:
+  // The expert-parallel forward and backward (ep > 1): the routed rows to the experts'
+  // ranks and back.
+  void forward_ep(const Buffer<Dev, T>& xs, T* y);
+  void backward_ep(const T* dy, T* dx, T* dw_routed);
+  // Rows [R, d] in a source-major layout, out to the peers by all-to-all (to_experts:
+  // send_rows_ out, recv_rows_ in; else the reverse).
+  void exchange_rows(const T* send, T* recv, bool to_experts, const char* site);
+  // Local expert j (0-based) of this rank.
   const T* gate_w(int e) const {
     return ps_.value(experts_gate_up_) + std::int64_t(e) * 2 * I_ * d_;
   }
@@ -42,6 +54,9 @@ class MoeMlp final : public Mlp<T, Dev> {
 
   ParamStore<T, Dev>& ps_;
   int d_, E_, k_, I_;
+  int ep_ = 1, El_ = 0, e0_ = 0;  // ep ranks; this rank's experts [e0_, e0_ + El_)
+  Communicator* rows_comm_ = nullptr;
+  Communicator* counts_comm_ = nullptr;
   bool renorm_;
   ParamId router_, experts_gate_up_, experts_down_, shared_gate_;
   DenseMlp<T, Dev> shared_;
@@ -57,6 +72,13 @@ class MoeMlp final : public Mlp<T, Dev> {
   Buffer<Dev, std::int64_t> rows_, choice_;
   Buffer<Dev, T> routed_w_, g_, u_, act_, out_;  // per routed row
   Buffer<Dev, double> dprob_;                    // the load-balancing loss gradient
+  // ep > 1: the routed rows this rank sends to and receives from each ep rank; the rows
+  // received (source-major: by source rank, then by expert); their expert-major order
+  // (local expert j's rows at [local_offset_[j], local_offset_[j + 1]) of perm_, which
+  // indexes the received rows); the experts' outputs back in the order of rows_.
+  std::vector<std::int64_t> send_rows_, recv_rows_, local_offset_;
+  Buffer<Dev, T> xr_, out_back_;
+  Buffer<Dev, std::int64_t> perm_;
 };
 
 }  // namespace gdn

@@ -1,9 +1,11 @@
 // Which part of every unit of parameters (params.h) each rank owns under train.shard
-// optimizer or full (docs/design.md §6d). Unit u of n elements over W ranks is cut into W
-// blocks of ceil(n / W) elements; rank w owns block w, clipped to the unit (the last
-// ranks' parts may be shorter, or empty). The reduce-scatter of a unit's gradients sends
-// W whole blocks (zero padding past the unit) and the all-gather of its values only the
-// owned elements. A rank's owned elements, unit after unit, make its owned buffer.
+// optimizer or full (docs/design.md §6d). Unit u of n elements over the W ranks of its
+// group is cut into W blocks of ceil(n / W) elements; rank w of the group owns block w,
+// clipped to the unit (the last ranks' parts may be shorter, or empty). The group is the
+// world, or for a unit of experts the ranks that hold those experts (world / ep of them).
+// The reduce-scatter of a unit's gradients sends W whole blocks (zero padding past the unit) and
+// the all-gather of its values only the owned elements. A rank's owned elements, unit after unit,
+// make its owned buffer.
 #pragma once
 
 #include <algorithm>
@@ -34,23 +36,30 @@ struct OwnedPart {
 
 class ParamPartition {
  public:
-  ParamPartition(const std::vector<ParamUnit>& units, int world, int rank)
-      : world_(world), rank_(rank), units_(units) {
+  // world, rank: of the world; expert_world, expert_rank: of the ranks holding this rank's
+  // experts (the world, when ep = 1).
+  ParamPartition(const std::vector<ParamUnit>& units, int world, int rank, int expert_world,
+                 int expert_rank)
+      : world_(world), rank_(rank), expert_world_(expert_world), units_(units) {
     std::int64_t at = 0;
     for (const ParamUnit& u : units) {
-      OwnedPart p = part_of(u, rank);
+      OwnedPart p = part_of(u, u.expert ? expert_rank : rank);
       p.at = at;
       at += p.size;
       parts_.push_back(p);
     }
     owned_ = at;
   }
+  ParamPartition(const std::vector<ParamUnit>& units, int world, int rank)
+      : ParamPartition(units, world, rank, world, rank) {}
   int world() const { return world_; }
   int rank() const { return rank_; }
+  // The ranks unit u is split over.
+  int group_size(std::size_t u) const { return units_[u].expert ? expert_world_ : world_; }
   // This rank's part of unit u.
   const OwnedPart& part(std::size_t u) const { return parts_[u]; }
   const std::vector<OwnedPart>& parts() const { return parts_; }
-  // Rank w's part of unit u (its `at` is left 0).
+  // The part of unit u of rank w of its group (its `at` is left 0).
   OwnedPart part_of(std::size_t u, int w) const { return part_of(units_[u], w); }
   std::int64_t owned() const { return owned_; }
   std::size_t num_units() const { return units_.size(); }
@@ -59,7 +68,8 @@ class ParamPartition {
  private:
   OwnedPart part_of(const ParamUnit& u, int w) const {
     OwnedPart p;
-    p.block = (u.size() + world_ - 1) / world_;
+    const int W = u.expert ? expert_world_ : world_;
+    p.block = (u.size() + W - 1) / W;
     const std::int64_t lo = std::min(u.size(), std::int64_t(w) * p.block);
     const std::int64_t hi = std::min(u.size(), lo + p.block);
     p.begin = u.begin + lo;
@@ -68,7 +78,7 @@ class ParamPartition {
     return p;
   }
 
-  int world_, rank_;
+  int world_, rank_, expert_world_;
   std::vector<ParamUnit> units_;
   std::vector<OwnedPart> parts_;
   std::int64_t owned_ = 0;

@@ -11,6 +11,7 @@
 // Dev's memory; host copies are made only for initialisation and checkpoints.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -31,12 +32,18 @@ struct ParamInfo {
   std::int64_t size = 0;    // elements
   bool decay = true;        // AdamW weight decay applies (matrices yes; norms, A_log, dt_bias no)
   std::size_t unit = 0;     // the unit it belongs to
+  // Its first element's place in the flat order of the whole model (ep = 1): the offset
+  // there, plus, for a rank's block of experts, the rows of the experts before them.
+  std::int64_t global = 0;
 };
 
 // Consecutive parameters [begin, end) of the flat order, gathered and released together.
 struct ParamUnit {
   std::string name;  // "model.embed_tokens", "model.layers.3", "model.norm + lm_head"
   std::int64_t begin = 0, end = 0;
+  // A MoE block's experts: split over the ep ranks, their gradients summed over the ranks
+  // that hold the same experts, not over the whole world.
+  bool expert = false;
   std::int64_t size() const { return end - begin; }
 };
 
@@ -54,15 +61,37 @@ struct HostParams {
   }
 };
 
+// Calls f(local, global, n) for each run of the flat elements [lo, hi) that lies in one
+// parameter: where the run starts here, where in the whole model's flat order, its length.
+template <typename F>
+void for_each_global_run(const std::vector<ParamInfo>& infos, std::int64_t lo, std::int64_t hi,
+                         F&& f) {
+  for (const ParamInfo& p : infos) {
+    const std::int64_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.size);
+    if (a < b) f(a, p.global + (a - p.offset), b - a);
+  }
+}
+
+// This rank's flat values (all of infos) from the whole model's flat order.
+template <typename T>
+std::vector<T> local_from_global(const std::vector<ParamInfo>& infos, const std::vector<T>& whole) {
+  const std::int64_t n = infos.empty() ? 0 : infos.back().offset + infos.back().size;
+  std::vector<T> local(static_cast<std::size_t>(n));
+  for_each_global_run(infos, 0, n, [&](std::int64_t at, std::int64_t global, std::int64_t len) {
+    std::copy_n(whole.begin() + global, len, local.begin() + at);
+  });
+  return local;
+}
+
 template <typename T, typename Dev>
 class ParamStore {
  public:
   // Starts a new unit: the parameters added from here on belong to it. A parameter added
   // before any begin_unit() starts a unit named "all".
-  void begin_unit(std::string name) {
+  void begin_unit(std::string name, bool expert = false) {
     GDN_CHECK(!allocated_, "unit '", name, "' begun after the storage was allocated");
     if (!units_.empty() && units_.back().size() == 0) units_.pop_back();
-    units_.push_back({std::move(name), num_elements(), num_elements()});
+    units_.push_back({std::move(name), num_elements(), num_elements(), expert});
   }
   // Adds a parameter to the current unit; every add comes before the storage is allocated.
   ParamId add(const std::string& name, Shape shape, bool decay) {
@@ -70,7 +99,8 @@ class ParamStore {
     for (const auto& p : info_) GDN_CHECK(p.name != name, "parameter '", name, "' added twice");
     if (units_.empty()) begin_unit("all");
     const std::int64_t n = numel(shape);
-    info_.push_back({name, std::move(shape), num_elements(), n, decay, units_.size() - 1});
+    info_.push_back(
+        {name, std::move(shape), num_elements(), n, decay, units_.size() - 1, num_elements()});
     units_.back().end += n;
     return info_.size() - 1;
   }
@@ -93,6 +123,8 @@ class ParamStore {
   const ParamInfo& info(ParamId id) const { return info_.at(id); }
   const std::vector<ParamInfo>& infos() const { return info_; }
   const std::vector<ParamUnit>& units() const { return units_; }
+  // Where each parameter lies in the whole model's flat order (ParamInfo::global).
+  void set_global(ParamId id, std::int64_t global) { info_.at(id).global = global; }
   ParamId find(const std::string& name) const {
     for (std::size_t i = 0; i < info_.size(); ++i)
       if (info_[i].name == name) return i;

@@ -20,8 +20,8 @@ ActivationElems mixer_activations(LayerType type, const ModelConfig& c, const Sh
   throw_error("mixer_activations: layer type ", int(type), " has no mixer");
 }
 
-ActivationElems mlp_activations(const ModelConfig& c, int layer, std::int64_t N) {
-  if (c.is_moe_layer(layer)) return MoeMlp<float, Host>::activations(c, N);
+ActivationElems mlp_activations(const ModelConfig& c, int layer, std::int64_t N, int ep) {
+  if (c.is_moe_layer(layer)) return MoeMlp<float, Host>::activations(c, N, ep);
   return DenseMlp<float, Host>::activations(c.hidden_size, c.intermediate_size, N);
 }
 
@@ -40,8 +40,8 @@ std::unique_ptr<Mixer<T, Dev>> make_mixer(LayerType type, ParamStore<T, Dev>& ps
 
 template <typename T, typename Dev>
 std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string& prefix,
-                                      const ModelConfig& c, int layer) {
-  if (c.is_moe_layer(layer)) return std::make_unique<MoeMlp<T, Dev>>(ps, prefix, c);
+                                      const ModelConfig& c, int layer, ExpertSplit split) {
+  if (c.is_moe_layer(layer)) return std::make_unique<MoeMlp<T, Dev>>(ps, prefix, c, split);
   return std::make_unique<DenseMlp<T, Dev>>(ps, prefix + "mlp.", c.hidden_size,
                                             c.intermediate_size);
 }
@@ -50,7 +50,7 @@ std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string&
   template std::unique_ptr<Mixer<T, Dev>> make_mixer<T, Dev>(                                     \
       LayerType, ParamStore<T, Dev>&, const std::string&, const ModelConfig&, int);               \
   template std::unique_ptr<Mlp<T, Dev>> make_mlp<T, Dev>(ParamStore<T, Dev>&, const std::string&, \
-                                                         const ModelConfig&, int);
+                                                         const ModelConfig&, int, ExpertSplit);
 GDN_FOR_EACH_DEVICE(GDN_REGISTRY_INSTANTIATE)
 #undef GDN_REGISTRY_INSTANTIATE
 

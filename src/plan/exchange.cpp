@@ -97,13 +97,26 @@ UnitTraffic unit_traffic(const PlanInput& in, std::size_t units) {
 
 // The training state's sites of world rank w.
 void add_state_sites(SiteCounters& m, const PlanInput& in, int w, i64 grads) {
-  if (in.shard == Sharding::none) {
+  const std::vector<ParamUnit> units = parameter_units(in.model, ExpertSplit{in.ep, w % in.ep});
+  const i64 e = in.elem_bytes;
+  if (in.shard == Sharding::none && in.ep == 1) {
     add(m, train_sites::kGradAllReduce, 1, grads, grads);
     return;
   }
-  const std::vector<ParamUnit> units = parameter_units(in.model);
-  const ParamPartition part(units, in.world(), w);
-  const i64 e = in.elem_bytes, W = in.world();
+  if (in.shard == Sharding::none) {
+    // One all-reduce per run of units of one kind; the experts' part of the two norms.
+    for (std::size_t u = 0; u < units.size();) {
+      std::size_t v = u;
+      while (v < units.size() && units[v].expert == units[u].expert) ++v;
+      const i64 bytes = (units[v - 1].end - units[u].begin) * e;
+      add(m, units[u].expert ? train_sites::kExpertGradAllReduce : train_sites::kGradAllReduce, 1,
+          bytes, bytes);
+      u = v;
+    }
+    add(m, train_sites::kExpertNorms, 2, 2 * i64(sizeof(double)), 2 * i64(sizeof(double)));
+    return;
+  }
+  const ParamPartition part(units, in.world(), w, in.world() / in.ep, w / in.ep);
   const UnitTraffic t = unit_traffic(in, units.size());
   auto gathers = [&](const char* site, const std::vector<std::size_t>& list) {
     i64 sent = 0, received = 0;
@@ -115,10 +128,41 @@ void add_state_sites(SiteCounters& m, const PlanInput& in, int w, i64 grads) {
   gathers(train_sites::kParamAllGather, t.update_gathers);
   i64 sent = 0, received = 0;
   for (std::size_t u : t.reduces)
-    sent += W * part.part(u).block * e, received += part.part(u).block * e;
+    sent += part.group_size(u) * part.part(u).block * e, received += part.part(u).block * e;
   add(m, train_sites::kGradReduceScatter, i64(t.reduces.size()), sent, received);
   // The gradient norm and the check of the updated values: one double each.
   add(m, train_sites::kShardNorms, 2, 2 * i64(sizeof(double)), 2 * i64(sizeof(double)));
+}
+
+// The routed rows of world rank w's tokens in one MoE layer: N k.
+i64 routed_rows(const PlanInput& in, int w) {
+  return i64(in.local_batch()) * contiguous_shard(in.T, in.cp, w % in.cp).size() *
+         in.model.num_experts_per_tok;
+}
+
+// Expert parallelism (ep > 1), per MoE layer: the counts exactly; the routed rows as a
+// balanced router would send them (each of the ep ranks gets 1 / ep of every rank's rows:
+// the rows that cross are N k (ep - 1) / ep), which a real router only approaches.
+void add_expert_sites(SiteCounters& m, const PlanInput& in, int w) {
+  const ModelConfig& c = in.model;
+  const i64 n_moe = c.num_moe_layers(), ep = in.ep;
+  if (ep == 1 || n_moe == 0) return;
+  const i64 fwd_times = in.recompute ? 2 : 1, e = in.elem_bytes, d = c.hidden_size;
+  const i64 counts = (ep - 1) * (c.num_experts / ep) * i64(sizeof(std::int64_t));
+  add(m, model_sites::kExpertCounts, n_moe * fwd_times, n_moe * fwd_times * counts,
+      n_moe * fwd_times * counts);
+  // Rows out of this rank, and into it from the others of its ep group.
+  const i64 group = w / ep * ep;
+  i64 in_rows = 0;
+  for (i64 q = group; q < group + ep; ++q)
+    if (q != w) in_rows += routed_rows(in, int(q));
+  const i64 out_bytes = routed_rows(in, w) * (ep - 1) / ep * d * e, in_bytes = in_rows / ep * d * e;
+  add(m, model_sites::kExpertTokens, n_moe * fwd_times, n_moe * fwd_times * out_bytes,
+      n_moe * fwd_times * in_bytes);
+  add(m, model_sites::kExpertOutputs, n_moe * fwd_times, n_moe * fwd_times * in_bytes,
+      n_moe * fwd_times * out_bytes);
+  add(m, model_sites::kExpertDy, n_moe, n_moe * out_bytes, n_moe * in_bytes);
+  add(m, model_sites::kExpertDx, n_moe, n_moe * in_bytes, n_moe * out_bytes);
 }
 
 }  // namespace
@@ -159,6 +203,7 @@ std::vector<RankExchange> predict_exchange(const PlanInput& in) {
       }
       if (c.num_moe_layers() > 0) add(m, model_sites::kRouterStats, 1, s.router, s.router);
       add_state_sites(m, in, x.rank, s.grads);
+      add_expert_sites(m, in, x.rank);
       add(m, train_sites::kLossAllReduce, 1, sizeof(double), sizeof(double));
       add(m, train_sites::kMemoryAllReduce, 1, sizeof(std::int64_t), sizeof(std::int64_t));
       out.push_back(std::move(x));
@@ -202,12 +247,26 @@ std::vector<SiteTraffic> step_traffic(const PlanInput& in) {
   }
   if (c.num_moe_layers() > 0)
     add_site(model_sites::kRouterStats, Collective::all_reduce, true, 1, double(s.router));
+  if (in.ep > 1 && c.num_moe_layers() > 0) {
+    // The ep group's all-to-alls as a balanced router makes them (add_expert_sites).
+    const i64 n_moe = c.num_moe_layers(), fwd = in.recompute ? 2 : 1;
+    const double rows = double(routed_rows(in, 0)) * double(in.ep - 1) / double(in.ep);
+    const double bytes = rows * c.hidden_size * in.elem_bytes;
+    add_site(model_sites::kExpertCounts, Collective::all_to_all, true, n_moe * fwd,
+             double((in.ep - 1) * (c.num_experts / in.ep)) * sizeof(std::int64_t));
+    add_site(model_sites::kExpertTokens, Collective::all_to_all, true, n_moe * fwd, bytes);
+    add_site(model_sites::kExpertOutputs, Collective::all_to_all, true, n_moe * fwd, bytes);
+    add_site(model_sites::kExpertDy, Collective::all_to_all, true, n_moe, bytes);
+    add_site(model_sites::kExpertDx, Collective::all_to_all, true, n_moe, bytes);
+  }
+  const std::vector<ParamUnit> units = parameter_units(c, ExpertSplit{in.ep, 0});
   if (in.shard == Sharding::none) {
-    add_site(train_sites::kGradAllReduce, Collective::all_reduce, true, 1, double(s.grads));
+    // The experts' runs go over world / ep ranks: priced here as one all-reduce over all.
+    add_site(train_sites::kGradAllReduce, Collective::all_reduce, true, 1,
+             double(units.back().end) * in.elem_bytes);
   } else {
     // Per call, the mean block over the units it moves (rank 0's blocks, the largest).
-    const std::vector<ParamUnit> units = parameter_units(c);
-    const ParamPartition part(units, in.world(), 0);
+    const ParamPartition part(units, in.world(), 0, in.world() / in.ep, 0);
     const UnitTraffic u = unit_traffic(in, units.size());
     auto blocks = [&](const char* site, Collective k, const std::vector<std::size_t>& list) {
       double sum = 0;

@@ -9,7 +9,8 @@ MemoryEstimate rank_memory(const PlanInput& in, bool recompute) {
   s.P = in.cp;
   s.Tl = (in.T + in.cp - 1) / in.cp;
   s.chunk_size = in.chunk_size;
-  return estimate_memory(in.model, s, in.elem_bytes, recompute, StateLayout{in.shard, in.world()});
+  return estimate_memory(in.model, s, in.elem_bytes, recompute,
+                         StateLayout{in.shard, in.world(), in.ep});
 }
 
 std::vector<Fit> longest_fits(const PlanInput& in, double budget, const std::vector<int>& cps) {

@@ -26,6 +26,7 @@ PlanInput plan_input(const RunConfig& c) {
   p.recompute = t.recompute == Recompute::layer;
   p.layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
   p.shard = t.shard;
+  p.ep = t.ep;
   p.source = c.source;
   return p;
 }

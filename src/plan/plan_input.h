@@ -21,6 +21,7 @@ struct PlanInput {
   bool recompute = false;
   bool layer_local = false;         // attention_load_balance layer_local
   Sharding shard = Sharding::none;  // train.shard, over the world
+  int ep = 1;                       // train.ep
   std::string source;               // the config file, for messages
 
   int local_batch() const { return batch / dp; }  // sequences of one cp group

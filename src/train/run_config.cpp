@@ -171,6 +171,17 @@ void validate_layout(const RunConfig& c, int world_size) {
             "model.linear_num_value_heads (Hv = ", m.linear_num_value_heads, ") in ", f,
             " is not a multiple of linear_num_key_heads (Hk = ", m.linear_num_key_heads,
             "): each key head serves Hv / Hk value heads");
+  if (t.ep > 1) {
+    GDN_CHECK(m.num_moe_layers() > 0, "ep ", t.ep, t.origin("ep"),
+              ": expert parallelism needs MoE layers, and the model in ", f,
+              " has none (num_experts ", m.num_experts, "); use ep 1");
+    GDN_CHECK(m.num_experts % t.ep == 0, "ep ", t.ep, t.origin("ep"), " does not divide the ",
+              m.num_experts, " experts (model.num_experts in ", f,
+              "): every ep rank holds the same number of experts");
+    GDN_CHECK(world_size % t.ep == 0, "ep ", t.ep, t.origin("ep"),
+              " does not divide the world of dp x cp = ", world_size,
+              " ranks: the ep groups are ep consecutive ranks of the mesh");
+  }
   const int C = t.chunk_size;
   GDN_CHECK(C >= 16 && C <= 128 && (C & (C - 1)) == 0, "chunk_size ", C, t.origin("chunk_size"),
             ": expected a power of two in [16, 128] (16, 32, 64 or 128)");

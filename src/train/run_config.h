@@ -32,7 +32,8 @@ RunConfig parse_config(const nlohmann::json& j, const std::string& source,
 RunConfig load_config(const std::string& path, const std::string& train_path = "");
 
 // Checks everything that depends on the mesh and model together: dp * cp == world_size,
-// batch_size divisible by dp, seq_len >= cp, Hv % Hk == 0, chunk size, load balance.
+// batch_size divisible by dp, seq_len >= cp, Hv % Hk == 0, ep dividing the world and the
+// experts (of a MoE model), chunk size, load balance.
 // Messages name where each value came from (the key in the file, or the flag).
 void validate_layout(const RunConfig& c, int world_size);
 

@@ -7,18 +7,22 @@
 #include "ops/adamw/adamw.h"
 #include "ops/elementwise/elementwise.h"
 #include "runtime/devices.h"
+#include "train/state_gather.h"
 
 namespace gdn {
 
 template <typename T, typename Dev>
 ShardedState<T, Dev>::ShardedState(Sharding mode, Model<T, Dev>& model, Communicator& world,
-                                   Communicator& host_world)
+                                   Communicator& host_world, Communicator* expert_group)
     : mode_(mode),
       model_(model),
       ps_(model.params()),
       world_(world),
       host_(host_world),
-      partition_(model.params().units(), world.size(), world.rank()) {
+      expert_(expert_group),
+      partition_(model.params().units(), world.size(), world.rank(),
+                 expert_group ? expert_group->size() : world.size(),
+                 expert_group ? expert_group->rank() : world.rank()) {
   GDN_CHECK(mode != Sharding::none, "ShardedState: train.shard is none");
   GDN_CHECK(ps_.flat() == (mode == Sharding::optimizer), "ShardedState: train.shard ",
             name_of(mode), " needs the model's parameters ",
@@ -59,31 +63,31 @@ void ShardedState<T, Dev>::init(std::uint64_t seed) {
 
 namespace {
 
-// The owned elements of flat host values, unit after unit, into an owned buffer.
+// The owned elements of the whole model's host values, unit after unit, into an owned
+// buffer.
 template <typename T, typename Dev>
-void upload_owned(const ParamPartition& part, const std::vector<T>& flat, Buffer<Dev, T>& owned) {
+void upload_owned(const ParamPartition& part, const std::vector<ParamInfo>& infos,
+                  const std::vector<T>& whole, Buffer<Dev, T>& owned) {
   for (const OwnedPart& o : part.parts())
-    Dev::upload(owned.data() + o.at, flat.data() + o.begin, std::size_t(o.size));
+    for_each_global_run(infos, o.begin, o.begin + o.size,
+                        [&](std::int64_t local, std::int64_t global, std::int64_t n) {
+                          Dev::upload(owned.data() + o.at + (local - o.begin),
+                                      whole.data() + global, std::size_t(n));
+                        });
 }
 
 }  // namespace
 
 template <typename T, typename Dev>
-void ShardedState<T, Dev>::set_values(const std::vector<T>& flat) {
-  GDN_CHECK(std::int64_t(flat.size()) == ps_.num_elements(),
-            "ShardedState::set_values: ", flat.size(), " values for ", ps_.num_elements(),
-            " parameter elements");
-  upload_owned<T, Dev>(partition_, flat, values_);
-  if (mode_ == Sharding::optimizer) ps_.set_values(flat);
+void ShardedState<T, Dev>::set_values(const std::vector<T>& whole) {
+  upload_owned<T, Dev>(partition_, ps_.infos(), whole, values_);
+  if (mode_ == Sharding::optimizer) ps_.set_values(local_from_global(ps_.infos(), whole));
 }
 
 template <typename T, typename Dev>
 void ShardedState<T, Dev>::set_moments(const std::vector<T>& m, const std::vector<T>& v) {
-  GDN_CHECK(std::int64_t(m.size()) == ps_.num_elements() && m.size() == v.size(),
-            "ShardedState::set_moments: ", m.size(), " and ", v.size(), " moments for ",
-            ps_.num_elements(), " parameter elements");
-  upload_owned<T, Dev>(partition_, m, m_);
-  upload_owned<T, Dev>(partition_, v, v_);
+  upload_owned<T, Dev>(partition_, ps_.infos(), m, m_);
+  upload_owned<T, Dev>(partition_, ps_.infos(), v, v_);
 }
 
 template <typename T, typename Dev>
@@ -96,21 +100,23 @@ void ShardedState<T, Dev>::zero_grad() {
 template <typename T, typename Dev>
 void ShardedState<T, Dev>::reduce_unit(std::size_t u, const T* grads) {
   const OwnedPart& o = partition_.part(u);
-  const std::int64_t n = partition_.unit(u).size(), W = world_.size();
+  Communicator& comm = group(u);
+  const std::int64_t n = partition_.unit(u).size(), W = comm.size();
   // W whole blocks, zero past the unit; this rank's sum lands in its own block (in place).
   scratch_.resize(std::size_t(W * o.block));
   Dev::copy(scratch_.data(), grads, std::size_t(n));
   Dev::fill(scratch_.data() + n, std::size_t(W * o.block - n), T(0));
-  T* mine = scratch_.data() + std::int64_t(world_.rank()) * o.block;
-  world_.reduce_scatter_sum(scratch_.data(), mine, std::size_t(o.block),
-                            train_sites::kGradReduceScatter);
+  T* mine = scratch_.data() + std::int64_t(comm.rank()) * o.block;
+  comm.reduce_scatter_sum(scratch_.data(), mine, std::size_t(o.block),
+                          train_sites::kGradReduceScatter);
   ops::add(Dev{}, grads_.data() + o.at, grads_.data() + o.at, mine, o.size);
 }
 
 template <typename T, typename Dev>
 void ShardedState<T, Dev>::gather_unit(std::size_t u, T* values, const char* site) {
   const OwnedPart& o = partition_.part(u);
-  const int W = world_.size();
+  Communicator& comm = group(u);
+  const int W = comm.size();
   std::vector<std::size_t> bytes(static_cast<std::size_t>(W)), offsets(bytes.size());
   for (int w = 0; w < W; ++w) {
     const OwnedPart p = partition_.part_of(u, w);
@@ -119,7 +125,7 @@ void ShardedState<T, Dev>::gather_unit(std::size_t u, T* values, const char* sit
   }
   T* mine = values + (o.begin - o.unit_begin);
   Dev::copy(mine, values_.data() + o.at, std::size_t(o.size));
-  world_.all_gather_v(mine, std::size_t(o.size) * sizeof(T), values, bytes, offsets, site);
+  comm.all_gather_v(mine, std::size_t(o.size) * sizeof(T), values, bytes, offsets, site);
 }
 
 template <typename T, typename Dev>
@@ -195,34 +201,17 @@ std::string ShardedState<T, Dev>::first_nonfinite(bool grads) {
 }
 
 template <typename T, typename Dev>
-typename ShardedState<T, Dev>::HostState ShardedState<T, Dev>::gather_to_root() {
-  HostState out;
-  const bool root = host_.rank() == 0;
+typename ShardedState<T, Dev>::HostState ShardedState<T, Dev>::gather_to_root(std::int64_t total) {
+  std::vector<GlobalRun> runs;
+  for (const OwnedPart& o : partition_.parts())
+    for_each_global_run(ps_.infos(), o.begin, o.begin + o.size,
+                        [&](std::int64_t local, std::int64_t global, std::int64_t n) {
+                          runs.push_back({global, o.at + (local - o.begin), n});
+                        });
   const std::vector<T> values = to_host<Dev>(values_), m = to_host<Dev>(m_), v = to_host<Dev>(v_);
-  if (root)
-    for (std::vector<T>* b : {&out.values, &out.m, &out.v})
-      b->resize(std::size_t(ps_.num_elements()));
-  const std::vector<T>* mine[] = {&values, &m, &v};
-  std::vector<T>* whole[] = {&out.values, &out.m, &out.v};
-  for (std::size_t u = 0; u < partition_.num_units(); ++u)
-    for (int k = 0; k < 3; ++k) {
-      const OwnedPart& o = partition_.part(u);
-      const std::size_t tag = 100 + std::size_t(k);
-      if (!root) {
-        if (o.size > 0)
-          host_.send(mine[k]->data() + o.at, std::size_t(o.size) * sizeof(T), 0, int(tag),
-                     train_sites::kCheckpointGather);
-        continue;
-      }
-      std::copy_n(mine[k]->data() + o.at, o.size, whole[k]->data() + o.begin);
-      for (int w = 1; w < host_.size(); ++w) {
-        const OwnedPart p = partition_.part_of(u, w);
-        if (p.size > 0)
-          host_.recv(whole[k]->data() + p.begin, std::size_t(p.size) * sizeof(T), w, int(tag),
-                     train_sites::kCheckpointGather);
-      }
-    }
-  return out;
+  std::vector<std::vector<T>> whole = gather_runs<T>(
+      host_, runs, {values.data(), m.data(), v.data()}, total, train_sites::kCheckpointGather);
+  return {std::move(whole[0]), std::move(whole[1]), std::move(whole[2])};
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class ShardedState<T, Dev>;

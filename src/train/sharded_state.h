@@ -32,15 +32,17 @@ class ShardedState : public UnitGather {
  public:
   // Collective over world (Dev's communicator of every rank, which moves the gradients and
   // values) and host_world (the same ranks on the host: norms, flags, checkpoints).
-  // mode: optimizer or full.
-  ShardedState(Sharding mode, Model<T, Dev>& model, Communicator& world, Communicator& host_world);
+  // expert_group: with ep > 1, the ranks holding this rank's experts (Mesh::expert_comm),
+  // over which the units of experts are split; null: the world. mode: optimizer or full.
+  ShardedState(Sharding mode, Model<T, Dev>& model, Communicator& world, Communicator& host_world,
+               Communicator* expert_group = nullptr);
 
   // The owned values from the model's seeded initialisation (full: drawn one unit at a
   // time; optimizer: taken from the resident values).
   void init(std::uint64_t seed);
-  // The owned values from whole host values in the flat order (checkpoints, weights read
-  // from a file); optimizer: the resident values as well.
-  void set_values(const std::vector<T>& flat);
+  // The owned values from the whole model's host values in its flat order (checkpoints, weights
+  // read from a file); optimizer: the resident values as well.
+  void set_values(const std::vector<T>& whole);
 
   // Before a step: the owned gradients to zero.
   void zero_grad();
@@ -57,14 +59,13 @@ class ShardedState : public UnitGather {
   // over the ranks; "(none)".
   std::string first_nonfinite(bool grads);
 
-  // The flat-order elements of a unit's owned part, and the owned moments, on the host,
-  // for checkpoints (collective: rank 0 receives every rank's part and returns whole
-  // buffers; the others return empty ones).
+  // The whole model's values and moments (`total` elements each, its flat order) on rank 0
+  // for checkpoints: every rank sends its owned parts (collective; empty elsewhere).
   struct HostState {
     std::vector<T> values, m, v;
   };
-  HostState gather_to_root();
-  // Owned moments from whole host moments in the flat order.
+  HostState gather_to_root(std::int64_t total);
+  // Owned moments from the whole model's host moments, in its flat order.
   void set_moments(const std::vector<T>& m, const std::vector<T>& v);
 
   const ParamPartition& partition() const { return partition_; }
@@ -77,6 +78,10 @@ class ShardedState : public UnitGather {
   void release(std::size_t u, bool grads) override;
 
  private:
+  // The ranks unit u is split over: the world, or the expert group.
+  Communicator& group(std::size_t u) {
+    return expert_ && partition_.unit(u).expert ? *expert_ : world_;
+  }
   void reduce_unit(std::size_t u, const T* grads);
   void gather_unit(std::size_t u, T* values, const char* site);
 
@@ -85,6 +90,7 @@ class ShardedState : public UnitGather {
   ParamStore<T, Dev>& ps_;
   Communicator& world_;
   Communicator& host_;
+  Communicator* expert_;
   ParamPartition partition_;
   Buffer<Dev, T> values_, grads_, m_, v_;  // the owned part, unit after unit
   Buffer<Dev, T> scratch_;                 // one unit's padded gradients, or a block

@@ -226,6 +226,13 @@ const std::vector<TrainField>& train_fields() {
        .help = "data-parallel degree: groups of ranks with different sequences",
        .member = &T::dp,
        .lo = 1},
+      {.key = "ep",
+       .flag = "ep",
+       .help = "expert-parallel degree: the experts of every MoE layer split over groups of ep "
+               "consecutive ranks of the dp x cp mesh, the routed tokens moved to their expert's "
+               "rank and back by all-to-all (divides the world and num_experts)",
+       .member = &T::ep,
+       .lo = 1},
       {.key = "chunk_size",
        .flag = "chunk-size",
        .help = "tokens per chunk of the GDN core: 16, 32, 64 or 128",

@@ -42,6 +42,7 @@ struct TrainConfig {
   DType dtype = DType::f32;  // f32 | f64
   int cp = 1;
   int dp = 1;
+  int ep = 1;  // expert-parallel degree, folded onto the dp x cp ranks
   int chunk_size = kDefaultChunkSize;
   bool context_parallel_load_balance = false;  // MaxText's name; true is refused
   AttentionLoadBalance attention_load_balance = AttentionLoadBalance::none;

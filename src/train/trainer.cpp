@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <type_traits>
 
 #include "comm/call_sites.h"
 #include "core/error.h"
@@ -17,6 +18,8 @@
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
 #include "train/checkpoint.h"
+#include "train/replicated_state.h"
+#include "train/state_gather.h"
 #include "train/step_log.h"
 
 namespace gdn {
@@ -49,7 +52,7 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   s.Tl = (t.seq_len + t.cp - 1) / t.cp;  // the largest shard
   s.chunk_size = t.chunk_size;
   const MemoryEstimate e = estimate_memory(
-      cfg.model, s, elem_bytes, t.recompute == Recompute::layer, StateLayout{t.shard, t.dp * t.cp});
+      cfg.model, s, elem_bytes, t.recompute == Recompute::layer, StateLayout{t.shard, t.dp * t.cp, t.ep});
   if (available >= 0 && e.total() > available)
     throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
                 (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
@@ -95,11 +98,13 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
       opt_(opt),
       estimate_(checked_estimate(cfg, int(sizeof(T)), opt.memory_available)),
       world_(world),
-      mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp)),
+      mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp, cfg.train.ep)),
       shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
       model_(cfg.model, cfg.train.chunk_size,
              ModelOptions{cfg.train.recompute == Recompute::layer, 0,
-                          cfg.train.shard == Sharding::full}),
+                          cfg.train.shard == Sharding::full,
+                          ExpertSplit{cfg.train.ep, mesh_.ep_rank}}),
+      whole_(parameter_infos(cfg.model)),
       adamw_(adamw_config(cfg.train),
              cfg.train.shard == Sharding::none ? model_.params().num_elements() : 0),
       data_(opt.data ? opt.data
@@ -107,9 +112,19 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
                                          cfg.train.seq_len)) {
   GDN_CHECK(dev_world.size() == world.size() && dev_world.rank() == world.rank(),
             "Trainer: the device communicator must hold the same ranks as the world");
+  if (mesh_.ep > 1) {
+    // The routed rows move in Dev's memory, their counts in the host's.
+    if constexpr (std::is_same_v<Dev, Host>) {
+      model_.set_expert_comm(mesh_.ep_comm.get(), mesh_.ep_comm.get());
+    } else {
+      host_ep_comm_ = world.split(world.rank() / mesh_.ep, mesh_.ep_rank);
+      model_.set_expert_comm(mesh_.ep_comm.get(), host_ep_comm_.get());
+    }
+  }
   progress("initialising the model");
   if (cfg.train.shard != Sharding::none) {
-    sharded_ = std::make_unique<ShardedState<T, Dev>>(cfg.train.shard, model_, *mesh_.world, world);
+    sharded_ = std::make_unique<ShardedState<T, Dev>>(cfg.train.shard, model_, *mesh_.world, world,
+                                                      mesh_.expert_comm.get());
     if (cfg.train.shard == Sharding::full) model_.set_unit_gather(sharded_.get());
     sharded_->init(cfg.train.seed);
   } else {
@@ -118,13 +133,13 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   if (!opt.init_from.empty()) {
     progress("reading the Hugging Face weights");
     // Every tensor the model has is read, so the seeded values are not needed here.
-    std::vector<T> flat(std::size_t(model_.params().num_elements()), T(0));
+    std::vector<T> flat(std::size_t(whole_count()), T(0));
     std::vector<std::string> skipped;
-    read_hf_weights(opt.init_from, cfg.model, model_.params().infos(), flat, skipped);
+    read_hf_weights(opt.init_from, cfg.model, whole_, flat, skipped);
     if (sharded_)
       sharded_->set_values(flat);
     else
-      model_.params().set_values(flat);
+      model_.params().set_values(local_from_global(model_.params().infos(), flat));
     if (world.rank() == 0)
       spdlog::info("initial weights from {}{}", opt.init_from,
                    skipped.empty()
@@ -198,6 +213,8 @@ void Trainer<T, Dev>::write_exchange_record(const std::map<std::string, CommCoun
   // taken around the step, so that set-up and reporting traffic stay out.
   std::map<std::string, CommCounter> sites;
   add_counter_delta({}, mesh_.cp_comm->counters(), sites);
+  for (const auto* c : {mesh_.ep_comm.get(), mesh_.expert_comm.get(), host_ep_comm_.get()})
+    if (c) add_counter_delta({}, c->counters(), sites);
   add_counter_delta(world_before, world_.counters(), sites);
   if (mesh_.world != &world_) add_counter_delta(dev_before, mesh_.world->counters(), sites);
   nlohmann::json mine{{"rank", world_.rank()},
@@ -228,18 +245,35 @@ void Trainer<T, Dev>::write_exchange_record(const std::map<std::string, CommCoun
 template <typename T, typename Dev>
 CheckpointData<T> Trainer<T, Dev>::host_state() const {
   if (sharded_) {
-    auto s = sharded_->gather_to_root();
+    auto s = sharded_->gather_to_root(whole_count());
     return {std::move(s.values), std::move(s.m), std::move(s.v)};
   }
-  if (world_.rank() != 0) return {};
-  return {model_.params().host_values(), to_host<Dev>(adamw_.m()), to_host<Dev>(adamw_.v())};
+  const ParamStore<T, Dev>& ps = model_.params();
+  if (mesh_.ep == 1) {
+    if (world_.rank() != 0) return {};
+    return {ps.host_values(), to_host<Dev>(adamw_.m()), to_host<Dev>(adamw_.v())};
+  }
+  // Rank 0 sends what is not an expert, and each rank of the first ep group its experts.
+  std::vector<GlobalRun> runs;
+  for (const ParamUnit& u : ps.units())
+    if (u.expert ? world_.rank() < mesh_.ep : world_.rank() == 0)
+      for_each_global_run(ps.infos(), u.begin, u.end,
+                          [&](std::int64_t at, std::int64_t global, std::int64_t n) {
+                            runs.push_back({global, at, n});
+                          });
+  const std::vector<T> values = ps.host_values(), m = to_host<Dev>(adamw_.m()),
+                       v = to_host<Dev>(adamw_.v());
+  std::vector<std::vector<T>> whole =
+      gather_runs<T>(world_, runs, {values.data(), m.data(), v.data()}, whole_count(),
+                     train_sites::kCheckpointGather);
+  return {std::move(whole[0]), std::move(whole[1]), std::move(whole[2])};
 }
 
 template <typename T, typename Dev>
 void Trainer<T, Dev>::export_hf(const std::string& dir) const {
   const CheckpointData<T> d = host_state();
   if (world_.rank() != 0) return;
-  write_hf_checkpoint(dir, cfg_.model, model_.params().infos(), d.values);
+  write_hf_checkpoint(dir, cfg_.model, whole_, d.values);
   spdlog::info("wrote a Hugging Face checkpoint of the weights to {}", dir);
 }
 
@@ -295,7 +329,7 @@ void Trainer<T, Dev>::resume() {
   }
   ParamStore<T, Dev>& ps = model_.params();
   CheckpointData<T> d;
-  const TrainingState s = load_checkpoint(*path, ps.infos(), d);
+  const TrainingState s = load_checkpoint(*path, whole_, d);
   // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8): compare the
   // architecture the checkpoint was written by.
   const std::string mismatch = model_mismatch(s.config_json, cfg_.model);
@@ -306,9 +340,11 @@ void Trainer<T, Dev>::resume() {
     sharded_->set_values(d.values);
     sharded_->set_moments(d.m, d.v);
   } else {
-    ps.set_values(d.values);
-    Dev::upload(adamw_.m().data(), d.m.data(), d.m.size());
-    Dev::upload(adamw_.v().data(), d.v.data(), d.v.size());
+    ps.set_values(local_from_global(ps.infos(), d.values));
+    const std::vector<T> m = local_from_global(ps.infos(), d.m),
+                         v = local_from_global(ps.infos(), d.v);
+    Dev::upload(adamw_.m().data(), m.data(), m.size());
+    Dev::upload(adamw_.v().data(), v.data(), v.size());
   }
   step_ = s.step;
   if (world_.rank() != 0) return;
@@ -337,6 +373,17 @@ void Trainer<T, Dev>::drop_logged_steps() {
 template <typename T, typename Dev>
 void Trainer<T, Dev>::progress(const char* phase) {
   if (opt_.watchdog) opt_.watchdog->progress(step_, phase);
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::reduce_replicated_grads() {
+  reduce_grads(model_.params(), mesh_);
+}
+
+template <typename T, typename Dev>
+double Trainer<T, Dev>::replicated_sum_squares(const T* flat) {
+  return whole_sum_squares(model_.params(), flat, mesh_,
+                           host_ep_comm_ ? host_ep_comm_.get() : mesh_.ep_comm.get());
 }
 
 template <typename T, typename Dev>
@@ -381,8 +428,7 @@ StepRecord Trainer<T, Dev>::step() {
   // sharded, each rank gets its part's sums (full: done as the backward went).
   if (t.shard == Sharding::none) {
     progress(train_sites::kGradAllReduce);
-    mesh_.world->all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()),
-                                train_sites::kGradAllReduce);
+    reduce_replicated_grads();
   } else if (t.shard == Sharding::optimizer) {
     progress(train_sites::kGradReduceScatter);
     sharded_->reduce_gradients();
@@ -392,7 +438,15 @@ StepRecord Trainer<T, Dev>::step() {
   r.peak_rss = peak_resident_bytes();
   world_.all_reduce_max(&r.peak_rss, 1, train_sites::kMemoryAllReduce);
   progress("optimizer");
-  r.grad_norm = sharded_ ? sharded_->clip_grad_norm(t.grad_clip) : clip_grad_norm(ps, t.grad_clip);
+  if (sharded_) {
+    r.grad_norm = sharded_->clip_grad_norm(t.grad_clip);
+  } else if (mesh_.ep == 1) {
+    r.grad_norm = clip_grad_norm(ps, t.grad_clip);  // as it always was: the same bits
+  } else {
+    r.grad_norm = std::sqrt(replicated_sum_squares(ps.grads()));
+    if (t.grad_clip > 0 && std::isfinite(r.grad_norm) && r.grad_norm > t.grad_clip)
+      ops::scale(Dev{}, ps.grads(), ps.num_elements(), t.grad_clip / r.grad_norm);
+  }
   r.loss = loss / double(global_tokens);
   r.aux_loss = losses.aux;
   r.total = r.loss +
@@ -410,7 +464,7 @@ StepRecord Trainer<T, Dev>::step() {
       sq = sharded_->values_sum_squares();
     } else {
       adamw_.step(ps, step_, r.lr);
-      sq = ops::sum_squares(Dev{}, ps.values(), ps.num_elements());
+      sq = replicated_sum_squares(ps.values());
     }
     if (!std::isfinite(sq))
       r.diverged = "step " + std::to_string(step_ + 1) + ": the update made parameter '" +
@@ -452,13 +506,12 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::save() {
   if (cfg_.train.checkpoint_dir.empty()) return;
   progress("writing a checkpoint");
-  const ParamStore<T, Dev>& ps = model_.params();
   const CheckpointData<T> d = host_state();
   if (world_.rank() != 0) return;
   TrainingState s;
   s.step = step_;
   s.config_json = to_json(cfg_).dump();
-  save_checkpoint(cfg_.train.checkpoint_dir, s, ps.infos(), d);
+  save_checkpoint(cfg_.train.checkpoint_dir, s, whole_, d);
   if (rotation_) rotation_->saved(step_);
   spdlog::info("checkpoint at step {} in {}", step_, cfg_.train.checkpoint_dir);
 }
@@ -469,6 +522,8 @@ RunResult Trainer<T, Dev>::run() {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
   mesh_.cp_comm->reset_counters();
+  for (auto* c : {mesh_.ep_comm.get(), mesh_.expert_comm.get(), host_ep_comm_.get()})
+    if (c) c->reset_counters();
   // Readings of the world's counters before the first step (write_exchange_record).
   const std::map<std::string, CommCounter> world_before = world_.counters(),
                                            dev_before = mesh_.world->counters();

@@ -105,8 +105,15 @@ class Trainer {
   // Collective when sharded (the values are agreed): the name of the first parameter with
   // a non-finite gradient, or value.
   std::string first_nonfinite_param(bool grads);
-  // The whole values and moments on rank 0 (empty elsewhere); collective.
+  // The whole values and moments on rank 0 (empty elsewhere), in the whole model's flat
+  // order; collective.
   CheckpointData<T> host_state() const;
+  // train.shard none: the gradients summed over the ranks (with ep > 1 the experts' over
+  // the ranks holding them), and the sum of squares of the whole model's gradients or
+  // values from this rank's flat buffer (one all-reduce).
+  void reduce_replicated_grads();
+  double replicated_sum_squares(const T* flat);
+  std::int64_t whole_count() const { return whole_.back().offset + whole_.back().size; }
 
   RunConfig cfg_;
   TrainerOptions opt_;
@@ -115,6 +122,8 @@ class Trainer {
   Mesh mesh_;  // over dev_world
   Shard shard_;
   Model<T, Dev> model_;
+  std::vector<ParamInfo> whole_;  // the parameters of the whole model (ep = 1): checkpoints
+  std::unique_ptr<Communicator> host_ep_comm_;     // the ep group on the host, when Dev is not
   AdamW<T, Dev> adamw_;                            // its moments when train.shard is none
   std::unique_ptr<ShardedState<T, Dev>> sharded_;  // train.shard optimizer or full
   std::shared_ptr<const TokenSource> data_;

@@ -9,7 +9,9 @@
 #                reported, and the added FLOPs equal a hand count of CP phase 1 (the
 #                transition forward, the WY factors again and the adjoint backward)
 #   exchange     tiny hybrid MoE model: the bytes and calls of every call site on every rank,
-#                replicated and with the training state sharded (--shard optimizer, full)
+#                replicated and with the training state sharded (--shard optimizer, full),
+#                and with the experts over ep ranks (the routed rows' bytes within 25% of a
+#                balanced router's, every other number exact)
 #                equal gdn_train's Communicator counters of a real step (cp = 2; cp = 4 with
 #                layer_local and recomputation; dp 2 x cp 2 in f64)
 #   memory       the per-rank estimate plus the process's start-up memory is within 25% of
@@ -90,8 +92,24 @@ exchange_case() {
     fail "exchange $name: gdn_train failed"
     return
   fi
-  "$PLAN" "${args[@]}" --json | jq -S '.exchange.ranks' >"$WORK/$name.predicted.json"
-  jq -S '.ranks' "$WORK/$name.measured.json" >"$WORK/$name.measured.sorted.json"
+  # With --ep the routed rows follow the router: gdn_plan prices a balanced one. Their sites'
+  # calls must be equal, their bytes are compared in total (within 25%), the rest exactly.
+  local routed='["moe.fwd.alltoall_tokens","moe.fwd.alltoall_out","moe.bwd.alltoall_dy","moe.bwd.alltoall_dx"]'
+  local strip="map(.sites |= with_entries(if (.key | IN($routed[])) then .value |= {calls} else . end))"
+  local total="[.[].sites | to_entries[] | select(.key | IN($routed[])) | .value.bytes_sent] | add // 0"
+  "$PLAN" "${args[@]}" --json | jq -S '.exchange.ranks' >"$WORK/$name.predicted.raw.json"
+  jq -S '.ranks' "$WORK/$name.measured.json" >"$WORK/$name.measured.raw.json"
+  jq -S --argjson routed "$routed" "$strip" "$WORK/$name.predicted.raw.json" >"$WORK/$name.predicted.json"
+  jq -S --argjson routed "$routed" "$strip" "$WORK/$name.measured.raw.json" >"$WORK/$name.measured.sorted.json"
+  local want got
+  want=$(jq --argjson routed "$routed" "$total" "$WORK/$name.predicted.raw.json")
+  got=$(jq --argjson routed "$routed" "$total" "$WORK/$name.measured.raw.json")
+  if ! awk -v a="$want" -v b="$got" 'BEGIN { exit !((a == 0 && b == 0) || (a > 0 && b >= 0.75 * a && b <= 1.25 * a)) }'; then
+    fail "exchange $name: routed rows' bytes $got measured vs $want for a balanced router (beyond 25%)"
+    return
+  elif [ "$want" != 0 ]; then
+    echo "exchange $name: routed rows' bytes $got measured, $want for a balanced router"
+  fi
   local sites
   sites=$(jq '[.[].sites | keys[]] | unique | length' "$WORK/$name.measured.sorted.json")
   if [ "$sites" -gt 0 ] && cmp -s "$WORK/$name.predicted.json" "$WORK/$name.measured.sorted.json"; then
@@ -113,6 +131,11 @@ case_exchange() {
   exchange_case dp2cp2_shard_full_recompute 4 --cp 2 --dp 2 --batch 4 --shard full \
     --recompute layer
   exchange_case cp3_shard_full 3 --cp 3 --batch 1 --shard full
+  # Experts over ep ranks, replicated and sharded on top.
+  exchange_case dp2cp2_ep2 4 --cp 2 --dp 2 --batch 4 --ep 2
+  exchange_case cp4_ep4_shard_full_recompute 4 --cp 4 --batch 2 --ep 4 --shard full \
+    --recompute layer
+  exchange_case cp2_ep2_shard_optimizer 2 --cp 2 --batch 2 --ep 2 --shard optimizer
 }
 
 # The memory model: bench-memory's GDN stack made small per token in FLOPs (d 64, vocab 256)

@@ -4,11 +4,12 @@
 #   bash tests/cli/test_shard.sh <bin dir> <mpirun> <source dir> <case>
 # Cases:
 #   curves   20-step f32 loss curves of the tiny hybrid MoE model with --shard optimizer and
-#            full (cp 2, dp 2 x cp 2) agree with the replicated run within the CP tolerance
-#   resume   f64: save at dp 2 x cp 2 --shard full, resume at cp 4 --shard none, and the
-#            reverse: the continuation agrees with the uninterrupted run within 1e-12; resumed
-#            at the layout that saved, it is bit-identical
-#   refused  bad layouts refused at start-up on every rank, with one message
+#            full and with --ep 2 and 4 (cp 2, dp 2 x cp 2, cp 4) agree with the replicated
+#            ep 1 run within the CP tolerance
+#   resume   f64: save at dp 2 x cp 2 --shard full --ep 2, resume at cp 4 --shard none --ep 1,
+#            and the reverse: the continuation agrees with the uninterrupted run within
+#            1e-12; resumed at the layout that saved, it is bit-identical
+#   refused  bad layouts (shard, ep) refused at start-up on every rank, with one message
 # Losses are read from the --log JSON lines with jq (17 significant digits: equal strings
 # are equal bits).
 set -uo pipefail
@@ -64,16 +65,19 @@ agree() {
 }
 
 case_curves() {
-  local layout name np dp cp shard
-  for layout in "cp2 2 1 2" "dp2cp2 4 2 2"; do
+  local layout name np dp cp variant
+  for layout in "cp2 2 1 2" "dp2cp2 4 2 2" "cp4 4 1 4"; do
     read -r name np dp cp <<<"$layout"
-    for shard in none optimizer full; do
-      run_log "${name}_$shard" "$np" --dp "$dp" --cp "$cp" --shard "$shard" --steps 20 ||
-        fail "$name --shard $shard: the 20-step run failed"
-    done
-    for shard in optimizer full; do
-      agree "$name --shard $shard vs none (20 steps, f32)" "$(losses "${name}_none")" \
-        "$(losses "${name}_$shard")" 1e-4
+    run_log "${name}_ref" "$np" --dp "$dp" --cp "$cp" --steps 20 ||
+      fail "$name: the replicated 20-step run failed"
+    for variant in "--shard optimizer" "--shard full" "--ep 2" "--ep 2 --shard full" \
+      "--ep 4 --shard optimizer"; do
+      [ "$np" -lt 4 ] && [[ "$variant" == *"--ep 4"* ]] && continue
+      # shellcheck disable=SC2086
+      run_log "${name}_variant" "$np" --dp "$dp" --cp "$cp" $variant --steps 20 ||
+        fail "$name $variant: the 20-step run failed"
+      agree "$name $variant vs replicated ep 1 (20 steps, f32)" "$(losses "${name}_ref")" \
+        "$(losses "${name}_variant")" 1e-4
     done
   done
 }
@@ -108,10 +112,13 @@ case_resume() {
         "$(pick "${name}_resumed" 3 5)" 1e-12
     fi
   }
-  resume_pair full_to_none 4 "--dp 2 --cp 2 --batch 4 --shard full" 4 "--cp 4 --batch 4 --shard none"
-  resume_pair none_to_full 4 "--cp 4 --batch 4 --shard none" 4 "--dp 2 --cp 2 --batch 4 --shard full"
-  resume_pair full_same 4 "--dp 2 --cp 2 --batch 4 --shard full" 4 "--dp 2 --cp 2 --batch 4 --shard full"
-  resume_pair optimizer_same 2 "--cp 2 --batch 4 --shard optimizer" 2 "--cp 2 --batch 4 --shard optimizer"
+  local a="--dp 2 --cp 2 --batch 4 --shard full --ep 2" b="--cp 4 --batch 4 --shard none --ep 1"
+  resume_pair full_ep2_to_none 4 "$a" 4 "$b"
+  resume_pair none_to_full_ep2 4 "$b" 4 "$a"
+  resume_pair full_ep2_same 4 "$a" 4 "$a"
+  resume_pair optimizer_ep4_same 4 "--cp 4 --batch 4 --shard optimizer --ep 4" 4 \
+    "--cp 4 --batch 4 --shard optimizer --ep 4"
+  resume_pair none_ep2_same 2 "--cp 2 --batch 4 --ep 2" 2 "--cp 2 --batch 4 --ep 2"
 }
 
 case_refused() {
@@ -126,6 +133,11 @@ case_refused() {
     --shard partial
   jq '.train.shard = "zero3"' "$CONFIG" >"$WORK/zero3.json"
   bad "train.shard zero3" 'train.shard = "zero3"' 2 --config "$WORK/zero3.json" --cp 2
+  bad "--ep 3 of 8 experts" "ep 3 (--ep) does not divide the 8 experts" 3 --cp 3 --ep 3
+  bad "--ep 2 on 3 ranks" "ep 2 (--ep) does not divide the world of dp x cp = 3" 3 --cp 3 --ep 2
+  bad "--ep 2 without MoE layers" "expert parallelism needs MoE layers" 2 \
+    --config "$SRC/configs/tiny.json" --cp 2 --ep 2
+  bad "--ep 0" "--ep 0: expected an integer >= 1" 2 --cp 2 --ep 0
 }
 
 case "$CASE" in

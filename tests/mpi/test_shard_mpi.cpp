@@ -1,8 +1,9 @@
-// The training state sharded over the world (train.shard, train/sharded_state.h) under
-// real MPI ranks (ctest runs this with 1, 2, 3 and 4): at every dp x cp layout that fits,
-// the owned gradients, gathered, are the replicated run's (fp64, 1e-12), the norm and the
-// AdamW step on the owned parts give the replicated values, and each unit moves exactly
-// its blocks: W padded blocks reduce-scattered, the owned parts all-gathered.
+// The training state sharded over the world (train.shard, train/sharded_state.h) and the
+// experts spread over the ranks (ep) under real MPI ranks (ctest runs this with 1, 2, 3
+// and 4): at every dp x cp layout that fits, the owned gradients, gathered, are the
+// replicated run's (fp64, 1e-12), the norm and the AdamW step on the owned parts give the
+// replicated values, with ep = 2 and 4 as with ep = 1; and each unit moves exactly its
+// blocks: W padded blocks reduce-scattered, the owned parts all-gathered.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -12,9 +13,11 @@
 #include "comm/mpi_communicator.h"
 #include "cp/shard.h"
 #include "model/model.h"
+#include "ops/adamw/adamw.h"
 #include "test_support.h"
 #include "train/mesh.h"
 #include "train/optimizer.h"
+#include "train/replicated_state.h"
 #include "train/sharded_state.h"
 
 using namespace gdn;
@@ -41,12 +44,19 @@ struct Result {
   std::vector<double> values;  // after one AdamW step
 };
 
-// The owned parts of every rank put together (they are disjoint: a sum assembles them).
-std::vector<double> assemble(Communicator& world, const ParamPartition& part, std::int64_t n,
-                             const std::vector<double>& owned) {
-  std::vector<double> whole(std::size_t(n), 0.0);
-  for (const OwnedPart& o : part.parts())
-    std::copy_n(owned.begin() + o.at, o.size, whole.begin() + o.begin);
+// The whole model's flat order (ep = 1) put together from every rank's runs [lo, hi) of
+// its flat order, at `at` in `mine` (the runs are disjoint: a sum assembles them).
+struct Piece {
+  std::int64_t lo, hi, at;
+};
+std::vector<double> assemble(Communicator& world, const std::vector<ParamInfo>& infos,
+                             std::int64_t whole_n, const std::vector<Piece>& pieces,
+                             const std::vector<double>& mine) {
+  std::vector<double> whole(std::size_t(whole_n), 0.0);
+  for (const Piece& p : pieces)
+    for_each_global_run(infos, p.lo, p.hi, [&](std::int64_t local, std::int64_t g, std::int64_t n) {
+      std::copy_n(mine.begin() + p.at + (local - p.lo), n, whole.begin() + g);
+    });
   world.all_reduce_sum(whole.data(), whole.size(), "test.assemble");
   return whole;
 }
@@ -55,17 +65,20 @@ std::vector<double> assemble(Communicator& world, const ParamPartition& part, st
 // summed over the world, the norm and the values after one AdamW step; replicated
 // (Sharding::none) as the trainer does it, or sharded.
 Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch, int dp, int cp,
-                  Sharding shard, bool recompute) {
-  Mesh mesh = make_mesh(world, dp, cp);
+                  Sharding shard, bool recompute, int ep = 1) {
+  Mesh mesh = make_mesh(world, dp, cp, ep);
   ModelOptions mo;
   mo.recompute = recompute;
   mo.by_unit = shard == Sharding::full;
+  mo.experts = {ep, mesh.ep_rank};
   Model<double, Host> model(c, 16, mo);
+  if (ep > 1) model.set_expert_comm(mesh.ep_comm.get(), mesh.ep_comm.get());
   std::unique_ptr<ShardedState<double, Host>> state;
   if (shard == Sharding::none) {
     model.init(5);
   } else {
-    state = std::make_unique<ShardedState<double, Host>>(shard, model, world, world);
+    state = std::make_unique<ShardedState<double, Host>>(shard, model, world, world,
+                                                         mesh.expert_comm.get());
     if (shard == Sharding::full) model.set_unit_gather(state.get());
     state->init(5);
     state->zero_grad();
@@ -89,24 +102,30 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   AdamWConfig ac;
   ac.lr = 0.01;
   ac.weight_decay = 0.1;
-  const std::int64_t n = model.params().num_elements();
+  ParamStore<double, Host>& ps = model.params();
+  const std::int64_t whole_n = parameter_count(c);
+  std::vector<Piece> pieces;  // what this rank contributes to the whole
   if (shard == Sharding::none) {
-    ParamStore<double, Host>& ps = model.params();
-    world.all_reduce_sum(ps.grads(), std::size_t(n), "test.grads");
-    r.grads = ps.host_grads();
-    r.norm = clip_grad_norm(ps, 0.5);
+    // Rank 0 all but the experts, the first ep group the experts.
+    for (const ParamUnit& u : ps.units())
+      if (u.expert ? world.rank() < ep : world.rank() == 0)
+        pieces.push_back({u.begin, u.end, u.begin});
+    reduce_grads(ps, mesh);
+    r.grads = assemble(world, ps.infos(), whole_n, pieces, ps.host_grads());
+    r.norm = std::sqrt(whole_sum_squares(ps, ps.grads(), mesh, mesh.ep_comm.get()));
+    if (r.norm > 0.5) ops::scale(Host{}, ps.grads(), ps.num_elements(), 0.5 / r.norm);
     AdamW<double, Host> adamw(ac, ps);
     adamw.step(ps, 0, ac.lr);
-    r.values = ps.host_values();
+    r.values = assemble(world, ps.infos(), whole_n, pieces, ps.host_values());
     return r;
   }
+  for (const OwnedPart& o : state->partition().parts())
+    pieces.push_back({o.begin, o.begin + o.size, o.at});
   if (shard == Sharding::optimizer) state->reduce_gradients();
-  r.grads = assemble(world, state->partition(), n, state->owned_grads());
+  r.grads = assemble(world, ps.infos(), whole_n, pieces, state->owned_grads());
   r.norm = state->clip_grad_norm(0.5);
   state->adamw_step(ac, 0, ac.lr);
-  r.values = shard == Sharding::optimizer
-                 ? model.params().host_values()
-                 : assemble(world, state->partition(), n, state->owned_values());
+  r.values = assemble(world, ps.infos(), whole_n, pieces, state->owned_values());
   return r;
 }
 
@@ -142,6 +161,32 @@ TEST_CASE("a sharded training state gives the replicated gradients and step (fp6
         }
       }
   }
+}
+
+TEST_CASE("experts spread over ep = 2, 4 ranks give the ep = 1 gradients and step (fp64, 1e-12)",
+          "[shard][ep]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const int P = world.size();
+  const ModelConfig c = hybrid_moe_model();  // 4 experts, top 2
+  const Batch batch = make_batch(4, 23, c.vocab_size);
+  int layouts = 0;
+  for (int cp = 1; cp <= 4; ++cp)
+    for (int dp : {1, 2, 4}) {
+      if (dp * cp != P) continue;
+      for (bool recompute : {false, true}) {
+        const Result ref = run_layout(world, c, batch, dp, cp, Sharding::none, recompute);
+        for (int ep : {2, 4})
+          for (Sharding shard : {Sharding::none, Sharding::optimizer, Sharding::full}) {
+            if (P % ep != 0) continue;
+            ++layouts;
+            INFO("dp=" << dp << " cp=" << cp << " ep=" << ep << " shard " << name_of(shard)
+                       << " recompute " << recompute);
+            check_same(run_layout(world, c, batch, dp, cp, shard, recompute, ep), ref, 1e-12);
+          }
+      }
+    }
+  // (dp, cp) = (1, 2), (2, 1) at 2 ranks with ep 2; (1, 4), (2, 2), (4, 1) at 4 with ep 2, 4.
+  CHECK(layouts == (P == 4 ? 3 * 2 * 2 * 3 : P == 2 ? 2 * 2 * 1 * 3 : 0));
 }
 
 TEST_CASE("each unit moves exactly its blocks: W padded ones reduced, the owned ones gathered",
