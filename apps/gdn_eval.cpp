@@ -3,6 +3,7 @@
 //
 //   mpirun -np P gdn_eval --init-from DIR --tokens FILE.npy [--cp P] [--dtype f32|f64]
 //       [--chunk-size 64] [--attention-load-balance none|layer_local] [--grads-out DIR]
+//       [--ep E] [--shard none|optimizer|full]
 //
 // FILE.npy is int32 or int64 [B, T + 1]: inputs [:, :-1], targets [:, 1:]. Prints one JSON
 // line {"loss", "aux_loss", "total", "tokens"} on stdout (rank 0): loss is the mean
@@ -10,7 +11,9 @@
 // without MoE), total = loss + router_aux_loss_coef aux_loss when output_router_logits,
 // else loss. --grads-out writes d total / d parameter as DIR/<checkpoint name>.npy in the
 // checkpoint's layout and shape. The ranks beyond cp form data-parallel groups (dp =
-// world / cp, B a multiple of dp). Shares the model code with gdn_train (CPU ranks).
+// world / cp, B a multiple of dp). --ep and --shard spread the experts and the parameters
+// over the ranks as gdn_train does (the gradients are gathered to rank 0 for --grads-out).
+// Shares the model code with gdn_train (CPU ranks).
 #include <spdlog/spdlog.h>
 
 #include <cxxopts.hpp>
@@ -28,6 +31,9 @@
 #include "model/hf_weights.h"
 #include "model/model.h"
 #include "train/mesh.h"
+#include "train/replicated_state.h"
+#include "train/sharded_state.h"
+#include "train/state_gather.h"
 #include "train/train_config.h"
 
 using namespace gdn;
@@ -54,14 +60,18 @@ cxxopts::Options make_options() {
       "grads-out", "write d total / d parameter for every checkpoint tensor as DIR/<name>.npy",
       cxxopts::value<std::string>())(
       "stats", "log the bytes each call site exchanged and the attention work per rank")(
-      "h,help", "print this help");
+      "ep", "expert-parallel degree: the experts of every MoE layer over ep consecutive ranks",
+      cxxopts::value<int>()->default_value("1"))(
+      "shard", "none | optimizer | full: the parameters' training state sharded over the ranks",
+      cxxopts::value<std::string>()->default_value("none"))("h,help", "print this help");
   return o;
 }
 
 struct Setup {
   std::string dir, tokens_path, grads_out;
   DType dtype = DType::f32;
-  int cp = 1, dp = 1, chunk = kDefaultChunkSize;
+  int cp = 1, dp = 1, ep = 1, chunk = kDefaultChunkSize;
+  Sharding shard = Sharding::none;
   bool layer_local = false, stats = false;
   ModelConfig model;
   std::vector<std::string> ignored, notes;
@@ -89,6 +99,11 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
             enum_list<AttentionLoadBalance>());
   s.layer_local = balance == AttentionLoadBalance::layer_local;
   s.stats = r.count("stats") > 0;
+  s.ep = r["ep"].as<int>();
+  const std::string shard = r["shard"].as<std::string>();
+  const std::optional<Sharding> sharding = enum_from_name<Sharding>(shard);
+  GDN_CHECK(sharding, "--shard ", shard, ": expected ", enum_list<Sharding>());
+  s.shard = *sharding;
   if (r.count("grads-out")) s.grads_out = r["grads-out"].as<std::string>();
   const std::string config = s.dir + "/config.json";
   s.model = parse_model_config(read_json_file(config), config, s.ignored, s.notes);
@@ -102,6 +117,11 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
   GDN_CHECK(s.tokens.shape.size() == 2 && s.tokens.shape[0] >= 1 && s.tokens.shape[1] >= 2,
             "--tokens ", s.tokens_path, " has shape ", shape_str(s.tokens.shape),
             ": expected [B, T + 1] with B >= 1 and T >= 1");
+  GDN_CHECK(s.ep >= 1 && world_size % s.ep == 0, "--ep ", s.ep, ": expected a divisor of the ",
+            world_size, " ranks launched");
+  GDN_CHECK(s.ep == 1 || (s.model.num_moe_layers() > 0 && s.model.num_experts % s.ep == 0), "--ep ",
+            s.ep, ": expected a divisor of the model's ", s.model.num_experts, " experts (", config,
+            ")");
   const std::int64_t B = s.tokens.shape[0], T = s.tokens.shape[1] - 1;
   GDN_CHECK(B % s.dp == 0, "--tokens ", s.tokens_path, ": B = ", B,
             " sequences do not split over dp = ", s.dp, " groups (world ", world_size, " / cp ",
@@ -120,19 +140,35 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
 template <typename T>
 int evaluate(const Setup& s, Communicator& world) {
   std::unique_ptr<Model<T, Host>> model;
+  std::unique_ptr<ShardedState<T, Host>> state;
   Mesh mesh;
   std::vector<std::string> skipped;
+  const std::vector<ParamInfo> whole = parameter_infos(s.model);  // of the checkpoint
+  std::vector<T> weights;
   if (!app::run_setup_collectively(world, [&] {
-        model = std::make_unique<Model<T, Host>>(s.model, s.chunk);
-        std::vector<T> flat(std::size_t(model->params().num_elements()));
-        read_hf_weights(s.dir, s.model, model->params().infos(), flat, skipped);
-        model->params().set_values(flat);
+        ModelOptions mo;
+        mo.by_unit = s.shard == Sharding::full;
+        mo.experts = {s.ep, world.rank() % s.ep};
+        model = std::make_unique<Model<T, Host>>(s.model, s.chunk, mo);
+        weights.resize(std::size_t(whole.back().offset + whole.back().size));
+        read_hf_weights(s.dir, s.model, whole, weights, skipped);
       }))
     return 1;
+  mesh = make_mesh(world, s.dp, s.cp, s.ep);
+  if (s.ep > 1) model->set_expert_comm(mesh.ep_comm.get(), mesh.ep_comm.get());
+  if (s.shard == Sharding::none) {
+    model->params().set_values(local_from_global(model->params().infos(), weights));
+  } else {
+    state = std::make_unique<ShardedState<T, Host>>(s.shard, *model, world, world,
+                                                    mesh.expert_comm.get());
+    if (s.shard == Sharding::full) model->set_unit_gather(state.get());
+    state->set_values(weights);
+    state->zero_grad();
+  }
+  weights = {};
   if (world.rank() == 0 && !skipped.empty())
     spdlog::warn("{}: {} tensors skipped (not part of the text model): {}{}", s.dir, skipped.size(),
                  skipped.front(), skipped.size() > 1 ? ", ..." : "");
-  mesh = make_mesh(world, s.dp, s.cp);
   const std::int64_t B = s.tokens.shape[0], Tg = s.tokens.shape[1] - 1, Bl = B / s.dp;
   CpOptions opt;
   opt.attention_layer_local = s.layer_local;
@@ -151,7 +187,30 @@ int evaluate(const Setup& s, Communicator& world) {
                                               1.0 / double(B * Tg));
   double ce = losses.ce_sum;
   world.all_reduce_sum(&ce, 1, app_sites::kEvalLoss);
-  world.all_reduce_sum(ps.grads(), std::size_t(ps.num_elements()), app_sites::kEvalGrads);
+  // The gradients summed over the ranks, then every rank's part of them to rank 0.
+  std::vector<GlobalRun> runs;
+  std::vector<T> mine;
+  if (!state) {
+    reduce_grads(ps, mesh);
+    for (const ParamUnit& u : ps.units())
+      if (u.expert ? world.rank() < s.ep : world.rank() == 0)
+        for_each_global_run(ps.infos(), u.begin, u.end,
+                            [&](std::int64_t at, std::int64_t g, std::int64_t n) {
+                              runs.push_back({g, at, n});
+                            });
+    mine = ps.host_grads();
+  } else {
+    if (s.shard == Sharding::optimizer) state->reduce_gradients();
+    for (const OwnedPart& o : state->partition().parts())
+      for_each_global_run(ps.infos(), o.begin, o.begin + o.size,
+                          [&](std::int64_t local, std::int64_t g, std::int64_t n) {
+                            runs.push_back({g, o.at + (local - o.begin), n});
+                          });
+    mine = state->owned_grads();
+  }
+  const std::vector<T> grads =
+      std::move(gather_runs<T>(world, runs, {mine.data()}, whole.back().offset + whole.back().size,
+                               app_sites::kEvalGrads)[0]);
   const double loss = ce / double(B * Tg);
   const double total =
       loss + (s.model.output_router_logits ? s.model.router_aux_loss_coef * losses.aux : 0.0);
@@ -172,8 +231,7 @@ int evaluate(const Setup& s, Communicator& world) {
   if (world.rank() != 0) return 0;
   if (!s.grads_out.empty()) {
     std::filesystem::create_directories(s.grads_out);
-    const std::vector<T> grads = ps.host_grads();
-    for (const HfTensorMap& m : hf_tensor_maps(s.model, ps.infos())) {
+    for (const HfTensorMap& m : hf_tensor_maps(s.model, whole)) {
       Tensor<T> g(m.shape);
       g.data = gather_hf(m, grads.data());
       write_npy(s.grads_out + "/" + m.name + ".npy", g);

@@ -43,4 +43,24 @@ std::vector<Fit> longest_fits(const PlanInput& in, double budget, const std::vec
   return out;
 }
 
+std::optional<LayoutFit> smallest_fit(const PlanInput& in, double budget, int max_world) {
+  const int E = in.model.num_moe_layers() > 0 ? in.model.num_experts : 1;
+  for (int W = 1; W <= max_world; W *= 2) {
+    // Preference order: shard, recompute, ep, then dp from the largest.
+    for (Sharding shard : {Sharding::none, Sharding::optimizer, Sharding::full})
+      for (bool recompute : {false, true})
+        for (int ep = 1; ep <= W; ep *= 2) {
+          if (W % ep != 0 || E % ep != 0) continue;
+          for (int dp = std::min(W, in.batch); dp >= 1; --dp) {
+            if (W % dp != 0 || in.batch % dp != 0 || W / dp > in.T) continue;
+            PlanInput p = in;
+            p.cp = W / dp, p.dp = dp, p.ep = ep, p.shard = shard, p.recompute = recompute;
+            const MemoryEstimate m = rank_memory(p, recompute);
+            if (double(m.total()) <= budget) return LayoutFit{W, p.cp, dp, ep, shard, recompute, m};
+          }
+        }
+  }
+  return std::nullopt;
+}
+
 }  // namespace gdn::plan

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "model/memory_estimate.h"
@@ -23,5 +24,21 @@ struct Fit {
 // For each cp in `cps`, the longest seq_len whose estimate (with in.recompute) is at
 // most `budget` bytes. The estimate grows with seq_len, so a bisection finds it.
 std::vector<Fit> longest_fits(const PlanInput& in, double budget, const std::vector<int>& cps);
+
+// A layout of in's model, sequence and batch on `world` ranks whose estimate fits.
+struct LayoutFit {
+  int world = 0, cp = 1, dp = 1, ep = 1;
+  Sharding shard = Sharding::none;
+  bool recompute = false;
+  MemoryEstimate at;
+};
+
+// The fewest ranks, a power of two up to max_world, on which some layout fits `budget`
+// bytes per rank: cp x dp = world (dp dividing the batch, cp <= seq_len), ep a power of
+// two dividing the world and the experts, any train.shard and recompute. Of the layouts
+// that fit there, the one that moves the least besides CP: shard none before optimizer
+// before full, then no recomputation, then the smallest ep, then the largest dp. nullopt
+// when none fits up to max_world.
+std::optional<LayoutFit> smallest_fit(const PlanInput& in, double budget, int max_world);
 
 }  // namespace gdn::plan

@@ -24,6 +24,7 @@ Plan make_plan(const PlanInput& in, const PlanOptions& opt) {
     if (std::find(cps.begin(), cps.end(), in.cp) == cps.end()) cps.push_back(in.cp);
     std::sort(cps.begin(), cps.end());
     p.fits = longest_fits(in, *opt.memory_budget, cps);
+    p.smallest = smallest_fit(in, *opt.memory_budget, kMaxWorld);
   }
   if (opt.cluster) {
     GDN_CHECK(opt.rank_flops_per_s > 0,

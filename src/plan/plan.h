@@ -30,11 +30,15 @@ struct Plan {
   MemoryEstimate memory, memory_none, memory_layer;  // the run's setting; both settings
   std::optional<double> memory_budget;
   std::vector<Fit> fits;
+  std::optional<LayoutFit> smallest;  // with a budget: the fewest ranks that fit (memory_fit.h)
   std::optional<ClusterSpec> cluster;
   double rank_flops_per_s = 0;
   std::optional<StepTime> step;
   std::vector<StepTime> scaling;
 };
+
+// The largest world the smallest-fit search tries.
+inline constexpr int kMaxWorld = 1 << 14;
 
 Plan make_plan(const PlanInput& in, const PlanOptions& opt);
 

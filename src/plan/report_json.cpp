@@ -130,6 +130,18 @@ json to_json(const Plan& p) {
       fits.push_back({{"cp", fit.cp}, {"seq_len", fit.seq_len}, {"total", fit.at.total()}});
     mem["budget_bytes"] = *p.memory_budget;
     mem["longest_seq_len"] = fits;
+    if (p.smallest) {
+      const LayoutFit& s = *p.smallest;
+      mem["smallest_fit"] = {{"world", s.world},
+                             {"cp", s.cp},
+                             {"dp", s.dp},
+                             {"ep", s.ep},
+                             {"shard", name_of(s.shard)},
+                             {"recompute", s.recompute ? "layer" : "none"},
+                             {"total", s.at.total()}};
+    } else {
+      mem["smallest_fit"] = nullptr;
+    }
   }
   j["memory"] = mem;
 

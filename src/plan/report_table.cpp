@@ -105,6 +105,16 @@ void memory_table(const Plan& p, std::ostream& out) {
       out << fmt::format("    cp {:>4}: {}\n", f.cp,
                          f.seq_len ? fmt::format("{} ({})", f.seq_len, format_bytes(f.at.total()))
                                    : std::string("does not fit"));
+    if (p.smallest) {
+      const LayoutFit& s = *p.smallest;
+      out << fmt::format(
+          "  fewest ranks for seq_len {} (batch {}): {} (cp {}, dp {}, ep {}, shard {}, recompute "
+          "{}): {} per rank\n",
+          p.in.T, p.in.batch, s.world, s.cp, s.dp, s.ep, name_of(s.shard),
+          s.recompute ? "layer" : "none", format_bytes(s.at.total()));
+    } else {
+      out << fmt::format("  fewest ranks for seq_len {}: none up to {} fits\n", p.in.T, kMaxWorld);
+    }
   }
 }
 

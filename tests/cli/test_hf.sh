@@ -6,6 +6,8 @@
 #                     load-balancing loss and total within 1e-12 relative, and every
 #                     gradient within 1e-9 relative, at cp = 1, 2, 3, 4 and both attention
 #                     balance modes
+#   parity_sharded    the same for the MoE fixtures with the experts over ep = 2, 4 ranks and
+#                     the training state sharded (gdn_eval --ep --shard)
 #   roundtrip         gdn_train --export-hf, then gdn_eval and gdn_train --init-from of the
 #                     export give the identical loss; --init-from resumes the weights exactly
 #   wrong_arch        a checkpoint of another architecture is refused, naming the tensor
@@ -38,6 +40,61 @@ eval_json() {  # eval_json NP OUT_JSON ARGS...: one gdn_eval run, its JSON line 
 # rel_close A B TOL: |A - B| <= TOL |B|
 rel_close() {
   python3 -c "import sys; a, b, t = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= t * abs(b) else 1)" "$@"
+}
+
+# parity_check NAME TAG NP ARGS...: gdn_eval of fixture NAME on NP ranks with ARGS agrees
+# with transformers' loss terms (1e-12) and every gradient (1e-9).
+parity_check() {
+  local name=$1 tag=$2 np=$3 dir=$FIX/$1
+  shift 3
+  local out=$WORK/check.json grads=$WORK/check-grads
+  rm -rf "$grads"
+  if ! eval_json "$np" "$out" --init-from "$dir" --tokens "$dir/tokens.npy" --dtype f64 \
+    --chunk-size 16 --grads-out "$grads" "$@"; then
+    cat "$out.err"
+    fail "$tag: gdn_eval failed"
+    return
+  fi
+  local key got want ok=1
+  for key in loss aux_loss total; do
+    got=$(jq -r ".$key" "$out") want=$(jq -r ".$key" "$dir/expected.json")
+    rel_close "$got" "$want" 1e-12 || { ok=0; echo "$tag: $key $got vs transformers $want"; }
+  done
+  if [ "$ok" -eq 1 ] && diff <(ls "$dir/grads") <(ls "$grads") >/dev/null &&
+    "$BIN/gdn_npy_diff" "$grads" "$dir/grads" --tol 1e-9 >"$WORK/diff.txt"; then
+    pass "$tag: loss terms within 1e-12, all $(ls "$grads" | wc -l) gradients within 1e-9"
+  else
+    grep -v " ok$" "$WORK/diff.txt" 2>/dev/null | head
+    fail "$tag: differs from transformers"
+  fi
+}
+
+# The MoE fixtures with the experts over ep ranks and the training state sharded: as
+# transformers, and every gradient within 1e-12 of the replicated run at the same layout.
+case_parity_sharded() {
+  local name tag np args
+  for name in qwen3_next_moe qwen3_5_moe; do
+    while IFS='|' read -r tag np args; do
+      # shellcheck disable=SC2086
+      eval_json "$np" "$WORK/ref.json" --init-from "$FIX/$name" --tokens "$FIX/$name/tokens.npy" \
+        --dtype f64 --chunk-size 16 --grads-out "$WORK/ref-grads" ${args%% --ep*} </dev/null ||
+        { fail "$name $tag: the replicated gdn_eval failed"; continue; }
+      # shellcheck disable=SC2086
+      parity_check "$name" "$name $tag" "$np" $args </dev/null
+      if "$BIN/gdn_npy_diff" "$WORK/check-grads" "$WORK/ref-grads" --tol 1e-12 >"$WORK/diff.txt"; then
+        pass "$name $tag: every gradient within 1e-12 of the replicated run"
+      else
+        grep -v " ok$" "$WORK/diff.txt" | head -5
+        fail "$name $tag: gradients differ from the replicated run beyond 1e-12"
+      fi
+      rm -rf "$WORK/ref-grads"
+    done <<'EOF'
+cp=2 ep=2 shard full|2|--cp 2 --ep 2 --shard full
+cp=4 ep=4 shard optimizer|4|--cp 4 --ep 4 --shard optimizer
+dp=2 x cp=2 ep=2 shard none|4|--cp 2 --ep 2
+cp=3 shard full|3|--cp 3 --ep 1 --shard full
+EOF
+  done
 }
 
 case_parity() {
@@ -413,6 +470,7 @@ PY
 }
 
 case "$CASE" in
+  parity_sharded) case_parity_sharded ;;
   parity_*) case_parity "${CASE#parity_}" ;;
   roundtrip) case_roundtrip ;;
   wrong_arch) case_wrong_arch ;;

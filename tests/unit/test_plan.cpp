@@ -125,3 +125,28 @@ TEST_CASE("the longest seq_len that fits is the edge of the memory estimate") {
     REQUIRE(double(rank_memory(p, false).total()) > budget);
   }
 }
+
+TEST_CASE("the smallest fit fits, and no layout of half as many ranks does", "[memory]") {
+  const PlanInput in = tiny(4096, 1);
+  for (double budget : {1.2e7, 2.0e7, 5.0e7, 1.0e8, 3.0e8}) {
+    INFO("budget " << budget);
+    const std::optional<LayoutFit> f = smallest_fit(in, budget, 64);
+    REQUIRE(f);
+    CHECK(f->cp * f->dp == f->world);
+    CHECK(double(f->at.total()) <= budget);
+    PlanInput p = in;
+    p.cp = f->cp, p.dp = f->dp, p.ep = f->ep, p.shard = f->shard;
+    CHECK(rank_memory(p, f->recompute).total() == f->at.total());
+    // Every layout of world / 2 ranks, enumerated here: none fits.
+    const int W = f->world / 2;
+    for (int dp = 1; W >= 1 && dp <= W; ++dp)
+      for (int ep = 1; ep <= W; ++ep)
+        for (Sharding shard : {Sharding::none, Sharding::optimizer, Sharding::full})
+          for (bool recompute : {false, true}) {
+            if (W % dp || in.batch % dp || W % ep || in.model.num_experts % ep) continue;
+            p.cp = W / dp, p.dp = dp, p.ep = ep, p.shard = shard;
+            CHECK(double(rank_memory(p, recompute).total()) > budget);
+          }
+  }
+  CHECK_FALSE(smallest_fit(in, 1.0e3, 64));  // nothing fits a kilobyte
+}
