@@ -60,8 +60,14 @@ cxxopts::Options make_options() {
       cxxopts::value<std::string>())(
       "export-hf",
       "at the end, write the weights as a Hugging Face checkpoint (config.json and "
-      "model.safetensors) to this directory (created, and checked writable, at start-up)",
+      "model.safetensors, or model-0000i-of-0000n.safetensors and their index past "
+      "--export-hf-max-mb) to this directory (created, and checked writable, at start-up); "
+      "the tensors go through rank 0 one file at a time",
       cxxopts::value<std::string>())(
+      "export-hf-max-mb",
+      "the largest safetensors file of --export-hf in MB (10^6 bytes), as save_pretrained's "
+      "max_shard_size",
+      cxxopts::value<std::string>()->default_value("5000"))(
       "exchange-out",
       "after the first step, write every rank's exact Communicator counters of that step "
       "(calls, bytes sent and received per call site) to this JSON file: what gdn_plan "
@@ -94,6 +100,7 @@ cxxopts::Options make_options() {
 struct Setup {
   RunConfig cfg;
   std::string init_from, export_hf, exchange_out;
+  std::int64_t export_max_bytes = 0;
   std::string tie_note;  // a tied head the --init-from checkpoint unties (warned about)
   bool resume = false, overwrite_checkpoints = false;
   app::Device device = app::Device::cpu;
@@ -112,6 +119,14 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
       res.count("train-config") ? res["train-config"].as<std::string>() : "";
   if (res.count("init-from")) s.init_from = res["init-from"].as<std::string>();
   if (res.count("export-hf")) s.export_hf = res["export-hf"].as<std::string>();
+  {
+    const std::string mb = res["export-hf-max-mb"].as<std::string>();
+    char* end = nullptr;
+    const double v = std::strtod(mb.c_str(), &end);
+    GDN_CHECK(!mb.empty() && end && *end == '\0' && v >= 1e-3 && v <= 1e9, "--export-hf-max-mb ",
+              mb, ": expected a number of MB in [0.001, 1e9]");
+    s.export_max_bytes = std::int64_t(v * 1e6);
+  }
   if (res.count("exchange-out")) s.exchange_out = res["exchange-out"].as<std::string>();
   if (res.count("config")) {
     s.cfg = load_config(res["config"].as<std::string>(), train_file);
@@ -209,7 +224,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
     if (world.rank() == 0) spdlog::error("{}", result.stopped);
     return 1;
   }
-  if (!s.export_hf.empty()) trainer->export_hf(s.export_hf);
+  if (!s.export_hf.empty()) trainer->export_hf(s.export_hf, s.export_max_bytes);
   // Each rank's CPU time in the steps: the largest and the mean over the ranks.
   double cpu_max = result.cpu_seconds, cpu_sum = result.cpu_seconds;
   world.all_reduce_max(&cpu_max, 1, app_sites::kCpuTime);

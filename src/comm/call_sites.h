@@ -83,6 +83,8 @@ inline constexpr const char* kShardNorms = "train.shard_norms";
 // train.shard optimizer and full: the owned parts of the values and AdamW moments sent to
 // rank 0 for a checkpoint, one unit at a time.
 inline constexpr const char* kCheckpointGather = "train.checkpoint_gather";
+// --export-hf: each output file's tensors, every rank's elements of them to rank 0.
+inline constexpr const char* kExportGather = "train.export_gather";
 // All-reduce of the step's loss (one double).
 inline constexpr const char* kLossAllReduce = "train.loss_allreduce";
 // All-reduce (max) of the peak resident memory (one int64).

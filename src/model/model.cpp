@@ -111,8 +111,8 @@ void Model<T, Dev>::init(std::uint64_t seed) {
   Rng rng(seed);
   if constexpr (std::is_same_v<Buffer<Dev, T>, std::vector<T>>) {
     if (options_.experts.ep > 1) {
-      draw_init_by_unit(seed, [&](std::size_t u, const std::vector<T>& host) {
-        std::copy(host.begin(), host.end(), params_.unit_values(u));
+      draw_init_by_unit(seed, [&](std::size_t u, const T* host) {
+        std::copy_n(host, params_.units()[u].size(), params_.unit_values(u));
       });
       return;
     }
@@ -121,15 +121,15 @@ void Model<T, Dev>::init(std::uint64_t seed) {
     for (std::size_t g = 0; g < blocks_.size() + 2; ++g)
       draw_group(g, rng, HostParams<T>{values.data(), 0, params_.num_elements()});
   } else {
-    draw_init_by_unit(seed, [&](std::size_t u, const std::vector<T>& host) {
-      Dev::upload(params_.unit_values(u), host.data(), host.size());
+    draw_init_by_unit(seed, [&](std::size_t u, const T* host) {
+      Dev::upload(params_.unit_values(u), host, std::size_t(params_.units()[u].size()));
     });
   }
 }
 
 template <typename T, typename Dev>
 void Model<T, Dev>::draw_init_by_unit(
-    std::uint64_t seed, const std::function<void(std::size_t, const std::vector<T>&)>& take) const {
+    std::uint64_t seed, const std::function<void(std::size_t, const T*)>& take) const {
   if (options_.experts.ep > 1) {
     // The draws run over every expert: the whole model (stored by unit, so nothing is
     // allocated) draws each unit, and this rank keeps its parameters' parts of it.
@@ -137,30 +137,27 @@ void Model<T, Dev>::draw_init_by_unit(
     whole_options.by_unit = true;
     const Model<T, Host> whole(c_, kDefaultChunkSize, whole_options);
     std::vector<T> mine;
-    whole.draw_init_by_unit(seed, [&](std::size_t u, const std::vector<T>& host) {
+    whole.draw_init_by_unit(seed, [&](std::size_t u, const T* host) {
       const ParamUnit& pu = params_.units()[u];
       const std::int64_t global_begin = whole.params().units()[u].begin;
       mine.assign(std::size_t(pu.size()), T(0));
       for (const ParamInfo& p : params_.infos())
         if (p.unit == u)
-          std::copy_n(host.begin() + (p.global - global_begin), p.size,
+          std::copy_n(host + (p.global - global_begin), p.size,
                       mine.begin() + (p.offset - pu.begin));
-      take(u, mine);
+      take(u, mine.data());
     });
     return;
   }
   Rng rng(seed);
-  std::vector<T> host, unit;
+  std::vector<T> host;
   const std::vector<ParamUnit>& units = params_.units();
   for (std::size_t g = 0; g < blocks_.size() + 2; ++g) {
     const auto [first, last] = group_units(g);
     const std::int64_t begin = units[first].begin, end = units[last - 1].end;
     host.assign(std::size_t(end - begin), T(0));
     draw_group(g, rng, HostParams<T>{host.data(), begin, end - begin});
-    for (std::size_t u = first; u < last; ++u) {
-      unit.assign(host.begin() + (units[u].begin - begin), host.begin() + (units[u].end - begin));
-      take(u, unit);
-    }
+    for (std::size_t u = first; u < last; ++u) take(u, host.data() + (units[u].begin - begin));
   }
 }
 

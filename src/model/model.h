@@ -76,9 +76,9 @@ class Model {
   // and for every dp x cp layout. Needs the flat storage.
   void init(std::uint64_t seed);
   // The same values one unit at a time, in unit order: `take` gets unit u's host values
-  // (ParamUnit u of params().units()), for a store by unit.
+  // (the size() elements of ParamUnit u of params().units()), for a store by unit.
   void draw_init_by_unit(std::uint64_t seed,
-                         const std::function<void(std::size_t, const std::vector<T>&)>& take) const;
+                         const std::function<void(std::size_t, const T*)>& take) const;
   // Null (the default): every parameter is resident.
   void set_unit_gather(UnitGather* g) { gather_ = g; }
   std::size_t head_unit() const { return params_.units().size() - 1; }

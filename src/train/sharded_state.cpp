@@ -7,7 +7,6 @@
 #include "ops/adamw/adamw.h"
 #include "ops/elementwise/elementwise.h"
 #include "runtime/devices.h"
-#include "train/state_gather.h"
 
 namespace gdn {
 
@@ -55,9 +54,9 @@ void ShardedState<T, Dev>::init(std::uint64_t seed) {
     }
     return;
   }
-  model_.draw_init_by_unit(seed, [&](std::size_t u, const std::vector<T>& host) {
+  model_.draw_init_by_unit(seed, [&](std::size_t u, const T* host) {
     const OwnedPart& o = partition_.part(u);
-    Dev::upload(values_.data() + o.at, host.data() + (o.begin - o.unit_begin), std::size_t(o.size));
+    Dev::upload(values_.data() + o.at, host + (o.begin - o.unit_begin), std::size_t(o.size));
   });
 }
 
@@ -198,20 +197,6 @@ std::string ShardedState<T, Dev>::first_nonfinite(bool grads) {
   }
   host_.all_reduce_max(&found, 1, train_sites::kShardNorms);
   return found == 0 ? "(none)" : infos[infos.size() - std::size_t(found)].name;
-}
-
-template <typename T, typename Dev>
-typename ShardedState<T, Dev>::HostState ShardedState<T, Dev>::gather_to_root(std::int64_t total) {
-  std::vector<GlobalRun> runs;
-  for (const OwnedPart& o : partition_.parts())
-    for_each_global_run(ps_.infos(), o.begin, o.begin + o.size,
-                        [&](std::int64_t local, std::int64_t global, std::int64_t n) {
-                          runs.push_back({global, o.at + (local - o.begin), n});
-                        });
-  const std::vector<T> values = to_host<Dev>(values_), m = to_host<Dev>(m_), v = to_host<Dev>(v_);
-  std::vector<std::vector<T>> whole = gather_runs<T>(
-      host_, runs, {values.data(), m.data(), v.data()}, total, train_sites::kCheckpointGather);
-  return {std::move(whole[0]), std::move(whole[1]), std::move(whole[2])};
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class ShardedState<T, Dev>;

@@ -59,12 +59,6 @@ class ShardedState : public UnitGather {
   // over the ranks; "(none)".
   std::string first_nonfinite(bool grads);
 
-  // The whole model's values and moments (`total` elements each, its flat order) on rank 0
-  // for checkpoints: every rank sends its owned parts (collective; empty elsewhere).
-  struct HostState {
-    std::vector<T> values, m, v;
-  };
-  HostState gather_to_root(std::int64_t total);
   // Owned moments from the whole model's host moments, in its flat order.
   void set_moments(const std::vector<T>& m, const std::vector<T>& v);
 
@@ -72,6 +66,8 @@ class ShardedState : public UnitGather {
   // The owned part, unit after unit (partition().part(u).at).
   const Buffer<Dev, T>& owned_values() const { return values_; }
   const Buffer<Dev, T>& owned_grads() const { return grads_; }
+  const Buffer<Dev, T>& owned_m() const { return m_; }
+  const Buffer<Dev, T>& owned_v() const { return v_; }
 
   // UnitGather (full).
   void acquire(std::size_t u, bool values) override;

@@ -18,6 +18,7 @@
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
 #include "train/checkpoint.h"
+#include "train/hf_export.h"
 #include "train/replicated_state.h"
 #include "train/state_gather.h"
 #include "train/step_log.h"
@@ -51,8 +52,9 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   s.P = t.cp;
   s.Tl = (t.seq_len + t.cp - 1) / t.cp;  // the largest shard
   s.chunk_size = t.chunk_size;
-  const MemoryEstimate e = estimate_memory(
-      cfg.model, s, elem_bytes, t.recompute == Recompute::layer, StateLayout{t.shard, t.dp * t.cp, t.ep});
+  const MemoryEstimate e =
+      estimate_memory(cfg.model, s, elem_bytes, t.recompute == Recompute::layer,
+                      StateLayout{t.shard, t.dp * t.cp, t.ep});
   if (available >= 0 && e.total() > available)
     throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
                 (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
@@ -243,38 +245,50 @@ void Trainer<T, Dev>::write_exchange_record(const std::map<std::string, CommCoun
 }
 
 template <typename T, typename Dev>
-CheckpointData<T> Trainer<T, Dev>::host_state() const {
-  if (sharded_) {
-    auto s = sharded_->gather_to_root(whole_count());
-    return {std::move(s.values), std::move(s.m), std::move(s.v)};
-  }
+std::vector<GlobalRun> Trainer<T, Dev>::my_runs() const {
   const ParamStore<T, Dev>& ps = model_.params();
-  if (mesh_.ep == 1) {
-    if (world_.rank() != 0) return {};
-    return {ps.host_values(), to_host<Dev>(adamw_.m()), to_host<Dev>(adamw_.v())};
-  }
-  // Rank 0 sends what is not an expert, and each rank of the first ep group its experts.
   std::vector<GlobalRun> runs;
-  for (const ParamUnit& u : ps.units())
-    if (u.expert ? world_.rank() < mesh_.ep : world_.rank() == 0)
-      for_each_global_run(ps.infos(), u.begin, u.end,
-                          [&](std::int64_t at, std::int64_t global, std::int64_t n) {
-                            runs.push_back({global, at, n});
-                          });
-  const std::vector<T> values = ps.host_values(), m = to_host<Dev>(adamw_.m()),
-                       v = to_host<Dev>(adamw_.v());
+  auto add = [&](std::int64_t lo, std::int64_t hi, std::int64_t at) {
+    for_each_global_run(ps.infos(), lo, hi,
+                        [&](std::int64_t local, std::int64_t g, std::int64_t n) {
+                          runs.push_back({g, at + (local - lo), n});
+                        });
+  };
+  if (sharded_) {
+    for (const OwnedPart& o : sharded_->partition().parts()) add(o.begin, o.begin + o.size, o.at);
+  } else {
+    // Rank 0 all but the experts, each rank of the first ep group its experts.
+    for (const ParamUnit& u : ps.units())
+      if (u.expert ? world_.rank() < mesh_.ep : world_.rank() == 0) add(u.begin, u.end, u.begin);
+  }
+  return runs;
+}
+
+template <typename T, typename Dev>
+std::vector<T> Trainer<T, Dev>::local_values() const {
+  return sharded_ ? to_host<Dev>(sharded_->owned_values()) : model_.params().host_values();
+}
+
+template <typename T, typename Dev>
+CheckpointData<T> Trainer<T, Dev>::host_state() const {
+  if (!sharded_ && mesh_.ep == 1) {  // rank 0 holds it all
+    if (world_.rank() != 0) return {};
+    return {model_.params().host_values(), to_host<Dev>(adamw_.m()), to_host<Dev>(adamw_.v())};
+  }
+  const std::vector<T> values = local_values(),
+                       m = to_host<Dev>(sharded_ ? sharded_->owned_m() : adamw_.m()),
+                       v = to_host<Dev>(sharded_ ? sharded_->owned_v() : adamw_.v());
   std::vector<std::vector<T>> whole =
-      gather_runs<T>(world_, runs, {values.data(), m.data(), v.data()}, whole_count(),
+      gather_runs<T>(world_, my_runs(), {values.data(), m.data(), v.data()}, whole_count(),
                      train_sites::kCheckpointGather);
   return {std::move(whole[0]), std::move(whole[1]), std::move(whole[2])};
 }
 
 template <typename T, typename Dev>
-void Trainer<T, Dev>::export_hf(const std::string& dir) const {
-  const CheckpointData<T> d = host_state();
-  if (world_.rank() != 0) return;
-  write_hf_checkpoint(dir, cfg_.model, whole_, d.values);
-  spdlog::info("wrote a Hugging Face checkpoint of the weights to {}", dir);
+void Trainer<T, Dev>::export_hf(const std::string& dir, std::int64_t max_file_bytes) const {
+  const std::vector<T> values = local_values();
+  write_hf_export(world_, dir, cfg_.model, whole_, my_runs(), values.data(), max_file_bytes);
+  if (world_.rank() == 0) spdlog::info("wrote a Hugging Face checkpoint of the weights to {}", dir);
 }
 
 template <typename T, typename Dev>

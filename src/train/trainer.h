@@ -25,6 +25,7 @@
 #include "train/optimizer.h"
 #include "train/run_config.h"
 #include "train/sharded_state.h"
+#include "train/state_gather.h"
 
 namespace gdn {
 
@@ -86,9 +87,9 @@ class Trainer {
 
   std::int64_t next_step() const { return step_; }
   const MemoryEstimate& memory_estimate() const { return estimate_; }
-  // Rank 0 writes the current weights as a Hugging Face checkpoint (hf_weights.h);
-  // collective only in that every rank must call it.
-  void export_hf(const std::string& dir) const;
+  // Rank 0 writes the current weights as a Hugging Face checkpoint (train/hf_export.h),
+  // every rank sending its part one file at a time; collective.
+  void export_hf(const std::string& dir, std::int64_t max_file_bytes = 5'000'000'000) const;
   Model<T, Dev>& model() { return model_; }
   const Mesh& mesh() const { return mesh_; }
 
@@ -108,6 +109,11 @@ class Trainer {
   // The whole values and moments on rank 0 (empty elsewhere), in the whole model's flat
   // order; collective.
   CheckpointData<T> host_state() const;
+  // The runs of the whole model's flat order this rank contributes to a gather (its owned
+  // parts; replicated, rank 0 all but the experts and the first ep group its experts), at
+  // places of `local_values()`, `local_moments()`.
+  std::vector<GlobalRun> my_runs() const;
+  std::vector<T> local_values() const;
   // train.shard none: the gradients summed over the ranks (with ep > 1 the experts' over
   // the ranks holding them), and the sum of squares of the whole model's gradients or
   // values from this rank's flat buffer (one all-reduce).

@@ -8,6 +8,8 @@
 #                     balance modes
 #   parity_sharded    the same for the MoE fixtures with the experts over ep = 2, 4 ranks and
 #                     the training state sharded (gdn_eval --ep --shard)
+#   export_sharded    --export-hf of runs with --shard and --ep, cut into several files
+#                     with an index: the replicated export's tensors, read back exactly
 #   roundtrip         gdn_train --export-hf, then gdn_eval and gdn_train --init-from of the
 #                     export give the identical loss; --init-from resumes the weights exactly
 #   wrong_arch        a checkpoint of another architecture is refused, naming the tensor
@@ -137,6 +139,54 @@ case_parity() {
 # A short training run of the tiny Qwen3-Next hybrid MoE model, exported.
 TRAIN_ARGS=(--config "$SRC/configs/tiny-qwen3-next.json" --steps 2 --seq-len 32 --batch 2
   --dtype f64 --cp 2)
+
+# The initial weights (0 steps) exported from runs whose state is spread over the ranks,
+# in files of at most 0.1 MB: the same tensors as the replicated single-rank export, bit
+# for bit, and gdn_eval reads them back through the index.
+case_export_sharded() {
+  local args=(--config "$SRC/configs/tiny-qwen3-next.json" --steps 0 --seq-len 32 --batch 2
+    --dtype f64)
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" "${args[@]}" \
+    --export-hf "$WORK/ref" >"$WORK/ref.log" 2>&1 || { cat "$WORK/ref.log"; fail "export_sharded: the replicated export failed"; return; }
+  local layout np
+  while IFS='|' read -r layout np; do
+    local dir="$WORK/x${np}" tag="export_sharded ($layout, -np $np)"
+    rm -rf "$dir"
+    # shellcheck disable=SC2086
+    if ! timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" $layout \
+      --export-hf "$dir" --export-hf-max-mb 0.1 >"$WORK/x.log" 2>&1 </dev/null; then
+      cat "$WORK/x.log"
+      fail "$tag: gdn_train failed"
+      continue
+    fi
+    local files
+    files=$(ls "$dir" | grep -c '^model-[0-9]*-of-[0-9]*\.safetensors$')
+    if [ "$files" -lt 2 ] || [ ! -f "$dir/model.safetensors.index.json" ] ||
+      [ "$(jq '.weight_map | length' "$dir/model.safetensors.index.json")" -ne \
+        "$(python3 -c 'import json, struct, sys; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
+print(len([k for k in json.loads(f.read(n)) if k != "__metadata__"]))' "$WORK/ref/model.safetensors")" ]; then
+      ls -la "$dir"
+      fail "$tag: expected several model-*-of-*.safetensors and an index naming every tensor"
+      continue
+    fi
+    mkdir -p "$WORK/grads_x" "$WORK/grads_ref"
+    if eval_json 1 "$WORK/x.json" --init-from "$dir" --tokens "$FIX/qwen3_next_moe/tokens.npy" \
+      --grads-out "$WORK/grads_x" </dev/null &&
+      eval_json 1 "$WORK/r.json" --init-from "$WORK/ref" --tokens "$FIX/qwen3_next_moe/tokens.npy" \
+        --grads-out "$WORK/grads_ref" </dev/null &&
+      [ "$(jq .total "$WORK/x.json")" = "$(jq .total "$WORK/r.json")" ] &&
+      "$BIN/gdn_npy_diff" "$WORK/grads_x" "$WORK/grads_ref" --tol 0 >/dev/null; then
+      pass "$tag: $files files and an index; gdn_eval reads back the replicated export's loss and gradients exactly"
+    else
+      cat "$WORK/x.json.err" 2>/dev/null | tail -3
+      fail "$tag: gdn_eval of the sharded export differs from the replicated one"
+    fi
+  done <<'EOF'
+--cp 2 --shard full --ep 2|2
+--cp 2 --dp 2 --shard optimizer --ep 4|4
+--cp 4 --ep 2|4
+EOF
+}
 
 case_roundtrip() {
   timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" "${TRAIN_ARGS[@]}" \
@@ -471,6 +521,7 @@ PY
 
 case "$CASE" in
   parity_sharded) case_parity_sharded ;;
+  export_sharded) case_export_sharded ;;
   parity_*) case_parity "${CASE#parity_}" ;;
   roundtrip) case_roundtrip ;;
   wrong_arch) case_wrong_arch ;;
