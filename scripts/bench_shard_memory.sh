@@ -27,10 +27,6 @@ while [ $# -gt 0 ]; do
 done
 bash scripts/build.sh >/dev/null
 . scripts/lib/mpi.sh
-to_bytes() {  # "1.5 GiB" -> bytes
-  awk '{ u = $2; x = $1; m = (u == "KiB") ? 1024 : (u == "MiB") ? 1048576 : (u == "GiB") ? 1073741824 : 1;
-         printf "%.0f", x * m }'
-}
 # peak NP CONFIG ARGS...: the largest rank's peak RSS in bytes, from the step log ("" when
 # the run failed).
 peak() {

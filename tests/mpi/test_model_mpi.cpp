@@ -16,6 +16,7 @@
 #include "cp/gdn_cp.h"
 #include "cp/shard.h"
 #include "model/model.h"
+#include "mpi/model_batch.h"
 #include "test_support.h"
 #include "train/mesh.h"
 
@@ -26,19 +27,6 @@ namespace {
 
 ModelConfig tiny_model() {
   return make_model_config(29, 16, 2, 24, 1, 2, 8, 6, 0.2);
-}
-
-struct Batch {
-  int B;
-  std::int64_t T;
-  std::vector<std::int32_t> seq;  // [B, T + 1]
-};
-
-Batch make_batch(int B, std::int64_t T, int vocab) {
-  Batch b{B, T, std::vector<std::int32_t>(B * (T + 1))};
-  Rng rng(99);
-  for (auto& t : b.seq) t = std::int32_t(rng.next_u64() % vocab);
-  return b;
 }
 
 struct Result {
@@ -66,19 +54,15 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   }
   const int Bl = batch.B / dp;
   const Shard s = contiguous_shard(batch.T, cp, mesh.cp_rank);
-  std::vector<std::int32_t> tokens(Bl * s.size()), targets(Bl * s.size());
-  for (int b = 0; b < Bl; ++b) {
-    const std::int32_t* seq = batch.seq.data() + (mesh.dp_rank * Bl + b) * (batch.T + 1);
-    std::copy_n(seq + s.begin, s.size(), tokens.data() + b * s.size());
-    std::copy_n(seq + s.begin + 1, s.size(), targets.data() + b * s.size());
-  }
+  const ShardTokens part = shard_tokens(batch, dp, mesh.dp_rank, s);
   const double scale = 1.0 / double(batch.B * batch.T);
   Result r;
   CpOptions opt;
   opt.attention_layer_local = layer_local;
   opt.split_pieces = split_pieces;
   const CpContext ctx{*mesh.cp_comm, s, batch.T, opt};
-  const auto losses = model.forward_backward(ctx, world, tokens.data(), targets.data(), Bl, scale);
+  const auto losses =
+      model.forward_backward(ctx, world, part.tokens.data(), part.targets.data(), Bl, scale);
   r.loss = losses.ce_sum * scale;
   world.all_reduce_sum(&r.loss, 1, "test.loss");
   // The objective: aux is the same on every rank (reduced inside).

@@ -13,6 +13,7 @@
 #include "comm/mpi_communicator.h"
 #include "cp/shard.h"
 #include "model/model.h"
+#include "mpi/model_batch.h"
 #include "ops/adamw/adamw.h"
 #include "test_support.h"
 #include "train/mesh.h"
@@ -24,19 +25,6 @@ using namespace gdn;
 using namespace gdn::test;
 
 namespace {
-
-struct Batch {
-  int B;
-  std::int64_t T;
-  std::vector<std::int32_t> seq;  // [B, T + 1]
-};
-
-Batch make_batch(int B, std::int64_t T, int vocab) {
-  Batch b{B, T, std::vector<std::int32_t>(B * (T + 1))};
-  Rng rng(7);
-  for (auto& t : b.seq) t = std::int32_t(rng.next_u64() % vocab);
-  return b;
-}
 
 struct Result {
   double loss = 0, aux = 0, norm = 0;
@@ -85,16 +73,12 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   }
   const int Bl = batch.B / dp;
   const Shard s = contiguous_shard(batch.T, cp, mesh.cp_rank);
-  std::vector<std::int32_t> tokens(Bl * s.size()), targets(Bl * s.size());
-  for (int b = 0; b < Bl; ++b) {
-    const std::int32_t* seq = batch.seq.data() + (mesh.dp_rank * Bl + b) * (batch.T + 1);
-    std::copy_n(seq + s.begin, s.size(), tokens.data() + b * s.size());
-    std::copy_n(seq + s.begin + 1, s.size(), targets.data() + b * s.size());
-  }
+  const ShardTokens part = shard_tokens(batch, dp, mesh.dp_rank, s);
   const double scale = 1.0 / double(batch.B * batch.T);
   const CpContext ctx{*mesh.cp_comm, s, batch.T, CpOptions{}};
   world.reset_counters();
-  const auto losses = model.forward_backward(ctx, world, tokens.data(), targets.data(), Bl, scale);
+  const auto losses =
+      model.forward_backward(ctx, world, part.tokens.data(), part.targets.data(), Bl, scale);
   Result r;
   r.loss = losses.ce_sum * scale;
   world.all_reduce_sum(&r.loss, 1, "test.loss");
@@ -147,7 +131,7 @@ TEST_CASE("a sharded training state gives the replicated gradients and step (fp6
   // A tied GDN model (the embedding is used by the head too) and the hybrid MoE model.
   const ModelConfig tied = make_model_config(29, 16, 2, 24, 1, 2, 8, 6, 0.2, /*tied=*/true);
   for (const ModelConfig& c : {tied, hybrid_moe_model()}) {
-    const Batch batch = make_batch(2, 29, c.vocab_size);
+    const Batch batch = make_batch(2, 29, c.vocab_size, 7);
     for (int cp = 1; cp <= 4; ++cp)
       for (int dp : {1, 2}) {
         if (dp * cp != P) continue;
@@ -168,7 +152,7 @@ TEST_CASE("experts spread over ep = 2, 4 ranks give the ep = 1 gradients and ste
   MpiCommunicator world(MPI_COMM_WORLD);
   const int P = world.size();
   const ModelConfig c = hybrid_moe_model();  // 4 experts, top 2
-  const Batch batch = make_batch(4, 23, c.vocab_size);
+  const Batch batch = make_batch(4, 23, c.vocab_size, 7);
   int layouts = 0;
   for (int cp = 1; cp <= 4; ++cp)
     for (int dp : {1, 2, 4}) {
@@ -206,7 +190,7 @@ TEST_CASE("each unit moves exactly its blocks: W padded ones reduced, the owned 
     mine += std::max<std::int64_t>(0, std::min(u.size(), (world.rank() + 1) * block) -
                                           std::min(u.size(), world.rank() * block));
   }
-  const Batch batch = make_batch(W, 17, c.vocab_size);
+  const Batch batch = make_batch(W, 17, c.vocab_size, 7);
   auto expect = [&](const char* site, std::int64_t calls, std::int64_t sent, std::int64_t got) {
     const CommCounter& k = world.counter(site);
     INFO(site);
