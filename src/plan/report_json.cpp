@@ -60,6 +60,7 @@ json to_json(const Plan& p) {
                  {"chunk_size", in.chunk_size},
                  {"recompute", in.recompute ? "layer" : "none"},
                  {"shard", name_of(in.shard)},
+                 {"ep", in.ep},
                  {"attention_load_balance", in.layer_local ? "layer_local" : "none"},
                  {"tokens_per_step", std::int64_t(in.batch) * in.T},
                  {"tokens_per_shard", (in.T + in.cp - 1) / in.cp}};

@@ -86,10 +86,11 @@ void exchange_table(const Plan& p, std::ostream& out) {
 void memory_table(const Plan& p, std::ostream& out) {
   const MemoryEstimate& m = p.memory;
   out << "\nMemory per rank (the largest shard, as gdn_train estimates it)\n";
-  out << fmt::format("  parameters {}, gradients {}, AdamW moments {}{} (shard {} over {} ranks)\n",
-                     format_bytes(m.params), format_bytes(m.grads), format_bytes(m.moments),
-                     m.gathered > 0 ? ", gathered units " + format_bytes(m.gathered) : "",
-                     name_of(p.in.shard), p.in.world());
+  out << fmt::format(
+      "  parameters {}, gradients {}, AdamW moments {}{} (shard {} over {} ranks, ep {})\n",
+      format_bytes(m.params), format_bytes(m.grads), format_bytes(m.moments),
+      m.gathered > 0 ? ", gathered units " + format_bytes(m.gathered) : "", name_of(p.in.shard),
+      p.in.world(), p.in.ep);
   out << fmt::format("  activations kept: {} without recomputation, {} with --recompute layer\n",
                      format_bytes(p.memory_none.activations),
                      format_bytes(p.memory_layer.activations));
