@@ -80,8 +80,8 @@ inline constexpr const char* kBackwardParamGather = "train.bwd.param_allgather";
 // train.shard optimizer and full: all-reduce of the owned parts' sums of squares (one
 // double for the gradient norm, one for the updated values).
 inline constexpr const char* kShardNorms = "train.shard_norms";
-// train.shard optimizer and full: the owned parts of the values and AdamW moments sent to
-// rank 0 for a checkpoint, one unit at a time.
+// Checkpoints: each part's entry (file, size, checksum, runs) to rank 0 for the manifest,
+// and the agreement of a resume on which checkpoint every rank could read.
 inline constexpr const char* kCheckpointGather = "train.checkpoint_gather";
 // --export-hf: each output file's tensors, every rank's elements of them to rank 0.
 inline constexpr const char* kExportGather = "train.export_gather";

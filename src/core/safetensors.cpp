@@ -369,16 +369,26 @@ std::span<const std::byte> SafetensorsFile::raw(const std::string& name) const {
 
 template <typename T>
 void SafetensorsFile::read(const std::string& name, T* dst, std::size_t n) const {
+  const TensorInfo& t = info(name);
+  GDN_CHECK(n == std::size_t(t.numel()), path_, ": tensor '", name, "': asked for ", n,
+            " elements, it holds ", t.numel(), " (", safetensors_dtype_name(t.dtype), " shape ",
+            shape_str(t.shape), ")");
+  read_range(name, 0, n, dst);
+}
+
+template <typename T>
+void SafetensorsFile::read_range(const std::string& name, std::size_t first, std::size_t n,
+                                 T* dst) const {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "SafetensorsFile::read: T must be float or double");
   const TensorInfo& t = info(name);
   GDN_CHECK(is_float(t.dtype), path_, ": tensor '", name, "' holds ",
             safetensors_dtype_name(t.dtype), " data; read<", type_name<T>(),
             "> takes F16, BF16, F32 or F64 (use read_int64 for integers)");
-  GDN_CHECK(n == std::size_t(t.numel()), path_, ": tensor '", name, "': asked for ", n,
-            " elements, it holds ", t.numel(), " (", safetensors_dtype_name(t.dtype), " shape ",
-            shape_str(t.shape), ")");
-  const std::byte* src = raw(name).data();
+  GDN_CHECK(first <= std::size_t(t.numel()) && n <= std::size_t(t.numel()) - first, path_,
+            ": tensor '", name, "': asked for elements [", first, ", ", first + n, "), it holds ",
+            t.numel(), " (", safetensors_dtype_name(t.dtype), " shape ", shape_str(t.shape), ")");
+  const std::byte* src = raw(name).data() + first * safetensors_dtype_size(t.dtype);
   switch (t.dtype) {
     case D::F16:
       convert<std::uint16_t>(src, n, dst, [](std::uint16_t h) { return T(f16_to_float(h)); });
@@ -455,6 +465,10 @@ std::vector<std::int64_t> SafetensorsFile::read_int64(const std::string& name) c
 
 template void SafetensorsFile::read<float>(const std::string&, float*, std::size_t) const;
 template void SafetensorsFile::read<double>(const std::string&, double*, std::size_t) const;
+template void SafetensorsFile::read_range<float>(const std::string&, std::size_t, std::size_t,
+                                                 float*) const;
+template void SafetensorsFile::read_range<double>(const std::string&, std::size_t, std::size_t,
+                                                  double*) const;
 template std::vector<float> SafetensorsFile::read<float>(const std::string&) const;
 template std::vector<double> SafetensorsFile::read<double>(const std::string&) const;
 

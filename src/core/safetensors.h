@@ -74,6 +74,10 @@ class SafetensorsFile {
   void read(const std::string& name, T* dst, std::size_t n) const;
   template <typename T>
   std::vector<T> read(const std::string& name) const;
+  // Converts elements [first, first + n) of a float tensor (row-major), touching only
+  // their bytes of the mapping.
+  template <typename T>
+  void read_range(const std::string& name, std::size_t first, std::size_t n, T* dst) const;
   // Converts an integer or BOOL tensor into n = numel int64 values; U64 values above the
   // int64 range are errors.
   void read_int64(const std::string& name, std::int64_t* dst, std::size_t n) const;
@@ -121,6 +125,10 @@ class SafetensorsDir {
   template <typename T>
   std::vector<T> read(const std::string& name) const {
     return file_of(name).read<T>(name);
+  }
+  template <typename T>
+  void read_range(const std::string& name, std::size_t first, std::size_t n, T* dst) const {
+    file_of(name).read_range<T>(name, first, n, dst);
   }
   void read_int64(const std::string& name, std::int64_t* dst, std::size_t n) const {
     file_of(name).read_int64(name, dst, n);

@@ -98,13 +98,13 @@ std::string index_str(const Shape& shape, i64 i) {
 
 // A NaN or Inf weight makes every loss NaN (gdn_eval would print null): refused at load,
 // naming the tensor and its first bad element.
+// values: elements [first, first + n) of the tensor.
 template <typename T>
 void require_finite(const std::string& dir, const SafetensorsDir& ckpt, const std::string& name,
-                    const std::vector<T>& values) {
-  const auto bad =
-      std::find_if(values.begin(), values.end(), [](T x) { return !std::isfinite(x); });
-  if (bad == values.end()) return;
-  const i64 i = bad - values.begin();
+                    const T* values, i64 n, i64 first) {
+  const T* bad = std::find_if(values, values + n, [](T x) { return !std::isfinite(x); });
+  if (bad == values + n) return;
+  const i64 i = first + (bad - values);
   const TensorInfo& info = ckpt.info(name);
   std::string why;
   if (info.dtype == SafetensorsDtype::F64 && sizeof(T) < 8) {
@@ -208,6 +208,15 @@ template <typename T>
 void read_hf_weights(const std::string& dir, const ModelConfig& c,
                      const std::vector<ParamInfo>& params, std::vector<T>& flat,
                      std::vector<std::string>& skipped) {
+  const i64 n = params.empty() ? 0 : params.back().offset + params.back().size;
+  GDN_CHECK(i64(flat.size()) == n, "read_hf_weights: ", flat.size(), " values for a model of ", n);
+  read_hf_weights(dir, c, params, {{0, 0, n}}, flat.data(), skipped);
+}
+
+template <typename T>
+void read_hf_weights(const std::string& dir, const ModelConfig& c,
+                     const std::vector<ParamInfo>& params, const std::vector<GlobalRun>& want,
+                     T* out, std::vector<std::string>& skipped) {
   const SafetensorsDir ckpt(dir);
   std::vector<HfTensorMap> maps = hf_tensor_maps(c, params, false);
   // A MoE layer's experts may be stored fused (transformers' in-memory layout): then
@@ -218,8 +227,10 @@ void read_hf_weights(const std::string& dir, const ModelConfig& c,
     std::erase_if(maps, [&](const HfTensorMap& m) { return m.name.rfind(experts, 0) == 0; });
     maps.push_back(std::move(f));
   }
+  std::vector<GlobalRun> sorted = want;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const GlobalRun& a, const GlobalRun& b) { return a.global < b.global; });
   std::set<std::string> used;
-  std::vector<T> values;
   for (const HfTensorMap& m : maps) {
     GDN_CHECK(ckpt.has(m.name), "checkpoint ", dir, " has no tensor '", m.name, "' (shape ",
               shape_str(m.shape), "), which this ", name_of(c.family),
@@ -228,10 +239,21 @@ void read_hf_weights(const std::string& dir, const ModelConfig& c,
     GDN_CHECK(info.shape == m.shape, "checkpoint ", dir, ": tensor '", m.name, "' has shape ",
               shape_str(info.shape), ", expected ", shape_str(m.shape),
               " for this config (a checkpoint of another architecture?)");
-    values.resize(std::size_t(numel(m.shape)));
-    ckpt.read<T>(m.name, values.data(), values.size());
-    require_finite(dir, ckpt, m.name, values);
-    scatter_hf(m, values.data(), flat.data());
+    // The wanted elements of each copy run: the first wanted run ending past its start
+    // onward, while they begin before its end.
+    for (const HfRun& r : m.runs) {
+      auto w = std::upper_bound(sorted.begin(), sorted.end(), r.param,
+                                [](i64 x, const GlobalRun& g) { return x < g.global + g.n; });
+      for (; w != sorted.end() && w->global < r.param + r.len; ++w) {
+        const i64 lo = std::max(r.param, w->global),
+                  hi = std::min(r.param + r.len, w->global + w->n);
+        if (hi <= lo) continue;
+        T* dst = out + w->at + (lo - w->global);
+        const i64 first = r.hf + (lo - r.param);
+        ckpt.read_range(m.name, std::size_t(first), std::size_t(hi - lo), dst);
+        require_finite(dir, ckpt, m.name, dst, hi - lo, first);
+      }
+    }
     used.insert(m.name);
   }
   // A tied head that is stored anyway (torch .bin conversions keep both names) is the
@@ -291,13 +313,16 @@ void write_hf_checkpoint(const std::string& dir, const ModelConfig& c,
   write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
 }
 
-#define GDN_INSTANTIATE(T)                                                         \
-  template std::vector<T> gather_hf<T>(const HfTensorMap&, const T*);              \
-  template void scatter_hf<T>(const HfTensorMap&, const T*, T*);                   \
-  template void read_hf_weights<T>(const std::string&, const ModelConfig&,         \
-                                   const std::vector<ParamInfo>&, std::vector<T>&, \
-                                   std::vector<std::string>&);                     \
-  template void write_hf_checkpoint<T>(const std::string&, const ModelConfig&,     \
+#define GDN_INSTANTIATE(T)                                                                       \
+  template std::vector<T> gather_hf<T>(const HfTensorMap&, const T*);                            \
+  template void scatter_hf<T>(const HfTensorMap&, const T*, T*);                                 \
+  template void read_hf_weights<T>(const std::string&, const ModelConfig&,                       \
+                                   const std::vector<ParamInfo>&, std::vector<T>&,               \
+                                   std::vector<std::string>&);                                   \
+  template void read_hf_weights<T>(const std::string&, const ModelConfig&,                       \
+                                   const std::vector<ParamInfo>&, const std::vector<GlobalRun>&, \
+                                   T*, std::vector<std::string>&);                               \
+  template void write_hf_checkpoint<T>(const std::string&, const ModelConfig&,                   \
                                        const std::vector<ParamInfo>&, const std::vector<T>&);
 GDN_INSTANTIATE(float)
 GDN_INSTANTIATE(double)

@@ -65,6 +65,14 @@ template <typename T>
 void read_hf_weights(const std::string& dir, const ModelConfig& c,
                      const std::vector<ParamInfo>& params, std::vector<T>& flat,
                      std::vector<std::string>& skipped);
+// The same checks, but only the elements `want` asks for ((global, at, n) of params' flat
+// order, into out[at, at + n)) are read, so a rank reads only its part of each tensor,
+// and only the tensors that hold its part; a non-finite value is found by the rank that
+// reads it.
+template <typename T>
+void read_hf_weights(const std::string& dir, const ModelConfig& c,
+                     const std::vector<ParamInfo>& params, const std::vector<GlobalRun>& want,
+                     T* out, std::vector<std::string>& skipped);
 
 // Writes dir/config.json (the text model's config, to_json) and dir/model.safetensors in
 // T's dtype, the way save_pretrained writes the text model (per-expert tensors, no

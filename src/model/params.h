@@ -61,6 +61,12 @@ struct HostParams {
   }
 };
 
+// Elements [at, at + n) of a rank's array belong at [global, global + n) of the whole
+// model's flat order (checkpoint parts, weights read for a rank, gathers to rank 0).
+struct GlobalRun {
+  std::int64_t global = 0, at = 0, n = 0;
+};
+
 // Calls f(local, global, n) for each run of the flat elements [lo, hi) that lies in one
 // parameter: where the run starts here, where in the whole model's flat order, its length.
 template <typename F>

@@ -1,14 +1,14 @@
-// File layout (all integers little-endian):
-//   "GDNCKPT1" | u64 header length | JSON header | tensor data | u64 FNV-1a-64 of all
-//   bytes before it | "GDNCKEND"
-// The header lists every tensor (name, kind param|m|v, shape, byte offset into the data),
-// the step and the run's config.
+// Every file of a checkpoint (all integers little-endian):
+//   "GDNCKPT1" | u64 header length | JSON header | data | u64 FNV-1a-64 of all bytes
+//   before it | "GDNCKEND"
+// A part's header: {"format": 2, "kind": "part", "step", "rank", "dtype", "runs": [[global,
+// n], ...]}; its data: the values of its runs one after another, then the first moments,
+// then the second. A manifest's header: {"format": 2, "kind": "manifest", "step", "dtype",
+// "config_json", "params": [{"name", "shape"}], "parts": [{"file", "bytes", "checksum",
+// "runs"}]}; it has no data.
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -17,11 +17,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
-#include "core/dtype.h"
 #include "core/error.h"
 #include "core/writable_dir.h"
 
@@ -37,6 +36,7 @@ using nlohmann::json;
 constexpr char kMagic[8] = {'G', 'D', 'N', 'C', 'K', 'P', 'T', '1'};
 constexpr char kEndMagic[8] = {'G', 'D', 'N', 'C', 'K', 'E', 'N', 'D'};
 constexpr std::size_t kFixed = 8 + 8 + 8 + 8;  // magic, header length, checksum, end magic
+constexpr int kFormat = 2;                     // 1: one whole file per checkpoint
 
 struct Fnv1a {
   std::uint64_t h = 0xcbf29ce484222325ull;
@@ -50,19 +50,22 @@ std::string sys_error() {
   return std::strerror(errno);
 }
 
-// Writes to a file while hashing what it writes.
+// Writes to a file while hashing and counting what it writes.
 class HashingWriter {
  public:
   explicit HashingWriter(AtomicFile& file) : file_(file) {}
   void write(const void* p, std::size_t n, bool hash = true) {
     if (hash) fnv_.add(p, n);
     file_.write(p, n);
+    bytes_ += n;
   }
   std::uint64_t hash() const { return fnv_.h; }
+  std::uint64_t bytes() const { return bytes_; }
 
  private:
   AtomicFile& file_;
   Fnv1a fnv_;
+  std::uint64_t bytes_ = 0;
 };
 
 // "ckpt-00000003.bin", or ".ckpt-00000003.bin.tmp" while it is written.
@@ -70,6 +73,12 @@ std::string file_name(std::int64_t step, bool tmp = false) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%sckpt-%08lld.bin%s", tmp ? "." : "",
                 static_cast<long long>(step), tmp ? ".tmp" : "");
+  return buf;
+}
+
+std::string part_suffix(int rank) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, ".part-%05d", rank);
   return buf;
 }
 
@@ -105,15 +114,16 @@ std::uint64_t read_u64(const char* p) {
   return x;
 }
 
-// A verified file: its header and where the tensor data starts.
+// A verified file: its header, where its data lies and its checksum.
 struct Parsed {
   json header;
   std::size_t data_begin = 0, data_end = 0;
+  std::uint64_t checksum = 0;
 };
 
-// Checks magic, length, checksum and end magic, then parses the header. Throws a message
-// that says why the file is not a complete checkpoint.
-Parsed verify(const std::string& path, const std::vector<char>& b) {
+// Checks magic, length, checksum and end magic, then parses the header and checks its
+// format and kind. Throws a message that says why the file is not a complete one.
+Parsed verify(const std::string& path, const std::vector<char>& b, const char* kind) {
   GDN_CHECK(b.size() >= kFixed, "checkpoint '", path, "' is truncated (", b.size(),
             " bytes, a checkpoint has at least ", kFixed, ")");
   GDN_CHECK(std::memcmp(b.data(), kMagic, 8) == 0, "'", path,
@@ -131,31 +141,27 @@ Parsed verify(const std::string& path, const std::vector<char>& b) {
   Parsed p;
   try {
     p.header = json::parse(b.begin() + 16, b.begin() + 16 + std::ptrdiff_t(hlen));
+    const int format = p.header.value("format", 1);
+    GDN_CHECK(format == kFormat, "checkpoint '", path, "' has format ", format, ", expected ",
+              kFormat, " (it was written by an older gdn-cp, as one whole file)");
+    const std::string k = p.header.at("kind").get<std::string>();
+    GDN_CHECK(k == kind, "checkpoint '", path, "' is a ", k, ", expected a ", kind);
   } catch (const json::exception& e) {
     throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
   }
   p.data_begin = 16 + hlen;
   p.data_end = body;
+  p.checksum = fnv.h;
   return p;
 }
 
-void append_tensor(json& list, std::uint64_t& offset, const std::string& name, const char* kind,
-                   const Shape& shape, std::size_t elem_bytes) {
-  list.push_back({{"name", name}, {"kind", kind}, {"shape", shape}, {"offset", offset}});
-  offset += std::uint64_t(numel(shape)) * elem_bytes;
-}
-
-// The element type of a verified file's tensors.
-DType file_dtype(const std::string& path, const Parsed& p) {
-  try {
-    const std::string dt = p.header.at("dtype").get<std::string>();
-    const std::optional<DType> t = enum_from_name<DType>(dt);
-    GDN_CHECK(t == DType::f32 || t == DType::f64, "checkpoint '", path, "' has dtype '", dt,
-              "': expected f32 or f64");
-    return *t;
-  } catch (const json::exception& e) {
-    throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
-  }
+// The element type a verified header names.
+DType header_dtype(const std::string& path, const json& h) {
+  const std::string dt = h.at("dtype").get<std::string>();
+  const std::optional<DType> t = enum_from_name<DType>(dt);
+  GDN_CHECK(t == DType::f32 || t == DType::f64, "checkpoint '", path, "' has dtype '", dt,
+            "': expected f32 or f64");
+  return *t;
 }
 
 // Element i of the data section as a double.
@@ -170,32 +176,173 @@ double data_at(const std::vector<char>& b, std::size_t at, DType t) {
   return x;
 }
 
-// Throws unless every stored value is finite: a run that diverged must never be resumed
-// from, so such a file counts as not a checkpoint.
-void require_finite_data(const std::string& path, const Parsed& p, const std::vector<char>& b) {
-  const DType t = file_dtype(path, p);
-  const std::size_t es = dtype_size(t);
-  for (std::size_t at = p.data_begin; at + es <= p.data_end; at += es)
-    if (!std::isfinite(data_at(b, at, t)))
+json runs_json(const std::vector<GlobalRun>& runs) {
+  json j = json::array();
+  for (const GlobalRun& r : runs) j.push_back({r.global, r.n});
+  return j;
+}
+
+// Runs as a header lists them, `at` the running total.
+std::vector<GlobalRun> runs_from_json(const json& j) {
+  std::vector<GlobalRun> runs;
+  std::int64_t at = 0;
+  for (const json& r : j) {
+    runs.push_back({r.at(0).get<std::int64_t>(), at, r.at(1).get<std::int64_t>()});
+    at += runs.back().n;
+  }
+  return runs;
+}
+
+std::int64_t total_of(const std::vector<ParamInfo>& params) {
+  return params.empty() ? 0 : params.back().offset + params.back().size;
+}
+
+// The parameter holding element g of the whole model's flat order.
+const ParamInfo& param_at(const std::vector<ParamInfo>& params, std::int64_t g) {
+  const auto it = std::upper_bound(params.begin(), params.end(), g,
+                                   [](std::int64_t x, const ParamInfo& p) { return x < p.offset; });
+  return *std::prev(it);
+}
+
+// Where each element of [0, total) is stored: (global, part, at in the part, n), sorted.
+struct Piece {
+  std::int64_t global, n;
+  std::size_t part;
+  std::int64_t at;
+};
+
+// The parts' runs as pieces; throws unless they cover [0, total) once.
+std::vector<Piece> cover(const std::string& what, const std::vector<CheckpointPart>& parts,
+                         std::int64_t total) {
+  std::vector<Piece> pieces;
+  for (std::size_t k = 0; k < parts.size(); ++k)
+    for (const GlobalRun& r : parts[k].runs)
+      if (r.n > 0) pieces.push_back({r.global, r.n, k, r.at});
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.global < b.global; });
+  std::int64_t next = 0;
+  for (const Piece& p : pieces) {
+    GDN_CHECK(p.global == next, what, ": its parts ",
+              p.global < next ? "hold element " : "leave out element ", std::min(p.global, next),
+              p.global < next ? " twice" : "", " of the model's ", total);
+    next += p.n;
+  }
+  GDN_CHECK(next == total, what, ": its parts hold ", next, " of the model's ", total, " elements");
+  return pieces;
+}
+
+// A manifest's contents.
+struct Manifest {
+  TrainingState state;
+  std::vector<std::pair<std::string, Shape>> params;
+  std::vector<CheckpointPart> parts;
+};
+
+Manifest parse_manifest(const std::string& path, const Parsed& p) {
+  Manifest m;
+  try {
+    const json& h = p.header;
+    m.state.step = h.at("step").get<std::int64_t>();
+    m.state.config_json = h.at("config_json").get<std::string>();
+    m.state.dtype = header_dtype(path, h);
+    for (const json& e : h.at("params"))
+      m.params.emplace_back(e.at("name").get<std::string>(), e.at("shape").get<Shape>());
+    for (const json& e : h.at("parts"))
+      m.parts.push_back({e.at("file").get<std::string>(), e.at("bytes").get<std::uint64_t>(),
+                         e.at("checksum").get<std::uint64_t>(), runs_from_json(e.at("runs"))});
+  } catch (const json::exception& e) {
+    throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
+  }
+  for (const CheckpointPart& part : m.parts)
+    GDN_CHECK(part.file.find('/') == std::string::npos && !part.file.empty(), "checkpoint '", path,
+              "' names a part '", part.file, "' outside its directory");
+  return m;
+}
+
+// Throws unless the manifest's parameter table is the model's: the first parameter whose
+// name or shape differs is named.
+void check_params(const std::string& path, const Manifest& m,
+                  const std::vector<ParamInfo>& params) {
+  for (std::size_t i = 0; i < std::min(m.params.size(), params.size()); ++i) {
+    const auto& [name, shape] = m.params[i];
+    GDN_CHECK(name == params[i].name, "checkpoint '", path, "': parameter ", i, " is '", name,
+              "', the model's is '", params[i].name, "'");
+    GDN_CHECK(shape == params[i].shape, "checkpoint '", path, "': parameter '", name,
+              "' has shape ", shape_str(shape), ", the model's is ", shape_str(params[i].shape));
+  }
+  GDN_CHECK(m.params.size() == params.size(), "checkpoint '", path, "' holds ", m.params.size(),
+            " parameters, the model has ", params.size(), " (",
+            m.params.size() > params.size() ? "extra: '" + m.params[params.size()].first
+                                            : "missing: '" + params[m.params.size()].name,
+            "')");
+}
+
+std::string part_path(const std::string& manifest, const CheckpointPart& part) {
+  return (fs::path(manifest).parent_path() / part.file).string();
+}
+
+// "" when every part is there with the size the manifest records, else why not.
+std::string missing_part(const std::string& manifest, const Manifest& m) {
+  for (const CheckpointPart& part : m.parts) {
+    const std::string path = part_path(manifest, part);
+    std::error_code ec;
+    const std::uintmax_t size = fs::file_size(path, ec);
+    if (ec) return "its part '" + path + "' is missing (" + ec.message() + ")";
+    if (size != part.bytes)
+      return "its part '" + path + "' has " + std::to_string(size) +
+             " bytes, the manifest records " + std::to_string(part.bytes) +
+             " (torn, or of another save)";
+  }
+  return "";
+}
+
+// A part read and checked against the manifest that lists it: complete, the checksum and
+// runs recorded there, finite values.
+struct LoadedPart {
+  std::vector<char> bytes;
+  Parsed p;
+  DType dtype = DType::f32;
+  std::int64_t n = 0;  // elements per kind
+};
+
+LoadedPart load_part(const std::string& manifest, const Manifest& m, const CheckpointPart& part) {
+  const std::string path = part_path(manifest, part);
+  LoadedPart l;
+  std::error_code ec;
+  GDN_CHECK(fs::exists(path, ec), "checkpoint '", manifest, "': its part '", path, "' is missing");
+  l.bytes = read_file(path);
+  l.p = verify(path, l.bytes, "part");
+  GDN_CHECK(l.p.checksum == part.checksum && l.bytes.size() == part.bytes, "checkpoint '", manifest,
+            "': its part '", path, "' is not the one it lists (checksum or size differs: written ",
+            "by another save)");
+  try {
+    l.dtype = header_dtype(path, l.p.header);
+    const std::vector<GlobalRun> runs = runs_from_json(l.p.header.at("runs"));
+    GDN_CHECK(l.p.header.at("step").get<std::int64_t>() == m.state.step &&
+                  l.dtype == m.state.dtype && runs.size() == part.runs.size() &&
+                  std::equal(runs.begin(), runs.end(), part.runs.begin(),
+                             [](const GlobalRun& a, const GlobalRun& b) {
+                               return a.global == b.global && a.n == b.n;
+                             }),
+              "checkpoint '", manifest, "': its part '", path,
+              "' holds another step, dtype or runs than the manifest lists");
+    for (const GlobalRun& r : runs) l.n += r.n;
+  } catch (const json::exception& e) {
+    throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
+  }
+  const std::size_t es = dtype_size(l.dtype);
+  GDN_CHECK(l.p.data_end - l.p.data_begin == std::size_t(3 * l.n) * es, "checkpoint '", path,
+            "' holds ", l.p.data_end - l.p.data_begin, " data bytes for ", 3 * l.n, " elements");
+  // A run that diverged must never be resumed from.
+  for (std::size_t at = l.p.data_begin; at < l.p.data_end; at += es)
+    if (!std::isfinite(data_at(l.bytes, at, l.dtype)))
       throw_error("checkpoint '", path, "' holds a non-finite value (at data byte ",
-                  at - p.data_begin, "): it was written by a run that diverged");
+                  at - l.p.data_begin, "): it was written by a run that diverged");
+  return l;
 }
 
-// Copies one stored tensor into dst (n elements), converting from the file's element type.
-template <typename T>
-void read_tensor(const std::string& path, const Parsed& p, const json& entry, DType file_type,
-                 const std::vector<char>& b, std::size_t n, T* dst) {
-  const std::size_t esize = dtype_size(file_type);
-  const std::uint64_t offset = entry.at("offset").get<std::uint64_t>();
-  GDN_CHECK(offset <= p.data_end - p.data_begin && n * esize <= p.data_end - p.data_begin - offset,
-            "checkpoint '", path, "': tensor '", entry.at("name").get<std::string>(), "' (",
-            entry.at("kind").get<std::string>(), ") lies beyond the data section");
-  for (std::size_t i = 0; i < n; ++i)
-    dst[i] = T(data_at(b, p.data_begin + offset + i * esize, file_type));
-}
-
-// The complete checkpoints of dir, newest first (steps and paths; not verified).
-std::vector<std::pair<std::int64_t, std::string>> checkpoint_files(const std::string& dir) {
+// The complete-looking manifests of dir, newest first (steps and paths; not verified).
+std::vector<std::pair<std::int64_t, std::string>> manifest_files(const std::string& dir) {
   std::vector<std::pair<std::int64_t, std::string>> found;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return found;
@@ -207,150 +354,185 @@ std::vector<std::pair<std::int64_t, std::string>> checkpoint_files(const std::st
   return found;
 }
 
+// The files of manifest's directory named "<manifest's name>.part-*".
+std::vector<fs::path> part_files(const std::string& manifest) {
+  std::vector<fs::path> out;
+  const fs::path dir = fs::path(manifest).parent_path();
+  const std::string prefix = fs::path(manifest).filename().string() + ".part-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
+  return out;
+}
+
 }  // namespace
 
 template <typename T>
-void save_checkpoint(const std::string& dir, const TrainingState& state,
-                     const std::vector<ParamInfo>& params, const CheckpointData<T>& d) {
-  const std::size_t n = params.empty() ? 0 : std::size_t(params.back().offset + params.back().size);
-  GDN_CHECK(d.values.size() == n && d.m.size() == n && d.v.size() == n,
-            "save_checkpoint: ", d.values.size(), " values and ", d.m.size(), " + ", d.v.size(),
-            " moments for a model of ", n, " parameter elements");
+CheckpointPart write_checkpoint_part(const std::string& dir, std::int64_t step, int rank,
+                                     const std::vector<ParamInfo>& params,
+                                     const std::vector<GlobalRun>& runs, const T* values,
+                                     const T* m, const T* v) {
+  const T* const kinds[3] = {values, m, v};
   // A non-finite value would poison every run resumed from it: refuse to write one.
-  for (const ParamInfo& p : params)
-    for (const std::vector<T>* x : {&d.values, &d.m, &d.v})
-      for (std::int64_t i = 0; i < p.size; ++i)
-        GDN_CHECK(std::isfinite(double((*x)[std::size_t(p.offset + i)])),
-                  "refusing to write a checkpoint at step ", state.step, ": ",
-                  x == &d.values ? "parameter" : "AdamW moment of", " '", p.name,
-                  "' holds a non-finite value");
+  for (int k = 0; k < 3; ++k)
+    for (const GlobalRun& r : runs)
+      for (std::int64_t i = 0; i < r.n; ++i)
+        GDN_CHECK(std::isfinite(double(kinds[k][r.at + i])),
+                  "refusing to write a checkpoint at step ", step, ": ",
+                  k == 0 ? "parameter" : "AdamW moment of", " '",
+                  param_at(params, r.global + i).name, "' holds a non-finite value");
   std::error_code ec;
   fs::create_directories(dir, ec);
   GDN_CHECK(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
 
-  json tensors = json::array();
-  std::uint64_t offset = 0;
-  for (const ParamInfo& p : params)
-    for (const char* kind : {"param", "m", "v"})
-      append_tensor(tensors, offset, p.name, kind, p.shape, sizeof(T));
-  const json header = {{"format", 1},
-                       {"step", state.step},
-                       {"dtype", dtype_name(dtype_of<T>())},
-                       {"config_json", state.config_json},
-                       {"data_bytes", offset},
-                       {"tensors", tensors}};
-  const std::string text = header.dump();
-
-  const std::string final_path = (fs::path(dir) / file_name(state.step)).string();
-  const std::string tmp_path = (fs::path(dir) / file_name(state.step, true)).string();
-  AtomicFile file(final_path, "save_checkpoint", tmp_path);
+  CheckpointPart part;
+  part.file = file_name(step) + part_suffix(rank);
+  std::int64_t at = 0;
+  for (const GlobalRun& r : runs) part.runs.push_back({r.global, at, r.n}), at += r.n;
+  const std::string text = json{
+      {"format", kFormat},
+      {"kind", "part"},
+      {"step", step},
+      {"rank", rank},
+      {"dtype", dtype_name(dtype_of<T>())},
+      {"runs",
+       runs_json(runs)}}.dump();
+  AtomicFile file((fs::path(dir) / part.file).string(), "save_checkpoint");
   HashingWriter w(file);
   w.write(kMagic, 8);
   const std::uint64_t hlen = text.size();
   w.write(&hlen, 8);
   w.write(text.data(), text.size());
-  for (const ParamInfo& p : params)
-    for (const std::vector<T>* x : {&d.values, &d.m, &d.v})
-      w.write(x->data() + p.offset, std::size_t(p.size) * sizeof(T));
-  const std::uint64_t sum = w.hash();
-  w.write(&sum, 8, false);
+  for (const T* x : kinds)
+    for (const GlobalRun& r : runs) w.write(x + r.at, std::size_t(r.n) * sizeof(T));
+  part.checksum = w.hash();
+  w.write(&part.checksum, 8, false);
   w.write(kEndMagic, 8, false);
-  // The file is complete and in place; a directory that cannot be synced only gets a warning.
+  part.bytes = w.bytes();
   const std::string unsynced = file.commit();
-  if (!unsynced.empty()) spdlog::warn("checkpoint {}: {}", final_path, unsynced);
+  if (!unsynced.empty()) spdlog::warn("checkpoint {}: {}", file.path(), unsynced);
+  return part;
 }
 
-namespace {
-
-// One file as latest_checkpoint and scan_checkpoints see it: complete, checksum right,
-// finite values, a readable header; otherwise the reason in `problem`.
-CheckpointFile inspect_checkpoint(std::int64_t step, const std::string& path) {
-  CheckpointFile f;
-  f.step = step;
-  f.path = path;
-  try {
-    const std::vector<char> bytes = read_file(path);
-    f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
-    const Parsed p = verify(path, bytes);
-    require_finite_data(path, p, bytes);
-    f.state.dtype = file_dtype(path, p);
-    try {
-      f.state.step = p.header.at("step").get<std::int64_t>();
-      f.state.config_json = p.header.at("config_json").get<std::string>();
-    } catch (const json::exception& e) {
-      throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
+void write_checkpoint_manifest(const std::string& dir, const TrainingState& state, DType dtype,
+                               const std::vector<ParamInfo>& params,
+                               const std::vector<CheckpointPart>& parts) {
+  const std::string path = checkpoint_path(dir, state.step);
+  cover("save_checkpoint: the checkpoint at step " + std::to_string(state.step), parts,
+        total_of(params));
+  json table = json::array(), list = json::array();
+  for (const ParamInfo& p : params) table.push_back({{"name", p.name}, {"shape", p.shape}});
+  for (const CheckpointPart& p : parts)
+    list.push_back({{"file", p.file},
+                    {"bytes", p.bytes},
+                    {"checksum", p.checksum},
+                    {"runs", runs_json(p.runs)}});
+  const std::string text = json{
+      {"format", kFormat},
+      {"kind", "manifest"},
+      {"step", state.step},
+      {"dtype", dtype_name(dtype)},
+      {"config_json", state.config_json},
+      {"params", table},
+      {"parts", list}}.dump();
+  {
+    AtomicFile file(path, "save_checkpoint",
+                    (fs::path(dir) / file_name(state.step, true)).string());
+    HashingWriter w(file);
+    w.write(kMagic, 8);
+    const std::uint64_t hlen = text.size();
+    w.write(&hlen, 8);
+    w.write(text.data(), text.size());
+    const std::uint64_t sum = w.hash();
+    w.write(&sum, 8, false);
+    w.write(kEndMagic, 8, false);
+    const std::string unsynced = file.commit();
+    if (!unsynced.empty()) spdlog::warn("checkpoint {}: {}", path, unsynced);
+  }
+  // Parts of an earlier save of this step that this one did not replace (more ranks).
+  for (const fs::path& f : part_files(path)) {
+    const std::string name = f.filename().string();
+    if (std::none_of(parts.begin(), parts.end(),
+                     [&](const CheckpointPart& p) { return p.file == name; })) {
+      std::error_code ec;
+      fs::remove(f, ec);
     }
-  } catch (const Error& e) {
-    f.problem = e.what();
   }
-  return f;
 }
 
-}  // namespace
-
-std::optional<std::string> latest_checkpoint(const std::string& dir, bool warn) {
-  for (const auto& [step, path] : checkpoint_files(dir)) {
-    const CheckpointFile f = inspect_checkpoint(step, path);
-    if (f.problem.empty()) return path;
-    if (warn) spdlog::warn("skipping checkpoint {}: {}", path, f.problem);
+template <typename T>
+TrainingState load_checkpoint(const std::string& path, const std::vector<ParamInfo>& params,
+                              const std::vector<GlobalRun>& want, T* values, T* m, T* v) {
+  const std::vector<char> bytes = read_file(path);
+  const Manifest man = parse_manifest(path, verify(path, bytes, "manifest"));
+  check_params(path, man, params);
+  const std::vector<Piece> pieces = cover("checkpoint '" + path + "'", man.parts, total_of(params));
+  // Staged first, so a bad part leaves the outputs untouched.
+  std::int64_t staged_n = 0;
+  for (const GlobalRun& r : want) {
+    GDN_CHECK(r.n >= 0 && r.global >= 0 && r.global + r.n <= total_of(params),
+              "load_checkpoint: asked for elements [", r.global, ", ", r.global + r.n,
+              ") of a model of ", total_of(params));
+    staged_n += r.n;
   }
-  return std::nullopt;
+  std::vector<T> staged[3];
+  for (std::vector<T>& s : staged) s.resize(std::size_t(staged_n));
+  std::map<std::size_t, LoadedPart> loaded;  // each part read once, only when needed
+  std::int64_t base = 0;
+  for (const GlobalRun& r : want) {
+    if (r.n == 0) continue;
+    auto it = std::upper_bound(pieces.begin(), pieces.end(), r.global,
+                               [](std::int64_t g, const Piece& p) { return g < p.global; });
+    for (--it; it != pieces.end() && it->global < r.global + r.n; ++it) {
+      const std::int64_t lo = std::max(r.global, it->global);
+      const std::int64_t hi = std::min(r.global + r.n, it->global + it->n);
+      if (hi <= lo) continue;
+      auto l = loaded.find(it->part);
+      if (l == loaded.end())
+        l = loaded.emplace(it->part, load_part(path, man, man.parts[it->part])).first;
+      const LoadedPart& lp = l->second;
+      const std::size_t es = dtype_size(lp.dtype);
+      for (int k = 0; k < 3; ++k)
+        for (std::int64_t g = lo; g < hi; ++g)
+          staged[k][std::size_t(base + g - r.global)] = T(data_at(
+              lp.bytes, lp.p.data_begin + std::size_t(k * lp.n + it->at + g - it->global) * es,
+              lp.dtype));
+    }
+    base += r.n;
+  }
+  base = 0;
+  for (const GlobalRun& r : want) {
+    T* const out[3] = {values, m, v};
+    for (int k = 0; k < 3; ++k) std::copy_n(staged[k].begin() + base, r.n, out[k] + r.at);
+    base += r.n;
+  }
+  return man.state;
+}
+
+template <typename T>
+void save_checkpoint(const std::string& dir, const TrainingState& state,
+                     const std::vector<ParamInfo>& params, const CheckpointData<T>& d) {
+  const std::int64_t n = total_of(params);
+  GDN_CHECK(std::int64_t(d.values.size()) == n && std::int64_t(d.m.size()) == n &&
+                std::int64_t(d.v.size()) == n,
+            "save_checkpoint: ", d.values.size(), " values and ", d.m.size(), " + ", d.v.size(),
+            " moments for a model of ", n, " parameter elements");
+  const std::vector<GlobalRun> all{{0, 0, n}};
+  const CheckpointPart part = write_checkpoint_part(dir, state.step, 0, params, all,
+                                                    d.values.data(), d.m.data(), d.v.data());
+  write_checkpoint_manifest(dir, state, dtype_of<T>(), params, {part});
 }
 
 template <typename T>
 TrainingState load_checkpoint(const std::string& path, const std::vector<ParamInfo>& params,
                               CheckpointData<T>& out) {
-  const std::vector<char> bytes = read_file(path);
-  const Parsed p = verify(path, bytes);
-  require_finite_data(path, p, bytes);
-  const DType file_type = file_dtype(path, p);
-  TrainingState state;
-  // Everything is checked before the first value is written: a bad file changes nothing.
-  std::vector<const json*> entries(params.size() * 3);
-  try {
-    const json& h = p.header;
-    state.step = h.at("step").get<std::int64_t>();
-    state.config_json = h.at("config_json").get<std::string>();
-    state.dtype = file_type;
-    const json& list = h.at("tensors");
-    std::size_t np = 0;
-    for (const json& e : list) np += e.at("kind").get<std::string>() == "param";
-    for (const json& e : list) {
-      const std::string kind = e.at("kind").get<std::string>();
-      const std::string name = e.at("name").get<std::string>();
-      const int k = kind == "param" ? 0 : kind == "m" ? 1 : kind == "v" ? 2 : -1;
-      GDN_CHECK(k >= 0, "checkpoint '", path, "': tensor '", name, "' has kind '", kind,
-                "': expected param, m or v");
-      // Parameters are matched by position, so the first difference is the one reported.
-      std::size_t i = 0;
-      while (i < params.size() && (entries[i * 3 + k] != nullptr)) ++i;
-      GDN_CHECK(i < params.size(), "checkpoint '", path, "' holds ", np,
-                " parameters, the model has ", params.size(), " (extra: '", name, "')");
-      GDN_CHECK(name == params[i].name, "checkpoint '", path, "': parameter ", i, " is '", name,
-                "', the model's is '", params[i].name, "'");
-      const Shape shape = e.at("shape").get<Shape>();
-      GDN_CHECK(shape == params[i].shape, "checkpoint '", path, "': parameter '", name, "' (", kind,
-                ") has shape ", shape_str(shape), ", the model's is ", shape_str(params[i].shape));
-      entries[i * 3 + k] = &e;
-    }
-    for (std::size_t i = 0; i < params.size(); ++i)
-      GDN_CHECK(entries[i * 3] && entries[i * 3 + 1] && entries[i * 3 + 2], "checkpoint '", path,
-                "' has no complete entry (param, m, v) for parameter '", params[i].name,
-                "' (it holds ", np, " parameters, the model has ", params.size(), ")");
-  } catch (const json::exception& e) {
-    throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
-  }
-  // Reads into copies first, so an out-of-range offset leaves `out` untouched.
-  const std::size_t n = params.empty() ? 0 : std::size_t(params.back().offset + params.back().size);
-  CheckpointData<T> staged{std::vector<T>(n), std::vector<T>(n), std::vector<T>(n)};
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    std::vector<T>* dst[3] = {&staged.values, &staged.m, &staged.v};
-    for (int k = 0; k < 3; ++k)
-      read_tensor(path, p, *entries[i * 3 + k], file_type, bytes, std::size_t(params[i].size),
-                  dst[k]->data() + params[i].offset);
-  }
-  out = std::move(staged);
-  return state;
+  const std::int64_t n = total_of(params);
+  CheckpointData<T> d{std::vector<T>(std::size_t(n)), std::vector<T>(std::size_t(n)),
+                      std::vector<T>(std::size_t(n))};
+  const TrainingState s =
+      load_checkpoint(path, params, {{0, 0, n}}, d.values.data(), d.m.data(), d.v.data());
+  out = std::move(d);
+  return s;
 }
 
 std::string checkpoint_path(const std::string& dir, std::int64_t step) {
@@ -359,9 +541,41 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
 
 std::vector<CheckpointFile> scan_checkpoints(const std::string& dir) {
   std::vector<CheckpointFile> out;
-  for (const auto& [step, path] : checkpoint_files(dir))
-    out.push_back(inspect_checkpoint(step, path));
+  for (const auto& [step, path] : manifest_files(dir)) {
+    CheckpointFile& f = out.emplace_back();
+    f.step = step;
+    f.path = path;
+    try {
+      const std::vector<char> bytes = read_file(path);
+      f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
+      const Manifest m = parse_manifest(path, verify(path, bytes, "manifest"));
+      const std::string missing = missing_part(path, m);
+      GDN_CHECK(missing.empty(), "checkpoint '", path, "' is incomplete: ", missing);
+      f.state = m.state;
+    } catch (const Error& e) {
+      f.problem = e.what();
+    }
+  }
   return out;
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& dir, bool warn) {
+  for (const CheckpointFile& f : scan_checkpoints(dir)) {
+    if (f.problem.empty()) return f.path;
+    if (warn) spdlog::warn("skipping checkpoint {}: {}", f.path, f.problem);
+  }
+  return std::nullopt;
+}
+
+std::string remove_checkpoint(const std::string& manifest) {
+  std::error_code ec;
+  fs::remove(manifest, ec);
+  if (ec) return ec.message();
+  for (const fs::path& f : part_files(manifest)) {
+    fs::remove(f, ec);
+    if (ec) return "'" + f.string() + "': " + ec.message();
+  }
+  return "";
 }
 
 void check_checkpoint_dir(const std::string& dir) {
@@ -369,6 +583,11 @@ void check_checkpoint_dir(const std::string& dir) {
 }
 
 #define GDN_CHECKPOINT_INSTANTIATE(T)                                                          \
+  template CheckpointPart write_checkpoint_part<T>(                                            \
+      const std::string&, std::int64_t, int, const std::vector<ParamInfo>&,                    \
+      const std::vector<GlobalRun>&, const T*, const T*, const T*);                            \
+  template TrainingState load_checkpoint<T>(const std::string&, const std::vector<ParamInfo>&, \
+                                            const std::vector<GlobalRun>&, T*, T*, T*);        \
   template void save_checkpoint<T>(const std::string&, const TrainingState&,                   \
                                    const std::vector<ParamInfo>&, const CheckpointData<T>&);   \
   template TrainingState load_checkpoint<T>(const std::string&, const std::vector<ParamInfo>&, \

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <utility>
 
 namespace gdn {
@@ -50,11 +49,11 @@ std::vector<std::string> CheckpointRotation::saved(std::int64_t step) {
   while (ours_.size() > std::size_t(keep_)) {
     const std::string old = ours_.back().second;
     ours_.pop_back();
-    std::error_code ec;
-    if (std::filesystem::remove(old, ec))
+    const std::string why = remove_checkpoint(old);
+    if (why.empty())
       removed.push_back(old);
-    else if (ec)
-      spdlog::warn("cannot delete old checkpoint {}: {}", old, ec.message());
+    else
+      spdlog::warn("cannot delete old checkpoint {}: {}", old, why);
   }
   return removed;
 }

@@ -84,9 +84,22 @@ void ShardedState<T, Dev>::set_values(const std::vector<T>& whole) {
 }
 
 template <typename T, typename Dev>
-void ShardedState<T, Dev>::set_moments(const std::vector<T>& m, const std::vector<T>& v) {
-  upload_owned<T, Dev>(partition_, ps_.infos(), m, m_);
-  upload_owned<T, Dev>(partition_, ps_.infos(), v, v_);
+void ShardedState<T, Dev>::set_owned_values(const std::vector<T>& values) {
+  GDN_CHECK(values.size() == std::size_t(partition_.owned()), "set_owned_values: ", values.size(),
+            " elements for an owned part of ", partition_.owned());
+  Dev::upload(values_.data(), values.data(), values.size());
+  if (mode_ == Sharding::optimizer)
+    for (std::size_t u = 0; u < partition_.num_units(); ++u)
+      gather_unit(u, ps_.unit_values(u), train_sites::kParamAllGather);
+}
+
+template <typename T, typename Dev>
+void ShardedState<T, Dev>::set_owned_moments(const std::vector<T>& m, const std::vector<T>& v) {
+  const std::size_t n = std::size_t(partition_.owned());
+  GDN_CHECK(m.size() == n && v.size() == n, "set_owned_moments: ", m.size(), " and ", v.size(),
+            " elements for an owned part of ", n);
+  Dev::upload(m_.data(), m.data(), n);
+  Dev::upload(v_.data(), v.data(), n);
 }
 
 template <typename T, typename Dev>

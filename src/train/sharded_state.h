@@ -59,8 +59,12 @@ class ShardedState : public UnitGather {
   // over the ranks; "(none)".
   std::string first_nonfinite(bool grads);
 
-  // Owned moments from the whole model's host moments, in its flat order.
-  void set_moments(const std::vector<T>& m, const std::vector<T>& v);
+  // The owned values from a host array in the owned order (a checkpoint's or a Hugging
+  // Face checkpoint's runs); optimizer: then all-gathered into the resident ones.
+  // Collective.
+  void set_owned_values(const std::vector<T>& values);
+  // The owned AdamW moments from host arrays in the owned order.
+  void set_owned_moments(const std::vector<T>& m, const std::vector<T>& v);
 
   const ParamPartition& partition() const { return partition_; }
   // The owned part, unit after unit (partition().part(u).at).

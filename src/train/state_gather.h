@@ -8,13 +8,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "model/params.h"
 
 namespace gdn {
-
-// Elements [at, at + n) of this rank's sources belong at [global, global + n).
-struct GlobalRun {
-  std::int64_t global = 0, at = 0, n = 0;
-};
 
 // Collective over comm: every rank's runs of each source (host arrays), put at their
 // places in `total`-element arrays on rank 0, one per source (empty elsewhere). The runs

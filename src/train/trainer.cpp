@@ -18,6 +18,7 @@
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_set.h"
 #include "train/hf_export.h"
 #include "train/replicated_state.h"
 #include "train/state_gather.h"
@@ -134,14 +135,16 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   }
   if (!opt.init_from.empty()) {
     progress("reading the Hugging Face weights");
-    // Every tensor the model has is read, so the seeded values are not needed here.
-    std::vector<T> flat(std::size_t(whole_count()), T(0));
+    // Each rank reads its elements of each tensor (its owned parts, or every parameter
+    // it holds), all of them, so the seeded values are not needed here.
+    std::vector<T> mine(
+        std::size_t(sharded_ ? sharded_->partition().owned() : model_.params().num_elements()));
     std::vector<std::string> skipped;
-    read_hf_weights(opt.init_from, cfg.model, whole_, flat, skipped);
+    read_hf_weights(opt.init_from, cfg.model, whole_, needed_runs(), mine.data(), skipped);
     if (sharded_)
-      sharded_->set_values(flat);
+      sharded_->set_owned_values(mine);
     else
-      model_.params().set_values(local_from_global(model_.params().infos(), flat));
+      model_.params().set_values(mine);
     if (world.rank() == 0)
       spdlog::info("initial weights from {}{}", opt.init_from,
                    skipped.empty()
@@ -150,10 +153,11 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
                                      skipped.front(), skipped.size() > 1 ? ", ..." : ""));
   }
   const TrainConfig& t = cfg.train;
-  // Only rank 0 writes: it checks now that it can, instead of failing at the first save.
-  if (world.rank() == 0 && !t.checkpoint_dir.empty()) {
+  // Every rank writes its part: each checks now that it can, instead of failing at the
+  // first save; rank 0 keeps the directory (old runs, the rotation).
+  if (!t.checkpoint_dir.empty()) {
     check_checkpoint_dir(t.checkpoint_dir);
-    prepare_checkpoint_dir();
+    if (world.rank() == 0) prepare_checkpoint_dir();
   }
   if (opt.resume && !t.checkpoint_dir.empty()) resume();
   if (rotation_) rotation_->report();  // after resume(): a refused one says why, alone
@@ -270,18 +274,15 @@ std::vector<T> Trainer<T, Dev>::local_values() const {
 }
 
 template <typename T, typename Dev>
-CheckpointData<T> Trainer<T, Dev>::host_state() const {
-  if (!sharded_ && mesh_.ep == 1) {  // rank 0 holds it all
-    if (world_.rank() != 0) return {};
-    return {model_.params().host_values(), to_host<Dev>(adamw_.m()), to_host<Dev>(adamw_.v())};
-  }
-  const std::vector<T> values = local_values(),
-                       m = to_host<Dev>(sharded_ ? sharded_->owned_m() : adamw_.m()),
-                       v = to_host<Dev>(sharded_ ? sharded_->owned_v() : adamw_.v());
-  std::vector<std::vector<T>> whole =
-      gather_runs<T>(world_, my_runs(), {values.data(), m.data(), v.data()}, whole_count(),
-                     train_sites::kCheckpointGather);
-  return {std::move(whole[0]), std::move(whole[1]), std::move(whole[2])};
+std::vector<GlobalRun> Trainer<T, Dev>::needed_runs() const {
+  if (sharded_) return my_runs();
+  const ParamStore<T, Dev>& ps = model_.params();
+  std::vector<GlobalRun> runs;
+  for_each_global_run(ps.infos(), 0, ps.num_elements(),
+                      [&](std::int64_t local, std::int64_t g, std::int64_t n) {
+                        runs.push_back({g, local, n});
+                      });
+  return runs;
 }
 
 template <typename T, typename Dev>
@@ -315,9 +316,8 @@ void Trainer<T, Dev>::prepare_checkpoint_dir() {
                   "first, or use another directory");
     }
     for (const std::string& path : old) {
-      std::error_code ec;
-      std::filesystem::remove(path, ec);
-      GDN_CHECK(!ec, "--overwrite-checkpoints: cannot delete '", path, "': ", ec.message());
+      const std::string why = remove_checkpoint(path);
+      GDN_CHECK(why.empty(), "--overwrite-checkpoints: cannot delete '", path, "': ", why);
     }
     if (!old.empty())
       spdlog::info("--overwrite-checkpoints: deleted the {} checkpoints of an earlier run in {}",
@@ -333,42 +333,45 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::resume() {
   progress("loading the checkpoint");
   const std::string& dir = cfg_.train.checkpoint_dir;
-  const std::optional<std::string> path = latest_checkpoint(dir, /*warn=*/world_.rank() == 0);
-  if (!path) {
+  ParamStore<T, Dev>& ps = model_.params();
+  const std::size_t n = std::size_t(sharded_ ? sharded_->partition().owned() : ps.num_elements());
+  std::vector<T> values(n), m(n), v(n);
+  const std::optional<LoadedCheckpoint> loaded = load_newest_checkpoint<T>(
+      world_, dir, whole_, needed_runs(), values.data(), m.data(), v.data(),
+      [&](const CheckpointFile& f) {
+        // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8):
+        // compare the architecture the checkpoint was written by.
+        const std::string mismatch = model_mismatch(f.state.config_json, cfg_.model);
+        if (!mismatch.empty())
+          throw_error("--resume: checkpoint '", f.path, "' ", mismatch,
+                      ". Resume with the config it was trained with, or use another "
+                      "--checkpoint-dir");
+      });
+  if (!loaded) {
     if (world_.rank() == 0) {
       spdlog::warn("--resume: no complete checkpoint in {}; starting from step 0", dir);
       drop_logged_steps();
     }
     return;
   }
-  ParamStore<T, Dev>& ps = model_.params();
-  CheckpointData<T> d;
-  const TrainingState s = load_checkpoint(*path, whole_, d);
-  // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8): compare the
-  // architecture the checkpoint was written by.
-  const std::string mismatch = model_mismatch(s.config_json, cfg_.model);
-  if (!mismatch.empty())
-    throw_error("--resume: checkpoint '", *path, "' ", mismatch,
-                ". Resume with the config it was trained with, or use another --checkpoint-dir");
   if (sharded_) {
-    sharded_->set_values(d.values);
-    sharded_->set_moments(d.m, d.v);
+    sharded_->set_owned_values(values);
+    sharded_->set_owned_moments(m, v);
   } else {
-    ps.set_values(local_from_global(ps.infos(), d.values));
-    const std::vector<T> m = local_from_global(ps.infos(), d.m),
-                         v = local_from_global(ps.infos(), d.v);
+    ps.set_values(values);
     Dev::upload(adamw_.m().data(), m.data(), m.size());
     Dev::upload(adamw_.v().data(), v.data(), v.size());
   }
+  const TrainingState& s = loaded->state;
   step_ = s.step;
   if (world_.rank() != 0) return;
-  spdlog::info("resumed from {} at step {}", *path, step_);
+  spdlog::info("resumed from {} at step {}", loaded->path, step_);
   const TrainConfig& t = cfg_.train;
   if (s.dtype != t.dtype)
     spdlog::warn(
         "--resume: checkpoint {} holds {} values and this run is {}{}: its parameters and "
         "AdamW moments are {} to {}",
-        *path, dtype_name(s.dtype), dtype_name(t.dtype), t.origin("dtype"),
+        loaded->path, dtype_name(s.dtype), dtype_name(t.dtype), t.origin("dtype"),
         t.dtype == DType::f32 ? "rounded" : "widened", dtype_name(t.dtype));
   drop_logged_steps();
 }
@@ -520,12 +523,19 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::save() {
   if (cfg_.train.checkpoint_dir.empty()) return;
   progress("writing a checkpoint");
-  const CheckpointData<T> d = host_state();
-  if (world_.rank() != 0) return;
   TrainingState s;
   s.step = step_;
   s.config_json = to_json(cfg_).dump();
-  save_checkpoint(cfg_.train.checkpoint_dir, s, whole_, d);
+  const std::vector<GlobalRun> runs = my_runs();
+  std::vector<T> values, m, v;
+  if (!runs.empty()) {
+    values = local_values();
+    m = to_host<Dev>(sharded_ ? sharded_->owned_m() : adamw_.m());
+    v = to_host<Dev>(sharded_ ? sharded_->owned_v() : adamw_.v());
+  }
+  save_checkpoint_set(world_, cfg_.train.checkpoint_dir, s, whole_, runs, values.data(), m.data(),
+                      v.data());
+  if (world_.rank() != 0) return;
   if (rotation_) rotation_->saved(step_);
   spdlog::info("checkpoint at step {} in {}", step_, cfg_.train.checkpoint_dir);
 }

@@ -106,13 +106,12 @@ class Trainer {
   // Collective when sharded (the values are agreed): the name of the first parameter with
   // a non-finite gradient, or value.
   std::string first_nonfinite_param(bool grads);
-  // The whole values and moments on rank 0 (empty elsewhere), in the whole model's flat
-  // order; collective.
-  CheckpointData<T> host_state() const;
-  // The runs of the whole model's flat order this rank contributes to a gather (its owned
-  // parts; replicated, rank 0 all but the experts and the first ep group its experts), at
-  // places of `local_values()`, `local_moments()`.
+  // The runs of the whole model's flat order this rank writes to a checkpoint or an
+  // export (its owned parts; replicated, rank 0 all but the experts and the first ep
+  // group its experts), at places of `local_values()` and the moments.
   std::vector<GlobalRun> my_runs() const;
+  // The runs this rank reads on resume: its owned parts, or every parameter it holds.
+  std::vector<GlobalRun> needed_runs() const;
   std::vector<T> local_values() const;
   // train.shard none: the gradients summed over the ranks (with ep > 1 the experts' over
   // the ranks holding them), and the sum of squares of the whole model's gradients or

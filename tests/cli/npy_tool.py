@@ -6,12 +6,14 @@
   same-rows A B ROW...       exit 1 unless the given rows (first axis) of two .npy files
                              hold the same bits
   finite FILE...             exit 1 when a .npy file holds NaN or +-Inf
-  ckpt-finite FILE...        exit 1 when a gdn-cp checkpoint holds NaN or +-Inf
-  ckpt-poison SRC DST        copy a checkpoint with its first value set to NaN and the
-                             checksum recomputed, so only its values are wrong
+  ckpt-finite MANIFEST...    exit 1 when a gdn-cp checkpoint (its parts) holds NaN or +-Inf
+  ckpt-poison SRC DST        copy a checkpoint (manifest SRC and its parts) to the manifest
+                             name DST with its first value set to NaN and the checksums
+                             recomputed, so only its values are wrong
 """
 import json
 import math
+import os
 import struct
 import sys
 
@@ -75,24 +77,13 @@ def cmd_finite(*paths):
 
 
 def read_ckpt(path):
+    """A checkpoint file: its bytes, where its data starts, its header."""
     with open(path, "rb") as f:
         data = bytearray(f.read())
     assert data[:8] == b"GDNCKPT1", path + ": not a checkpoint"
     hlen = struct.unpack_from("<Q", data, 8)[0]
     header = json.loads(data[16:16 + hlen].decode())
-    fmt = "<f" if header["dtype"] == "f32" else "<d"
-    return data, 16 + hlen, header, fmt
-
-
-def cmd_ckpt_finite(*paths):
-    for p in paths:
-        data, start, header, fmt = read_ckpt(p)
-        end = start + header["data_bytes"]
-        for i, (x,) in enumerate(struct.iter_unpack(fmt, data[start:end])):
-            if not math.isfinite(x):
-                print(f"{p}: value {i} is {x}")
-                return 1
-    return 0
+    return data, 16 + hlen, header
 
 
 def fnv1a64(blob):
@@ -102,13 +93,45 @@ def fnv1a64(blob):
     return h
 
 
+def write_ckpt(path, header, data):
+    """Writes a checkpoint file; returns (bytes, checksum)."""
+    text = json.dumps(header).encode()
+    blob = bytearray(b"GDNCKPT1" + struct.pack("<Q", len(text)) + text + data)
+    checksum = fnv1a64(blob)
+    blob += struct.pack("<Q", checksum) + b"GDNCKEND"
+    with open(path, "wb") as f:
+        f.write(blob)
+    return len(blob), checksum
+
+
+def cmd_ckpt_finite(*manifests):
+    for m in manifests:
+        _, _, header = read_ckpt(m)
+        fmt = "<f" if header["dtype"] == "f32" else "<d"
+        for part in header["parts"]:
+            p = os.path.join(os.path.dirname(m), part["file"])
+            data, start, _ = read_ckpt(p)
+            for i, (x,) in enumerate(struct.iter_unpack(fmt, data[start:len(data) - 16])):
+                if not math.isfinite(x):
+                    print(f"{p}: value {i} is {x}")
+                    return 1
+    return 0
+
+
 def cmd_ckpt_poison(src, dst):
-    data, start, _, fmt = read_ckpt(src)
-    struct.pack_into(fmt, data, start, float("nan"))
-    body = len(data) - 16
-    struct.pack_into("<Q", data, body, fnv1a64(data[:body]))
-    with open(dst, "wb") as f:
-        f.write(data)
+    _, _, man = read_ckpt(src)
+    fmt = "<f" if man["dtype"] == "f32" else "<d"
+    step = int(os.path.basename(dst)[len("ckpt-"):-len(".bin")])
+    man["step"] = step
+    for k, part in enumerate(man["parts"]):
+        data, start, header = read_ckpt(os.path.join(os.path.dirname(src), part["file"]))
+        if k == 0:
+            struct.pack_into(fmt, data, start, float("nan"))
+        header["step"] = step
+        part["file"] = os.path.basename(dst) + part["file"][part["file"].rindex(".part-"):]
+        part["bytes"], part["checksum"] = write_ckpt(
+            os.path.join(os.path.dirname(dst), part["file"]), header, data[start:len(data) - 16])
+    write_ckpt(dst, man, b"")
     return 0
 
 

@@ -9,7 +9,9 @@
 #   parity_sharded    the same for the MoE fixtures with the experts over ep = 2, 4 ranks and
 #                     the training state sharded (gdn_eval --ep --shard)
 #   export_sharded    --export-hf of runs with --shard and --ep, cut into several files
-#                     with an index: the replicated export's tensors, read back exactly
+#                     with an index: the replicated export's tensors, read back exactly;
+#                     --init-from of it at the same layout (each rank reading its part)
+#                     exports the replicated export's bytes
 #   roundtrip         gdn_train --export-hf, then gdn_eval and gdn_train --init-from of the
 #                     export give the identical loss; --init-from resumes the weights exactly
 #   wrong_arch        a checkpoint of another architecture is refused, naming the tensor
@@ -180,6 +182,18 @@ print(len([k for k in json.loads(f.read(n)) if k != "__metadata__"]))' "$WORK/re
     else
       cat "$WORK/x.json.err" 2>/dev/null | tail -3
       fail "$tag: gdn_eval of the sharded export differs from the replicated one"
+    fi
+    # --init-from at this layout (each rank reads only its part of each tensor), exported
+    # again in one file: the replicated export's bytes.
+    rm -rf "$WORK/back"
+    # shellcheck disable=SC2086
+    if timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" $layout \
+      --init-from "$dir" --export-hf "$WORK/back" >"$WORK/back.log" 2>&1 </dev/null &&
+      cmp -s "$WORK/back/model.safetensors" "$WORK/ref/model.safetensors"; then
+      pass "$tag: --init-from of it, exported again, is the replicated export byte for byte"
+    else
+      tail -5 "$WORK/back.log"
+      fail "$tag: --init-from of the sharded export, exported again, differs"
     fi
   done <<'EOF'
 --cp 2 --shard full --ep 2|2

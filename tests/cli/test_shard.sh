@@ -8,7 +8,8 @@
 #            ep 1 run within the CP tolerance
 #   resume   f64: save at dp 2 x cp 2 --shard full --ep 2, resume at cp 4 --shard none --ep 1,
 #            and the reverse: the continuation agrees with the uninterrupted run within
-#            1e-12; resumed at the layout that saved, it is bit-identical
+#            1e-12; resumed at the layout that saved, it is bit-identical; a set missing
+#            one of its parts is skipped
 #   refused  bad layouts (shard, ep) refused at start-up on every rank, with one message
 # Losses are read from the --log JSON lines with jq (17 significant digits: equal strings
 # are equal bits).
@@ -114,6 +115,28 @@ case_resume() {
   }
   local a="--dp 2 --cp 2 --batch 4 --shard full --ep 2" b="--cp 4 --batch 4 --shard none --ep 1"
   resume_pair full_ep2_to_none 4 "$a" 4 "$b"
+  # The set that run saved: one part per rank (each owns a part of every unit), and the
+  # manifest; without one part it is torn and skipped.
+  local set="$WORK/full_ep2_to_none_ckpt/ckpt-00000003.bin" parts
+  parts=$(compgen -G "$set.part-*" | wc -l)
+  if [ -f "$set" ] && [ "$parts" -eq 4 ]; then
+    pass "shard full on 4 ranks saved a manifest and 4 parts"
+  else
+    ls -l "$WORK/full_ep2_to_none_ckpt"
+    fail "shard full on 4 ranks saved $parts parts (expected 4 and a manifest)"
+  fi
+  mkdir -p "$WORK/torn_ckpt"
+  cp "$set" "$set.part-00000" "$set.part-00001" "$set.part-00003" "$WORK/torn_ckpt/"
+  set="$WORK/torn_ckpt/ckpt-00000003.bin"
+  # shellcheck disable=SC2086
+  run_log torn 4 $b --dtype f64 --steps 3 --resume --checkpoint-dir "$WORK/torn_ckpt"
+  if [ "$(grep -c "skipping checkpoint $set: .*part-00002' is missing" "$WORK/torn.out")" -eq 1 ] &&
+    grep -q "no complete checkpoint" "$WORK/torn.out"; then
+    pass "a set without one of its parts is skipped, with one warning"
+  else
+    cat "$WORK/torn.out"
+    fail "a set without one of its parts was not skipped with one warning"
+  fi
   resume_pair none_to_full_ep2 4 "$b" 4 "$a"
   resume_pair full_ep2_same 4 "$a" 4 "$a"
   resume_pair optimizer_ep4_same 4 "--cp 4 --batch 4 --shard optimizer --ep 4" 4 \

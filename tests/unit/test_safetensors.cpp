@@ -122,6 +122,21 @@ TEST_CASE("SafetensorsFile decodes a hand-made file exactly", "[safetensors]") {
   CHECK(f.raw("z_f32").size() == 12);
   CHECK(std::memcmp(f.raw("z_f32").data(), data.data() + 28, 12) == 0);
 
+  SECTION("element ranges, as a rank reads its part") {
+    float r[3];
+    f.read_range<float>("m_f16", 4, 3, r);  // 0x7C00, 0xFC00, 0x7E00
+    CHECK(r[0] == std::numeric_limits<float>::infinity());
+    CHECK(r[1] == -std::numeric_limits<float>::infinity());
+    CHECK(std::isnan(r[2]));
+    double d[2];
+    f.read_range<double>("a_bf16", 1, 2, d);
+    CHECK((d[0] == -2.0 && d[1] == std::numeric_limits<double>::infinity()));
+    f.read_range<double>("w_f64", 1, 1, d);
+    CHECK(d[0] == -1e300);
+    f.read_range<double>("z_f32", 3, 0, d);  // empty, at the end
+    CHECK_THROWS_WITH(f.read_range<double>("z_f32", 2, 2, d),
+                      Contains("tensor 'z_f32': asked for elements [2, 4), it holds 3"));
+  }
   SECTION("BF16") {
     const auto v = f.read<float>("a_bf16");
     REQUIRE(v.size() == 4);
