@@ -11,7 +11,8 @@
 #   exchange     tiny hybrid MoE model: the bytes and calls of every call site on every rank,
 #                replicated and with the training state sharded (--shard optimizer, full),
 #                and with the experts over ep ranks (the routed rows' bytes within 25% of a
-#                balanced router's, every other number exact)
+#                balanced router's, every other number exact; with a router balanced by
+#                construction, top-k = all experts, every number exact)
 #                equal gdn_train's Communicator counters of a real step (cp = 2; cp = 4 with
 #                layer_local and recomputation; dp 2 x cp 2 in f64)
 #   memory       the per-rank estimate plus the process's start-up memory is within 25% of
@@ -85,7 +86,7 @@ case_cp_flops() {
 exchange_case() {
   local name=$1 np=$2
   shift 2
-  local args=(--config "$TINY" --seq-len 102 "$@")
+  local args=(--config "${EXCHANGE_CONFIG:-$TINY}" --seq-len 102 "$@")
   if ! timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" --steps 1 --device cpu \
     --exchange-out "$WORK/$name.measured.json" >"$WORK/$name.out" 2>&1; then
     cat "$WORK/$name.out"
@@ -93,8 +94,10 @@ exchange_case() {
     return
   fi
   # With --ep the routed rows follow the router: gdn_plan prices a balanced one. Their sites'
-  # calls must be equal, their bytes are compared in total (within 25%), the rest exactly.
+  # calls must be equal, their bytes are compared in total (within 25%), the rest exactly;
+  # with EXACT_ROUTED=1 (a router that is balanced: every token to every expert) all exactly.
   local routed='["moe.fwd.alltoall_tokens","moe.fwd.alltoall_out","moe.bwd.alltoall_dy","moe.bwd.alltoall_dx"]'
+  [ "${EXACT_ROUTED:-0}" = 1 ] && routed='[]'
   local strip="map(.sites |= with_entries(if (.key | IN($routed[])) then .value |= {calls} else . end))"
   local total="[.[].sites | to_entries[] | select(.key | IN($routed[])) | .value.bytes_sent] | add // 0"
   "$PLAN" "${args[@]}" --json | jq -S '.exchange.ranks' >"$WORK/$name.predicted.raw.json"
@@ -136,6 +139,13 @@ case_exchange() {
   exchange_case cp4_ep4_shard_full_recompute 4 --cp 4 --batch 2 --ep 4 --shard full \
     --recompute layer
   exchange_case cp2_ep2_shard_optimizer 2 --cp 2 --batch 2 --ep 2 --shard optimizer
+  # A router that is balanced by construction (top-k = all 8 experts): the routed rows'
+  # bytes too equal the prediction exactly, on every rank.
+  jq '.model.num_experts_per_tok = 8' "$TINY" >"$WORK/all_experts.json"
+  EXCHANGE_CONFIG="$WORK/all_experts.json" EXACT_ROUTED=1 exchange_case all_experts_dp2cp2_ep2 4 \
+    --cp 2 --dp 2 --batch 4 --ep 2
+  EXCHANGE_CONFIG="$WORK/all_experts.json" EXACT_ROUTED=1 exchange_case \
+    all_experts_cp4_ep4_shard_full_recompute 4 --cp 4 --batch 2 --ep 4 --shard full --recompute layer
 }
 
 # The memory model: bench-memory's GDN stack made small per token in FLOPs (d 64, vocab 256)
