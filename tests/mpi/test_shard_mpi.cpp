@@ -11,8 +11,10 @@
 
 #include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
+#include "core/json_reader.h"
 #include "cp/shard.h"
 #include "model/model.h"
+#include "model/model_config.h"
 #include "mpi/model_batch.h"
 #include "ops/adamw/adamw.h"
 #include "test_support.h"
@@ -171,6 +173,31 @@ TEST_CASE("experts spread over ep = 2, 4 ranks give the ep = 1 gradients and ste
     }
   // (dp, cp) = (1, 2), (2, 1) at 2 ranks with ep 2; (1, 4), (2, 2), (4, 1) at 4 with ep 2, 4.
   CHECK(layouts == (P == 4 ? 3 * 2 * 2 * 3 : P == 2 ? 2 * 2 * 1 * 3 : 0));
+}
+
+TEST_CASE(
+    "the tiny Qwen3-Next and Qwen3.5 MoE configs: every sharding and ep gives the "
+    "replicated gradients and step (fp64, 1e-12)",
+    "[shard][ep]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const int P = world.size();
+  for (const char* name : {"tiny-qwen3-next.json", "tiny-qwen3.5.json"}) {
+    const std::string path = std::string(GDN_CONFIG_DIR) + "/" + name;
+    const ModelConfig c = parse_model_config(read_json_file(path).at("model"), path);
+    const Batch batch = make_batch(4, 21, c.vocab_size, 3);
+    for (int cp = 1; cp <= 4; ++cp)
+      for (int dp : {1, 2, 4}) {
+        if (dp * cp != P) continue;
+        const Result ref = run_layout(world, c, batch, dp, cp, Sharding::none, false);
+        for (int ep : {1, 2, 4})
+          for (Sharding shard : {Sharding::none, Sharding::optimizer, Sharding::full}) {
+            if (P % ep != 0 || (ep == 1 && shard == Sharding::none)) continue;
+            INFO(name << " dp=" << dp << " cp=" << cp << " ep=" << ep << " shard "
+                      << name_of(shard));
+            check_same(run_layout(world, c, batch, dp, cp, shard, false, ep), ref, 1e-12);
+          }
+      }
+  }
 }
 
 TEST_CASE("each unit moves exactly its blocks: W padded ones reduced, the owned ones gathered",
