@@ -40,7 +40,7 @@ class ParamPartition {
   // experts (the world, when ep = 1).
   ParamPartition(const std::vector<ParamUnit>& units, int world, int rank, int expert_world,
                  int expert_rank)
-      : world_(world), rank_(rank), expert_world_(expert_world), units_(units) {
+      : world_(world), expert_world_(expert_world), units_(units) {
     std::int64_t at = 0;
     for (const ParamUnit& u : units) {
       OwnedPart p = part_of(u, u.expert ? expert_rank : rank);
@@ -52,8 +52,6 @@ class ParamPartition {
   }
   ParamPartition(const std::vector<ParamUnit>& units, int world, int rank)
       : ParamPartition(units, world, rank, world, rank) {}
-  int world() const { return world_; }
-  int rank() const { return rank_; }
   // The ranks unit u is split over.
   int group_size(std::size_t u) const { return units_[u].expert ? expert_world_ : world_; }
   // This rank's part of unit u.
@@ -78,7 +76,7 @@ class ParamPartition {
     return p;
   }
 
-  int world_, rank_, expert_world_;
+  int world_, expert_world_;
   std::vector<ParamUnit> units_;
   std::vector<OwnedPart> parts_;
   std::int64_t owned_ = 0;

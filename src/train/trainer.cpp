@@ -393,11 +393,6 @@ void Trainer<T, Dev>::progress(const char* phase) {
 }
 
 template <typename T, typename Dev>
-void Trainer<T, Dev>::reduce_replicated_grads() {
-  reduce_grads(model_.params(), mesh_);
-}
-
-template <typename T, typename Dev>
 double Trainer<T, Dev>::replicated_sum_squares(const T* flat) {
   return whole_sum_squares(model_.params(), flat, mesh_,
                            host_ep_comm_ ? host_ep_comm_.get() : mesh_.ep_comm.get());
@@ -445,7 +440,7 @@ StepRecord Trainer<T, Dev>::step() {
   // sharded, each rank gets its part's sums (full: done as the backward went).
   if (t.shard == Sharding::none) {
     progress(train_sites::kGradAllReduce);
-    reduce_replicated_grads();
+    reduce_grads(model_.params(), mesh_);
   } else if (t.shard == Sharding::optimizer) {
     progress(train_sites::kGradReduceScatter);
     sharded_->reduce_gradients();

@@ -113,10 +113,8 @@ class Trainer {
   // The runs this rank reads on resume: its owned parts, or every parameter it holds.
   std::vector<GlobalRun> needed_runs() const;
   std::vector<T> local_values() const;
-  // train.shard none: the gradients summed over the ranks (with ep > 1 the experts' over
-  // the ranks holding them), and the sum of squares of the whole model's gradients or
-  // values from this rank's flat buffer (one all-reduce).
-  void reduce_replicated_grads();
+  // train.shard none: the sum of squares of the whole model's gradients or values from
+  // this rank's flat buffer (one all-reduce; with ep > 1 the experts counted once).
   double replicated_sum_squares(const T* flat);
   std::int64_t whole_count() const { return whole_.back().offset + whole_.back().size; }
 
