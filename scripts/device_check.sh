@@ -137,8 +137,10 @@ fi
 MPI=("$MPIRUN" --oversubscribe)
 [ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
 # One and two ranks sharing the machine's cores (OpenMP threads per rank = cores / ranks).
-NP1=(env OMP_NUM_THREADS="$(nproc)" "${MPI[@]}" -np 1)
-NP2=(env OMP_NUM_THREADS="$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" "${MPI[@]}" -np 2)
+# Each rank bound to its own cores (Open MPI would put each on one core).
+HALF=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+NP1=(env OMP_NUM_THREADS="$(nproc)" "${MPI[@]}" --map-by "slot:PE=$(nproc)" -np 1)
+NP2=(env OMP_NUM_THREADS="$HALF" "${MPI[@]}" --map-by "slot:PE=$HALF" -np 2)
 
 echo "== tests"
 if [ "$DRY" -eq 0 ]; then

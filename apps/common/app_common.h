@@ -12,6 +12,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
+#include "common/cpu_share.h"
 #include "gdn/problem.h"
 
 namespace gdn::app {
@@ -50,8 +51,8 @@ std::vector<GdnProblem> parse_gdn_shapes(const std::string& spec, int chunk_size
 
 // main() of an MPI tool: MPI and logging set up, the command line parsed by `options` and
 // then by parse(result, world size) into a Setup, collectively (a failure on any rank: one
-// message, exit code 1 on all); --help printed by rank 0, else run(world, setup), whose
-// code is returned.
+// message, exit code 1 on all); --help printed by rank 0, else the ranks' threads and CPUs
+// reported (report_cpu_share) and run(world, setup), whose code is returned.
 template <typename Setup, typename Parse, typename Run>
 int mpi_main(int argc, char** argv, const std::string& tool, cxxopts::Options options, Parse parse,
              Run run) {
@@ -65,7 +66,10 @@ int mpi_main(int argc, char** argv, const std::string& tool, cxxopts::Options op
     if (parsed) s = parse(*parsed, world.size());
   });
   if (!ok) return 1;
-  if (parsed) return run(world, s);
+  if (parsed) {
+    report_cpu_share(world);
+    return run(world, s);
+  }
   if (world.rank() == 0) std::cout << options.help() << std::endl;
   return 0;
 }

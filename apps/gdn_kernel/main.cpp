@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
     } else if (args.help) {
       if (comm.rank() == 0) std::cout << make_options().help() << std::endl;
     } else {
+      app::report_cpu_share(comm);
       const std::string heartbeats =
           args.watchdog_s > 0 ? app::make_heartbeat_dir(comm) : std::string();
       Watchdog watchdog(args.watchdog_s, comm.rank(), comm.size(), heartbeats);

@@ -109,6 +109,8 @@ inline constexpr const char* kCheckValues = "app.check_values";
 inline constexpr const char* kGatherOutputs = "app.gather_outputs";
 // gdn_kernel: all-gather of every rank's counters for stats.json, and maxima of timings.
 inline constexpr const char* kGatherStats = "app.gather_stats";
+// Every MPI tool at start-up: all-gather of each rank's host, threads and CPU mask.
+inline constexpr const char* kCpuShare = "app.cpu_share";
 // gdn_eval: sum of the cross-entropy.
 inline constexpr const char* kEvalLoss = "eval.loss";
 // gdn_eval: sum of the gradients.
