@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#if defined(__AVX512F__) || defined(__FMA__)
+#if defined(__AVX512F__) || defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -61,10 +61,31 @@ template <typename T>
 inline void store(T* p, Vec<T> v) {
   std::memcpy(p, &v, sizeof(v));
 }
+// x in every lane, one instruction (vbroadcastss). `Vec<T>{} + x` would add 0.0 first:
+// the compiler must keep that add (it turns -0.0 into +0.0), a dependent add on every
+// broadcast of the GEMM's inner loop.
+#if defined(__AVX512F__)
+inline Vec<float> broadcast(float x) {
+  return _mm512_set1_ps(x);
+}
+inline Vec<double> broadcast(double x) {
+  return _mm512_set1_pd(x);
+}
+#elif defined(__AVX__)
+inline Vec<float> broadcast(float x) {
+  return _mm256_set1_ps(x);
+}
+inline Vec<double> broadcast(double x) {
+  return _mm256_set1_pd(x);
+}
+#else
 template <typename T>
 inline Vec<T> broadcast(T x) {
-  return Vec<T>{} + x;
+  Vec<T> v;
+  for (int i = 0; i < kLanes<T>; ++i) v[i] = x;
+  return v;
 }
+#endif
 
 // a * b + c, fused (one rounding) where the target has FMA. Overloads, not a template:
 // T cannot be deduced from Vec<T>.

@@ -17,12 +17,13 @@ using namespace host;
 
 namespace {
 
-// GEMM tiles. The micro-kernel keeps a 4-row x one-vector tile of C in registers over the
-// reduction and streams the matching column strip of B, so B is packed into strips of one
-// vector width (kb x L contiguous: no power-of-two strides that alias in L1) and each strip
-// is swept over a whole row block while it sits in L1. Rounding depends on these constants
-// (the k blocks are summed into C one after another), never on the thread count.
-constexpr int kRows = 128;   // rows of C per parallel work unit (A block: kRows x kDepth)
+// GEMM tiles. la::gemm keeps a tile of 6 (AVX2) or 8 (AVX-512) rows x two vectors of C in
+// registers over the reduction and streams the matching column strip of B, so B is packed
+// into strips of two vector widths (kb x L contiguous: no power-of-two strides that alias
+// in L1) and each strip is swept over a whole row block while it sits in L1. Rounding
+// depends on kDepth (the k blocks are summed into C one after another), never on the
+// thread count, the row block or the strip width.
+constexpr int kRows = 120;   // rows of C per parallel work unit: whole tiles of 6 and of 8
 constexpr int kDepth = 256;  // reduction length per micro-kernel call
 constexpr int kTileO = 256;  // dW rows per work unit
 constexpr int kTileI = 128;  // dW columns per work unit
@@ -33,8 +34,10 @@ constexpr int kTileI = 128;  // dW columns per work unit
 constexpr int kPanelCols = 2048;
 constexpr int kPanelDepth = 2048;
 
+// The strip width: two vectors (12 accumulators on AVX2, 16 on AVX-512; one vector would
+// leave half of them idle and double the A broadcasts per FMA).
 template <typename T>
-constexpr int kL = la::detail::kLanes<T>;
+constexpr int kL = 2 * la::detail::kLanes<T>;
 
 // Packs strip s0 / L of rows [p0, p0 + k) x columns [j0, j0 + n) of op(B) (B is
 // [n_total, ldb] holding op(B)^T when trans): the k rows of columns [s0, s0 + w) (w = L, or
