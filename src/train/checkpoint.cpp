@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -67,6 +68,28 @@ class HashingWriter {
   Fnv1a fnv_;
   std::uint64_t bytes_ = 0;
 };
+
+// Writes one checkpoint file atomically: magic, header, the data `write_data(w)` writes,
+// checksum, end magic. Returns its size and checksum.
+template <typename F>
+std::pair<std::uint64_t, std::uint64_t> write_checkpoint_file(const std::string& path,
+                                                              const std::string& tmp_path,
+                                                              const std::string& header,
+                                                              F&& write_data) {
+  AtomicFile file(path, "save_checkpoint", tmp_path);
+  HashingWriter w(file);
+  w.write(kMagic, 8);
+  const std::uint64_t hlen = header.size();
+  w.write(&hlen, 8);
+  w.write(header.data(), header.size());
+  write_data(w);
+  const std::uint64_t sum = w.hash();
+  w.write(&sum, 8, false);
+  w.write(kEndMagic, 8, false);
+  const std::string unsynced = file.commit();
+  if (!unsynced.empty()) spdlog::warn("checkpoint {}: {}", path, unsynced);
+  return {w.bytes(), sum};
+}
 
 // "ckpt-00000003.bin", or ".ckpt-00000003.bin.tmp" while it is written.
 std::string file_name(std::int64_t step, bool tmp = false) {
@@ -164,16 +187,23 @@ DType header_dtype(const std::string& path, const json& h) {
   return *t;
 }
 
-// Element i of the data section as a double.
-double data_at(const std::vector<char>& b, std::size_t at, DType t) {
+// Calls f(i, x) for the n stored elements from byte `at` of b, each as a double: one
+// branch on the dtype per call, not per element.
+template <typename F>
+void for_each_stored(const std::vector<char>& b, std::size_t at, std::size_t n, DType t, F&& f) {
   if (t == DType::f32) {
-    float x;
-    std::memcpy(&x, b.data() + at, 4);
-    return x;
+    for (std::size_t i = 0; i < n; ++i) {
+      float x;
+      std::memcpy(&x, b.data() + at + 4 * i, 4);
+      f(i, double(x));
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      double x;
+      std::memcpy(&x, b.data() + at + 8 * i, 8);
+      f(i, x);
+    }
   }
-  double x;
-  std::memcpy(&x, b.data() + at, 8);
-  return x;
 }
 
 json runs_json(const std::vector<GlobalRun>& runs) {
@@ -191,6 +221,16 @@ std::vector<GlobalRun> runs_from_json(const json& j) {
     at += runs.back().n;
   }
   return runs;
+}
+
+// A part as the manifest lists it (its runs as [global, n]: `at` is their running total).
+json part_entry(const CheckpointPart& p) {
+  return {
+      {"file", p.file}, {"bytes", p.bytes}, {"checksum", p.checksum}, {"runs", runs_json(p.runs)}};
+}
+CheckpointPart part_from_entry(const json& e) {
+  return {e.at("file").get<std::string>(), e.at("bytes").get<std::uint64_t>(),
+          e.at("checksum").get<std::uint64_t>(), runs_from_json(e.at("runs"))};
 }
 
 std::int64_t total_of(const std::vector<ParamInfo>& params) {
@@ -247,9 +287,7 @@ Manifest parse_manifest(const std::string& path, const Parsed& p) {
     m.state.dtype = header_dtype(path, h);
     for (const json& e : h.at("params"))
       m.params.emplace_back(e.at("name").get<std::string>(), e.at("shape").get<Shape>());
-    for (const json& e : h.at("parts"))
-      m.parts.push_back({e.at("file").get<std::string>(), e.at("bytes").get<std::uint64_t>(),
-                         e.at("checksum").get<std::uint64_t>(), runs_from_json(e.at("runs"))});
+    for (const json& e : h.at("parts")) m.parts.push_back(part_from_entry(e));
   } catch (const json::exception& e) {
     throw_error("checkpoint '", path, "' has a malformed header: ", e.what());
   }
@@ -334,10 +372,12 @@ LoadedPart load_part(const std::string& manifest, const Manifest& m, const Check
   GDN_CHECK(l.p.data_end - l.p.data_begin == std::size_t(3 * l.n) * es, "checkpoint '", path,
             "' holds ", l.p.data_end - l.p.data_begin, " data bytes for ", 3 * l.n, " elements");
   // A run that diverged must never be resumed from.
-  for (std::size_t at = l.p.data_begin; at < l.p.data_end; at += es)
-    if (!std::isfinite(data_at(l.bytes, at, l.dtype)))
-      throw_error("checkpoint '", path, "' holds a non-finite value (at data byte ",
-                  at - l.p.data_begin, "): it was written by a run that diverged");
+  for_each_stored(l.bytes, l.p.data_begin, std::size_t(3 * l.n), l.dtype,
+                  [&](std::size_t i, double x) {
+                    if (!std::isfinite(x))
+                      throw_error("checkpoint '", path, "' holds a non-finite value (at data byte ",
+                                  i * es, "): it was written by a run that diverged");
+                  });
   return l;
 }
 
@@ -366,6 +406,18 @@ std::vector<fs::path> part_files(const std::string& manifest) {
 }
 
 }  // namespace
+
+std::string to_entry_text(const CheckpointPart& part) {
+  return part_entry(part).dump();
+}
+
+CheckpointPart part_from_entry_text(const std::string& text) {
+  try {
+    return part_from_entry(json::parse(text));
+  } catch (const json::exception& e) {
+    throw_error("a checkpoint part's entry is malformed: ", e.what());
+  }
+}
 
 template <typename T>
 CheckpointPart write_checkpoint_part(const std::string& dir, std::int64_t step, int rank,
@@ -397,20 +449,12 @@ CheckpointPart write_checkpoint_part(const std::string& dir, std::int64_t step, 
       {"dtype", dtype_name(dtype_of<T>())},
       {"runs",
        runs_json(runs)}}.dump();
-  AtomicFile file((fs::path(dir) / part.file).string(), "save_checkpoint");
-  HashingWriter w(file);
-  w.write(kMagic, 8);
-  const std::uint64_t hlen = text.size();
-  w.write(&hlen, 8);
-  w.write(text.data(), text.size());
-  for (const T* x : kinds)
-    for (const GlobalRun& r : runs) w.write(x + r.at, std::size_t(r.n) * sizeof(T));
-  part.checksum = w.hash();
-  w.write(&part.checksum, 8, false);
-  w.write(kEndMagic, 8, false);
-  part.bytes = w.bytes();
-  const std::string unsynced = file.commit();
-  if (!unsynced.empty()) spdlog::warn("checkpoint {}: {}", file.path(), unsynced);
+  const std::string path = (fs::path(dir) / part.file).string();
+  std::tie(part.bytes, part.checksum) =
+      write_checkpoint_file(path, path + ".tmp", text, [&](HashingWriter& w) {
+        for (const T* x : kinds)
+          for (const GlobalRun& r : runs) w.write(x + r.at, std::size_t(r.n) * sizeof(T));
+      });
   return part;
 }
 
@@ -422,11 +466,7 @@ void write_checkpoint_manifest(const std::string& dir, const TrainingState& stat
         total_of(params));
   json table = json::array(), list = json::array();
   for (const ParamInfo& p : params) table.push_back({{"name", p.name}, {"shape", p.shape}});
-  for (const CheckpointPart& p : parts)
-    list.push_back({{"file", p.file},
-                    {"bytes", p.bytes},
-                    {"checksum", p.checksum},
-                    {"runs", runs_json(p.runs)}});
+  for (const CheckpointPart& p : parts) list.push_back(part_entry(p));
   const std::string text = json{
       {"format", kFormat},
       {"kind", "manifest"},
@@ -435,20 +475,8 @@ void write_checkpoint_manifest(const std::string& dir, const TrainingState& stat
       {"config_json", state.config_json},
       {"params", table},
       {"parts", list}}.dump();
-  {
-    AtomicFile file(path, "save_checkpoint",
-                    (fs::path(dir) / file_name(state.step, true)).string());
-    HashingWriter w(file);
-    w.write(kMagic, 8);
-    const std::uint64_t hlen = text.size();
-    w.write(&hlen, 8);
-    w.write(text.data(), text.size());
-    const std::uint64_t sum = w.hash();
-    w.write(&sum, 8, false);
-    w.write(kEndMagic, 8, false);
-    const std::string unsynced = file.commit();
-    if (!unsynced.empty()) spdlog::warn("checkpoint {}: {}", path, unsynced);
-  }
+  write_checkpoint_file(path, (fs::path(dir) / file_name(state.step, true)).string(), text,
+                        [](HashingWriter&) {});
   // Parts of an earlier save of this step that this one did not replace (more ranks).
   for (const fs::path& f : part_files(path)) {
     const std::string name = f.filename().string();
@@ -492,11 +520,12 @@ TrainingState load_checkpoint(const std::string& path, const std::vector<ParamIn
         l = loaded.emplace(it->part, load_part(path, man, man.parts[it->part])).first;
       const LoadedPart& lp = l->second;
       const std::size_t es = dtype_size(lp.dtype);
-      for (int k = 0; k < 3; ++k)
-        for (std::int64_t g = lo; g < hi; ++g)
-          staged[k][std::size_t(base + g - r.global)] = T(data_at(
-              lp.bytes, lp.p.data_begin + std::size_t(k * lp.n + it->at + g - it->global) * es,
-              lp.dtype));
+      for (int k = 0; k < 3; ++k) {
+        T* dst = staged[k].data() + (base + lo - r.global);
+        for_each_stored(
+            lp.bytes, lp.p.data_begin + std::size_t(k * lp.n + it->at + lo - it->global) * es,
+            std::size_t(hi - lo), lp.dtype, [&](std::size_t i, double x) { dst[i] = T(x); });
+      }
     }
     base += r.n;
   }

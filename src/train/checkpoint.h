@@ -41,6 +41,10 @@ struct CheckpointPart {
   std::vector<GlobalRun> runs;
 };
 
+// A part's entry as text and back (the manifest's form), for sending it to rank 0.
+std::string to_entry_text(const CheckpointPart& part);
+CheckpointPart part_from_entry_text(const std::string& text);
+
 // Writes DIR/ckpt-<step>.bin.part-<rank> atomically: for each run (global, at, n) the
 // elements [at, at + n) of values, m and v, stored in T. Refuses (gdn::Error, naming the
 // parameter of `params`, the whole model's table) a non-finite value. Creates dir.

@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <nlohmann/json.hpp>
-
 #include "comm/call_sites.h"
 #include "core/error.h"
 
@@ -11,18 +9,6 @@ namespace gdn {
 namespace {
 
 constexpr int kTag = 32;
-
-nlohmann::json part_json(const CheckpointPart& p) {
-  nlohmann::json runs = nlohmann::json::array();
-  for (const GlobalRun& r : p.runs) runs.push_back({r.global, r.at, r.n});
-  return {{"file", p.file}, {"bytes", p.bytes}, {"checksum", p.checksum}, {"runs", runs}};
-}
-
-CheckpointPart part_from_json(const nlohmann::json& j) {
-  CheckpointPart p{j.at("file"), j.at("bytes"), j.at("checksum"), {}};
-  for (const auto& r : j.at("runs")) p.runs.push_back({r.at(0), r.at(1), r.at(2)});
-  return p;
-}
 
 }  // namespace
 
@@ -33,9 +19,8 @@ void save_checkpoint_set(Communicator& world, const std::string& dir, const Trai
   const char* site = train_sites::kCheckpointGather;
   std::string mine;  // "" for a rank with nothing to write
   if (!runs.empty())
-    mine =
-        part_json(write_checkpoint_part(dir, state.step, world.rank(), params, runs, values, m, v))
-            .dump();
+    mine = to_entry_text(
+        write_checkpoint_part(dir, state.step, world.rank(), params, runs, values, m, v));
   if (world.rank() != 0) {
     const std::int64_t len = std::int64_t(mine.size());
     world.send(&len, sizeof len, 0, kTag, site);
@@ -43,13 +28,13 @@ void save_checkpoint_set(Communicator& world, const std::string& dir, const Trai
     return;
   }
   std::vector<CheckpointPart> parts;
-  if (!mine.empty()) parts.push_back(part_from_json(nlohmann::json::parse(mine)));
+  if (!mine.empty()) parts.push_back(part_from_entry_text(mine));
   for (int r = 1; r < world.size(); ++r) {
     std::int64_t len = 0;
     world.recv(&len, sizeof len, r, kTag, site);
     std::string text(std::size_t(len), '\0');
     world.recv(text.data(), text.size(), r, kTag, site);
-    if (!text.empty()) parts.push_back(part_from_json(nlohmann::json::parse(text)));
+    if (!text.empty()) parts.push_back(part_from_entry_text(text));
   }
   write_checkpoint_manifest(dir, state, dtype_of<T>(), params, parts);
 }
