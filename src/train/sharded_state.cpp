@@ -88,9 +88,13 @@ void ShardedState<T, Dev>::set_owned_values(const std::vector<T>& values) {
   GDN_CHECK(values.size() == std::size_t(partition_.owned()), "set_owned_values: ", values.size(),
             " elements for an owned part of ", partition_.owned());
   Dev::upload(values_.data(), values.data(), values.size());
-  if (mode_ == Sharding::optimizer)
-    for (std::size_t u = 0; u < partition_.num_units(); ++u)
-      gather_unit(u, ps_.unit_values(u), train_sites::kParamAllGather);
+  if (mode_ == Sharding::optimizer) gather_resident();
+}
+
+template <typename T, typename Dev>
+void ShardedState<T, Dev>::gather_resident() {
+  for (std::size_t u = 0; u < partition_.num_units(); ++u)
+    gather_unit(u, ps_.unit_values(u), train_sites::kParamAllGather);
 }
 
 template <typename T, typename Dev>
@@ -178,9 +182,7 @@ void ShardedState<T, Dev>::adamw_step(const AdamWConfig& c, std::int64_t step, d
     ops::adamw_update(Dev{}, values_.data() + r.at, grads_.data() + r.at, m_.data() + r.at,
                       v_.data() + r.at, r.n, lr, c.beta1, c.beta2, c.eps,
                       r.decay ? c.weight_decay : 0.0, step);
-  if (mode_ == Sharding::optimizer)
-    for (std::size_t u = 0; u < partition_.num_units(); ++u)
-      gather_unit(u, ps_.unit_values(u), train_sites::kParamAllGather);
+  if (mode_ == Sharding::optimizer) gather_resident();
 }
 
 template <typename T, typename Dev>

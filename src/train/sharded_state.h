@@ -84,6 +84,8 @@ class ShardedState : public UnitGather {
   }
   void reduce_unit(std::size_t u, const T* grads);
   void gather_unit(std::size_t u, T* values, const char* site);
+  // optimizer: every unit's owned parts all-gathered into the resident values.
+  void gather_resident();
 
   Sharding mode_;
   Model<T, Dev>& model_;

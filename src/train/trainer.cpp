@@ -137,14 +137,10 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
     progress("reading the Hugging Face weights");
     // Each rank reads its elements of each tensor (its owned parts, or every parameter
     // it holds), all of them, so the seeded values are not needed here.
-    std::vector<T> mine(
-        std::size_t(sharded_ ? sharded_->partition().owned() : model_.params().num_elements()));
+    std::vector<T> mine(local_count());
     std::vector<std::string> skipped;
     read_hf_weights(opt.init_from, cfg.model, whole_, needed_runs(), mine.data(), skipped);
-    if (sharded_)
-      sharded_->set_owned_values(mine);
-    else
-      model_.params().set_values(mine);
+    set_local_values(mine);
     if (world.rank() == 0)
       spdlog::info("initial weights from {}{}", opt.init_from,
                    skipped.empty()
@@ -274,6 +270,19 @@ std::vector<T> Trainer<T, Dev>::local_values() const {
 }
 
 template <typename T, typename Dev>
+std::size_t Trainer<T, Dev>::local_count() const {
+  return std::size_t(sharded_ ? sharded_->partition().owned() : model_.params().num_elements());
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::set_local_values(const std::vector<T>& values) {
+  if (sharded_)
+    sharded_->set_owned_values(values);
+  else
+    model_.params().set_values(values);
+}
+
+template <typename T, typename Dev>
 std::vector<GlobalRun> Trainer<T, Dev>::needed_runs() const {
   if (sharded_) return my_runs();
   const ParamStore<T, Dev>& ps = model_.params();
@@ -333,8 +342,7 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::resume() {
   progress("loading the checkpoint");
   const std::string& dir = cfg_.train.checkpoint_dir;
-  ParamStore<T, Dev>& ps = model_.params();
-  const std::size_t n = std::size_t(sharded_ ? sharded_->partition().owned() : ps.num_elements());
+  const std::size_t n = local_count();
   std::vector<T> values(n), m(n), v(n);
   const std::optional<LoadedCheckpoint> loaded = load_newest_checkpoint<T>(
       world_, dir, whole_, needed_runs(), values.data(), m.data(), v.data(),
@@ -354,11 +362,10 @@ void Trainer<T, Dev>::resume() {
     }
     return;
   }
+  set_local_values(values);
   if (sharded_) {
-    sharded_->set_owned_values(values);
     sharded_->set_owned_moments(m, v);
   } else {
-    ps.set_values(values);
     Dev::upload(adamw_.m().data(), m.data(), m.size());
     Dev::upload(adamw_.v().data(), v.data(), v.size());
   }

@@ -112,7 +112,11 @@ class Trainer {
   std::vector<GlobalRun> my_runs() const;
   // The runs this rank reads on resume: its owned parts, or every parameter it holds.
   std::vector<GlobalRun> needed_runs() const;
+  // The values this rank holds: its owned parts (sharded) or its whole parameter store,
+  // in needed_runs()'s places; their count; and setting them (collective when sharded).
   std::vector<T> local_values() const;
+  std::size_t local_count() const;
+  void set_local_values(const std::vector<T>& values);
   // train.shard none: the sum of squares of the whole model's gradients or values from
   // this rank's flat buffer (one all-reduce; with ep > 1 the experts counted once).
   double replicated_sum_squares(const T* flat);
