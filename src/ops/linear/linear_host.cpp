@@ -37,14 +37,14 @@ constexpr int kPanelDepth = 2048;
 // The strip width: two vectors (12 accumulators on AVX2, 16 on AVX-512; one vector would
 // leave half of them idle and double the A broadcasts per FMA).
 template <typename T>
-constexpr int kL = 2 * la::detail::kLanes<T>;
+constexpr int kStrip = 2 * la::detail::kLanes<T>;
 
 // Packs strip s0 / L of rows [p0, p0 + k) x columns [j0, j0 + n) of op(B) (B is
 // [n_total, ldb] holding op(B)^T when trans): the k rows of columns [s0, s0 + w) (w = L, or
 // the tail) contiguously at P + s0 k. A whole panel is the strips s0 = 0, L, 2L, ...
 template <typename T>
 void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, int s0, T* P) {
-  const int w = std::min(kL<T>, n - s0);
+  const int w = std::min(kStrip<T>, n - s0);
   T* dst = P + i64(s0) * k;
   for (int p = 0; p < k; ++p)
     for (int j = 0; j < w; ++j)
@@ -57,7 +57,7 @@ void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, i
 // its kDepth blocks into C in order (the first one overwrites C).
 template <typename T>
 void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C) {
-  constexpr int L = kL<T>;
+  constexpr int L = kStrip<T>;
   if (k == 0) {
     std::fill(C, C + N * n, T(0));
     return;
@@ -108,7 +108,7 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
   // dW += dy^T x, a reduction over N. Each tile of dW is owned by one work unit that sums
   // all N rows in a fixed order into scratch, then adds it to dW once (so dW += G exactly
   // and a second call adds the identical G).
-  constexpr int L = kL<T>;
+  constexpr int L = kStrip<T>;
   const int to = (out + kTileO - 1) / kTileO, ti = (in + kTileI - 1) / kTileI;
 #pragma omp parallel
   {
