@@ -1,7 +1,14 @@
-// Attention on the host, flash-attention style: nothing of size [Tq, Tk] is stored, each
-// thread holds a block of rows. Every output element is summed by one thread in an order
-// fixed by the shapes, so the bits do not depend on OMP_NUM_THREADS (the dynamic schedule
-// only balances the causal triangle's uneven work).
+// Attention on the host, flash-attention style: nothing of size [Tq, Tk] is stored. A unit
+// of work is a tile of up to kRowBlock query rows against the keys in blocks of kKeyBlock;
+// scores, probabilities and their products with V, dO, K and Q are tile GEMMs (la::gemm),
+// the softmax is online (one rescale per key block) and exponentiates whole rows (la::
+// exp_in_place). Key blocks past every row of a tile are never visited.
+//
+// Determinism: the units are fixed by the shapes and every output element has one owner
+// that sums in a fixed order, so the bits do not depend on OMP_NUM_THREADS (the dynamic
+// schedule only balances the causal triangle's uneven work). Masked entries are exact
+// zeros in every product, so a row's values do not depend on its tile mates either.
+// T = double computes in double (the exact path); T = float in float, as a GPU kernel would.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +17,8 @@
 
 #include "core/error.h"
 #include "ops/attention/attention.h"
+#include "ops/gemm/exp.h"
+#include "ops/gemm/gemm.h"
 
 namespace gdn::ops {
 
@@ -17,8 +26,10 @@ using i64 = std::int64_t;
 
 namespace {
 
-constexpr i64 kRowBlock = 16;  // query rows that use each block of keys while it is in cache
-constexpr i64 kKeyBlock = 64;  // keys per online-softmax step (one rescale of the sums each)
+// 48 rows: whole register tiles of both GEMM kernels (6 rows on AVX2, 8 on AVX-512), and
+// K, V blocks reused by enough rows; 64 keys: the exp and rescale work per GEMM stays small.
+constexpr int kRowBlock = 48;
+constexpr int kKeyBlock = 64;
 
 void check_args(const i64* qpos, i64 Tq, i64 Tk, int Hq, int Hkv) {
   GDN_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq = ", Hq,
@@ -33,26 +44,59 @@ inline i64 at(int b, i64 t, i64 T, int h, int H, int D) {
   return ((i64(b) * T + t) * H + h) * D;
 }
 
-// a . b in double. Four partial sums (combined in a fixed order) break the single
-// accumulator's dependency chain, so the loop vectorises without -ffast-math.
-template <typename X, typename Y>
-inline double dot(const X* a, const Y* b, int n) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int d = 0;
-  for (; d + 4 <= n; d += 4) {
-    s0 += double(a[d]) * double(b[d]);
-    s1 += double(a[d + 1]) * double(b[d + 1]);
-    s2 += double(a[d + 2]) * double(b[d + 2]);
-    s3 += double(a[d + 3]) * double(b[d + 3]);
-  }
-  for (; d < n; ++d) s0 += double(a[d]) * double(b[d]);
-  return (s0 + s1) + (s2 + s3);
+// The largest qpos of each block of kRowBlock query rows: a tile needs key blocks up to it.
+std::vector<i64> block_last(const i64* qpos, i64 Tq) {
+  std::vector<i64> last((Tq + kRowBlock - 1) / kRowBlock, 0);
+  for (i64 i = 0; i < Tq; ++i) last[i / kRowBlock] = std::max(last[i / kRowBlock], qpos[i]);
+  return last;
 }
 
-// out = scale * x in double: q rows are kept pre-scaled, so a score is one dot product.
+// x [B, Tk, H, D] as [B, H, D, Tk]: the keys (values) of a block are then the contiguous
+// columns of a row-major D x Tk matrix, which la::gemm reads in place as op(B) = K^T.
 template <typename T>
-inline void load_row(const T* x, int D, double scale, double* out) {
-  for (int d = 0; d < D; ++d) out[d] = scale * double(x[d]);
+void transpose_heads(const T* x, int B, i64 Tk, int H, int D, std::vector<T>& out) {
+  out.resize(std::size_t(B) * H * D * Tk);
+  const i64 tblocks = (Tk + kKeyBlock - 1) / kKeyBlock;
+#pragma omp parallel for schedule(static)
+  for (i64 u = 0; u < i64(B) * H * tblocks; ++u) {
+    const int b = int(u / (H * tblocks)), h = int(u / tblocks % H);
+    const i64 t0 = u % tblocks * kKeyBlock, t1 = std::min(Tk, t0 + kKeyBlock);
+    T* dst = out.data() + (i64(b) * H + h) * D * Tk;
+    for (i64 t = t0; t < t1; ++t)
+      for (int d = 0; d < D; ++d) dst[d * Tk + t] = x[at(b, t, Tk, h, H, D) + d];
+  }
+}
+
+// The scores of a tile after the causal mask: s[r, c] (row stride kKeyBlock) for key
+// j0 + c, c < nk; keys past qpos[r] become -inf. Returns whether row r has any key left.
+template <typename T>
+bool mask_row(T* s, i64 qpos, i64 j0, int nk) {
+  const i64 keep = std::clamp<i64>(qpos - j0 + 1, 0, nk);
+  std::fill(s + keep, s + nk, -std::numeric_limits<T>::infinity());
+  return keep > 0;
+}
+
+// p = exp(s - m) over one row of nk scores, masked ones exactly 0.
+template <typename T>
+void exp_shifted(T* s, T m, int nk) {
+  for (int c = 0; c < nk; ++c) s[c] -= m;
+  la::exp_in_place(s, nk);
+}
+
+// One tile's probabilities for the backward: S = scale Q K^T, P = exp(S - lse) masked,
+// then dS = P (dO V^T - delta) in ds. p and ds are nr x kKeyBlock.
+template <typename T>
+void tile_probabilities(const T* q, int ldq, const T* kt, const T* vt, i64 Tk, const T* dout,
+                        const T* lse, const T* delta, const i64* qpos, int nr, i64 j0, int nk,
+                        int D, T scale, T* p, T* ds) {
+  la::gemm(false, false, nr, nk, D, scale, q, ldq, kt + j0, int(Tk), T(0), p, kKeyBlock);
+  la::gemm(false, false, nr, nk, D, T(1), dout, ldq, vt + j0, int(Tk), T(0), ds, kKeyBlock);
+  for (int r = 0; r < nr; ++r) {
+    T *pr = p + r * kKeyBlock, *dr = ds + r * kKeyBlock;
+    mask_row(pr, qpos[r], j0, nk);
+    exp_shifted(pr, lse[r], nk);
+    for (int c = 0; c < nk; ++c) dr[c] = pr[c] * (dr[c] - delta[r]);
+  }
 }
 
 }  // namespace
@@ -61,55 +105,57 @@ template <typename T>
 void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos, int B, i64 Tq,
                        i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse) {
   check_args(qpos, Tq, Tk, Hq, Hkv);  // before the parallel region: exceptions cannot leave it
-  const int G = Hq / Hkv;
-  const i64 blocks = (Tq + kRowBlock - 1) / kRowBlock, units = i64(B) * Hq * blocks;
-  constexpr double kNoMax = -std::numeric_limits<double>::infinity();
+  const int G = Hq / Hkv, ldq = Hq * D, ldk = Hkv * D;
+  const std::vector<i64> last = block_last(qpos, Tq);
+  const i64 blocks = i64(last.size()), units = i64(B) * Hq * blocks;
+  // Reused across calls (no page faults per step); each thread has its own, so the
+  // parallel regions below read them through pointers taken here.
+  thread_local std::vector<T> kt_buf;
+  transpose_heads(k, B, Tk, Hkv, D, kt_buf);
+  const T* kt = kt_buf.data();
+  constexpr T kNoMax = -std::numeric_limits<T>::infinity();
 #pragma omp parallel
   {
-    // Per row of the unit: the scaled query, the running max m, sum l and l * output acc.
-    std::vector<double> qs(kRowBlock * D), acc(kRowBlock * D), m(kRowBlock), l(kRowBlock);
-    std::vector<double> s(kKeyBlock);
-    // A unit is up to kRowBlock query rows of one (b, h). A row's key blocks always start
-    // at multiples of kKeyBlock, so its sums do not depend on which rows share its unit.
+    // The tile's scores (then probabilities), and per row the running max m, the sum l
+    // and l times the output in acc.
+    std::vector<T> s(kRowBlock * kKeyBlock), acc(kRowBlock * D), m(kRowBlock), l(kRowBlock);
 #pragma omp for schedule(dynamic)
     for (i64 u = 0; u < units; ++u) {
       const int b = int(u / (Hq * blocks)), h = int(u / blocks % Hq), kh = h / G;
-      const i64 i0 = u % blocks * kRowBlock, nr = std::min(kRowBlock, Tq - i0);
-      i64 last = 0;
-      for (i64 r = 0; r < nr; ++r) {
-        load_row(q + at(b, i0 + r, Tq, h, Hq, D), D, scale, &qs[r * D]);
-        std::fill_n(&acc[r * D], D, 0.0);
-        m[r] = kNoMax;
-        l[r] = 0;
-        last = std::max(last, qpos[i0 + r]);
-      }
-      for (i64 j0 = 0; j0 <= last; j0 += kKeyBlock)
-        for (i64 r = 0; r < nr; ++r) {
-          const i64 j1 = std::min(j0 + kKeyBlock, qpos[i0 + r] + 1);
-          if (j1 <= j0) continue;
-          double mb = m[r];
-          for (i64 j = j0; j < j1; ++j) {
-            s[j - j0] = dot(&qs[r * D], k + at(b, j, Tk, kh, Hkv, D), D);
-            mb = std::max(mb, s[j - j0]);
+      const i64 blk = u % blocks, i0 = blk * kRowBlock;
+      const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
+      const T* qt = q + at(b, i0, Tq, h, Hq, D);
+      const T* kth = kt + (i64(b) * Hkv + kh) * D * Tk;
+      std::fill_n(acc.begin(), nr * D, T(0));
+      std::fill_n(m.begin(), nr, kNoMax);
+      std::fill_n(l.begin(), nr, T(0));
+      for (i64 j0 = 0; j0 <= last[blk]; j0 += kKeyBlock) {
+        const int nk = int(std::min<i64>(kKeyBlock, last[blk] + 1 - j0));
+        la::gemm(false, false, nr, nk, D, T(scale), qt, ldq, kth + j0, int(Tk), T(0), s.data(),
+                 kKeyBlock);
+        for (int r = 0; r < nr; ++r) {
+          T* sr = &s[r * kKeyBlock];
+          if (!mask_row(sr, qpos[i0 + r], j0, nk)) {
+            std::fill_n(sr, nk, T(0));
+            continue;
           }
-          double* a = &acc[r * D];
+          const T mb = std::max(m[r], *std::max_element(sr, sr + nk));
           if (mb > m[r]) {  // a new max: rescale what was summed against the old one
-            const double c = std::exp(m[r] - mb);
+            const T c = std::exp(m[r] - mb);
             l[r] *= c;
-            for (int d = 0; d < D; ++d) a[d] *= c;
+            for (int d = 0; d < D; ++d) acc[r * D + d] *= c;
             m[r] = mb;
           }
-          for (i64 j = j0; j < j1; ++j) {
-            const double p = std::exp(s[j - j0] - m[r]);
-            const T* vj = v + at(b, j, Tk, kh, Hkv, D);
-            l[r] += p;
-            for (int d = 0; d < D; ++d) a[d] += p * double(vj[d]);
-          }
+          exp_shifted(sr, m[r], nk);
+          for (int c = 0; c < nk; ++c) l[r] += sr[c];
         }
-      for (i64 r = 0; r < nr; ++r) {
+        la::gemm(false, false, nr, D, nk, T(1), s.data(), kKeyBlock, v + at(b, j0, Tk, kh, Hkv, D),
+                 ldk, T(1), acc.data(), D);
+      }
+      for (int r = 0; r < nr; ++r) {
         const i64 row = (i64(b) * Tq + i0 + r) * Hq + h;
-        for (int d = 0; d < D; ++d) o[row * D + d] = T(acc[r * D + d] / l[r]);
-        lse[row] = T(m[r] + std::log(l[r]));
+        for (int d = 0; d < D; ++d) o[row * D + d] = acc[r * D + d] / l[r];
+        lse[row] = m[r] + std::log(l[r]);
       }
     }
   }
@@ -119,91 +165,89 @@ template <typename T>
 void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq, int Hkv,
                         int D, double scale, T* dq, T* dk, T* dv) {
-  // With P = exp(s - lse) and delta_i = dout_i . o_i: dS = P (dout v^T - delta),
-  // dq = scale dS k, dk = scale dS^T q, dv = P^T dout. dq sums over keys and dk, dv over
-  // queries; two passes, each giving every output one owner, keep both sums in a fixed
-  // order while parallel over (b, head, block), at the price of computing P twice. One
-  // pass owning a whole (b, kv head) would have only B Hkv units of work.
+  // With P = exp(S - lse), S = scale Q K^T and delta_i = dout_i . o_i: dS = P (dO V^T -
+  // delta), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO. dQ sums over keys and dK, dV
+  // over queries; two passes, each giving every output one owner, keep both sums in a
+  // fixed order while parallel, at the price of computing P twice. One pass owning a
+  // whole (b, kv head) would have only B Hkv units of work.
   check_args(qpos, Tq, Tk, Hq, Hkv);
-  const int G = Hq / Hkv;
-  std::vector<double> delta(static_cast<std::size_t>(i64(B) * Tq * Hq));
+  const int G = Hq / Hkv, ldq = Hq * D, ldk = Hkv * D;
+  const std::vector<i64> last = block_last(qpos, Tq);
+  const i64 blocks = i64(last.size());
+  // delta and lse per (b, h) row block, contiguous: [B, Hq, Tq].
+  std::vector<T> delta(std::size_t(B) * Hq * Tq), lse_t(delta.size());
 #pragma omp parallel for schedule(static)
-  for (i64 r = 0; r < i64(delta.size()); ++r) delta[r] = dot(dout + r * D, o + r * D, D);
+  for (i64 r = 0; r < i64(delta.size()); ++r) {
+    const i64 b = r / (Hq * Tq), h = r / Tq % Hq, i = r % Tq, row = (b * Tq + i) * Hq + h;
+    double s = 0;
+    for (int d = 0; d < D; ++d) s += double(dout[row * D + d]) * double(o[row * D + d]);
+    delta[r] = T(s);
+    lse_t[r] = lse[row];
+  }
+  thread_local std::vector<T> kt_buf, vt_buf;  // as in the forward
+  transpose_heads(k, B, Tk, Hkv, D, kt_buf);
+  transpose_heads(v, B, Tk, Hkv, D, vt_buf);
+  const T *kt = kt_buf.data(), *vt = vt_buf.data();
 
-  if (dq) {
-    // Units as in the forward: up to kRowBlock query rows of one (b, h).
-    const i64 blocks = (Tq + kRowBlock - 1) / kRowBlock, units = i64(B) * Hq * blocks;
+  if (dq) {  // units as in the forward: a tile of rows of one (b, h)
+    const i64 units = i64(B) * Hq * blocks;
 #pragma omp parallel
     {
-      std::vector<double> qs(kRowBlock * D), g(kRowBlock * D), acc(kRowBlock * D);
+      std::vector<T> p(kRowBlock * kKeyBlock), ds(kRowBlock * kKeyBlock), acc(kRowBlock * D);
 #pragma omp for schedule(dynamic)
       for (i64 u = 0; u < units; ++u) {
         const int b = int(u / (Hq * blocks)), h = int(u / blocks % Hq), kh = h / G;
-        const i64 i0 = u % blocks * kRowBlock, nr = std::min(kRowBlock, Tq - i0);
-        i64 last = 0;
-        for (i64 r = 0; r < nr; ++r) {
-          load_row(q + at(b, i0 + r, Tq, h, Hq, D), D, scale, &qs[r * D]);
-          load_row(dout + at(b, i0 + r, Tq, h, Hq, D), D, 1.0, &g[r * D]);
-          std::fill_n(&acc[r * D], D, 0.0);
-          last = std::max(last, qpos[i0 + r]);
+        const i64 blk = u % blocks, i0 = blk * kRowBlock, bh = (i64(b) * Hq + h) * Tq + i0;
+        const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
+        const i64 kv = (i64(b) * Hkv + kh) * D * Tk;
+        std::fill_n(acc.begin(), nr * D, T(0));
+        for (i64 j0 = 0; j0 <= last[blk]; j0 += kKeyBlock) {
+          const int nk = int(std::min<i64>(kKeyBlock, last[blk] + 1 - j0));
+          tile_probabilities(q + at(b, i0, Tq, h, Hq, D), ldq, kt + kv, vt + kv, Tk,
+                             dout + at(b, i0, Tq, h, Hq, D), &lse_t[bh], &delta[bh], qpos + i0, nr,
+                             j0, nk, D, T(scale), p.data(), ds.data());
+          la::gemm(false, false, nr, D, nk, T(1), ds.data(), kKeyBlock,
+                   k + at(b, j0, Tk, kh, Hkv, D), ldk, T(1), acc.data(), D);
         }
-        for (i64 j0 = 0; j0 <= last; j0 += kKeyBlock)
-          for (i64 r = 0; r < nr; ++r) {
-            const i64 row = (i64(b) * Tq + i0 + r) * Hq + h;
-            const double L = double(lse[row]), dl = delta[row];
-            const i64 j1 = std::min(j0 + kKeyBlock, qpos[i0 + r] + 1);
-            double* a = &acc[r * D];
-            for (i64 j = j0; j < j1; ++j) {
-              const T *kj = k + at(b, j, Tk, kh, Hkv, D), *vj = v + at(b, j, Tk, kh, Hkv, D);
-              const double p = std::exp(dot(&qs[r * D], kj, D) - L);
-              const double ds = p * (dot(&g[r * D], vj, D) - dl);
-              for (int d = 0; d < D; ++d) a[d] += ds * double(kj[d]);
-            }
-          }
-        for (i64 r = 0; r < nr; ++r)
+        for (int r = 0; r < nr; ++r)
           for (int d = 0; d < D; ++d)
-            dq[at(b, i0 + r, Tq, h, Hq, D) + d] = T(scale * acc[r * D + d]);
+            dq[at(b, i0 + r, Tq, h, Hq, D) + d] = T(scale) * acc[r * D + d];
       }
     }
   }
 
   if (!dk && !dv) return;
   // A unit is a block of kKeyBlock keys of one (b, kv head); it sums over the query heads
-  // of its group, then the query rows, in order. Keys no query reaches keep zero sums.
+  // of its group, then the row blocks, in order. Keys no query reaches keep zero sums.
   const i64 kblocks = (Tk + kKeyBlock - 1) / kKeyBlock, units = i64(B) * Hkv * kblocks;
 #pragma omp parallel
   {
-    std::vector<double> qs(D), g(D), ak(kKeyBlock * D), av(kKeyBlock * D);
+    std::vector<T> p(kRowBlock * kKeyBlock), ds(kRowBlock * kKeyBlock), ak(kKeyBlock * D),
+        av(kKeyBlock * D);
 #pragma omp for schedule(dynamic)
     for (i64 u = 0; u < units; ++u) {
       const int b = int(u / (Hkv * kblocks)), kh = int(u / kblocks % Hkv);
-      const i64 j0 = u % kblocks * kKeyBlock, nk = std::min(kKeyBlock, Tk - j0);
-      std::fill_n(ak.begin(), nk * D, 0.0);
-      std::fill_n(av.begin(), nk * D, 0.0);
+      const i64 j0 = u % kblocks * kKeyBlock, kv = (i64(b) * Hkv + kh) * D * Tk;
+      const int nk = int(std::min<i64>(kKeyBlock, Tk - j0));
+      std::fill_n(ak.begin(), nk * D, T(0));
+      std::fill_n(av.begin(), nk * D, T(0));
       for (int h = kh * G; h < (kh + 1) * G; ++h)
-        for (i64 i = 0; i < Tq; ++i) {
-          const i64 j1 = std::min(j0 + nk, qpos[i] + 1);
-          if (j1 <= j0) continue;
-          const i64 row = (i64(b) * Tq + i) * Hq + h;
-          load_row(q + row * D, D, scale, qs.data());  // dk = dS^T (scale q)
-          load_row(dout + row * D, D, 1.0, g.data());
-          const double L = double(lse[row]), dl = delta[row];
-          for (i64 j = j0; j < j1; ++j) {
-            const T *kj = k + at(b, j, Tk, kh, Hkv, D), *vj = v + at(b, j, Tk, kh, Hkv, D);
-            const double p = std::exp(dot(qs.data(), kj, D) - L);
-            const double ds = p * (dot(g.data(), vj, D) - dl);
-            double *a = &ak[(j - j0) * D], *c = &av[(j - j0) * D];
-            for (int d = 0; d < D; ++d) {
-              a[d] += ds * qs[d];
-              c[d] += p * g[d];
-            }
-          }
+        for (i64 blk = 0; blk < blocks; ++blk) {
+          if (last[blk] < j0) continue;  // no row of the block reaches these keys
+          const i64 i0 = blk * kRowBlock, bh = (i64(b) * Hq + h) * Tq + i0;
+          const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
+          const T *qt = q + at(b, i0, Tq, h, Hq, D), *gt = dout + at(b, i0, Tq, h, Hq, D);
+          tile_probabilities(qt, ldq, kt + kv, vt + kv, Tk, gt, &lse_t[bh], &delta[bh], qpos + i0,
+                             nr, j0, nk, D, T(scale), p.data(), ds.data());
+          la::gemm(true, false, nk, D, nr, T(1), p.data(), kKeyBlock, gt, ldq, T(1), av.data(), D);
+          la::gemm(true, false, nk, D, nr, T(scale), ds.data(), kKeyBlock, qt, ldq, T(1), ak.data(),
+                   D);
         }
-      for (i64 j = 0; j < nk; ++j)
+      for (int j = 0; j < nk; ++j)
         for (int d = 0; d < D; ++d) {
           const i64 off = at(b, j0 + j, Tk, kh, Hkv, D) + d;
-          if (dk) dk[off] = T(ak[j * D + d]);
-          if (dv) dv[off] = T(av[j * D + d]);
+          if (dk) dk[off] = ak[j * D + d];
+          if (dv) dv[off] = av[j * D + d];
         }
     }
   }
