@@ -74,9 +74,12 @@ cxxopts::Options make_options() {
       "predicts",
       cxxopts::value<std::string>());
   for (const TrainField& f : train_fields())
-    if (*f.flag)
-      o.add_options()(f.flag, std::string(f.help) + " [train." + f.key + "]",
-                      cxxopts::value<std::string>());
+    if (*f.flag) {
+      auto value = cxxopts::value<std::string>();
+      // A switch: the bare flag means true.
+      if (std::holds_alternative<bool TrainConfig::*>(f.member)) value->implicit_value("true");
+      o.add_options()(f.flag, std::string(f.help) + " [train." + f.key + "]", value);
+    }
   o.add_options()("resume",
                   "continue from the newest complete checkpoint in the checkpoint directory; "
                   "refused when it was written by another architecture")(

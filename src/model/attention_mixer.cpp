@@ -107,7 +107,10 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   dims.D = D_;
   dims.scale = 1.0 / std::sqrt(double(D_));
   attn_.resize(N * qw);
-  core_.forward(cp, dims, q_.data(), k_.data(), v_.data(), attn_.data());
+  {
+    const profile::Scope core_scope("attention_core");
+    core_.forward(cp, dims, q_.data(), k_.data(), v_.data(), attn_.data());
+  }
   gated_.resize(N * qw);
   ops::sigmoid_gate_forward(dev, attn_.data(), gate_.data(), N * qw, gated_.data());
   ops::linear_forward(dev, gated_.data(), ps_.value(o_proj_), N, qw, d_, y);
@@ -126,7 +129,10 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
   ops::sigmoid_gate_backward(dev, attn_.data(), gate_.data(), dgated.data(), N * qw, dattn.data(),
                              dgate.data());
   Buffer<Dev, T> dq(N * qw), dk(N * kv), dv(N * kv);
-  core_.backward(cp, dattn.data(), dq.data(), dk.data(), dv.data());
+  {
+    const profile::Scope core_scope("attention_core");
+    core_.backward(cp, dattn.data(), dq.data(), dk.data(), dv.data());
+  }
   ops::rope_backward(dev, dq.data(), pos_.data(), N, Hq_, D_, R_, theta_, dq.data());
   ops::rope_backward(dev, dk.data(), pos_.data(), N, Hkv_, D_, R_, theta_, dk.data());
   // Back through the norms; the query gradient and the gate's interleave per head again.

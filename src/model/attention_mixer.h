@@ -28,6 +28,7 @@ class AttentionMixer final : public Mixer<T, Dev> {
 
   // transformers' _init_weights: projections N(0, std), biases 0, q_norm and k_norm 0.
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
+  const char* kind() const override { return "attention"; }
   static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
   std::int64_t attention_pairs() const override { return core_.pairs() * Hq_; }
 

@@ -17,6 +17,7 @@ class DenseMlp final : public Mlp<T, Dev> {
   DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int hidden, int intermediate);
 
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
+  const char* kind() const override { return "mlp"; }
   static ActivationElems activations(int hidden, int intermediate, std::int64_t N);
 
  protected:

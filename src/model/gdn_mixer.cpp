@@ -147,9 +147,12 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   p.chunk_size = chunk_;
   p.l2norm_qk = true;
   o_.resize(N * v_dim());
-  core_.forward(cp, p,
-                GdnInputView<T>{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
-                o_.data(), nullptr);
+  {
+    const profile::Scope core_scope("gdn_core");
+    core_.forward(
+        cp, p, GdnInputView<T>{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
+        o_.data(), nullptr);
+  }
   // Gated RMSNorm per value head, then out_proj.
   normed_.resize(N * v_dim());
   ops::gated_rmsnorm_forward(dev, o_.data(), z_.data(), ps_.value(norm_), N * Hv_, V_, eps_,
@@ -171,7 +174,10 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   // The core's adjoint (three-phase CP backward).
   Buffer<Dev, T> dq(N * qk_dim()), dk(N * qk_dim()), dv(N * v_dim()), dg(N * Hv_), dbeta(N * Hv_);
   GdnGradView<T> cg{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), nullptr};
-  core_.backward(cp, d_o.data(), nullptr, cg);
+  {
+    const profile::Scope core_scope("gdn_core");
+    core_.backward(cp, d_o.data(), nullptr, cg);
+  }
   Buffer<Dev, T> db(N * Hv_), da(N * Hv_);
   ops::gdn_gating_backward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_),
                            dbeta.data(), dg.data(), N, Hv_, db.data(), da.data(), ps_.grad(A_log_),

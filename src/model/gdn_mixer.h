@@ -30,6 +30,7 @@ class GdnMixer final : public Mixer<T, Dev> {
   // transformers' _init_weights: projections and conv1d ~ N(0, std),
   // A_log = log U(0.01, 16), dt_bias = 1, norm weight = 1.
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
+  const char* kind() const override { return "gdn"; }
   // What forward keeps for backward, and backward's scratch, on a shard.
   static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/lifecycle.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "cp/cp_context.h"
 #include "model/memory_estimate.h"
@@ -32,12 +33,14 @@ class Mixer {
   // sequences). Keeps what backward needs; x must stay valid until then. After
   // release(Keep::replay) it is a recomputation of the last forward (same cp, same x).
   void forward(const CpContext& cp, int B, const T* x, T* y) {
+    const profile::Region region(kind());
     do_forward(cp, B, x, y, lifecycle_.forward());
   }
   // dy [B, Tl, d] -> dx [B, Tl, d] (overwritten); parameter gradients accumulate. Only
   // on the activations of a forward.
   void backward(const CpContext& cp, const T* dy, T* dx) {
     lifecycle_.backward();
+    const profile::Region region(kind());
     do_backward(cp, dy, dx);
   }
   // Frees what forward kept for backward (activation recomputation). With Keep::replay a
@@ -50,6 +53,8 @@ class Mixer {
   // Softmax attention only: the (query, key) pairs of the last forward, summed over heads,
   // per sequence (this rank's share of the causal triangle; 0 for other mixers).
   virtual std::int64_t attention_pairs() const { return 0; }
+  // The layer kind the profile charges this mixer's time to ("gdn", "attention"): a literal.
+  virtual const char* kind() const = 0;
 
  protected:
   // replay: this forward recomputes the last one, whatever do_release(Keep::replay) kept.

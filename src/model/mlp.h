@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/lifecycle.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "model/memory_estimate.h"
 #include "model/model_config.h"
@@ -33,15 +34,19 @@ class Mlp {
   explicit Mlp(std::string name) : lifecycle_(std::move(name)) {}
   virtual ~Mlp() = default;
   // As Mixer::init.
+  // The layer kind the profile charges this block's time to ("mlp", "moe"): a literal.
+  virtual const char* kind() const = 0;
   virtual void init(Rng& rng, double std, const HostParams<T>& host) const = 0;
   // x [N, d] -> y [N, d]; x must stay valid until backward.
   void forward(std::int64_t N, const T* x, T* y) {
     lifecycle_.forward();
+    const profile::Region region(kind());
     do_forward(N, x, y);
   }
   // dy [N, d] -> dx [N, d] (overwritten); parameter gradients accumulate.
   void backward(const T* dy, T* dx) {
     lifecycle_.backward();
+    const profile::Region region(kind());
     do_backward(dy, dx);
   }
   // Frees everything forward kept for backward (activation recomputation: the model runs

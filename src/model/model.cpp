@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "comm/call_sites.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/elementwise/elementwise.h"
@@ -236,6 +237,7 @@ void Model<T, Dev>::layer_forward(std::size_t l, const CpContext& cp, int B, con
   const std::int64_t N = std::int64_t(B) * cp.tokens(), nd = N * d;
   const double eps = c_.rms_norm_eps;
   Block& b = blocks_[l];
+  const profile::Region region("layer");  // the norms and residual adds around the blocks
   for (Buffer<Dev, T>* buf : {&a.x_mid, &a.h1, &a.h2}) buf->resize(std::size_t(nd));
   ops::rmsnorm_forward(dev, x_in, params_.value(b.input_norm), N, d, eps, a.h1.data());
   b.mixer->forward(cp, B, a.h1.data(), x_out);
@@ -254,6 +256,7 @@ void Model<T, Dev>::layer_backward(std::size_t l, const CpContext& cp, const T* 
   const std::int64_t nd = std::int64_t(a.x_mid.size()), N = nd / d;
   const double eps = c_.rms_norm_eps;
   Block& b = blocks_[l];
+  const profile::Region region("layer");
   Buffer<Dev, T> dh(static_cast<std::size_t>(nd)), tmp(static_cast<std::size_t>(nd));
   b.mlp->backward(dx, dh.data());
   ops::rmsnorm_backward(dev, a.x_mid.data(), params_.value(b.post_norm), dh.data(), N, d, eps,
@@ -310,7 +313,10 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   std::vector<double> router(2 * std::size_t(std::max(E, 0)) + 1, 0.0);
 
   acquire(0);
-  ops::embedding_forward(dev, tokens, ps.value(embed_), N, Vocab, d, x_in[0].data());
+  {
+    const profile::Region region("embed");
+    ops::embedding_forward(dev, tokens, ps.value(embed_), N, Vocab, d, x_in[0].data());
+  }
   release(0, false);
   for (std::size_t l = 0; l < L; ++l) {
     LayerActs& a = acts[recompute ? 0 : l];
@@ -334,14 +340,23 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   acquire(head);
   if (lm_head_ == embed_) acquire(0);
   Buffer<Dev, T> hf(nd), dh(nd), dx(nd);
-  ops::rmsnorm_forward(dev, x_in[L].data(), ps.value(final_norm_), N, d, eps, hf.data());
   Losses losses;
-  losses.ce_sum = lm_head_loss(hf.data(), targets, N, grad_scale, dh.data());
-  if (c_.num_moe_layers() > 0) losses.aux = router_loss(batch, router, c_.output_router_logits);
+  {
+    const profile::Region region("head");
+    ops::rmsnorm_forward(dev, x_in[L].data(), ps.value(final_norm_), N, d, eps, hf.data());
+    losses.ce_sum = lm_head_loss(hf.data(), targets, N, grad_scale, dh.data());
+  }
+  if (c_.num_moe_layers() > 0) {
+    const profile::Region region("moe");
+    losses.aux = router_loss(batch, router, c_.output_router_logits);
+  }
 
   // Backward, mirroring the forward.
-  ops::rmsnorm_backward(dev, x_in[L].data(), ps.value(final_norm_), dh.data(), N, d, eps, dx.data(),
-                        ps.grad(final_norm_));
+  {
+    const profile::Region region("head");
+    ops::rmsnorm_backward(dev, x_in[L].data(), ps.value(final_norm_), dh.data(), N, d, eps,
+                          dx.data(), ps.grad(final_norm_));
+  }
   release(head, true);
   if (lm_head_ == embed_) release(0, true);
   hf = Buffer<Dev, T>();
@@ -372,7 +387,10 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
     pad_row.resize(d);
     Dev::copy(pad_row.data(), pad_grad, std::size_t(d));
   }
-  ops::embedding_backward(dev, tokens, dx.data(), N, Vocab, d, ps.grad(embed_));
+  {
+    const profile::Region region("embed");
+    ops::embedding_backward(dev, tokens, dx.data(), N, Vocab, d, ps.grad(embed_));
+  }
   if (c_.pad_token_id >= 0) Dev::copy(pad_grad, pad_row.data(), std::size_t(d));
   release(0, true);
   return losses;

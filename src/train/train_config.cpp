@@ -290,6 +290,13 @@ const std::vector<TrainField>& train_fields() {
            "end the job when a rank makes no progress for this many seconds, naming the rank and "
            "step (0: off); must exceed the slowest step and checkpoint write",
        .member = &T::watchdog_s},
+      {.key = "profile",
+       .flag = "profile",
+       .help = "time every step by component (GEMMs by layer kind, the GDN and attention "
+               "cores, MoE routing and dispatch, the rest of each layer, the optimizer, each "
+               "communication site): a table after step 3 and at the end, and a \"profile\" "
+               "object (ms) in each line of the log",
+       .member = &T::profile},
   };
   return fields;
 }

@@ -54,6 +54,7 @@ struct TrainConfig {
   int checkpoint_every = 0;        // steps; 0 = only at the end
   int keep_checkpoints = 3;        // the newest N complete ones; 0 = all
   double watchdog_s = 600;         // no progress this long ends the job; 0 = off
+  bool profile = false;            // wall time per component of each step (core/profile.h)
 
   // Where each key was last set: "--batch", or "train.batch_size in FILE". Absent: default.
   std::map<std::string, std::string> set_by;

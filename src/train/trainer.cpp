@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <type_traits>
 
 #include "comm/call_sites.h"
@@ -125,6 +126,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
     }
   }
   progress("initialising the model");
+  profile::enable(cfg.train.profile);  // this thread runs the steps
   if (cfg.train.shard != Sharding::none) {
     sharded_ = std::make_unique<ShardedState<T, Dev>>(cfg.train.shard, model_, *mesh_.world, world,
                                                       mesh_.expert_comm.get());
@@ -414,8 +416,11 @@ template <typename T, typename Dev>
 StepRecord Trainer<T, Dev>::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const TrainConfig& t = cfg_.train;
+  if (t.profile) profile::take();  // what ran between the steps is not this step's
   const int Bl = t.batch_size / t.dp;
   progress("reading data");
+  std::optional<profile::Region> data_region;
+  data_region.emplace("data");
   // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one,
   // from tokens [t0, t1 + 1) of each window (only those are read).
   const std::int64_t n = shard_.size();
@@ -428,6 +433,7 @@ StepRecord Trainer<T, Dev>::step() {
   }
   const Buffer<Dev, std::int32_t> d_tokens = to_device<Dev>(tokens.data(), tokens.size());
   const Buffer<Dev, std::int32_t> d_targets = to_device<Dev>(targets.data(), targets.size());
+  data_region.reset();
   const std::int64_t global_tokens = std::int64_t(t.batch_size) * t.seq_len;
   const double grad_scale = 1.0 / double(global_tokens);
   ParamStore<T, Dev>& ps = model_.params();
@@ -457,6 +463,8 @@ StepRecord Trainer<T, Dev>::step() {
   r.peak_rss = peak_resident_bytes();
   world_.all_reduce_max(&r.peak_rss, 1, train_sites::kMemoryAllReduce);
   progress("optimizer");
+  std::optional<profile::Region> optimizer_region;
+  optimizer_region.emplace("optimizer");
   if (sharded_) {
     r.grad_norm = sharded_->clip_grad_norm(t.grad_clip);
   } else if (mesh_.ep == 1) {
@@ -489,9 +497,11 @@ StepRecord Trainer<T, Dev>::step() {
       r.diverged = "step " + std::to_string(step_ + 1) + ": the update made parameter '" +
                    first_nonfinite_param(false) + "' non-finite";
   }
+  optimizer_region.reset();
   r.tokens = global_tokens;
   r.step_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (t.profile) r.profile = to_step_profile(profile::take(), r.step_ms);
   ++step_;
   return r;
 }
@@ -516,9 +526,25 @@ void Trainer<T, Dev>::log_step(const StepRecord& r, double seconds_per_step) {
       j["aux_loss"] = r.aux_loss;
       j["total"] = r.total;
     }
+    if (!r.profile.empty()) j["profile"] = r.profile;
     log_ << j.dump() << '\n';
     log_.flush();
   }
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::report_profile(const std::vector<StepRecord>& steps) const {
+  if (!cfg_.train.profile || world_.rank() != 0 || steps.empty()) return;
+  const std::size_t n = steps.size(), first = std::min<std::size_t>(3, cfg_.train.steps);
+  const bool last = steps.back().step + 1 == cfg_.train.steps;
+  if (n != first && !(last && n > first)) return;
+  // The first step pays for first touches and warm-up: left out once there are others.
+  const std::size_t from = n > 1 ? 1 : 0;
+  std::vector<StepProfile> ps;
+  for (std::size_t i = from; i < n; ++i) ps.push_back(steps[i].profile);
+  spdlog::info("profile of rank 0, mean of steps {}-{} (wall time by component):",
+               steps[from].step + 1, steps.back().step + 1);
+  for (const std::string& line : profile_table(ps)) spdlog::info("{}", line);
 }
 
 template <typename T, typename Dev>
@@ -567,6 +593,7 @@ RunResult Trainer<T, Dev>::run() {
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     log_step(r, elapsed / double(out.steps.size()));
+    report_profile(out.steps);
     const int every = cfg_.train.checkpoint_every;
     if ((every > 0 && step_ % every == 0) || step_ == cfg_.train.steps) save();
   }

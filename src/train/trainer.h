@@ -26,6 +26,7 @@
 #include "train/run_config.h"
 #include "train/sharded_state.h"
 #include "train/state_gather.h"
+#include "train/step_profile.h"
 
 namespace gdn {
 
@@ -37,6 +38,7 @@ struct StepRecord {
   std::int64_t tokens = 0;    // tokens in the global batch
   std::int64_t peak_rss = 0;  // the largest peak resident memory of any rank so far, bytes
   double step_ms = 0;
+  StepProfile profile;  // --profile only: ms per component (train/step_profile.h)
   // Non-empty when the step found a non-finite value (the same on every rank): the run
   // stops there; the message names the step and the first non-finite tensor.
   std::string diverged;
@@ -99,6 +101,8 @@ class Trainer {
   void write_exchange_record(const std::map<std::string, CommCounter>& world_before,
                              const std::map<std::string, CommCounter>& dev_before);
   void log_step(const StepRecord& r, double seconds_per_step);
+  // --profile: rank 0 prints the mean profile after step 3 and after the last step.
+  void report_profile(const std::vector<StepRecord>& steps) const;
   void save();
   void prepare_checkpoint_dir();
   void resume();

@@ -8,7 +8,8 @@
 # (5) killing one rank ends the whole job within 30 s, and the last checkpoint loads;
 # (6) on the shipped text the loss falls well below the text's unigram entropy;
 # (7) a .u16 token file of the text's bytes trains bit-identically to the text itself;
-# (8) data files are not held in memory: a rank's peak RSS does not grow with the file.
+# (8) data files are not held in memory: a rank's peak RSS does not grow with the file;
+# (9) --profile changes no bit, and each step's components add up to its wall time.
 # Losses are read from the --log JSON lines with jq; jq prints a double with 17
 # significant digits, so equal strings mean equal bits.
 set -uo pipefail
@@ -325,5 +326,28 @@ PY
   done
 else
   echo "SKIP: memory (no python3 to read each rank's peak RSS)"
+fi
+# ---------------------------------------------------------------- (9) profile
+# The cp=2 run of (1) again with --profile: the same losses bit for bit, every step's
+# "profile" holds the GDN layer's GEMMs, core and CP exchange and sums to its step_ms, and
+# the table is printed after step 3 and after the last step.
+if run_log cp2_profile 2 --cp 2 --seq-len "$SEQ" --profile && steps_are cp2_profile 0 5 &&
+  [ "$(losses cp2_profile)" = "$(losses cp2)" ]; then
+  pass "profile: --profile gives the same losses bit for bit"
+else
+  fail "profile: the --profile run failed or its losses differ"
+fi
+bad_steps=$(jq -r 'select(((.profile | has("gemm.gdn") and has("gdn_core") and
+    has("comm.cp.fwd.allgather_pairs") and has("other")) | not)
+    or (([.profile[]] | min) < 0)
+    or ((((.profile | add) - .step_ms) | fabs) > 1e-6 * .step_ms)) | .step' \
+  "$WORK/cp2_profile.jsonl" 2>&1)
+if [ -z "$bad_steps" ] && [ "$(grep -c 'profile of rank 0, mean of steps 2-3' "$WORK/cp2_profile.out")" = 1 ] &&
+  [ "$(grep -c 'profile of rank 0, mean of steps 2-6' "$WORK/cp2_profile.out")" = 1 ]; then
+  pass "profile: every step's components add up to its step_ms; tables after steps 3 and 6"
+else
+  echo "steps with a bad profile: $bad_steps"
+  grep 'profile' "$WORK/cp2_profile.out"
+  fail "profile: a step's components are missing or do not add up, or a table is missing"
 fi
 finish

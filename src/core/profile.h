@@ -1,0 +1,77 @@
+// Wall time of a training step by component (--profile, train key `profile`): GEMMs by
+// layer kind, the GDN and attention cores, MoE routing, the rest of each layer
+// ("elementwise"), the optimizer and each communication call site.
+//
+// Time is exclusive: a Scope stops its parent's clock while it runs, so the components
+// add up to the time spent under scopes, and nothing is counted twice. A Region names the
+// layer kind (gdn, attention, mlp, moe, head, ...) and is itself charged as
+// "elementwise.<kind>": whatever of a layer's time no inner scope claims is its norms,
+// gates, convolutions and copies. Inner scopes of kind `by_region` (GEMMs) are charged as
+// "<what>.<kind>". Only the thread that drives the step records (OpenMP work inside an op
+// is inside its scope's wall time); disabled, every call is one branch.
+//
+// On a CUDA device the times are the host's: kernels run asynchronously, so a scope
+// measures its launches unless something in it synchronizes.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace gdn::profile {
+
+struct Entry {
+  double seconds = 0;
+  long calls = 0;
+};
+
+// Turns recording on (or off) for the calling thread: the one that drives the steps.
+void enable(bool on);
+// Whether the calling thread records.
+bool enabled();
+
+// The components recorded since the last take(), and a fresh start.
+std::map<std::string, Entry> take();
+
+namespace detail {
+void push(std::string_view what, bool by_region, bool is_region);
+void pop();
+}  // namespace detail
+
+// Charges its lifetime, less inner scopes, to `what` (or "<what>.<region>" when by_region).
+class Scope {
+ public:
+  explicit Scope(std::string_view what, bool by_region = false) : on_(enabled()) {
+    if (on_) detail::push(what, by_region, false);
+  }
+  ~Scope() {
+    if (on_) detail::pop();
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  bool on_;
+};
+
+// A layer kind: inner by_region scopes are charged to it, the rest to "elementwise.<kind>".
+// kind must be a string literal (it is kept, not copied).
+class Region {
+ public:
+  explicit Region(const char* kind) : on_(enabled()) {
+    if (on_) detail::push(kind, false, true);
+  }
+  ~Region() {
+    if (on_) detail::pop();
+  }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+ private:
+  bool on_;
+};
+
+// The GEMM component of the current region ("gemm.<kind>").
+inline constexpr const char* kGemm = "gemm";
+
+}  // namespace gdn::profile
