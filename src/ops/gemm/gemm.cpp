@@ -25,9 +25,7 @@ namespace {
 using simd::Vec;
 using std::ptrdiff_t;
 
-// Rows per register tile: 2 kRows accumulators, two B vectors and a broadcast must fit
-// in the register file (8 rows of two vectors: 19 of AVX-512's 32; 6: 15 of AVX2's 16).
-constexpr int kRows = simd::kVecRegs >= 32 ? 8 : 6;
+constexpr int kRows = kTileRows;  // gemm.h
 
 // acc[r][h] = sum_{p in [p0, p1)} A(r, p) * Bp[p][h L .. h L + L), A(r, p) = A[r rs + p cs].
 // Then C(r, h L + j) = beta C + alpha acc for the first `cols` columns.

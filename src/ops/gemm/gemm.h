@@ -19,6 +19,11 @@ template <typename T>
 inline constexpr int kLanes = simd::kLanes<T>;
 }  // namespace detail
 
+// Rows of C per register tile: 2 kTileRows accumulators, two B vectors and a broadcast
+// must fit in the register file (8 rows of two vectors: 19 of AVX-512's 32; 6: 15 of
+// AVX2's 16). Callers that split rows into blocks keep whole tiles with multiples of it.
+inline constexpr int kTileRows = simd::kVecRegs >= 32 ? 8 : 6;
+
 // C[m x n] = beta * C + alpha * op(A) * op(B), all row-major with leading dimensions.
 // op(A) is m x k (A is k x m when ta), op(B) is k x n (B is n x k when tb). beta == 0
 // never reads C. `s` says which terms are known zeros or unwanted (structure.h): skipping

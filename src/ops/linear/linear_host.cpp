@@ -1,5 +1,7 @@
 // Linear on the host: a packed, register-blocked GEMM over row blocks (ops/gemm/gemm.h),
 // bit-identical for any OMP_NUM_THREADS (rounding depends on the tile constants only).
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,7 +26,7 @@ namespace {
 // in L1) and each strip is swept over a whole row block while it sits in L1. Rounding
 // depends on kDepth (the k blocks are summed into C one after another), never on the
 // thread count, the row block or the strip width.
-constexpr int kRows = 120;   // rows of C per parallel work unit: whole tiles of 6 and of 8
+constexpr int kRows = 120;   // rows of C per block of a thread's share: whole tiles of 6 and of 8
 constexpr int kDepth = 256;  // reduction length per micro-kernel call
 constexpr int kTileO = 256;  // dW rows per work unit
 constexpr int kTileI = 128;  // dW columns per work unit
@@ -54,8 +56,11 @@ void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, i
 }
 
 // C[N, n] = A[N, k] op(B), all row-major and packed; op(B) given as B (see pack_strip).
-// Per panel of op(B): pack it, then run the row blocks in parallel; each row block sums
-// its kDepth blocks into C in order (the first one overwrites C).
+// Per panel of op(B): pack it, then each thread takes an equal share of the rows (whole
+// register tiles; rounding does not depend on the split) in blocks of up to kRows; each
+// block sums its kDepth blocks into C in order (the first one overwrites C). Blocks of
+// kRows dealt out in turn would leave a thread idle for up to a block: a third of the
+// time for the ~500-row GEMMs of an expert.
 template <typename T>
 void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C) {
   constexpr int L = kStrip<T>;
@@ -65,7 +70,6 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C) {
   }
   const i64 ldb = trans ? k : n;
   std::vector<T> P(std::size_t(std::min(k, kPanelDepth)) * std::min(n, kPanelCols));
-  const i64 blocks = (N + kRows - 1) / kRows;
   for (int j0 = 0; j0 < n; j0 += kPanelCols) {
     const int nc = std::min(kPanelCols, n - j0);
     for (int p0 = 0; p0 < k; p0 += kPanelDepth) {
@@ -75,10 +79,12 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C) {
         const int strips = (nc + L - 1) / L;
 #pragma omp for schedule(static)
         for (int s = 0; s < strips; ++s) pack_strip(B, ldb, trans, p0, kc, j0, nc, s * L, P.data());
-#pragma omp for schedule(static)
-        for (i64 rb = 0; rb < blocks; ++rb) {
-          const i64 r0 = rb * kRows;
-          const int m = int(std::min<i64>(kRows, N - r0));
+        const i64 threads = omp_get_num_threads(), tile = la::kTileRows;
+        const i64 share = ((N + threads - 1) / threads + tile - 1) / tile * tile;
+        const i64 r_begin = std::min(N, omp_get_thread_num() * share),
+                  r_end = std::min(N, r_begin + share);
+        for (i64 r0 = r_begin; r0 < r_end; r0 += kRows) {
+          const int m = int(std::min<i64>(kRows, r_end - r0));
           for (int k0 = 0; k0 < kc; k0 += kDepth) {
             const int kb = std::min(kDepth, kc - k0);
             for (int s0 = 0; s0 < nc; s0 += L) {
