@@ -11,7 +11,8 @@ namespace gdn::ops {
 // adamw_update: one AdamW update of n elements: p *= 1 - lr * wd (pass wd = 0 for
 //   parameters without decay), then m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
 //   p -= lr * (m / bc1) / (sqrt(v / bc2) + eps) with bc = 1 - beta^(step + 1), step 0-based.
-// sum_squares: sum_i double(g_i)^2. Host: one sequential sum in order. CUDA: fixed
+// sum_squares: sum_i double(g_i)^2. Host: fixed blocks, each in 8 running sums, then the
+//   blocks in order (parallel over blocks). CUDA: fixed
 //   per-block partials, then one block sums them in a fixed order. Either way the bits
 //   depend on n alone.
 // scale: g = T(double(g) * s).

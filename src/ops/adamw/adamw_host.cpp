@@ -1,5 +1,5 @@
 // AdamW and the gradient-norm pieces on the host; element-wise, so threads cannot change
-// the result (sum_squares is one sequential sum).
+// the result (sum_squares sums fixed blocks, see there).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -32,10 +32,31 @@ void adamw_update(Host, T* p, const T* g, T* m, T* v, i64 n, double lr, double b
   }
 }
 
+// Blocks of kSumBlock elements, each summed in kSumLanes running sums (element e into sum
+// e mod kSumLanes, combined pairwise at the end), then the block sums in order: the
+// result depends on n alone, never on the threads. One running sum over the whole buffer
+// was a chain of n dependent adds: ~90 ms for 69M parameters, twice per step.
+constexpr i64 kSumBlock = i64(1) << 14;
+constexpr int kSumLanes = 8;
+
 template <typename T>
 double sum_squares(Host, const T* g, i64 n) {
+  const i64 blocks = (n + kSumBlock - 1) / kSumBlock;
+  std::vector<double> part(static_cast<std::size_t>(blocks));
+#pragma omp parallel for schedule(static) if (blocks > 4)
+  for (i64 b = 0; b < blocks; ++b) {
+    const i64 e0 = b * kSumBlock, e1 = std::min(n, e0 + kSumBlock);
+    double s[kSumLanes] = {};
+    i64 e = e0;
+    for (; e + kSumLanes <= e1; e += kSumLanes)
+      for (int j = 0; j < kSumLanes; ++j) s[j] += double(g[e + j]) * double(g[e + j]);
+    for (; e < e1; ++e) s[e - e0 - (e - e0) / kSumLanes * kSumLanes] += double(g[e]) * double(g[e]);
+    for (int w = kSumLanes / 2; w > 0; w /= 2)
+      for (int j = 0; j < w; ++j) s[j] += s[j + w];
+    part[std::size_t(b)] = s[0];
+  }
   double sq = 0;
-  for (i64 e = 0; e < n; ++e) sq += double(g[e]) * double(g[e]);
+  for (const double p : part) sq += p;
   return sq;
 }
 

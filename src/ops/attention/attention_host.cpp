@@ -51,19 +51,28 @@ std::vector<i64> block_last(const i64* qpos, i64 Tq) {
   return last;
 }
 
-// x [B, Tk, H, D] as [B, H, D, Tk]: the keys (values) of a block are then the contiguous
-// columns of a row-major D x Tk matrix, which la::gemm reads in place as op(B) = K^T.
+// The row length of transpose_heads' output: whole key blocks and 16 more elements, so
+// that rows are not a power of two bytes apart (rows 8 KiB apart, Tk = 2048 in f32, would
+// fall in the same cache sets as a GEMM reads down a column of K^T).
+inline i64 transposed_ld(i64 Tk) {
+  return (Tk + kKeyBlock - 1) / kKeyBlock * kKeyBlock + 16;
+}
+
+// x [B, Tk, H, D] as [B, H, D, ld] (ld = transposed_ld(Tk)): the keys (values) of a block
+// are then contiguous columns of a row-major D x ld matrix, which la::gemm reads in place
+// as op(B) = K^T.
 template <typename T>
 void transpose_heads(const T* x, int B, i64 Tk, int H, int D, std::vector<T>& out) {
-  out.resize(std::size_t(B) * H * D * Tk);
+  const i64 ld = transposed_ld(Tk);
+  out.resize(std::size_t(B) * H * D * ld);
   const i64 tblocks = (Tk + kKeyBlock - 1) / kKeyBlock;
 #pragma omp parallel for schedule(static)
   for (i64 u = 0; u < i64(B) * H * tblocks; ++u) {
     const int b = int(u / (H * tblocks)), h = int(u / tblocks % H);
     const i64 t0 = u % tblocks * kKeyBlock, t1 = std::min(Tk, t0 + kKeyBlock);
-    T* dst = out.data() + (i64(b) * H + h) * D * Tk;
+    T* dst = out.data() + (i64(b) * H + h) * D * ld;
     for (i64 t = t0; t < t1; ++t)
-      for (int d = 0; d < D; ++d) dst[d * Tk + t] = x[at(b, t, Tk, h, H, D) + d];
+      for (int d = 0; d < D; ++d) dst[d * ld + t] = x[at(b, t, Tk, h, H, D) + d];
   }
 }
 
@@ -86,11 +95,11 @@ void exp_shifted(T* s, T m, int nk) {
 // One tile's probabilities for the backward: S = scale Q K^T, P = exp(S - lse) masked,
 // then dS = P (dO V^T - delta) in ds. p and ds are nr x kKeyBlock.
 template <typename T>
-void tile_probabilities(const T* q, int ldq, const T* kt, const T* vt, i64 Tk, const T* dout,
+void tile_probabilities(const T* q, int ldq, const T* kt, const T* vt, i64 ld, const T* dout,
                         const T* lse, const T* delta, const i64* qpos, int nr, i64 j0, int nk,
                         int D, T scale, T* p, T* ds) {
-  la::gemm(false, false, nr, nk, D, scale, q, ldq, kt + j0, int(Tk), T(0), p, kKeyBlock);
-  la::gemm(false, false, nr, nk, D, T(1), dout, ldq, vt + j0, int(Tk), T(0), ds, kKeyBlock);
+  la::gemm(false, false, nr, nk, D, scale, q, ldq, kt + j0, int(ld), T(0), p, kKeyBlock);
+  la::gemm(false, false, nr, nk, D, T(1), dout, ldq, vt + j0, int(ld), T(0), ds, kKeyBlock);
   for (int r = 0; r < nr; ++r) {
     T *pr = p + r * kKeyBlock, *dr = ds + r * kKeyBlock;
     mask_row(pr, qpos[r], j0, nk);
@@ -113,6 +122,7 @@ void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos
   thread_local std::vector<T> kt_buf;
   transpose_heads(k, B, Tk, Hkv, D, kt_buf);
   const T* kt = kt_buf.data();
+  const i64 ld = transposed_ld(Tk);
   constexpr T kNoMax = -std::numeric_limits<T>::infinity();
 #pragma omp parallel
   {
@@ -125,13 +135,13 @@ void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos
       const i64 blk = u % blocks, i0 = blk * kRowBlock;
       const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
       const T* qt = q + at(b, i0, Tq, h, Hq, D);
-      const T* kth = kt + (i64(b) * Hkv + kh) * D * Tk;
+      const T* kth = kt + (i64(b) * Hkv + kh) * D * ld;
       std::fill_n(acc.begin(), nr * D, T(0));
       std::fill_n(m.begin(), nr, kNoMax);
       std::fill_n(l.begin(), nr, T(0));
       for (i64 j0 = 0; j0 <= last[blk]; j0 += kKeyBlock) {
         const int nk = int(std::min<i64>(kKeyBlock, last[blk] + 1 - j0));
-        la::gemm(false, false, nr, nk, D, T(scale), qt, ldq, kth + j0, int(Tk), T(0), s.data(),
+        la::gemm(false, false, nr, nk, D, T(scale), qt, ldq, kth + j0, int(ld), T(0), s.data(),
                  kKeyBlock);
         for (int r = 0; r < nr; ++r) {
           T* sr = &s[r * kKeyBlock];
@@ -188,6 +198,7 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
   transpose_heads(k, B, Tk, Hkv, D, kt_buf);
   transpose_heads(v, B, Tk, Hkv, D, vt_buf);
   const T *kt = kt_buf.data(), *vt = vt_buf.data();
+  const i64 ld = transposed_ld(Tk);
 
   if (dq) {  // units as in the forward: a tile of rows of one (b, h)
     const i64 units = i64(B) * Hq * blocks;
@@ -199,11 +210,11 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
         const int b = int(u / (Hq * blocks)), h = int(u / blocks % Hq), kh = h / G;
         const i64 blk = u % blocks, i0 = blk * kRowBlock, bh = (i64(b) * Hq + h) * Tq + i0;
         const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
-        const i64 kv = (i64(b) * Hkv + kh) * D * Tk;
+        const i64 kv = (i64(b) * Hkv + kh) * D * ld;
         std::fill_n(acc.begin(), nr * D, T(0));
         for (i64 j0 = 0; j0 <= last[blk]; j0 += kKeyBlock) {
           const int nk = int(std::min<i64>(kKeyBlock, last[blk] + 1 - j0));
-          tile_probabilities(q + at(b, i0, Tq, h, Hq, D), ldq, kt + kv, vt + kv, Tk,
+          tile_probabilities(q + at(b, i0, Tq, h, Hq, D), ldq, kt + kv, vt + kv, ld,
                              dout + at(b, i0, Tq, h, Hq, D), &lse_t[bh], &delta[bh], qpos + i0, nr,
                              j0, nk, D, T(scale), p.data(), ds.data());
           la::gemm(false, false, nr, D, nk, T(1), ds.data(), kKeyBlock,
@@ -227,7 +238,7 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
 #pragma omp for schedule(dynamic)
     for (i64 u = 0; u < units; ++u) {
       const int b = int(u / (Hkv * kblocks)), kh = int(u / kblocks % Hkv);
-      const i64 j0 = u % kblocks * kKeyBlock, kv = (i64(b) * Hkv + kh) * D * Tk;
+      const i64 j0 = u % kblocks * kKeyBlock, kv = (i64(b) * Hkv + kh) * D * ld;
       const int nk = int(std::min<i64>(kKeyBlock, Tk - j0));
       std::fill_n(ak.begin(), nk * D, T(0));
       std::fill_n(av.begin(), nk * D, T(0));
@@ -237,7 +248,7 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
           const i64 i0 = blk * kRowBlock, bh = (i64(b) * Hq + h) * Tq + i0;
           const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
           const T *qt = q + at(b, i0, Tq, h, Hq, D), *gt = dout + at(b, i0, Tq, h, Hq, D);
-          tile_probabilities(qt, ldq, kt + kv, vt + kv, Tk, gt, &lse_t[bh], &delta[bh], qpos + i0,
+          tile_probabilities(qt, ldq, kt + kv, vt + kv, ld, gt, &lse_t[bh], &delta[bh], qpos + i0,
                              nr, j0, nk, D, T(scale), p.data(), ds.data());
           la::gemm(true, false, nk, D, nr, T(1), p.data(), kKeyBlock, gt, ldq, T(1), av.data(), D);
           la::gemm(true, false, nk, D, nr, T(scale), ds.data(), kKeyBlock, qt, ldq, T(1), ak.data(),

@@ -49,10 +49,14 @@ template <typename T>
 void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, int s0, T* P) {
   const int w = std::min(kStrip<T>, n - s0);
   T* dst = P + i64(s0) * k;
-  for (int p = 0; p < k; ++p)
-    for (int j = 0; j < w; ++j)
-      dst[i64(p) * w + j] =
-          trans ? B[(j0 + s0 + j) * ldb + p0 + p] : B[(p0 + p) * ldb + j0 + s0 + j];
+  if (!trans) {  // w contiguous elements of each row: one vector copy per row
+    for (int p = 0; p < k; ++p) std::copy_n(B + (p0 + p) * ldb + j0 + s0, w, dst + i64(p) * w);
+    return;
+  }
+  for (int j = 0; j < w; ++j) {  // row j0 + s0 + j of B, read along, is column j
+    const T* row = B + (j0 + s0 + j) * ldb + p0;
+    for (int p = 0; p < k; ++p) dst[i64(p) * w + j] = row[p];
+  }
 }
 
 // C[N, n] = A[N, k] op(B), all row-major and packed; op(B) given as B (see pack_strip).
