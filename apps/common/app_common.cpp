@@ -9,6 +9,10 @@
 #include <filesystem>
 #include <new>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "comm/call_sites.h"
 #include "core/error.h"
 
@@ -22,6 +26,18 @@ void report_model_keys(const std::string& source, const std::vector<std::string>
     spdlog::warn("{}: keys with no effect on the math, not used: {}", source, keys);
   }
   for (const std::string& note : notes) spdlog::info("{}", note);
+}
+
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  // glibc maps blocks past its (adaptive) threshold fresh from the kernel and trims the
+  // heap's free top: a step's per-layer buffers then page-fault and are zeroed by the kernel
+  // every step (~50K faults a step at bench-step.json). Blocks up to 32 MiB (glibc's
+  // largest threshold) now come from the heap, and freed memory stays for the next step:
+  // the peak stays where it was, as with a caching allocator.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 void setup_logging(const std::string& tool) {

@@ -53,9 +53,13 @@ std::vector<GdnProblem> parse_gdn_shapes(const std::string& spec, int chunk_size
 // then by parse(result, world size) into a Setup, collectively (a failure on any rank: one
 // message, exit code 1 on all); --help printed by rank 0, else the ranks' threads and CPUs
 // reported (report_cpu_share) and run(world, setup), whose code is returned.
+// Keeps freed memory in the process for reuse (glibc's malloc options; elsewhere nothing).
+void keep_freed_memory();
+
 template <typename Setup, typename Parse, typename Run>
 int mpi_main(int argc, char** argv, const std::string& tool, cxxopts::Options options, Parse parse,
              Run run) {
+  keep_freed_memory();
   MpiRuntime mpi(&argc, &argv);
   MpiCommunicator world;  // ended before MpiRuntime ends MPI
   setup_logging(tool);

@@ -40,6 +40,9 @@ struct Host {
   template <typename T>
   static void copy_rows(T* dst, std::int64_t dst_stride, const T* src, std::int64_t src_stride,
                         std::int64_t len, std::int64_t rows) {
+#if defined(_OPENMP)  // a header: files built without OpenMP get the serial loop
+#pragma omp parallel for schedule(static) if (rows * len > (std::int64_t(1) << 16))
+#endif
     for (std::int64_t i = 0; i < rows; ++i)
       std::copy_n(src + i * src_stride, len, dst + i * dst_stride);
   }
