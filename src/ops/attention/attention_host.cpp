@@ -19,6 +19,7 @@
 #include "ops/attention/attention.h"
 #include "ops/gemm/exp.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/simd.h"
 
 namespace gdn::ops {
 
@@ -76,6 +77,20 @@ void transpose_heads(const T* x, int B, i64 Tk, int H, int D, std::vector<T>& ou
   }
 }
 
+// x [B, T, H, D] as [B, H, T, D]: a head's rows then lie D apart, one contiguous block,
+// where in place they lie H D apart (a power of two bytes, often: rows of a tile would
+// share cache sets).
+template <typename T>
+void heads_major(const T* x, int B, i64 Tn, int H, int D, std::vector<T>& out) {
+  out.resize(std::size_t(B) * H * Tn * D);
+#pragma omp parallel for schedule(static)
+  for (i64 bt = 0; bt < i64(B) * Tn; ++bt) {
+    const i64 b = bt / Tn, t = bt % Tn;
+    for (int h = 0; h < H; ++h)
+      std::copy_n(x + at(int(b), t, Tn, h, H, D), D, out.data() + ((b * H + h) * Tn + t) * D);
+  }
+}
+
 // The scores of a tile after the causal mask: s[r, c] (row stride kKeyBlock) for key
 // j0 + c, c < nk; keys past qpos[r] become -inf. Returns whether row r has any key left.
 template <typename T>
@@ -90,6 +105,44 @@ template <typename T>
 void exp_shifted(T* s, T m, int nk) {
   for (int c = 0; c < nk; ++c) s[c] -= m;
   la::exp_in_place(s, nk);
+}
+
+// The largest of s[0, nk) (exact in any order; vector lanes for float).
+inline float row_max(const float* s, int nk) {
+  using V = simd::Vec<float>;
+  constexpr int L = simd::kLanes<float>;
+  V mx = simd::broadcast(-std::numeric_limits<float>::infinity());
+  int c = 0;
+  for (; c + L <= nk; c += L) {
+    const V x = simd::load(s + c);
+    mx = x > mx ? x : mx;
+  }
+  float out = mx[0];
+  for (int e = 1; e < L; ++e) out = std::max(out, mx[e]);
+  for (; c < nk; ++c) out = std::max(out, s[c]);
+  return out;
+}
+inline double row_max(const double* s, int nk) {
+  return *std::max_element(s, s + nk);
+}
+
+// sum of s[0, nk): element c into lane c mod L, the lanes then in order, so a value's place
+// in the sum depends on its key's position only (a row's tile mates add exact zeros).
+// s must hold whole vectors: the tail up to a multiple of L is zeroed here.
+inline float row_sum(float* s, int nk) {
+  using V = simd::Vec<float>;
+  constexpr int L = simd::kLanes<float>;
+  std::fill(s + nk, s + (nk + L - 1) / L * L, 0.0f);
+  V acc{};
+  for (int c = 0; c < nk; c += L) acc += simd::load(s + c);
+  float out = 0;
+  for (int e = 0; e < L; ++e) out += acc[e];
+  return out;
+}
+inline double row_sum(double* s, int nk) {
+  double out = 0;
+  for (int c = 0; c < nk; ++c) out += s[c];
+  return out;
 }
 
 // One tile's probabilities for the backward: S = scale Q K^T, P = exp(S - lse) masked,
@@ -114,14 +167,16 @@ template <typename T>
 void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos, int B, i64 Tq,
                        i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse) {
   check_args(qpos, Tq, Tk, Hq, Hkv);  // before the parallel region: exceptions cannot leave it
-  const int G = Hq / Hkv, ldq = Hq * D, ldk = Hkv * D;
+  const int G = Hq / Hkv;
   const std::vector<i64> last = block_last(qpos, Tq);
   const i64 blocks = i64(last.size()), units = i64(B) * Hq * blocks;
-  // Reused across calls (no page faults per step); each thread has its own, so the
-  // parallel regions below read them through pointers taken here.
-  thread_local std::vector<T> kt_buf;
+  // K transposed, Q and V by head. Reused across calls (no page faults per step); each
+  // thread has its own, so the parallel regions below read them through pointers.
+  thread_local std::vector<T> kt_buf, qh_buf, vh_buf;
   transpose_heads(k, B, Tk, Hkv, D, kt_buf);
-  const T* kt = kt_buf.data();
+  heads_major(q, B, Tq, Hq, D, qh_buf);
+  heads_major(v, B, Tk, Hkv, D, vh_buf);
+  const T *kt = kt_buf.data(), *qh = qh_buf.data(), *vh = vh_buf.data();
   const i64 ld = transposed_ld(Tk);
   constexpr T kNoMax = -std::numeric_limits<T>::infinity();
 #pragma omp parallel
@@ -134,14 +189,15 @@ void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos
       const int b = int(u / (Hq * blocks)), h = int(u / blocks % Hq), kh = h / G;
       const i64 blk = u % blocks, i0 = blk * kRowBlock;
       const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
-      const T* qt = q + at(b, i0, Tq, h, Hq, D);
+      const T* qt = qh + ((i64(b) * Hq + h) * Tq + i0) * D;
       const T* kth = kt + (i64(b) * Hkv + kh) * D * ld;
+      const T* vth = vh + (i64(b) * Hkv + kh) * Tk * D;
       std::fill_n(acc.begin(), nr * D, T(0));
       std::fill_n(m.begin(), nr, kNoMax);
       std::fill_n(l.begin(), nr, T(0));
       for (i64 j0 = 0; j0 <= last[blk]; j0 += kKeyBlock) {
         const int nk = int(std::min<i64>(kKeyBlock, last[blk] + 1 - j0));
-        la::gemm(false, false, nr, nk, D, T(scale), qt, ldq, kth + j0, int(ld), T(0), s.data(),
+        la::gemm(false, false, nr, nk, D, T(scale), qt, D, kth + j0, int(ld), T(0), s.data(),
                  kKeyBlock);
         for (int r = 0; r < nr; ++r) {
           T* sr = &s[r * kKeyBlock];
@@ -149,7 +205,7 @@ void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos
             std::fill_n(sr, nk, T(0));
             continue;
           }
-          const T mb = std::max(m[r], *std::max_element(sr, sr + nk));
+          const T mb = std::max(m[r], row_max(sr, nk));
           if (mb > m[r]) {  // a new max: rescale what was summed against the old one
             const T c = std::exp(m[r] - mb);
             l[r] *= c;
@@ -157,10 +213,10 @@ void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos
             m[r] = mb;
           }
           exp_shifted(sr, m[r], nk);
-          for (int c = 0; c < nk; ++c) l[r] += sr[c];
+          l[r] += row_sum(sr, nk);
         }
-        la::gemm(false, false, nr, D, nk, T(1), s.data(), kKeyBlock, v + at(b, j0, Tk, kh, Hkv, D),
-                 ldk, T(1), acc.data(), D);
+        la::gemm(false, false, nr, D, nk, T(1), s.data(), kKeyBlock, vth + j0 * D, D, T(1),
+                 acc.data(), D);
       }
       for (int r = 0; r < nr; ++r) {
         const i64 row = (i64(b) * Tq + i0 + r) * Hq + h;
@@ -181,7 +237,7 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
   // fixed order while parallel, at the price of computing P twice. One pass owning a
   // whole (b, kv head) would have only B Hkv units of work.
   check_args(qpos, Tq, Tk, Hq, Hkv);
-  const int G = Hq / Hkv, ldq = Hq * D, ldk = Hkv * D;
+  const int G = Hq / Hkv;
   const std::vector<i64> last = block_last(qpos, Tq);
   const i64 blocks = i64(last.size());
   // delta and lse per (b, h) row block, contiguous: [B, Hq, Tq].
@@ -194,10 +250,14 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
     delta[r] = T(s);
     lse_t[r] = lse[row];
   }
-  thread_local std::vector<T> kt_buf, vt_buf;  // as in the forward
+  thread_local std::vector<T> kt_buf, vt_buf, qh_buf, gh_buf, kh_buf;  // as in the forward
   transpose_heads(k, B, Tk, Hkv, D, kt_buf);
   transpose_heads(v, B, Tk, Hkv, D, vt_buf);
-  const T *kt = kt_buf.data(), *vt = vt_buf.data();
+  heads_major(q, B, Tq, Hq, D, qh_buf);
+  heads_major(dout, B, Tq, Hq, D, gh_buf);
+  if (dq) heads_major(k, B, Tk, Hkv, D, kh_buf);
+  const T *kt = kt_buf.data(), *vt = vt_buf.data(), *qh = qh_buf.data(), *gh = gh_buf.data(),
+          *kh_rows = kh_buf.data();
   const i64 ld = transposed_ld(Tk);
 
   if (dq) {  // units as in the forward: a tile of rows of one (b, h)
@@ -214,11 +274,10 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
         std::fill_n(acc.begin(), nr * D, T(0));
         for (i64 j0 = 0; j0 <= last[blk]; j0 += kKeyBlock) {
           const int nk = int(std::min<i64>(kKeyBlock, last[blk] + 1 - j0));
-          tile_probabilities(q + at(b, i0, Tq, h, Hq, D), ldq, kt + kv, vt + kv, ld,
-                             dout + at(b, i0, Tq, h, Hq, D), &lse_t[bh], &delta[bh], qpos + i0, nr,
-                             j0, nk, D, T(scale), p.data(), ds.data());
+          tile_probabilities(qh + bh * D, D, kt + kv, vt + kv, ld, gh + bh * D, &lse_t[bh],
+                             &delta[bh], qpos + i0, nr, j0, nk, D, T(scale), p.data(), ds.data());
           la::gemm(false, false, nr, D, nk, T(1), ds.data(), kKeyBlock,
-                   k + at(b, j0, Tk, kh, Hkv, D), ldk, T(1), acc.data(), D);
+                   kh_rows + ((i64(b) * Hkv + kh) * Tk + j0) * D, D, T(1), acc.data(), D);
         }
         for (int r = 0; r < nr; ++r)
           for (int d = 0; d < D; ++d)
@@ -247,11 +306,11 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
           if (last[blk] < j0) continue;  // no row of the block reaches these keys
           const i64 i0 = blk * kRowBlock, bh = (i64(b) * Hq + h) * Tq + i0;
           const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
-          const T *qt = q + at(b, i0, Tq, h, Hq, D), *gt = dout + at(b, i0, Tq, h, Hq, D);
-          tile_probabilities(qt, ldq, kt + kv, vt + kv, ld, gt, &lse_t[bh], &delta[bh], qpos + i0,
-                             nr, j0, nk, D, T(scale), p.data(), ds.data());
-          la::gemm(true, false, nk, D, nr, T(1), p.data(), kKeyBlock, gt, ldq, T(1), av.data(), D);
-          la::gemm(true, false, nk, D, nr, T(scale), ds.data(), kKeyBlock, qt, ldq, T(1), ak.data(),
+          const T *qt = qh + bh * D, *gt = gh + bh * D;
+          tile_probabilities(qt, D, kt + kv, vt + kv, ld, gt, &lse_t[bh], &delta[bh], qpos + i0, nr,
+                             j0, nk, D, T(scale), p.data(), ds.data());
+          la::gemm(true, false, nk, D, nr, T(1), p.data(), kKeyBlock, gt, D, T(1), av.data(), D);
+          la::gemm(true, false, nk, D, nr, T(scale), ds.data(), kKeyBlock, qt, D, T(1), ak.data(),
                    D);
         }
       for (int j = 0; j < nk; ++j)
