@@ -18,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/torch_venv.sh
 BUILD=1 THREADS=2 REPS=5 ROUNDS=2 VENV=${GDN_VENV:-} CEILING=1024
 SHAPES="1,4096,4,4,128,128;2,2048,2,4,64,64"
 while [ $# -gt 0 ]; do
@@ -39,16 +40,7 @@ BENCH=$BUILD_DIR/apps/gdn_bench
 [ -x "$BENCH" ] || { echo "bench_cpu_op.sh: $BENCH is missing (build first, or drop --no-build)" >&2; exit 1; }
 
 TORCH=1
-if [ -z "$VENV" ]; then
-  echo "note: no venv given (--venv DIR or GDN_VENV; needs torch and transformers): printing our side only"
-  TORCH=0
-elif [ ! -x "$VENV/bin/python" ]; then
-  echo "note: no venv at $VENV (needs torch and transformers): printing our side only"
-  TORCH=0
-elif ! "$VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
-  echo "note: $VENV lacks torch or transformers: printing our side only"
-  TORCH=0
-fi
+torch_venv_usable "$VENV" || TORCH=0
 
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT

@@ -18,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/torch_venv.sh
 . scripts/lib/mpi.sh
 BUILD=1 CONFIG=configs/bench-step.json THREADS=2 STEPS=4 ROUNDS=2 VENV=${GDN_VENV:-} BF16=0
 while [ $# -gt 0 ]; do
@@ -40,13 +41,7 @@ for app in gdn_train gdn_plan gdn_bench; do
 done
 
 TORCH=1
-if [ -z "$VENV" ]; then
-  echo "note: no venv given (--venv DIR or GDN_VENV; needs torch and transformers): printing our side only"
-  TORCH=0
-elif ! "$VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
-  echo "note: $VENV lacks torch or transformers: printing our side only"
-  TORCH=0
-fi
+torch_venv_usable "$VENV" || TORCH=0
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

@@ -25,7 +25,7 @@ void Communicator::count(const std::string& site, std::size_t sent, std::size_t 
 
 void Communicator::all_gather(const void* send, void* recv, std::size_t bytes,
                               const std::string& site) {
-  const profile::Scope scope("comm." + site);
+  const profile::Scope scope("comm.", site);
   do_all_gather(send, recv, bytes, site);
   count(site, bytes, bytes * static_cast<std::size_t>(size()));
 }
@@ -34,7 +34,7 @@ void Communicator::all_gather_v(const void* send, std::size_t send_bytes, void* 
                                 const std::vector<std::size_t>& recv_bytes,
                                 const std::vector<std::size_t>& recv_offsets,
                                 const std::string& site) {
-  const profile::Scope scope("comm." + site);
+  const profile::Scope scope("comm.", site);
   check_all_gather_v(send_bytes, recv_bytes, recv_offsets, site);
   do_all_gather_v(send, send_bytes, recv, recv_bytes, recv_offsets, site);
   std::size_t received = 0;  // the whole output, this rank's own block included
@@ -52,14 +52,14 @@ void Communicator::all_reduce_max(void* buf, std::size_t count_, DType t, const 
 
 void Communicator::all_reduce(void* buf, std::size_t count_, DType t, ReduceOp op,
                               const std::string& site) {
-  const profile::Scope scope("comm." + site);
+  const profile::Scope scope("comm.", site);
   do_all_reduce(buf, count_, t, op, site);
   count(site, count_ * dtype_size(t), count_ * dtype_size(t));
 }
 
 void Communicator::reduce_scatter_sum(const void* send, void* recv, std::size_t count_, DType t,
                                       const std::string& site) {
-  const profile::Scope scope("comm." + site);
+  const profile::Scope scope("comm.", site);
   do_reduce_scatter_sum(send, recv, count_, t, site);
   const std::size_t block = count_ * dtype_size(t);
   count(site, block * static_cast<std::size_t>(size()), block);
@@ -70,7 +70,7 @@ void Communicator::all_to_all(const void* send, const std::vector<std::size_t>& 
                               const std::vector<std::size_t>& recv_bytes,
                               const std::vector<std::size_t>& recv_offsets,
                               const std::string& site) {
-  const profile::Scope scope("comm." + site);
+  const profile::Scope scope("comm.", site);
   check_all_to_all(send_bytes, send_offsets, recv_bytes, recv_offsets, site);
   do_all_to_all(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets, site);
   std::size_t sent = 0, received = 0;
@@ -84,20 +84,20 @@ void Communicator::all_to_all(const void* send, const std::vector<std::size_t>& 
 
 void Communicator::send(const void* buf, std::size_t bytes, int dest, int tag,
                         const std::string& site) {
-  const profile::Scope scope("comm." + site);
+  const profile::Scope scope("comm.", site);
   do_send(buf, bytes, dest, tag, site);
   count(site, bytes, 0);
 }
 
 void Communicator::recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) {
-  const profile::Scope scope("comm." + site);
+  const profile::Scope scope("comm.", site);
   do_recv(buf, bytes, src, tag, site);
   count(site, 0, bytes);
 }
 
 void Communicator::send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
                              std::size_t recv_bytes, int src, int tag, const std::string& site) {
-  const profile::Scope scope("comm." + site);
+  const profile::Scope scope("comm.", site);
   // A side with no peer moves nothing: backends never see its size (nor touch its buffer).
   const std::size_t sb = dest == -1 ? 0 : send_bytes;
   const std::size_t rb = src == -1 ? 0 : recv_bytes;

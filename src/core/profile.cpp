@@ -55,19 +55,16 @@ std::map<std::string, Entry> take() {
 
 namespace detail {
 
-void push(std::string_view what, bool by_region, bool is_region) {
+void push(std::string_view prefix, std::string_view what, Charge charge) {
   State& s = state();
   s.charge_top(Clock::now());
-  const char* region = s.stack.empty() ? nullptr : s.stack.back().region;
-  Frame f;
-  if (is_region) {
-    f.key = "elementwise." + std::string(what);
+  Frame f{std::string(prefix), s.stack.empty() ? nullptr : s.stack.back().region};
+  if (charge == Charge::region) {
+    f.key = "elementwise.";
     f.region = what.data();  // a literal (Region)
-  } else {
-    f.key = std::string(what);
-    if (by_region && region) f.key += std::string(".") + region;
-    f.region = region;
   }
+  f.key += what;
+  if (charge == Charge::by_region && f.region) f.key += std::string(".") + f.region;
   ++s.totals[f.key].calls;
   s.stack.push_back(std::move(f));
 }

@@ -33,16 +33,26 @@ bool enabled();
 // The components recorded since the last take(), and a fresh start.
 std::map<std::string, Entry> take();
 
+// How a scope names the component it is charged to.
+enum class Charge {
+  own,        // prefix + what
+  by_region,  // prefix + what + "." + the region in force (just what, outside regions)
+  region,     // a Region: "elementwise." + what, and what is the region inside it
+};
+
 namespace detail {
-void push(std::string_view what, bool by_region, bool is_region);
+void push(std::string_view prefix, std::string_view what, Charge charge);
 void pop();
 }  // namespace detail
 
-// Charges its lifetime, less inner scopes, to `what` (or "<what>.<region>" when by_region).
+// Charges its lifetime, less inner scopes, to a component; the name is put together only
+// when recording (a Communicator call names "comm." + its site on every call).
 class Scope {
  public:
-  explicit Scope(std::string_view what, bool by_region = false) : on_(enabled()) {
-    if (on_) detail::push(what, by_region, false);
+  explicit Scope(std::string_view what, Charge charge = Charge::own) : Scope({}, what, charge) {}
+  Scope(std::string_view prefix, std::string_view what, Charge charge = Charge::own)
+      : on_(enabled()) {
+    if (on_) detail::push(prefix, what, charge);
   }
   ~Scope() {
     if (on_) detail::pop();
@@ -56,19 +66,9 @@ class Scope {
 
 // A layer kind: inner by_region scopes are charged to it, the rest to "elementwise.<kind>".
 // kind must be a string literal (it is kept, not copied).
-class Region {
+class Region : public Scope {
  public:
-  explicit Region(const char* kind) : on_(enabled()) {
-    if (on_) detail::push(kind, false, true);
-  }
-  ~Region() {
-    if (on_) detail::pop();
-  }
-  Region(const Region&) = delete;
-  Region& operator=(const Region&) = delete;
-
- private:
-  bool on_;
+  explicit Region(const char* kind) : Scope(kind, Charge::region) {}
 };
 
 // The GEMM component of the current region ("gemm.<kind>").

@@ -32,20 +32,22 @@ TEST_CASE("profile charges each scope's own time to its component", "[profile]")
     const profile::Region gdn("gdn");
     std::this_thread::sleep_for(10ms);  // elementwise.gdn
     {
-      const profile::Scope gemm(profile::kGemm, /*by_region=*/true);
+      const profile::Scope gemm(profile::kGemm, profile::Charge::by_region);
       std::this_thread::sleep_for(20ms);
-      const profile::Scope comm("comm.site");  // nested in the GEMM: its own key
+      const profile::Scope comm("comm.", "site");  // nested in the GEMM: its own key
       std::this_thread::sleep_for(5ms);
     }
     {
       const profile::Scope core("gdn_core");
       std::this_thread::sleep_for(15ms);
-      const profile::Scope gemm(profile::kGemm, /*by_region=*/true);  // still the gdn region
+      const profile::Scope gemm(profile::kGemm,
+                                profile::Charge::by_region);  // still the gdn region
       std::this_thread::sleep_for(5ms);
     }
   }
   {
-    const profile::Scope gemm(profile::kGemm, /*by_region=*/true);  // no region: plain "gemm"
+    const profile::Scope gemm(profile::kGemm,
+                              profile::Charge::by_region);  // no region: plain "gemm"
     std::this_thread::sleep_for(5ms);
   }
   const double wall =
@@ -76,7 +78,7 @@ TEST_CASE("profile records nothing when off, or on another thread", "[profile]")
   EnableGuard guard;
   std::thread other([] {
     const profile::Region r("moe");
-    const profile::Scope s(profile::kGemm, true);
+    const profile::Scope s(profile::kGemm, profile::Charge::by_region);
   });
   other.join();
   CHECK(profile::take().empty());

@@ -50,7 +50,7 @@ double sum_squares(Host, const T* g, i64 n) {
     i64 e = e0;
     for (; e + kSumLanes <= e1; e += kSumLanes)
       for (int j = 0; j < kSumLanes; ++j) s[j] += double(g[e + j]) * double(g[e + j]);
-    for (; e < e1; ++e) s[e - e0 - (e - e0) / kSumLanes * kSumLanes] += double(g[e]) * double(g[e]);
+    for (; e < e1; ++e) s[(e - e0) % kSumLanes] += double(g[e]) * double(g[e]);
     for (int w = kSumLanes / 2; w > 0; w /= 2)
       for (int j = 0; j < w; ++j) s[j] += s[j + w];
     part[std::size_t(b)] = s[0];

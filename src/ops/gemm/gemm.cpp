@@ -1,6 +1,6 @@
 // The host GEMM (gemm.h): C is cut into panels of one or two vectors of columns and each
-// panel into tiles of up to kRows rows; a tile's accumulators stay in registers over the
-// whole reduction (up to 2 kRows independent FMA chains: enough to cover the FMA latency
+// panel into tiles of up to kTileRows rows; a tile's accumulators stay in registers over the
+// whole reduction (up to 2 kTileRows independent FMA chains: enough to cover the FMA latency
 // at full throughput), reading one row of the B panel (one or two vector loads) and one
 // element of each A row (a broadcast) per step.
 //
@@ -24,8 +24,6 @@ namespace {
 
 using simd::Vec;
 using std::ptrdiff_t;
-
-constexpr int kRows = kTileRows;  // gemm.h
 
 // acc[r][h] = sum_{p in [p0, p1)} A(r, p) * Bp[p][h L .. h L + L), A(r, p) = A[r rs + p cs].
 // Then C(r, h L + j) = beta C + alpha acc for the first `cols` columns.
@@ -97,7 +95,7 @@ void tile_at(const Call<T>& c, int i, int j0, const T* B, ptrdiff_t ldb, int col
 template <typename T, int NV>
 void panel(const Call<T>& c, int j0, const T* B, ptrdiff_t ldb, int cols) {
   int i = 0;
-  for (; i + kRows <= c.m; i += kRows) tile_at<T, kRows, NV>(c, i, j0, B, ldb, cols);
+  for (; i + kTileRows <= c.m; i += kTileRows) tile_at<T, kTileRows, NV>(c, i, j0, B, ldb, cols);
   switch (c.m - i) {  // the last rows: a shorter tile (R is a template argument)
     case 0:
       break;

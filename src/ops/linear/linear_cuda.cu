@@ -41,7 +41,7 @@ void check_rows(i64 N, const char* what) {
 
 template <typename T>
 void linear_forward(Cuda, const T* x, const T* W, i64 N, int in, int out, T* y) {
-  const profile::Scope scope(profile::kGemm, /*by_region=*/true);
+  const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   cublasHandle_t h = cublas_handle();
   check_rows(N, "linear_forward");
   if (N == 0 || out == 0) return;
@@ -57,7 +57,7 @@ void linear_forward(Cuda, const T* x, const T* W, i64 N, int in, int out, T* y) 
 template <typename T>
 void linear_backward(Cuda, const T* x, const T* W, const T* dy, i64 N, int in, int out, T* dx,
                      T* dW) {
-  const profile::Scope scope(profile::kGemm, /*by_region=*/true);
+  const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   cublasHandle_t h = cublas_handle();
   check_rows(N, "linear_backward");
   if (dx && N > 0 && in > 0) {

@@ -108,14 +108,14 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C) {
 
 template <typename T>
 void linear_forward(Host, const T* x, const T* W, i64 N, int in, int out, T* y) {
-  const profile::Scope scope(profile::kGemm, /*by_region=*/true);
+  const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   gemm_rows(x, W, /*trans=*/true, N, in, out, y);  // op(B) = W^T [in, out]
 }
 
 template <typename T>
 void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, int out, T* dx,
                      T* dW) {
-  const profile::Scope scope(profile::kGemm, /*by_region=*/true);
+  const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   if (dx) gemm_rows(dy, W, /*trans=*/false, N, out, in, dx);  // dx = dy W, W is [out, in]
   if (!dW) return;
   // dW += dy^T x, a reduction over N. Each tile of dW is owned by one work unit that sums

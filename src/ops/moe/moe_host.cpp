@@ -18,7 +18,7 @@ using namespace host;
 template <typename T>
 void router_forward(Host, const T* logits, i64 N, int E, int k, bool renorm, T* probs,
                     std::int32_t* idx, T* weights) {
-  const profile::Scope scope("routing", /*by_region=*/true);
+  const profile::Scope scope("routing", profile::Charge::by_region);
 #pragma omp parallel for schedule(static)
   for (i64 n = 0; n < N; ++n) {
     const T* l = logits + n * E;
@@ -46,7 +46,7 @@ void router_forward(Host, const T* logits, i64 N, int E, int k, bool renorm, T* 
 template <typename T>
 void router_backward(Host, const T* probs, const std::int32_t* idx, const T* dweights, i64 N, int E,
                      int k, bool renorm, const double* dprob_all, T* dlogits) {
-  const profile::Scope scope("routing", /*by_region=*/true);
+  const profile::Scope scope("routing", profile::Charge::by_region);
 #pragma omp parallel for schedule(static)
   for (i64 n = 0; n < N; ++n) {
     const T* p = probs + n * E;
@@ -73,14 +73,14 @@ void router_backward(Host, const T* probs, const std::int32_t* idx, const T* dwe
 
 template <typename T>
 void gather_rows(Host, const T* src, const i64* rows, i64 n, int d, T* dst) {
-  const profile::Scope scope("dispatch", /*by_region=*/true);
+  const profile::Scope scope("dispatch", profile::Charge::by_region);
 #pragma omp parallel for schedule(static)
   for (i64 i = 0; i < n; ++i) std::copy_n(src + rows[i] * d, d, dst + i * d);
 }
 
 template <typename T>
 void scatter_add_rows(Host, const T* src, const i64* rows, const T* scale, i64 n, int d, T* dst) {
-  const profile::Scope scope("dispatch", /*by_region=*/true);
+  const profile::Scope scope("dispatch", profile::Charge::by_region);
 #pragma omp parallel for schedule(static)
   for (i64 i = 0; i < n; ++i) {
     const T s = scale ? scale[i] : T(1);
