@@ -1,7 +1,7 @@
 // gdn_eval: the loss and every parameter gradient of a Hugging Face checkpoint on a batch
 // of tokens, with context parallelism: the parity interface against transformers.
 //
-//   mpirun -np P gdn_eval --init-from DIR --tokens FILE.npy [--cp P] [--dtype f32|f64]
+//   mpirun -np P gdn_eval --init-from DIR --tokens FILE.npy [--cp P] [--dtype f32|f64|bf16]
 //       [--chunk-size 64] [--attention-load-balance none|layer_local] [--grads-out DIR]
 //       [--ep E] [--shard none|optimizer|full]
 //
@@ -50,8 +50,9 @@ cxxopts::Options make_options() {
                   cxxopts::value<std::string>())(
       "tokens", ".npy of int32 or int64 token ids [B, T + 1]", cxxopts::value<std::string>())(
       "cp", "context-parallel degree (default: every rank); dp = world size / cp",
-      cxxopts::value<int>())("dtype", "f32 or f64",
-                             cxxopts::value<std::string>()->default_value("f64"))(
+      cxxopts::value<int>())(
+      "dtype", "f32, f64, or bf16: f32 with the bf16 mixed precision of gdn_train --dtype bf16",
+      cxxopts::value<std::string>()->default_value("f64"))(
       "chunk-size", "tokens per chunk of the GDN core: 16, 32, 64 or 128",
       cxxopts::value<int>()->default_value(std::to_string(kDefaultChunkSize)))(
       "attention-load-balance",
@@ -89,7 +90,7 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
   GDN_CHECK(s.cp >= 1 && world_size % s.cp == 0, "--cp ", s.cp, ": expected a divisor of the ",
             world_size, " ranks launched (dp = ranks / cp)");
   s.dp = world_size / s.cp;
-  s.dtype = parse_real_dtype(r["dtype"].as<std::string>(), "--dtype");
+  s.dtype = parse_run_dtype(r["dtype"].as<std::string>(), "--dtype");
   s.chunk = r["chunk-size"].as<int>();
   GDN_CHECK(s.chunk >= 16 && s.chunk <= 128 && (s.chunk & (s.chunk - 1)) == 0, "--chunk-size ",
             s.chunk, ": expected 16, 32, 64 or 128");
@@ -149,6 +150,7 @@ int evaluate(const Setup& s, Communicator& world) {
         ModelOptions mo;
         mo.by_unit = s.shard == Sharding::full;
         mo.experts = {s.ep, world.rank() % s.ep};
+        mo.bf16 = s.dtype == DType::bf16;
         model = std::make_unique<Model<T, Host>>(s.model, s.chunk, mo);
         weights.resize(std::size_t(whole.back().offset + whole.back().size));
         read_hf_weights(s.dir, s.model, whole, weights, skipped);

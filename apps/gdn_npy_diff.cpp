@@ -46,6 +46,8 @@ std::vector<double> as_doubles(const NpyArray& a) {
     case DType::i64:
       load(std::int64_t{});
       break;
+    case DType::bf16:  // numpy has no bf16: read_npy never makes one
+      throw_error("bf16 .npy data is not supported");
   }
   return out;
 }

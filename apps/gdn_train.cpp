@@ -68,6 +68,10 @@ cxxopts::Options make_options() {
       "the largest safetensors file of --export-hf in MB (10^6 bytes), as save_pretrained's "
       "max_shard_size",
       cxxopts::value<std::string>()->default_value("5000"))(
+      "export-dtype",
+      "f32, f64 or bf16: the dtype of --export-hf's tensors (default: bf16 for a bf16 run, "
+      "whose f32 master weights are rounded to nearest; otherwise the run's dtype)",
+      cxxopts::value<std::string>())(
       "exchange-out",
       "after the first step, write every rank's exact Communicator counters of that step "
       "(calls, bytes sent and received per call site) to this JSON file: what gdn_plan "
@@ -104,6 +108,7 @@ struct Setup {
   RunConfig cfg;
   std::string init_from, export_hf, exchange_out;
   std::int64_t export_max_bytes = 0;
+  std::optional<DType> export_dtype;  // unset: the run's dtype
   std::string tie_note;  // a tied head the --init-from checkpoint unties (warned about)
   bool resume = false, overwrite_checkpoints = false;
   app::Device device = app::Device::cpu;
@@ -130,6 +135,8 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
               mb, ": expected a number of MB in [0.001, 1e9]");
     s.export_max_bytes = std::int64_t(v * 1e6);
   }
+  if (res.count("export-dtype"))
+    s.export_dtype = parse_run_dtype(res["export-dtype"].as<std::string>(), "--export-dtype");
   if (res.count("exchange-out")) s.exchange_out = res["exchange-out"].as<std::string>();
   if (res.count("config")) {
     s.cfg = load_config(res["config"].as<std::string>(), train_file);
@@ -227,7 +234,8 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
     if (world.rank() == 0) spdlog::error("{}", result.stopped);
     return 1;
   }
-  if (!s.export_hf.empty()) trainer->export_hf(s.export_hf, s.export_max_bytes);
+  if (!s.export_hf.empty())
+    trainer->export_hf(s.export_hf, s.export_max_bytes, s.export_dtype.value_or(s.cfg.train.dtype));
   // Each rank's CPU time in the steps: the largest and the mean over the ranks.
   double cpu_max = result.cpu_seconds, cpu_sum = result.cpu_seconds;
   world.all_reduce_max(&cpu_max, 1, app_sites::kCpuTime);

@@ -8,13 +8,14 @@
 # first touches and warm-up). Prints ms per step, tokens/s, torch / ours, GFLOP/s by
 # gdn_plan's FLOP count of the config, and percent of the FMA peak and of the GEMM ceiling
 # that gdn_bench measures in the same run; then our profile of the best round (wall time
-# by component, core/profile.h). With --torch-bf16 torch also runs under
-# torch.autocast("cpu", torch.bfloat16) (its mixed precision), reported beside.
+# by component, core/profile.h). With --bf16 both sides also run their bf16 mixed
+# precision, reported beside: gdn_train --dtype bf16 and torch under
+# torch.autocast("cpu", torch.bfloat16).
 # The venv (torch and transformers) is --venv DIR or $GDN_VENV; without one it says so
 # and prints our side only.
 #
 #   scripts/bench_step.sh [--no-build] [--config configs/bench-step.json] [--threads 2]
-#                         [--steps 4] [--rounds 2] [--venv DIR] [--torch-bf16]
+#                         [--steps 4] [--rounds 2] [--venv DIR] [--bf16]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --venv) VENV=$2; shift 2 ;;
-    --torch-bf16) BF16=1; shift ;;
+    --bf16) BF16=1; shift ;;
     -h|--help) print_help "$0"; exit 0 ;;
     *) echo "bench_step.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -51,9 +52,11 @@ for r in $(seq "$ROUNDS"); do
   # of peak and ceiling are used).
   OMP_NUM_THREADS=$THREADS "$BIN/gdn_bench" --shapes "1,64,1,1,16,16" --reps 1 --cpu-reps 1 \
     --skip-recurrent-above 0 >>"$WORK/bench.jsonl"
-  mpi_run 1 "$THREADS" gdn_train --config "$CONFIG" --steps "$STEPS" --profile \
-    --log "$WORK/ours-$r.jsonl" >"$WORK/ours-$r.out" 2>&1 ||
-    { cat "$WORK/ours-$r.out" >&2; exit 1; }
+  for dt in f32 $([ "$BF16" -eq 1 ] && echo bf16); do
+    mpi_run 1 "$THREADS" gdn_train --config "$CONFIG" --steps "$STEPS" --profile --dtype "$dt" \
+      --log "$WORK/ours-$dt-$r.jsonl" >"$WORK/ours-$dt-$r.out" 2>&1 ||
+      { cat "$WORK/ours-$dt-$r.out" >&2; exit 1; }
+  done
   if [ "$TORCH" -eq 1 ]; then
     for dt in f32 $([ "$BF16" -eq 1 ] && echo bf16); do
       OMP_NUM_THREADS=$THREADS "$VENV/bin/python" scripts/bench_step_torch.py --config "$CONFIG" \
@@ -74,13 +77,15 @@ for line in open(f"{work}/bench.jsonl"):
         if "fma_peak" in r: peaks.append(r["fma_peak"]["gflops"])
         if "gemm_ceiling" in r: ceilings.append(r["gemm_ceiling"]["ceiling_gflops"])
 peak, ceiling = max(peaks), max(ceilings)
-best, best_log, tokens = None, None, 0
+ours, logs, tokens = {}, {}, 0  # per dtype: the best round's mean step and its log
 for path in sorted(glob.glob(f"{work}/ours-*.jsonl")):
+    dt = path.split("/")[-1].split("-")[1]
     steps = [json.loads(l) for l in open(path)]
     ms = statistics.mean(s["step_ms"] for s in steps[1:])
     tokens = steps[0]["tokens"]
-    if best is None or ms < best:
-        best, best_log = ms, steps
+    if dt not in ours or ms < ours[dt]:
+        ours[dt], logs[dt] = ms, steps
+best, best_log = ours["f32"], logs["f32"]
 torch = {}
 try:
     runs = {}
@@ -109,6 +114,7 @@ def row(name, ms):
     print(f"{name:<28} | {ms:8.1f} | {tokens / (ms / 1e3):8.0f} | {gf:7.1f} | {100 * gf / peak:6.1f} | "
           f"{100 * gf / ceiling:6.1f} | {ms / best:7.2f}")
 row("gdn-cp f32", best)
+if "bf16" in ours: row("gdn-cp bf16", ours["bf16"])
 if "f32" in torch: row("transformers eager f32", torch["f32"])
 if "bf16" in torch: row("transformers autocast bf16", torch["bf16"])
 mean = {}
@@ -116,7 +122,7 @@ for s in best_log[1:]:
     for k, v in s.get("profile", {}).items():
         mean[k] = mean.get(k, 0) + v / (len(best_log) - 1)
 total = sum(mean.values())
-print(f"our profile, best round, mean of steps 2-{len(best_log)} (ms per step, % of the step):")
+print(f"our f32 profile, best round, mean of steps 2-{len(best_log)} (ms per step, % of the step):")
 for k, v in sorted(mean.items(), key=lambda kv: -kv[1]):
     if v >= 0.05:
         print(f"  {k:<32} {v:9.1f} {100 * v / total:6.1f}%")

@@ -8,11 +8,14 @@
 # loss and the MoE load-balancing loss) and writes a PNG plot: the curves, and below them
 # |loss(cp) - loss(cp=1)| per step on a log scale against --tol.
 #
-#   scripts/reproduce_loss_curves.sh [--config FILE]... [--steps N] [--dtype f32|f64]
+#   scripts/reproduce_loss_curves.sh [--config FILE]... [--steps N] [--dtype f32|f64|bf16]
 #       [--data synthetic|FILE] [--cps "1 2 4"] [--tol 1e-4] [--out DIR]
 #       [--attention-load-balance none|layer_local]
 #
-# Exit code 1 when the largest difference from cp=1 exceeds --tol for any config.
+# Exit code 1 when the largest difference from cp=1 exceeds --tol for any config. The
+# default --tol is 1e-4 for f32, 1e-10 for f64 and 1e-2 for bf16: bf16 rounds each layout's
+# float noise to bf16 differently, so layouts agree to about 2^-9 of the loss, not 2^-24
+# (docs/usage.md, "bf16 mixed precision").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
@@ -32,7 +35,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "${#CONFIGS[@]}" -gt 0 ] || CONFIGS=(configs/tiny-qwen3-next.json configs/tiny-qwen3.5.json)
-[ -n "$TOL" ] || { [ "$DTYPE" = f64 ] && TOL=1e-10 || TOL=1e-4; }
+if [ -z "$TOL" ]; then
+  case "$DTYPE" in f64) TOL=1e-10 ;; bf16) TOL=1e-2 ;; *) TOL=1e-4 ;; esac
+fi
 
 bash scripts/build.sh >/dev/null
 . scripts/lib/mpi.sh

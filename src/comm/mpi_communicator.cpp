@@ -31,8 +31,10 @@ MPI_Datatype mpi_type(DType t) {
       return MPI_INT32_T;
     case DType::i64:
       return MPI_INT64_T;
+    case DType::bf16:  // no MPI datatype: bf16 runs exchange f32 values
+      break;
   }
-  throw_error("mpi_type: unknown DType ", static_cast<int>(t));
+  throw_error("mpi_type: no MPI datatype for DType ", dtype_name(t));
 }
 
 // Number of messages a buffer of n bytes is split into: at least one, so a zero-byte

@@ -23,6 +23,8 @@ ncclDataType_t nccl_type(DType t) {
       return ncclInt32;
     case DType::i64:
       return ncclInt64;
+    case DType::bf16:
+      return ncclBfloat16;
   }
   throw_error("nccl_type: unknown DType ", static_cast<int>(t));
 }

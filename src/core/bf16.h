@@ -54,4 +54,16 @@ GDN_HD inline Bf16 to_bf16(float x) {
   return Bf16{std::uint16_t(rounded >> 16)};
 }
 
+// The bf16 value nearest x (ties to even), as a float: to_float(to_bf16(x)) without a
+// branch, so that loops over arrays of it vectorise.
+GDN_HD inline float round_bf16(float x) {
+  const std::uint32_t u = bf16_detail::float_bits(x);
+  const std::uint32_t nearest = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const std::uint32_t quiet_nan = (u | 0x00400000u) & 0xffff0000u;
+  return bf16_detail::bits_float((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : nearest);
+}
+GDN_HD inline double round_bf16(double x) {
+  return round_bf16(float(x));
+}
+
 }  // namespace gdn

@@ -397,6 +397,8 @@ Tensor<T> npy_to_tensor(const NpyArray& a, const std::string& what) {
     case DType::i64:
       convert<T, std::int64_t>(a.bytes.data(), n, t.ptr(), what);
       break;
+    case DType::bf16:  // numpy has no bf16: read_npy never makes one
+      throw_error(what, ": bf16 .npy data is not supported");
   }
   return t;
 }

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/autocast.h"
 #include "ops/bias/bias.h"
+#include "ops/convert/convert.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/linear/linear.h"
 #include "ops/rmsnorm/rmsnorm.h"
@@ -107,10 +109,14 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   dims.D = D_;
   dims.scale = 1.0 / std::sqrt(double(D_));
   attn_.resize(N * qw);
+  const bool bf16 = bf16_autocast();  // q, k, v and the output stored as bf16 values
+  if (bf16)
+    for (Buffer<Dev, T>* b : {&q_, &k_, &v_}) ops::round_to_bf16(dev, b->data(), b->size());
   {
     const profile::Scope core_scope("attention_core");
     core_.forward(cp, dims, q_.data(), k_.data(), v_.data(), attn_.data());
   }
+  if (bf16) ops::round_to_bf16(dev, attn_.data(), attn_.size());
   gated_.resize(N * qw);
   ops::sigmoid_gate_forward(dev, attn_.data(), gate_.data(), N * qw, gated_.data());
   ops::linear_forward(dev, gated_.data(), ps_.value(o_proj_), N, qw, d_, y);
@@ -129,6 +135,7 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
   ops::sigmoid_gate_backward(dev, attn_.data(), gate_.data(), dgated.data(), N * qw, dattn.data(),
                              dgate.data());
   Buffer<Dev, T> dq(N * qw), dk(N * kv), dv(N * kv);
+  if (bf16_autocast()) ops::round_to_bf16(dev, dattn.data(), dattn.size());
   {
     const profile::Scope core_scope("attention_core");
     core_.backward(cp, dattn.data(), dq.data(), dk.data(), dv.data());

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/autocast.h"
 #include "cp/conv_halo.h"
 #include "cp/split_pass.h"
 #include "ops/conv/conv.h"
+#include "ops/convert/convert.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/gating/gating.h"
@@ -147,12 +149,16 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   p.chunk_size = chunk_;
   p.l2norm_qk = true;
   o_.resize(N * v_dim());
+  const bool bf16 = bf16_autocast();  // the op's bf16 storage mode (gdn/bf16_op.h)
+  if (bf16)
+    for (Buffer<Dev, T>* b : {&q_, &k_, &v_, &beta_}) ops::round_to_bf16(dev, b->data(), b->size());
   {
     const profile::Scope core_scope("gdn_core");
     core_.forward(
         cp, p, GdnInputView<T>{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
         o_.data(), nullptr);
   }
+  if (bf16) ops::round_to_bf16(dev, o_.data(), o_.size());
   // Gated RMSNorm per value head, then out_proj.
   normed_.resize(N * v_dim());
   ops::gated_rmsnorm_forward(dev, o_.data(), z_.data(), ps_.value(norm_), N * Hv_, V_, eps_,
@@ -174,6 +180,7 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   // The core's adjoint (three-phase CP backward).
   Buffer<Dev, T> dq(N * qk_dim()), dk(N * qk_dim()), dv(N * v_dim()), dg(N * Hv_), dbeta(N * Hv_);
   GdnGradView<T> cg{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), nullptr};
+  if (bf16_autocast()) ops::round_to_bf16(dev, d_o.data(), d_o.size());
   {
     const profile::Scope core_scope("gdn_core");
     core_.backward(cp, d_o.data(), nullptr, cg);

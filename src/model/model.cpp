@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "comm/call_sites.h"
+#include "core/autocast.h"
 #include "core/profile.h"
 #include "core/rng.h"
 #include "ops/cross_entropy/cross_entropy.h"
@@ -297,6 +298,7 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
                                                                const std::int32_t* targets, int B,
                                                                double grad_scale) {
   const Dev dev{};
+  const Bf16Autocast autocast(options_.bf16);
   const int d = c_.hidden_size, Vocab = c_.vocab_size;
   const std::int64_t N = std::int64_t(B) * cp.tokens(), nd = N * d;
   const double eps = c_.rms_norm_eps;

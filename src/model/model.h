@@ -39,6 +39,9 @@ struct ModelOptions {
   bool by_unit = false;
   // Expert parallelism: this rank's block of every MoE layer's experts.
   ExpertSplit experts = {};
+  // bf16 mixed precision (train.dtype bf16, core/autocast.h): forward_backward runs in a
+  // Bf16Autocast scope. The parameters, gradients and residual stream stay T.
+  bool bf16 = false;
 };
 
 // Under train.shard full a rank holds 1/world of every unit; the model says when it needs

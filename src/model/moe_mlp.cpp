@@ -6,6 +6,7 @@
 
 #include "comm/call_sites.h"
 #include "comm/communicator.h"
+#include "core/autocast.h"
 #include "core/error.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/linear/linear.h"
@@ -74,7 +75,10 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   x_ = x;
   // Router.
   Buffer<Dev, T> logits(N * E_);
-  ops::linear_forward(dev, x, ps_.value(router_), N, d_, E_, logits.data());
+  {
+    const Bf16Autocast router_in_float(false);  // the routing decisions stay float
+    ops::linear_forward(dev, x, ps_.value(router_), N, d_, E_, logits.data());
+  }
   probs_.resize(N * E_);
   idx_.resize(N * k_);
   weights_.resize(N * k_);
@@ -335,8 +339,11 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   Buffer<Dev, T> dlogits(N * E_);
   ops::router_backward(dev, probs_.data(), idx_.data(), dweights.data(), N, E_, k_, renorm_,
                        dprob_.size() == 0 ? nullptr : dprob_.data(), dlogits.data());
-  ops::linear_backward(dev, x_, ps_.value(router_), dlogits.data(), N, d_, E_, part.data(),
-                       ps_.grad(router_));
+  {
+    const Bf16Autocast router_in_float(false);
+    ops::linear_backward(dev, x_, ps_.value(router_), dlogits.data(), N, d_, E_, part.data(),
+                         ps_.grad(router_));
+  }
   ops::add(dev, dx, dx, part.data(), N * d_);
 }
 

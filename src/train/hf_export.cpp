@@ -7,6 +7,7 @@
 
 #include "comm/call_sites.h"
 #include "core/atomic_file.h"
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "model/hf_weights.h"
@@ -28,11 +29,46 @@ std::vector<std::vector<std::size_t>> hf_export_files(const std::vector<std::int
   return files;
 }
 
+namespace {
+
+// The values of one file as `dtype`'s bytes (f32, f64 or bf16), little-endian.
+template <typename T>
+std::vector<char> file_bytes(const std::vector<T>& data, DType dtype) {
+  std::vector<char> out(data.size() * dtype_size(dtype));
+  auto fill = [&](auto tag, auto convert) {
+    using E = decltype(tag);
+    E* dst = reinterpret_cast<E*>(out.data());
+    for (std::size_t i = 0; i < data.size(); ++i) dst[i] = convert(data[i]);
+  };
+  if (dtype == DType::bf16)
+    fill(Bf16{}, [](T x) { return to_bf16(float(x)); });
+  else if (dtype == DType::f32)
+    fill(float{}, [](T x) { return float(x); });
+  else
+    fill(double{}, [](T x) { return double(x); });
+  return out;
+}
+
+SafetensorsDtype safetensors_dtype(DType t) {
+  return t == DType::bf16  ? SafetensorsDtype::BF16
+         : t == DType::f32 ? SafetensorsDtype::F32
+                           : SafetensorsDtype::F64;
+}
+
+const char* torch_dtype_name(DType t) {
+  return t == DType::bf16 ? "bfloat16" : t == DType::f32 ? "float32" : "float64";
+}
+
+}  // namespace
+
 template <typename T>
 void write_hf_export(Communicator& comm, const std::string& dir, const ModelConfig& c,
                      const std::vector<ParamInfo>& whole, const std::vector<GlobalRun>& runs,
-                     const T* values, std::int64_t max_bytes) {
+                     const T* values, std::int64_t max_bytes, DType file_dtype) {
   GDN_CHECK(max_bytes > 0, "--export-hf: the file size limit is ", max_bytes, " bytes");
+  GDN_CHECK(file_dtype == DType::f32 || file_dtype == DType::f64 || file_dtype == DType::bf16,
+            "--export-dtype ", dtype_name(file_dtype), ": expected f32, f64 or bf16");
+  const std::int64_t es = std::int64_t(dtype_size(file_dtype));
   ModelConfig text = c;  // the text model only, under "model."
   text.multimodal = false;
   const bool root = comm.rank() == 0;
@@ -41,12 +77,12 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
     std::filesystem::create_directories(dir, ec);
     GDN_CHECK(!ec, "--export-hf: cannot create directory '", dir, "': ", ec.message());
     nlohmann::json config = to_json(text);
-    config["dtype"] = sizeof(T) == 8 ? "float64" : "float32";
+    config["dtype"] = torch_dtype_name(file_dtype);
     (void)write_file_atomically(dir + "/config.json", config.dump(2) + "\n", "--export-hf");
   }
   const std::vector<HfTensorMap> maps = hf_tensor_maps(text, whole, false);
   std::vector<std::int64_t> bytes;
-  for (const HfTensorMap& m : maps) bytes.push_back(numel(m.shape) * std::int64_t(sizeof(T)));
+  for (const HfTensorMap& m : maps) bytes.push_back(numel(m.shape) * es);
   const std::vector<std::vector<std::size_t>> files = hf_export_files(bytes, max_bytes);
   const std::size_t n_files = files.size();
   auto file_name = [&](std::size_t f) {
@@ -74,14 +110,16 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
     const std::vector<T> data =
         gather_runs<T>(comm, mine, {values}, size, train_sites::kExportGather)[0];
     if (!root) continue;
+    const std::vector<char> stored = file_bytes(data, file_dtype);
     std::vector<SafetensorsTensor> tensors;
     for (std::size_t i = 0; i < files[f].size(); ++i) {
       const HfTensorMap& m = maps[files[f][i]];
-      tensors.emplace_back(m.name, m.shape, data.data() + base[i]);
+      tensors.emplace_back(m.name, safetensors_dtype(file_dtype), m.shape,
+                           stored.data() + base[i] * es);
       weight_map[m.name] = file_name(f);
     }
     write_safetensors(dir + "/" + file_name(f), tensors, {{"format", "pt"}});
-    total += size * std::int64_t(sizeof(T));
+    total += size * es;
   }
   if (root && n_files > 1) {
     const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
@@ -92,9 +130,9 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
 
 template void write_hf_export<float>(Communicator&, const std::string&, const ModelConfig&,
                                      const std::vector<ParamInfo>&, const std::vector<GlobalRun>&,
-                                     const float*, std::int64_t);
+                                     const float*, std::int64_t, DType);
 template void write_hf_export<double>(Communicator&, const std::string&, const ModelConfig&,
                                       const std::vector<ParamInfo>&, const std::vector<GlobalRun>&,
-                                      const double*, std::int64_t);
+                                      const double*, std::int64_t, DType);
 
 }  // namespace gdn

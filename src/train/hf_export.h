@@ -24,10 +24,11 @@ std::vector<std::vector<std::size_t>> hf_export_files(const std::vector<std::int
 // Collective over comm. `runs` are this rank's elements of the whole model's flat values
 // (GlobalRun::global) at `values` (host); together the ranks' runs cover every element
 // once. `whole` describes the whole model (parameter_infos). Rank 0 writes dir/config.json
-// and the safetensors files.
+// and the safetensors files, their tensors in `file_dtype` (f32, f64 or bf16; narrowing
+// rounds to nearest even, as torch's .to() does).
 template <typename T>
 void write_hf_export(Communicator& comm, const std::string& dir, const ModelConfig& c,
                      const std::vector<ParamInfo>& whole, const std::vector<GlobalRun>& runs,
-                     const T* values, std::int64_t max_bytes);
+                     const T* values, std::int64_t max_bytes, DType file_dtype);
 
 }  // namespace gdn

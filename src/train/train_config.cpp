@@ -213,9 +213,11 @@ const std::vector<TrainField>& train_fields() {
        .member = &T::seed},
       {.key = "dtype",
        .flag = "dtype",
-       .help = "f32 or f64",
+       .help = "f32, f64, or bf16: mixed precision (f32 weights, moments and gradients; "
+               "matmuls on bf16 operands with f32 sums; the GDN op's and attention's inputs "
+               "and outputs stored as bf16 values; docs/usage.md)",
        .member = &T::dtype,
-       .choices = {"f32", "f64"}},
+       .choices = {"f32", "f64", "bf16"}},
       {.key = "cp",
        .flag = "cp",
        .help = "context-parallel degree: ranks sharing each sequence",

@@ -39,7 +39,7 @@ struct TrainConfig {
   double weight_decay = 0.0;
   double grad_clip = 1.0;  // 0: no clipping
   std::uint64_t seed = 0;
-  DType dtype = DType::f32;  // f32 | f64
+  DType dtype = DType::f32;  // f32 | f64 | bf16 (mixed precision: f32 values)
   int cp = 1;
   int dp = 1;
   int ep = 1;  // expert-parallel degree, folded onto the dp x cp ranks

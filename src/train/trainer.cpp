@@ -105,9 +105,9 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
       mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp, cfg.train.ep)),
       shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
       model_(cfg.model, cfg.train.chunk_size,
-             ModelOptions{cfg.train.recompute == Recompute::layer, 0,
-                          cfg.train.shard == Sharding::full,
-                          ExpertSplit{cfg.train.ep, mesh_.ep_rank}}),
+             ModelOptions{
+                 cfg.train.recompute == Recompute::layer, 0, cfg.train.shard == Sharding::full,
+                 ExpertSplit{cfg.train.ep, mesh_.ep_rank}, cfg.train.dtype == DType::bf16}),
       whole_(parameter_infos(cfg.model)),
       adamw_(adamw_config(cfg.train),
              cfg.train.shard == Sharding::none ? model_.params().num_elements() : 0),
@@ -297,10 +297,14 @@ std::vector<GlobalRun> Trainer<T, Dev>::needed_runs() const {
 }
 
 template <typename T, typename Dev>
-void Trainer<T, Dev>::export_hf(const std::string& dir, std::int64_t max_file_bytes) const {
+void Trainer<T, Dev>::export_hf(const std::string& dir, std::int64_t max_file_bytes,
+                                DType file_dtype) const {
   const std::vector<T> values = local_values();
-  write_hf_export(world_, dir, cfg_.model, whole_, my_runs(), values.data(), max_file_bytes);
-  if (world_.rank() == 0) spdlog::info("wrote a Hugging Face checkpoint of the weights to {}", dir);
+  write_hf_export(world_, dir, cfg_.model, whole_, my_runs(), values.data(), max_file_bytes,
+                  file_dtype);
+  if (world_.rank() == 0)
+    spdlog::info("wrote a Hugging Face checkpoint of the weights ({}) to {}",
+                 dtype_name(file_dtype), dir);
 }
 
 template <typename T, typename Dev>
@@ -376,12 +380,13 @@ void Trainer<T, Dev>::resume() {
   if (world_.rank() != 0) return;
   spdlog::info("resumed from {} at step {}", loaded->path, step_);
   const TrainConfig& t = cfg_.train;
-  if (s.dtype != t.dtype)
+  const DType stored = value_dtype(t.dtype);  // bf16 runs keep f32 values
+  if (s.dtype != stored)
     spdlog::warn(
         "--resume: checkpoint {} holds {} values and this run is {}{}: its parameters and "
         "AdamW moments are {} to {}",
         loaded->path, dtype_name(s.dtype), dtype_name(t.dtype), t.origin("dtype"),
-        t.dtype == DType::f32 ? "rounded" : "widened", dtype_name(t.dtype));
+        stored == DType::f32 ? "rounded" : "widened", dtype_name(stored));
   drop_logged_steps();
 }
 

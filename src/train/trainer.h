@@ -91,7 +91,8 @@ class Trainer {
   const MemoryEstimate& memory_estimate() const { return estimate_; }
   // Rank 0 writes the current weights as a Hugging Face checkpoint (train/hf_export.h),
   // every rank sending its part one file at a time; collective.
-  void export_hf(const std::string& dir, std::int64_t max_file_bytes = 5'000'000'000) const;
+  // file_dtype: the tensors' dtype (f32, f64 or bf16).
+  void export_hf(const std::string& dir, std::int64_t max_file_bytes, DType file_dtype) const;
   Model<T, Dev>& model() { return model_; }
   const Mesh& mesh() const { return mesh_; }
 

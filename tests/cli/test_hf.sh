@@ -26,6 +26,14 @@
 #                     as transformers does (its loss and gradients); with an identical one,
 #                     tied and without a "skipped" warning
 #   symlink_loop      a symlink loop as model.safetensors or as a shard: the OS's reason
+#   bf16              gdn_eval --dtype bf16 (mixed precision) on each fixture at cp = 1 and 3:
+#                     loss terms within 1% of transformers' float64 ones, and every gradient's
+#                     relative L2 error at most 3x that of transformers itself in float32
+#                     under torch.autocast(bfloat16) on the same weights and tokens (or 0.02,
+#                     whichever is larger): the peer's numbers are committed in
+#                     <fixture>/bf16_peer.json by scripts/bf16_torch_grads.py; and a bf16
+#                     run's --export-hf writes BF16 tensors, each the nearest bf16 (ties to
+#                     even) of its --export-dtype f32 export, with config dtype bfloat16
 #
 #   test_hf.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
@@ -533,7 +541,107 @@ PY
     "$WORK/shard.json.err" $?
 }
 
+# bf16 mixed precision against float64, bounded by the peer's own bf16 error. The fixtures
+# are tiny models with large random weights (std 0.2): there bf16 rounding moves some
+# gradients by as much as they are large, for transformers' autocast as for gdn-cp (up to
+# 2.6 and 3.6 relative for the dense fixture's A_log), so a fixed tolerance would be
+# either vacuous or wrong; a per-tensor bound by the peer's error is neither. The factor 3
+# covers the spread of one rounding sample against another (gdn-cp / transformers measured
+# 0.3-1.7 per tensor at cp = 1 and 3).
+case_bf16() {
+  local name np
+  for name in qwen3_next_moe qwen3_5_dense qwen3_5_moe; do
+    local dir=$FIX/$name
+    for np in 1 3; do
+      local tag="$name bf16 cp=$np" out=$WORK/bf16-$np.json grads=$WORK/bf16-grads-$np
+      if ! eval_json "$np" "$out" --init-from "$dir" --tokens "$dir/tokens.npy" --dtype bf16 \
+        --chunk-size 16 --grads-out "$grads"; then
+        cat "$out.err"
+        fail "$tag: gdn_eval failed"
+        continue
+      fi
+      local ok=1 key got want
+      for key in loss aux_loss total; do
+        got=$(jq -r ".$key" "$out") want=$(jq -r ".$key" "$dir/expected.json")
+        rel_close "$got" "$want" 1e-2 || { ok=0; echo "$tag: $key $got vs transformers $want"; }
+      done
+      [ "$ok" -eq 1 ] && pass "$tag: loss terms within 1% of float64" ||
+        fail "$tag: loss terms differ from float64 by more than 1%"
+      "$BIN/gdn_npy_diff" "$grads" "$dir/grads" --tol 1e30 >"$WORK/diff.txt"
+      if python3 - "$WORK/diff.txt" "$dir/bf16_peer.json" "$(ls "$dir/grads" | wc -l)" <<'PY'; then
+import json, sys
+peer = json.load(open(sys.argv[2]))["rel_l2"]
+lines = [l.split() for l in open(sys.argv[1]) if l.endswith(" ok\n")]
+bad = [f"{n}: {float(r):.3e} > 3 x {peer[n]:.3e}" for n, _, r, _ in lines
+       if float(r) > max(3 * peer[n], 0.02)]
+if bad:
+    print("\n".join(bad))
+worst = max((float(r) / max(3 * peer[n], 0.02), n) for n, _, r, _ in lines)
+print(f"{len(lines)} gradients, worst at {worst[0]:.2f} of its bound ({worst[1]})")
+sys.exit(1 if bad or len(lines) != int(sys.argv[3]) else 0)
+PY
+        pass "$tag: every gradient within 3x transformers' own bf16 error"
+      else
+        fail "$tag: gradients beyond 3x transformers' bf16 error"
+      fi
+    done
+  done
+  # The export of a bf16 run: bf16 by default, f32 when asked; the first the nearest bf16 of
+  # the second, judged by distance (not by the bit trick the exporter uses).
+  local dtype
+  for dtype in bf16 f32; do
+    timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" \
+      --init-from "$FIX/qwen3_next_moe" --train-config "$SRC/configs/tiny-qwen3-next.json" \
+      --steps 0 --seq-len 32 --batch 2 --dtype bf16 --cp 1 --export-dtype "$dtype" \
+      --export-hf "$WORK/export-$dtype" >"$WORK/export-$dtype.log" 2>&1 ||
+      { cat "$WORK/export-$dtype.log"; fail "bf16 export: gdn_train --export-dtype $dtype failed"; return; }
+  done
+  # --export-dtype bf16 is the default: the same export again without it.
+  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" \
+    --init-from "$FIX/qwen3_next_moe" --train-config "$SRC/configs/tiny-qwen3-next.json" \
+    --steps 0 --seq-len 32 --batch 2 --dtype bf16 --cp 1 --export-hf "$WORK/export-default" \
+    >/dev/null 2>&1
+  if cmp -s "$WORK/export-default/model.safetensors" "$WORK/export-bf16/model.safetensors" &&
+    [ "$(jq -r .dtype "$WORK/export-bf16/config.json")" = bfloat16 ] &&
+    python3 - "$WORK/export-bf16/model.safetensors" "$WORK/export-f32/model.safetensors" <<'PY' &&
+import json, struct, sys
+def load(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    return {k: (v["dtype"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items()}
+def value(bits16):  # the float a bf16 pattern stands for
+    return struct.unpack("<f", struct.pack("<I", bits16 << 16))[0]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys(), "the exports hold different tensors"
+count = 0
+for k in a:
+    assert a[k][0] == "BF16" and b[k][0] == "F32", (k, a[k][0], b[k][0])
+    got = struct.unpack(f"<{len(a[k][1]) // 2}H", a[k][1])
+    for i, x in enumerate(struct.unpack(f"<{len(b[k][1]) // 4}f", b[k][1])):
+        u = struct.unpack("<I", struct.pack("<f", x))[0]
+        lo = u >> 16
+        if u & 0xFFFF == 0:
+            want = lo
+        else:
+            dlo, dhi = abs(x - value(lo)), abs(x - value(lo + 1))
+            want = lo if dlo < dhi else lo + 1 if dhi < dlo else (lo + (lo & 1))
+        assert got[i] == want, f"{k}[{i}]: {got[i]:#06x}, expected {want:#06x} for {x!r}"
+        count += 1
+print(f"{len(a)} tensors, {count} values")
+PY
+    eval_json 1 "$WORK/bf16-export.json" --init-from "$WORK/export-bf16" \
+      --tokens "$FIX/qwen3_next_moe/tokens.npy"; then
+    pass "bf16 export: BF16 tensors by default, each the nearest bf16 of the f32 export; it loads"
+  else
+    fail "bf16 export: not BF16 by default, not the nearest bf16 of the f32 export, or not loadable"
+  fi
+}
+
 case "$CASE" in
+  bf16) case_bf16 ;;
   parity_sharded) case_parity_sharded ;;
   export_sharded) case_export_sharded ;;
   parity_*) case_parity "${CASE#parity_}" ;;

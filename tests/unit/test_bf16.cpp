@@ -102,6 +102,28 @@ TEST_CASE("bf16: narrowing rounds to the nearer neighbour, ties to even", "[bf16
   CHECK(to_bf16(-0.0f).bits == 0x8000);
 }
 
+TEST_CASE("bf16: round_bf16 is to_float(to_bf16(x)), NaN included", "[bf16]") {
+  Rng rng(11);
+  auto check = [](std::uint32_t u) {
+    const float x = bits_to_float(u), want = to_float(to_bf16(x)), got = round_bf16(x);
+    INFO("x bits " << u);
+    if (std::isnan(want)) {
+      REQUIRE(std::isnan(got));
+      REQUIRE(std::signbit(got) == std::signbit(x));
+    } else {
+      REQUIRE(std::memcmp(&got, &want, 4) == 0);  // -0 stays -0
+    }
+  };
+  for (int i = 0; i < 200000; ++i) check(std::uint32_t(rng.next_u64()));
+  for (std::uint32_t hi16 : {0x3f80u, 0x0001u, 0x7f7fu, 0x7f80u, 0x7f81u, 0xff80u, 0xffc0u})
+    for (std::uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      check((hi16 << 16) | low);
+  std::vector<double> v = {1.0 + 1.0 / 512, -3.14159};  // the double overload and the array op
+  ops::round_to_bf16(Host{}, v.data(), 2);
+  CHECK(v[0] == 1.0);  // the tie rounds to even
+  CHECK(v[1] == double(to_float(to_bf16(-3.14159f))));
+}
+
 TEST_CASE("bf16 mode: the float op on the bf16 values, o rounded once", "[bf16]") {
   struct BfCase {
     const char* name;

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "ops/gemm/fma_peak.h"
 #include "ops/gemm/exp.h"
+#include "ops/gemm/fma_peak.h"
 #include "ops/gemm/gemm.h"
 
 #if defined(__linux__)

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/autocast.h"
+#include "core/bf16.h"
 #include "ops/linear/linear.h"
 #include "ops/swiglu/swiglu.h"
 #include "ops_support.h"
@@ -126,6 +128,73 @@ TEMPLATE_TEST_CASE("linear is bit-identical for 1, 2 and 3 OpenMP threads", "[la
       INFO("threads " << threads << " output " << k);
       CHECK(std::memcmp(one[k].data(), many[k].data(), one[k].size() * sizeof(T)) == 0);
     }
+  }
+}
+
+TEST_CASE("linear in the bf16 mode is a bf16 x bf16 matmul with float sums", "[layers][bf16]") {
+  // The oracle: the naive double loop on the operands narrowed to bf16 by to_bf16 (tested
+  // against distances in double, test_bf16.cpp). The float sums differ from it by float
+  // rounding alone (< 1e-6 here); the unrounded product differs by bf16's (~1e-3), so the
+  // second check fails if an operand is not rounded.
+  const std::int64_t N = 300;
+  const int in = 290, out = 270;
+  const Vec x = rand_vec(N * in, 14), W = rand_vec(out * in, 15), dy = rand_vec(N * out, 16);
+  auto narrowed = [](const Vec& v) {
+    Vec r(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) r[i] = to_float(to_bf16(float(v[i])));
+    return r;
+  };
+  const Vec xb = narrowed(x), Wb = narrowed(W), dyb = narrowed(dy);
+  Vec Wt(std::size_t(in) * out), Wbt(Wt.size()), dyt(std::size_t(out) * N), dybt(dyt.size()),
+      xt(std::size_t(in) * N), xbt(xt.size());
+  for (int o = 0; o < out; ++o)
+    for (int k = 0; k < in; ++k) {
+      Wt[std::size_t(k) * out + o] = W[std::size_t(o) * in + k];
+      Wbt[std::size_t(k) * out + o] = Wb[std::size_t(o) * in + k];
+    }
+  for (std::int64_t i = 0; i < N; ++i) {
+    for (int o = 0; o < out; ++o)
+      dyt[o * N + i] = dy[i * out + o], dybt[o * N + i] = dyb[i * out + o];
+    for (int k = 0; k < in; ++k) xt[k * N + i] = x[i * in + k], xbt[k * N + i] = xb[i * in + k];
+  }
+  const Vec y_ref = naive_linear(xb, Wb, N, in, out), y_exact = naive_linear(x, W, N, in, out);
+  const Vec dx_ref = naive_linear(dyb, Wbt, N, out, in),
+            dx_exact = naive_linear(dy, Wt, N, out, in);
+  const Vec dW_ref = naive_linear(dybt, xbt, out, int(N), in),
+            dW_exact = naive_linear(dyt, xt, out, int(N), in);
+
+  const auto xf = to<float>(x), Wf = to<float>(W), dyf = to<float>(dy);
+  auto run = [&](bool bf16) {
+    const Bf16Autocast autocast(bf16);
+    std::vector<float> y(N * out), dx(N * in), dW(std::size_t(out) * in, 0.f);
+    ops::linear_forward(Host{}, xf.data(), Wf.data(), N, in, out, y.data());
+    ops::linear_backward(Host{}, xf.data(), Wf.data(), dyf.data(), N, in, out, dx.data(),
+                         dW.data());
+    return std::vector<std::vector<float>>{y, dx, dW};
+  };
+  const auto got = run(true);
+  const Vec* ref[] = {&y_ref, &dx_ref, &dW_ref};
+  const Vec* exact[] = {&y_exact, &dx_exact, &dW_exact};
+  for (std::size_t k = 0; k < 3; ++k) {
+    INFO("output " << k << " (y, dx, dW)");
+    CHECK(rel_l2(got[k].data(), ref[k]->data(), got[k].size()) < 1e-6);
+    CHECK(rel_l2(got[k].data(), exact[k]->data(), got[k].size()) > 1e-4);
+  }
+  CHECK(!bf16_autocast());  // the scope ended
+  SECTION("bit-identical for 1, 2 and 3 threads; a nested float scope is plain float") {
+    ThreadGuard guard;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      const auto again = run(true);
+      for (std::size_t k = 0; k < 3; ++k)
+        CHECK(std::memcmp(again[k].data(), got[k].data(), got[k].size() * sizeof(float)) == 0);
+    }
+    const auto plain = run(false);
+    const Bf16Autocast outer(true);
+    const auto nested = run(false);
+    CHECK(bf16_autocast());  // the inner scope restored the outer one
+    for (std::size_t k = 0; k < 3; ++k)
+      CHECK(std::memcmp(nested[k].data(), plain[k].data(), plain[k].size() * sizeof(float)) == 0);
   }
 }
 

@@ -170,8 +170,8 @@ TEST_CASE("wrong types and ranges are errors naming key and value", "[config]") 
   CHECK_THROWS_WITH(parse(with("model", "rms_norm_eps", 0)), Contains("model.rms_norm_eps = 0"));
   CHECK_THROWS_WITH(parse(with("model", "tie_word_embeddings", "yes")),
                     Contains("tie_word_embeddings") && Contains("true or false"));
-  CHECK_THROWS_WITH(parse(with("train", "dtype", "bf16")),
-                    Contains("train.dtype = \"bf16\"") && Contains("\"f32\" or \"f64\""));
+  CHECK_THROWS_WITH(parse(with("train", "dtype", "f16")),
+                    Contains("train.dtype = \"f16\"") && Contains("\"f64\" or \"bf16\""));
   CHECK_THROWS_WITH(parse(with("train", "seed", -1)), Contains("train.seed = -1"));
   CHECK_THROWS_WITH(parse(with("train", "cp", 0)), Contains("train.cp = 0"));
   CHECK_THROWS_WITH(parse(with("train", "lr", "fast")), Contains("train.lr = \"fast\""));
@@ -199,8 +199,8 @@ TEST_CASE("a flag gets exactly its key's checks, and the message names the flag"
   CHECK(c.train.origin("seq_len") == " (train.seq_len in test.json)");
   CHECK_THROWS_WITH(set_train_field_text(c.train, *find_train_field("lr"), "1e400"),
                     Contains("--lr 1e400"));
-  CHECK_THROWS_WITH(set_train_field_text(c.train, *find_train_field("dtype"), "bf16"),
-                    Contains("--dtype bf16") && Contains("\"f32\" or \"f64\""));
+  CHECK_THROWS_WITH(set_train_field_text(c.train, *find_train_field("dtype"), "f16"),
+                    Contains("--dtype f16") && Contains("\"f64\" or \"bf16\""));
   // Every key has a flag except MaxText's zigzag switch (--load-balance covers it), and
   // every field round-trips through to_json.
   for (const TrainField& f : train_fields())

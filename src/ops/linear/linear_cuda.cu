@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/cuda_util.cuh"
@@ -22,9 +23,15 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Linear (cuBLAS, column-major: a row-major [r, c] array is a column-major [c, r] one)
 
+// In the bf16 mode (core/autocast.h) cuBLAS rounds the float operands to bf16 for the
+// tensor cores and accumulates in float (CUBLAS_COMPUTE_32F_FAST_16BF): the host's
+// bf16 matmul, up to the order of the sums.
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                     int k, float alpha, const float* A, int lda, const float* B, int ldb,
                     float beta, float* C, int ldc) {
+  if (bf16_autocast())
+    return cublasGemmEx(h, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, &beta,
+                        C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
   return cublasSgemm(h, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc);
 }
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,

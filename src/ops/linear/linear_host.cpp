@@ -1,5 +1,8 @@
 // Linear on the host: a packed, register-blocked GEMM over row blocks (ops/gemm/gemm.h),
 // bit-identical for any OMP_NUM_THREADS (rounding depends on the tile constants only).
+// In the bf16 mode (core/autocast.h) both operands are rounded to bf16 where they are
+// packed or copied; a product of two bf16 values is exact in float, so the GEMM is then a
+// bf16 x bf16 matmul with float accumulation, the numerics of AMX and of tensor cores.
 #include <omp.h>
 
 #include <algorithm>
@@ -7,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/autocast.h"
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/gemm/gemm.h"
@@ -42,21 +47,48 @@ constexpr int kPanelDepth = 2048;
 template <typename T>
 constexpr int kStrip = 2 * la::detail::kLanes<T>;
 
+// n elements from src to dst, rounded to bf16 values when bf16 (an operand of the bf16 mode).
+template <typename T>
+void copy_operand(const T* src, i64 n, T* dst, bool bf16) {
+  if (!bf16) {
+    std::copy_n(src, n, dst);
+    return;
+  }
+  for (i64 i = 0; i < n; ++i) dst[i] = T(round_bf16(src[i]));
+}
+
 // Packs strip s0 / L of rows [p0, p0 + k) x columns [j0, j0 + n) of op(B) (B is
 // [n_total, ldb] holding op(B)^T when trans): the k rows of columns [s0, s0 + w) (w = L, or
-// the tail) contiguously at P + s0 k. A whole panel is the strips s0 = 0, L, 2L, ...
+// the tail) contiguously at P + s0 k, rounded to bf16 values when bf16. A whole panel is
+// the strips s0 = 0, L, 2L, ...
 template <typename T>
-void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, int s0, T* P) {
+void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, int s0, T* P,
+                bool bf16) {
   const int w = std::min(kStrip<T>, n - s0);
   T* dst = P + i64(s0) * k;
   if (!trans) {  // w contiguous elements of each row: one vector copy per row
-    for (int p = 0; p < k; ++p) std::copy_n(B + (p0 + p) * ldb + j0 + s0, w, dst + i64(p) * w);
+    for (int p = 0; p < k; ++p)
+      copy_operand(B + (p0 + p) * ldb + j0 + s0, w, dst + i64(p) * w, bf16);
     return;
   }
   for (int j = 0; j < w; ++j) {  // row j0 + s0 + j of B, read along, is column j
     const T* row = B + (j0 + s0 + j) * ldb + p0;
-    for (int p = 0; p < k; ++p) dst[i64(p) * w + j] = row[p];
+    if (bf16)
+      for (int p = 0; p < k; ++p) dst[i64(p) * w + j] = T(round_bf16(row[p]));
+    else
+      for (int p = 0; p < k; ++p) dst[i64(p) * w + j] = row[p];
   }
+}
+
+// A [N, k] as the GEMM reads it: itself, or in the bf16 mode a copy rounded to bf16 values
+// in `copy`.
+template <typename T>
+const T* operand_rows(const T* A, i64 N, int k, bool bf16, std::vector<T>& copy) {
+  if (!bf16) return A;
+  copy.resize(std::size_t(N) * k);
+#pragma omp parallel for schedule(static)
+  for (i64 r = 0; r < N; ++r) copy_operand(A + r * k, k, copy.data() + r * k, true);
+  return copy.data();
 }
 
 // C[N, n] = A[N, k] op(B), all row-major and packed; op(B) given as B (see pack_strip).
@@ -72,6 +104,9 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C) {
     std::fill(C, C + N * n, T(0));
     return;
   }
+  const bool bf16 = bf16_autocast();
+  std::vector<T> rounded;
+  A = operand_rows(A, N, k, bf16, rounded);
   const i64 ldb = trans ? k : n;
   std::vector<T> P(std::size_t(std::min(k, kPanelDepth)) * std::min(n, kPanelCols));
   for (int j0 = 0; j0 < n; j0 += kPanelCols) {
@@ -82,7 +117,8 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C) {
       {
         const int strips = (nc + L - 1) / L;
 #pragma omp for schedule(static)
-        for (int s = 0; s < strips; ++s) pack_strip(B, ldb, trans, p0, kc, j0, nc, s * L, P.data());
+        for (int s = 0; s < strips; ++s)
+          pack_strip(B, ldb, trans, p0, kc, j0, nc, s * L, P.data(), bf16);
         const i64 threads = omp_get_num_threads(), tile = la::kTileRows;
         const i64 share = ((N + threads - 1) / threads + tile - 1) / tile * tile;
         const i64 r_begin = std::min(N, omp_get_thread_num() * share),
@@ -122,6 +158,7 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
   // all N rows in a fixed order into scratch, then adds it to dW once (so dW += G exactly
   // and a second call adds the identical G).
   constexpr int L = kStrip<T>;
+  const bool bf16 = bf16_autocast();
   const int to = (out + kTileO - 1) / kTileO, ti = (in + kTileI - 1) / kTileI;
 #pragma omp parallel
   {
@@ -139,9 +176,9 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
         // dy^T block packed as [kb, m] rows (the micro-kernel's transposed-A layout) and
         // the x block in strips: both contiguous, whatever out and in are.
         for (int p = 0; p < kb; ++p)
-          std::copy_n(dy + (k0 + p) * out + o0, m, &Ap[std::size_t(p) * m]);
+          copy_operand(dy + (k0 + p) * out + o0, m, &Ap[std::size_t(p) * m], bf16);
         for (int s0 = 0; s0 < nb; s0 += L)
-          pack_strip(x, in, /*trans=*/false, k0, kb, i0, nb, s0, Bp.data());
+          pack_strip(x, in, /*trans=*/false, k0, kb, i0, nb, s0, Bp.data(), bf16);
         for (int s0 = 0; s0 < nb; s0 += L) {
           const int w = std::min(L, nb - s0);
           la::gemm(true, false, m, w, kb, T(1), Ap.data(), m, Bp.data() + i64(s0) * kb, w, T(1),
