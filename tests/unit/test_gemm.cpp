@@ -15,6 +15,7 @@
 #include "ops/gemm/exp.h"
 #include "ops/gemm/fma_peak.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/transpose.h"
 
 #if defined(__linux__)
 #include <sched.h>
@@ -143,5 +144,23 @@ TEST_CASE("la::exp_in_place is within 3 ulp and independent of position", "[gemm
     std::vector<float> row(x.begin() + 500, x.begin() + 500 + n);
     la::exp_in_place(row.data(), n);
     for (int i = 0; i < n; ++i) CHECK(row[i] == y[500 + i]);
+  }
+}
+
+TEMPLATE_TEST_CASE("la::transpose moves every element, vector blocks and edges alike", "[gemm]",
+                   float, double) {
+  using T = TestType;
+  // Sizes around the 8 x 8 vector block and the 16 x 16 scalar tile, with padded strides.
+  for (const auto& [rows, cols] : std::vector<std::pair<int, int>>{
+           {1, 1}, {8, 8}, {7, 9}, {16, 24}, {33, 17}, {64, 5}, {3, 70}}) {
+    const std::int64_t lds = cols + 3, ldd = rows + 5;
+    std::vector<T> src(std::size_t(rows) * lds), dst(std::size_t(cols) * ldd, T(-1));
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = T(i);
+    la::transpose<T>(rows, cols, src.data(), lds, dst.data(), ldd);
+    INFO("rows " << rows << " cols " << cols);
+    for (int c = 0; c < cols; ++c)
+      for (int r = 0; r < ldd; ++r)  // the padding is untouched
+        REQUIRE(dst[std::size_t(c) * ldd + r] ==
+                (r < rows ? src[std::size_t(r) * lds + c] : T(-1)));
   }
 }
