@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/gemm/exp.h"
+
 namespace gdn::ops::host {
 
 // Column chunk for reductions over rows that are split by column (dW of the norms, dE):
@@ -34,6 +36,22 @@ void add_column_sums(std::int64_t N, int d, F term, T* out) {
 template <typename T>
 inline T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
+}
+// For each block [i0, i0 + m) of up to kSigmoidBlock of the n gates g, in parallel:
+// f(i0, m, s) with s[j] = sigmoid(g[i0 + j]), computed together (la::sigmoid: a vector
+// exp for float) into a buffer on the stack.
+inline constexpr std::int64_t kSigmoidBlock = 512;
+template <typename T, typename F>
+void for_sigmoid_blocks(const T* g, std::int64_t n, F&& f) {
+  const std::int64_t blocks = (n + kSigmoidBlock - 1) / kSigmoidBlock;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t i0 = b * kSigmoidBlock;
+    const int m = int(std::min(kSigmoidBlock, n - i0));
+    T s[kSigmoidBlock];
+    la::sigmoid(g + i0, m, s);
+    f(i0, m, static_cast<const T*>(s));
+  }
 }
 // log(1 + e^x) without overflow; above 20 it equals x to double precision's taste.
 inline double softplus(double x) {

@@ -28,6 +28,14 @@ inline void conv_pre(const T* xb, const T* w, i64 t, int C, int W, double* pre) 
   }
 }
 
+// s[c] = sigmoid(pre[c]) in T's precision: la::sigmoid on pre rounded to T (a vector exp
+// for float; for double the values and libm's exp, as before).
+template <typename T>
+void row_sigmoid(const double* pre, int C, T* s) {
+  for (int c = 0; c < C; ++c) s[c] = T(pre[c]);
+  la::sigmoid(s, C, s);
+}
+
 }  // namespace
 
 template <typename T>
@@ -36,11 +44,13 @@ void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, in
 #pragma omp parallel
   {
     std::vector<double> pre(static_cast<std::size_t>(C));
+    std::vector<T> sg(static_cast<std::size_t>(C));
 #pragma omp for schedule(static)
     for (i64 bt = 0; bt < B * T_len; ++bt) {
       const i64 b = bt / T_len, t = bt % T_len;
       conv_pre(x + b * rows * C, w, t, C, W, pre.data());
-      for (int c = 0; c < C; ++c) y[bt * C + c] = T(pre[c] * sigmoid(pre[c]));
+      row_sigmoid(pre.data(), C, sg.data());
+      for (int c = 0; c < C; ++c) y[bt * C + c] = T(pre[c] * double(sg[c]));
     }
   }
 }
@@ -54,12 +64,14 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
 #pragma omp parallel
   {
     std::vector<double> pre(static_cast<std::size_t>(C));
+    std::vector<T> sg(static_cast<std::size_t>(C));
 #pragma omp for schedule(static)
     for (i64 bt = 0; bt < B * T_len; ++bt) {
       const i64 b = bt / T_len, t = bt % T_len;
       conv_pre(x + b * rows * C, w, t, C, W, pre.data());
+      row_sigmoid(pre.data(), C, sg.data());
       for (int c = 0; c < C; ++c) {
-        const double s = sigmoid(pre[c]);
+        const double s = sg[c];
         dpre[bt * C + c] = double(dy[bt * C + c]) * s * (1.0 + pre[c] * (1.0 - s));
       }
     }

@@ -13,17 +13,23 @@ namespace gdn::ops {
 using i64 = std::int64_t;
 using namespace host;
 
+// The gate's sigmoids are computed a row at a time by la::sigmoid (a vector exp for float,
+// libm for double), the rest in double.
 template <typename T>
 void gated_rmsnorm_forward(Host, const T* x, const T* z, const T* w, i64 N, int d, double eps,
                            T* y) {
-#pragma omp parallel for schedule(static)
-  for (i64 i = 0; i < N; ++i) {
-    const T* xi = x + i * d;
-    const double r = inv_rms(xi, d, eps);
-    for (int j = 0; j < d; ++j) {
-      const double zj = z[i * d + j];
-      const double silu = zj * sigmoid(zj);
-      y[i * d + j] = T(double(xi[j]) * r * double(w[j]) * silu);
+#pragma omp parallel
+  {
+    std::vector<T> sg(static_cast<std::size_t>(d));
+#pragma omp for schedule(static)
+    for (i64 i = 0; i < N; ++i) {
+      const T* xi = x + i * d;
+      const double r = inv_rms(xi, d, eps);
+      la::sigmoid(z + i * d, d, sg.data());
+      for (int j = 0; j < d; ++j) {
+        const double silu = double(z[i * d + j]) * double(sg[j]);
+        y[i * d + j] = T(double(xi[j]) * r * double(w[j]) * silu);
+      }
     }
   }
 }
@@ -34,24 +40,27 @@ void gated_rmsnorm_backward(Host, const T* x, const T* z, const T* w, const T* d
   // With s_j = w_j silu(z_j): dx as in rmsnorm with s; dz_j = dy_j x_j r w_j silu'(z_j),
   // silu'(z) = sig(z) (1 + z (1 - sig(z))); dw_j += sum_rows dy_j x_j r silu(z_j).
   std::vector<double> rs(static_cast<std::size_t>(N));
+  std::vector<T> sig(static_cast<std::size_t>(N * d));  // sigmoid(z), for all three
 #pragma omp parallel for schedule(static)
   for (i64 i = 0; i < N; ++i) {
     const T *xi = x + i * d, *zi = z + i * d, *gi = dy + i * d;
+    T* sg = sig.data() + i * d;
+    la::sigmoid(zi, d, sg);
     const double r = inv_rms(xi, d, eps);
     rs[std::size_t(i)] = r;
     double dot = 0;
     for (int j = 0; j < d; ++j) {
-      const double zj = zi[j], sg = sigmoid(zj);
-      const double s = double(w[j]) * zj * sg;
+      const double zj = zi[j], sj = sg[j];
+      const double s = double(w[j]) * zj * sj;
       dot += double(gi[j]) * s * double(xi[j]);
       if (dz)
         dz[i * d + j] =
-            T(double(gi[j]) * double(xi[j]) * r * double(w[j]) * sg * (1.0 + zj * (1.0 - sg)));
+            T(double(gi[j]) * double(xi[j]) * r * double(w[j]) * sj * (1.0 + zj * (1.0 - sj)));
     }
     if (!dx) continue;
     const double c = r * r * r / d * dot;
     for (int j = 0; j < d; ++j) {
-      const double zj = zi[j], s = double(w[j]) * zj * sigmoid(zj);
+      const double s = double(w[j]) * double(zi[j]) * double(sg[j]);
       dx[i * d + j] = T(r * s * double(gi[j]) - c * double(xi[j]));
     }
   }
@@ -59,8 +68,8 @@ void gated_rmsnorm_backward(Host, const T* x, const T* z, const T* w, const T* d
   add_column_sums(
       N, d,
       [&](i64 i, int c) {
-        const double zc = z[i * d + c];
-        return double(dy[i * d + c]) * double(x[i * d + c]) * rs[std::size_t(i)] * zc * sigmoid(zc);
+        const i64 k = i * d + c;
+        return double(dy[k]) * double(x[k]) * rs[std::size_t(i)] * double(z[k]) * double(sig[k]);
       },
       dw);
 }

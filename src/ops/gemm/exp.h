@@ -1,7 +1,7 @@
 // e^x over a row of values, for the softmax tiles of the host attention (and any other
-// host op that exponentiates rows). Float runs a vector polynomial (Cephes' expf: 2^n times
-// a degree-7 polynomial of the remainder, about 2 ulp); double calls std::exp per element,
-// so the exact fp64 path keeps libm's rounding.
+// host op that exponentiates rows), and the logistic sigmoid built on it. Float runs a vector
+// polynomial (Cephes' expf: 2^n times a degree-7 polynomial of the remainder, about 2 ulp); double
+// calls std::exp per element, so the exact fp64 path keeps libm's rounding.
 //
 // Every element goes through the same vector code whatever its index (the tail is padded
 // into a full vector), so a value's result never depends on the row's length or on where
@@ -64,6 +64,26 @@ inline void exp_in_place(float* x, int n) {
 }
 inline void exp_in_place(double* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+// s[i] = 1 / (1 + e^-x[i]) for i < n (s may be x): the logistic sigmoid of the gates
+// (SwiGLU, SiLU, the attention gate). Float through the vector exp (within a few ulp,
+// position-independent like exp_in_place); double through libm, as the exact path.
+inline void sigmoid(const float* x, int n, float* s) {
+  using V = simd::Vec<float>;
+  constexpr int L = simd::kLanes<float>;
+  const V one = simd::broadcast(1.0f);
+  int i = 0;
+  for (; i + L <= n; i += L) simd::store(s + i, one / (one + detail::exp_vec(-simd::load(x + i))));
+  if (i < n) {
+    float tail[L] = {};
+    std::copy(x + i, x + n, tail);
+    simd::store(tail, one / (one + detail::exp_vec(-simd::load(tail))));
+    std::copy(tail, tail + (n - i), s + i);
+  }
+}
+inline void sigmoid(const double* x, int n, double* s) {
+  for (int i = 0; i < n; ++i) s[i] = 1.0 / (1.0 + std::exp(-x[i]));
 }
 
 }  // namespace gdn::la

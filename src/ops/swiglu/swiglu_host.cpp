@@ -15,18 +15,20 @@ using namespace host;
 
 template <typename T>
 void swiglu_forward(Host, const T* g, const T* u, i64 n, T* y) {
-#pragma omp parallel for schedule(static)
-  for (i64 i = 0; i < n; ++i) y[i] = g[i] * sigmoid(g[i]) * u[i];
+  for_sigmoid_blocks(g, n, [&](i64 i0, int m, const T* sg) {
+    for (int j = 0; j < m; ++j) y[i0 + j] = g[i0 + j] * sg[j] * u[i0 + j];
+  });
 }
 
 template <typename T>
 void swiglu_backward(Host, const T* g, const T* u, const T* dy, i64 n, T* dg, T* du) {
-#pragma omp parallel for schedule(static)
-  for (i64 i = 0; i < n; ++i) {
-    const T sg = sigmoid(g[i]);
-    if (dg) dg[i] = dy[i] * u[i] * sg * (T(1) + g[i] * (T(1) - sg));
-    if (du) du[i] = dy[i] * g[i] * sg;
-  }
+  for_sigmoid_blocks(g, n, [&](i64 i0, int m, const T* sg) {
+    for (int j = 0; j < m; ++j) {
+      const i64 i = i0 + j;
+      if (dg) dg[i] = dy[i] * u[i] * sg[j] * (T(1) + g[i] * (T(1) - sg[j]));
+      if (du) du[i] = dy[i] * g[i] * sg[j];
+    }
+  });
 }
 
 template void swiglu_forward(Host, const float*, const float*, std::int64_t, float*);
