@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/autocast.h"
@@ -79,15 +80,22 @@ void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, i
   }
 }
 
+// Scratch that is written before it is read: uninitialised (a zeroed std::vector would
+// memset every packing buffer, ~1000 of them a step).
+template <typename T>
+std::unique_ptr<T[]> scratch(std::size_t n) {
+  return std::unique_ptr<T[]>(new T[n]);
+}
+
 // A [N, k] as the GEMM reads it: itself, or in the bf16 mode a copy rounded to bf16 values
 // in `copy`.
 template <typename T>
-const T* operand_rows(const T* A, i64 N, int k, bool bf16, std::vector<T>& copy) {
+const T* operand_rows(const T* A, i64 N, int k, bool bf16, std::unique_ptr<T[]>& copy) {
   if (!bf16) return A;
-  copy.resize(std::size_t(N) * k);
+  copy = scratch<T>(std::size_t(N) * k);
 #pragma omp parallel for schedule(static)
-  for (i64 r = 0; r < N; ++r) copy_operand(A + r * k, k, copy.data() + r * k, true);
-  return copy.data();
+  for (i64 r = 0; r < N; ++r) copy_operand(A + r * k, k, copy.get() + r * k, true);
+  return copy.get();
 }
 
 // C[N, n] = A[N, k] op(B) (C += A op(B) when accumulate), all row-major and packed; op(B)
@@ -105,10 +113,11 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
     return;
   }
   const bool bf16 = bf16_autocast();
-  std::vector<T> rounded;
+  std::unique_ptr<T[]> rounded;
   A = operand_rows(A, N, k, bf16, rounded);
   const i64 ldb = trans ? k : n;
-  std::vector<T> P(std::size_t(std::min(k, kPanelDepth)) * std::min(n, kPanelCols));
+  const std::unique_ptr<T[]> P =
+      scratch<T>(std::size_t(std::min(k, kPanelDepth)) * std::min(n, kPanelCols));
   for (int j0 = 0; j0 < n; j0 += kPanelCols) {
     const int nc = std::min(kPanelCols, n - j0);
     for (int p0 = 0; p0 < k; p0 += kPanelDepth) {
@@ -118,7 +127,7 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
         const int strips = (nc + L - 1) / L;
 #pragma omp for schedule(static)
         for (int s = 0; s < strips; ++s)
-          pack_strip(B, ldb, trans, p0, kc, j0, nc, s * L, P.data(), bf16);
+          pack_strip(B, ldb, trans, p0, kc, j0, nc, s * L, P.get(), bf16);
         const i64 threads = omp_get_num_threads(), tile = la::kTileRows;
         const i64 share = ((N + threads - 1) / threads + tile - 1) / tile * tile;
         const i64 r_begin = std::min(N, omp_get_thread_num() * share),
@@ -130,7 +139,7 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
             for (int s0 = 0; s0 < nc; s0 += L) {
               const int w = std::min(L, nc - s0);
               la::gemm(false, false, m, w, kb, T(1), A + r0 * k + p0 + k0, k,
-                       P.data() + i64(s0) * kc + i64(k0) * w, w,
+                       P.get() + i64(s0) * kc + i64(k0) * w, w,
                        p0 + k0 == 0 && !accumulate ? T(0) : T(1), C + r0 * n + j0 + s0, n);
             }
           }
@@ -160,7 +169,8 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
   // values of dy^T a tile needs per step lie in one cache line each: 20% slower. Blocks
   // of kPanelCols x kPanelDepth bound the scratch (16 MiB in float); dW accumulates the
   // blocks in a fixed order, so the rounding depends on the shapes only.
-  std::vector<T> dyT(std::size_t(std::min(out, kPanelCols)) * std::min<i64>(N, kPanelDepth));
+  const std::unique_ptr<T[]> dyT =
+      scratch<T>(std::size_t(std::min(out, kPanelCols)) * std::min<i64>(N, kPanelDepth));
   for (int o0 = 0; o0 < out; o0 += kPanelCols) {
     const int ob = std::min(kPanelCols, out - o0);
     for (i64 n0 = 0; n0 < N; n0 += kPanelDepth) {
@@ -168,8 +178,8 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
 #pragma omp parallel for schedule(static)
       for (int c0 = 0; c0 < ob; c0 += 8)  // dyT[c, r] = dy[n0 + r, o0 + c]
         la::transpose<T>(nb, std::min(8, ob - c0), dy + n0 * out + o0 + c0, out,
-                         dyT.data() + i64(c0) * nb, nb);
-      gemm_rows(dyT.data(), x + n0 * in, /*trans=*/false, ob, nb, in, dW + i64(o0) * in,
+                         dyT.get() + i64(c0) * nb, nb);
+      gemm_rows(dyT.get(), x + n0 * in, /*trans=*/false, ob, nb, in, dW + i64(o0) * in,
                 /*accumulate=*/true);
     }
   }
