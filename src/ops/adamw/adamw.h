@@ -1,5 +1,7 @@
 // The optimizer's element-wise pieces: one AdamW update, the sum of squares behind the
-// global gradient norm, and the clipping scale. Math in double on both devices.
+// global gradient norm, and the clipping scale. The update runs in T (as PyTorch's AdamW
+// in the parameters' dtype) with its per-step constants computed in double and rounded
+// once; the sums of squares and the scale in double. Both devices alike.
 #pragma once
 
 #include <cstdint>

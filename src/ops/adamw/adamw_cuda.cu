@@ -21,13 +21,14 @@ template <typename T>
 __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, i64 n, double lr, double b1, double b2,
                              double eps, double keep, double bc1, double bc2) {
   for (i64 e = thread_index(); e < n; e += thread_stride()) {
-    const double gd = double(g[e]);
-    const double me = b1 * double(m[e]) + (1.0 - b1) * gd;
-    const double ve = b2 * double(v[e]) + (1.0 - b2) * gd * gd;
-    m[e] = T(me);
-    v[e] = T(ve);
-    const double update = (me / bc1) / (::sqrt(ve / bc2) + eps);
-    p[e] = T(double(p[e]) * keep - lr * update);
+    // In T, with the constants rounded once to T: the host's order of operations.
+    const T gd = g[e];
+    const T me = T(b1) * m[e] + T(1.0 - b1) * gd;
+    const T ve = T(b2) * v[e] + T(1.0 - b2) * gd * gd;
+    m[e] = me;
+    v[e] = ve;
+    const T update = (me / T(bc1)) / (sqrt(ve / T(bc2)) + T(eps));
+    p[e] = p[e] * T(keep) - T(lr) * update;
   }
 }
 

@@ -17,18 +17,23 @@ using namespace host;
 template <typename T>
 void adamw_update(Host, T* p, const T* g, T* m, T* v, i64 n, double lr, double beta1, double beta2,
                   double eps, double wd, i64 step) {
-  const double bc1 = 1.0 - std::pow(beta1, double(step + 1));
-  const double bc2 = 1.0 - std::pow(beta2, double(step + 1));
-  const double keep = 1.0 - lr * wd;  // decoupled decay, PyTorch's order: before the update
+  // The per-step constants in double, rounded once to T; the update in T, as PyTorch's
+  // AdamW runs it in the parameters' dtype (double division and square root made the f32
+  // update compute-bound: 4 lanes instead of 8, at several times the latency).
+  const T bc1 = T(1.0 - std::pow(beta1, double(step + 1)));
+  const T bc2 = T(1.0 - std::pow(beta2, double(step + 1)));
+  const T keep = T(1.0 - lr * wd);  // decoupled decay, PyTorch's order: before the update
+  const T b1 = T(beta1), b2 = T(beta2), c1 = T(1.0 - beta1), c2 = T(1.0 - beta2), lr_t = T(lr),
+          eps_t = T(eps);
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
   for (i64 e = 0; e < n; ++e) {
-    const double gd = double(g[e]);
-    const double me = beta1 * double(m[e]) + (1.0 - beta1) * gd;
-    const double ve = beta2 * double(v[e]) + (1.0 - beta2) * gd * gd;
-    m[e] = T(me);
-    v[e] = T(ve);
-    const double update = (me / bc1) / (std::sqrt(ve / bc2) + eps);
-    p[e] = T(double(p[e]) * keep - lr * update);
+    const T gd = g[e];
+    const T me = b1 * m[e] + c1 * gd;
+    const T ve = b2 * v[e] + c2 * gd * gd;
+    m[e] = me;
+    v[e] = ve;
+    const T update = (me / bc1) / (std::sqrt(ve / bc2) + eps_t);
+    p[e] = p[e] * keep - lr_t * update;
   }
 }
 
