@@ -58,11 +58,25 @@ inline double softplus(double x) {
   return x > 20.0 ? x : std::log1p(std::exp(x));
 }
 
+// sum_j f(j) for j < d in double: element j into running sum j mod 8, the sums then
+// pairwise. One running sum is a chain of d dependent adds (~4 cycles each: 2000 cycles a
+// row of 512); eight vectorise and overlap. The order depends on d alone.
+template <typename F>
+inline double row_sum8(int d, F&& f) {
+  double s[8] = {};
+  int j = 0;
+  for (; j + 8 <= d; j += 8)
+    for (int e = 0; e < 8; ++e) s[e] += f(j + e);
+  for (; j < d; ++j) s[j % 8] += f(j);
+  for (int w = 4; w > 0; w /= 2)
+    for (int e = 0; e < w; ++e) s[e] += s[e + w];
+  return s[0];
+}
+
 // 1 / sqrt(mean(x^2) + eps) of one row, accumulated in double.
 template <typename T>
 inline double inv_rms(const T* x, int d, double eps) {
-  double s = 0;
-  for (int j = 0; j < d; ++j) s += double(x[j]) * double(x[j]);
+  const double s = row_sum8(d, [&](int j) { return double(x[j]) * double(x[j]); });
   return 1.0 / std::sqrt(s / d + eps);
 }
 

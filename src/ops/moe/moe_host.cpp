@@ -93,9 +93,7 @@ template <typename T>
 void row_dots(Host, const T* a, const T* b, i64 n, int d, T* out) {
 #pragma omp parallel for schedule(static)
   for (i64 i = 0; i < n; ++i) {
-    double acc = 0;
-    for (int c = 0; c < d; ++c) acc += double(a[i * d + c]) * double(b[i * d + c]);
-    out[i] = T(acc);
+    out[i] = T(row_sum8(d, [&](int c) { return double(a[i * d + c]) * double(b[i * d + c]); }));
   }
 }
 
@@ -120,11 +118,9 @@ void shared_gate_backward(Host, const T* s, const T* z, const T* dy, i64 N, int 
 #pragma omp parallel for schedule(static)
   for (i64 n = 0; n < N; ++n) {
     const T g = sigmoid(z[n]);
-    double dot = 0;
-    for (int c = 0; c < d; ++c) {
-      dot += double(dy[n * d + c]) * double(s[n * d + c]);
-      ds[n * d + c] = g * dy[n * d + c];
-    }
+    const double dot =
+        row_sum8(d, [&](int c) { return double(dy[n * d + c]) * double(s[n * d + c]); });
+    for (int c = 0; c < d; ++c) ds[n * d + c] = g * dy[n * d + c];
     dz[n] = T(dot * double(g) * (1.0 - double(g)));
   }
 }

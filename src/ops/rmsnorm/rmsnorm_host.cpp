@@ -35,8 +35,8 @@ void rmsnorm_backward(Host, const T* x, const T* w, const T* dy, i64 N, int d, d
     const double r = inv_rms(xi, d, eps);
     rs[std::size_t(i)] = r;
     if (!dx) continue;
-    double dot = 0;
-    for (int j = 0; j < d; ++j) dot += double(gi[j]) * (1.0 + double(w[j])) * double(xi[j]);
+    const double dot =
+        row_sum8(d, [&](int j) { return double(gi[j]) * (1.0 + double(w[j])) * double(xi[j]); });
     const double c = r * r * r / d * dot;
     for (int j = 0; j < d; ++j)
       dx[i * d + j] = T(r * (1.0 + double(w[j])) * double(gi[j]) - c * double(xi[j]));
