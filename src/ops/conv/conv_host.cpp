@@ -18,13 +18,25 @@ namespace {
 
 constexpr int kChanChunk = 64;  // channels per work unit of the conv weight gradient
 
+// w [C, W] as wt [W, C] in double: the loops below run along the channels (contiguous in
+// x, dy and wt, so they vectorise) and over the taps j outside, each channel's sum still
+// in the order j = 0, 1, ..., W - 1.
+template <typename T>
+std::vector<double> taps_by_channel(const T* w, int C, int W) {
+  std::vector<double> wt(static_cast<std::size_t>(W) * C);
+  for (int c = 0; c < C; ++c)
+    for (int j = 0; j < W; ++j) wt[std::size_t(j) * C + c] = double(w[c * W + j]);
+  return wt;
+}
+
 // Pre-activation of the conv at (b, t): sum_j w[c, j] x[b, t + j, c] for all c.
 template <typename T>
-inline void conv_pre(const T* xb, const T* w, i64 t, int C, int W, double* pre) {
-  for (int c = 0; c < C; ++c) {
-    double s = 0;
-    for (int j = 0; j < W; ++j) s += double(w[c * W + j]) * double(xb[(t + j) * C + c]);
-    pre[c] = s;
+inline void conv_pre(const T* xb, const double* wt, i64 t, int C, int W, double* pre) {
+  std::fill(pre, pre + C, 0.0);
+  for (int j = 0; j < W; ++j) {
+    const T* xr = xb + (t + j) * C;
+    const double* wj = wt + std::size_t(j) * C;
+    for (int c = 0; c < C; ++c) pre[c] += wj[c] * double(xr[c]);
   }
 }
 
@@ -41,6 +53,7 @@ void row_sigmoid(const double* pre, int C, T* s) {
 template <typename T>
 void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, int C, int W, T* y) {
   const i64 rows = T_len + W - 1;  // rows of x per batch row, halo included
+  const std::vector<double> wt = taps_by_channel(w, C, W);
 #pragma omp parallel
   {
     std::vector<double> pre(static_cast<std::size_t>(C));
@@ -48,7 +61,7 @@ void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, in
 #pragma omp for schedule(static)
     for (i64 bt = 0; bt < B * T_len; ++bt) {
       const i64 b = bt / T_len, t = bt % T_len;
-      conv_pre(x + b * rows * C, w, t, C, W, pre.data());
+      conv_pre(x + b * rows * C, wt.data(), t, C, W, pre.data());
       row_sigmoid(pre.data(), C, sg.data());
       for (int c = 0; c < C; ++c) y[bt * C + c] = T(pre[c] * double(sg[c]));
     }
@@ -59,6 +72,7 @@ template <typename T>
 void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B, i64 T_len, int C,
                                int W, T* dx, T* dw) {
   const i64 rows = T_len + W - 1;
+  const std::vector<double> wt = taps_by_channel(w, C, W);
   // dpre = dy * silu'(pre), silu'(p) = sig(p) (1 + p (1 - sig(p))), kept in double.
   std::vector<double> dpre(static_cast<std::size_t>(B * T_len * C));
 #pragma omp parallel
@@ -68,7 +82,7 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
 #pragma omp for schedule(static)
     for (i64 bt = 0; bt < B * T_len; ++bt) {
       const i64 b = bt / T_len, t = bt % T_len;
-      conv_pre(x + b * rows * C, w, t, C, W, pre.data());
+      conv_pre(x + b * rows * C, wt.data(), t, C, W, pre.data());
       row_sigmoid(pre.data(), C, sg.data());
       for (int c = 0; c < C; ++c) {
         const double s = sg[c];
@@ -78,16 +92,20 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
   }
   if (dx) {
     // Gather form, one x row per iteration (no races): x row r feeds outputs t = r - j.
-#pragma omp parallel for schedule(static)
-    for (i64 br = 0; br < B * rows; ++br) {
-      const i64 b = br / rows, r = br % rows;
-      for (int c = 0; c < C; ++c) {
-        double s = 0;
+#pragma omp parallel
+    {
+      std::vector<double> s(static_cast<std::size_t>(C));
+#pragma omp for schedule(static)
+      for (i64 br = 0; br < B * rows; ++br) {
+        const i64 b = br / rows, r = br % rows;
+        std::fill(s.begin(), s.end(), 0.0);
         for (int j = 0; j < W; ++j) {
           const i64 t = r - j;
-          if (t >= 0 && t < T_len) s += double(w[c * W + j]) * dpre[(b * T_len + t) * C + c];
+          if (t < 0 || t >= T_len) continue;
+          const double *dp = &dpre[(b * T_len + t) * C], *wj = wt.data() + std::size_t(j) * C;
+          for (int c = 0; c < C; ++c) s[std::size_t(c)] += wj[c] * dp[c];
         }
-        dx[br * C + c] = T(s);
+        for (int c = 0; c < C; ++c) dx[br * C + c] = T(s[std::size_t(c)]);
       }
     }
   }
@@ -98,17 +116,19 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < chunks; ++ch) {
       const int c0 = ch * kChanChunk, c1 = std::min(C, c0 + kChanChunk);
-      std::vector<double> acc(static_cast<std::size_t>((c1 - c0) * W), 0.0);
+      const int n = c1 - c0;
+      std::vector<double> acc(static_cast<std::size_t>(W) * n, 0.0);  // [j, c - c0]
       for (i64 b = 0; b < B; ++b)
         for (i64 t = 0; t < T_len; ++t) {
-          const double* dp = &dpre[(b * T_len + t) * C];
+          const double* dp = &dpre[(b * T_len + t) * C + c0];
           for (int j = 0; j < W; ++j) {
-            const T* xr = x + (b * rows + t + j) * C;
-            for (int c = c0; c < c1; ++c) acc[(c - c0) * W + j] += dp[c] * double(xr[c]);
+            const T* xr = x + (b * rows + t + j) * C + c0;
+            double* aj = acc.data() + std::size_t(j) * n;
+            for (int c = 0; c < n; ++c) aj[c] += dp[c] * double(xr[c]);
           }
         }
       for (int c = c0; c < c1; ++c)
-        for (int j = 0; j < W; ++j) dw[c * W + j] += T(acc[(c - c0) * W + j]);
+        for (int j = 0; j < W; ++j) dw[c * W + j] += T(acc[std::size_t(j) * n + (c - c0)]);
     }
   }
 }
