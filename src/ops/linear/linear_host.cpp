@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/simd.h"
 #include "ops/gemm/transpose.h"
 #include "ops/host_util.h"
 #include "ops/linear/linear.h"
@@ -66,18 +67,23 @@ void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, i
                 bool bf16) {
   const int w = std::min(kStrip<T>, n - s0);
   T* dst = P + i64(s0) * k;
-  if (!trans) {  // w contiguous elements of each row: one vector copy per row
-    for (int p = 0; p < k; ++p)
-      copy_operand(B + (p0 + p) * ldb + j0 + s0, w, dst + i64(p) * w, bf16);
+  if (!trans) {  // w contiguous elements of each row
+    const T* src = B + p0 * ldb + j0 + s0;
+    if (w == kStrip<T> && !bf16) {  // two vector moves per row (memmove's call costs more)
+      constexpr int L = la::detail::kLanes<T>;
+      for (int p = 0; p < k; ++p) {
+        simd::store(dst + i64(p) * w, simd::load(src + p * ldb));
+        simd::store(dst + i64(p) * w + L, simd::load(src + p * ldb + L));
+      }
+      return;
+    }
+    for (int p = 0; p < k; ++p) copy_operand(src + p * ldb, w, dst + i64(p) * w, bf16);
     return;
   }
-  for (int j = 0; j < w; ++j) {  // row j0 + s0 + j of B, read along, is column j
-    const T* row = B + (j0 + s0 + j) * ldb + p0;
-    if (bf16)
-      for (int p = 0; p < k; ++p) dst[i64(p) * w + j] = T(round_bf16(row[p]));
-    else
-      for (int p = 0; p < k; ++p) dst[i64(p) * w + j] = row[p];
-  }
+  // Row j0 + s0 + j of B, read along, is column j: a transpose of w rows of k.
+  la::transpose<T>(w, k, B + (j0 + s0) * ldb + p0, ldb, dst, w);
+  if (bf16)
+    for (i64 e = 0; e < i64(k) * w; ++e) dst[e] = T(round_bf16(dst[e]));
 }
 
 // Scratch that is written before it is read: uninitialised (a zeroed std::vector would
