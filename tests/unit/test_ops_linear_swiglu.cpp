@@ -67,12 +67,13 @@ TEST_CASE("linear backward matches finite differences", "[layers]") {
 TEST_CASE("linear on shapes past every tile and vector boundary matches a naive loop", "[layers]") {
   // The first shape: N spans several row blocks and depth blocks, out and in several dW
   // tiles, and none is a multiple of the vector width. The second spans several packed
-  // panels of the weight (2048 x 2048) in both directions.
+  // panels of the weight (2048 x 2048) in both directions; the third several blocks of
+  // dW's reduction over N (2048 rows each, accumulated in turn).
   struct Shape3 {
     std::int64_t N;
     int in, out;
   };
-  const Shape3 s = GENERATE(Shape3{300, 290, 270}, Shape3{21, 2100, 4113});
+  const Shape3 s = GENERATE(Shape3{300, 290, 270}, Shape3{21, 2100, 4113}, Shape3{4500, 37, 29});
   const std::int64_t N = s.N;
   const int in = s.in, out = s.out;
   INFO("N " << N << " in " << in << " out " << out);
