@@ -7,10 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <map>
 #include <new>
-#include <string>
-#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -79,16 +76,6 @@ std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options
   if (res.count("help")) return std::nullopt;
   GDN_CHECK(res.unmatched().empty(), "unexpected argument '", res.unmatched().front(),
             "' (see --help)");
-  // cxxopts keeps the last of a repeated flag: a second --config or --cp would silently
-  // replace the first. No flag of these tools takes more than one value.
-  std::map<std::string, std::vector<std::string>> given;
-  for (const cxxopts::KeyValue& kv : res.arguments()) given[kv.key()].push_back(kv.value());
-  for (const auto& [flag, values] : given) {
-    if (values.size() < 2) continue;
-    std::string list;
-    for (const std::string& v : values) list += (list.empty() ? "'" : ", '") + v + "'";
-    throw_error("--", flag, " is given ", values.size(), " times (", list, "): give it once");
-  }
   return res;
 }
 

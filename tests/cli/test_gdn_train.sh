@@ -188,8 +188,6 @@ bad "dp*cp = 4 on 2 ranks" "but the job has world size 2" 2 --config "$CONFIG" -
 bad "dp*cp = 4 on 3 ranks" "but the job has world size 3" 3 --config "$CONFIG" --dp 2 --cp 2
 bad "missing --data file" "$WORK/no_such_text.txt" 2 --config "$CONFIG" --cp 2 \
   --data "$WORK/no_such_text.txt"
-bad "--cp given twice" "--cp is given 2 times ('2', '1'): give it once" 2 --config "$CONFIG" \
-  --cp 2 --cp 1
 
 # ---------------------------------------------------------------- (5) kill one rank
 KDIR="$WORK/ckpt_kill"  # its path marks this job's processes for pgrep
