@@ -160,6 +160,7 @@ double median(std::vector<double> xs) {
 }
 
 int serial_main(const std::string& tool, int (*run)(int, char**), int argc, char** argv) {
+  keep_freed_memory();
   setup_logging(tool);
   try {
     return run(argc, argv);

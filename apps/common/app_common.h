@@ -78,8 +78,9 @@ int mpi_main(int argc, char** argv, const std::string& tool, cxxopts::Options op
   return 0;
 }
 
-// main() of a serial tool: sets up logging, runs `run`, and turns an exception into one
-// error line and exit code 1.
+// main() of a serial tool: keeps freed memory as mpi_main does (the benchmarks then time
+// the GEMMs' scratch as the trainer gets it, not mmap'd and faulted in on every call),
+// sets up logging, runs `run`, and turns an exception into one error line and exit code 1.
 int serial_main(const std::string& tool, int (*run)(int, char**), int argc, char** argv);
 
 // The model config's keys with no effect on the math (one warning line naming them and
