@@ -43,24 +43,26 @@ GDN_HD inline float to_float(Bf16 x) {
   return bf16_detail::bits_float(std::uint32_t(x.bits) << 16);
 }
 
-GDN_HD inline Bf16 to_bf16(float x) {
-  const std::uint32_t u = bf16_detail::float_bits(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u)  // NaN: keep the sign, force the quiet bit
-    return Bf16{std::uint16_t((u >> 16) | 0x0040u)};
-  // Adding 0x7fff plus the lowest kept bit rounds the dropped 16 bits to nearest, ties to
-  // the even result; a carry into the exponent is the correct rounding up (to inf at the
-  // top of the range).
-  const std::uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  return Bf16{std::uint16_t(rounded >> 16)};
-}
-
-// The bf16 value nearest x (ties to even), as a float: to_float(to_bf16(x)) without a
-// branch, so that loops over arrays of it vectorise.
-GDN_HD inline float round_bf16(float x) {
-  const std::uint32_t u = bf16_detail::float_bits(x);
+namespace bf16_detail {
+// The float bits of the bf16 value nearest the float with bits u, low 16 bits zero. Adding
+// 0x7fff plus the lowest kept bit rounds the dropped 16 bits to nearest, ties to the even
+// result; a carry into the exponent is the correct rounding up (to inf at the top of the
+// range). A NaN keeps its sign and gets the quiet bit. A select, not a branch, so that
+// loops over arrays vectorise.
+GDN_HD inline std::uint32_t rounded_bits(std::uint32_t u) {
   const std::uint32_t nearest = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
   const std::uint32_t quiet_nan = (u | 0x00400000u) & 0xffff0000u;
-  return bf16_detail::bits_float((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : nearest);
+  return (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : nearest;
+}
+}  // namespace bf16_detail
+
+GDN_HD inline Bf16 to_bf16(float x) {
+  return Bf16{std::uint16_t(bf16_detail::rounded_bits(bf16_detail::float_bits(x)) >> 16)};
+}
+
+// The bf16 value nearest x (ties to even), as a float: to_float(to_bf16(x)).
+GDN_HD inline float round_bf16(float x) {
+  return bf16_detail::bits_float(bf16_detail::rounded_bits(bf16_detail::float_bits(x)));
 }
 GDN_HD inline double round_bf16(double x) {
   return round_bf16(float(x));

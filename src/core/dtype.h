@@ -4,6 +4,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "core/enum_names.h"
@@ -27,13 +29,24 @@ inline const char* dtype_name(DType t) {
   return name_of(t);
 }
 
-// The value of a floating-point dtype option (a flag, a config key, named by `what`):
-// f32 or f64, anything else refused.
-inline DType parse_real_dtype(const std::string& text, const std::string& what) {
+// The value of a dtype option (a flag, a config key, named by `what`), one of `allowed`;
+// anything else refused, naming them.
+inline DType parse_dtype_of(const std::string& text, const std::string& what,
+                            std::initializer_list<DType> allowed) {
   const std::optional<DType> t = enum_from_name<DType>(text);
-  GDN_CHECK(t == DType::f32 || t == DType::f64, what, " ", text.empty() ? "''" : text,
-            " is not supported: expected f32 or f64");
+  std::string names;
+  bool ok = false;
+  for (DType a : allowed) {
+    ok = ok || t == a;
+    names += std::string(names.empty() ? "" : " or ") + dtype_name(a);
+  }
+  GDN_CHECK(ok, what, " ", text.empty() ? "''" : text, " is not supported: expected ", names);
   return *t;
+}
+
+// A floating-point dtype option: f32 or f64.
+inline DType parse_real_dtype(const std::string& text, const std::string& what) {
+  return parse_dtype_of(text, what, {DType::f32, DType::f64});
 }
 
 // The dtype of a run's values (parameters, activations, checkpoints) for a run dtype: bf16
@@ -44,10 +57,7 @@ inline DType value_dtype(DType run) {
 
 // A run's dtype option (train.dtype, gdn_eval --dtype): f32, f64 or bf16.
 inline DType parse_run_dtype(const std::string& text, const std::string& what) {
-  const std::optional<DType> t = enum_from_name<DType>(text);
-  GDN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::bf16, what, " ",
-            text.empty() ? "''" : text, " is not supported: expected f32, f64 or bf16");
-  return *t;
+  return parse_dtype_of(text, what, {DType::f32, DType::f64, DType::bf16});
 }
 
 template <typename T>
