@@ -218,7 +218,7 @@ int evaluate(const Setup& s, Communicator& world) {
       loss + (s.model.output_router_logits ? s.model.router_aux_loss_coef * losses.aux : 0.0);
   if (s.stats) {
     // This rank's share of the attention triangle, and the exchange per call site.
-    double pairs = double(model->attention_pairs()) * double(Bl), hi = pairs, sum = pairs;
+    double pairs = double(model->attention_pairs()), hi = pairs, sum = pairs;
     world.all_reduce_max(&hi, 1, app_sites::kEvalStats);
     world.all_reduce_sum(&sum, 1, app_sites::kEvalStats);
     if (world.rank() == 0) {

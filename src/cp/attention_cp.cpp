@@ -114,8 +114,18 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
   balanced_ = cp.options.attention_layer_local && P > 1;
   qpos_ = attention_query_positions(Tg, P, cp.comm.rank(), balanced_);
   const i64 Tq = i64(qpos_.size());
-  pairs_ = ops::attention_pairs(qpos_.data(), Tq);
   qpos_dev_ = to_device<Dev>(qpos_.data(), qpos_.size());
+  std::vector<i64> kstart;  // packed documents: each query row's first key
+  if (cp.documents) {
+    GDN_CHECK(cp.documents->rows() == B && cp.documents->length() == Tg,
+              "AttentionContextParallel: documents of ", cp.documents->rows(), " rows of ",
+              cp.documents->length(), " tokens for a batch of ", B, " rows of ", Tg);
+    kstart = cp.documents->starts(qpos_);
+    kstart_dev_ = to_device<Dev>(kstart.data(), kstart.size());
+  } else {
+    kstart_dev_ = Buffer<Dev, i64>();
+  }
+  pairs_ = ops::attention_pairs(qpos_.data(), Tq, B, kstart.empty() ? nullptr : kstart.data());
 
   // 1. The whole sequence's K and V: each rank contributes [B, Tmax, 2, Hkv D] (its shard,
   // zero-padded), and the blocks are unpacked to [B, T, Hkv, D] by global position.
@@ -157,7 +167,7 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
     o_view_ = o;
   }
   ops::attention_forward(Dev{}, q_view_, k_all_.data(), v_all_.data(), qpos_dev_.data(), B, Tq, Tg,
-                         d.Hq, d.Hkv, d.D, d.scale, o_view_, lse_.data());
+                         d.Hq, d.Hkv, d.D, d.scale, o_view_, lse_.data(), kstart_or_null());
   if (balanced_)
     redistribute(cp, o_.data(), o, int(qw), false, attention_sites::kOutputFromBalanced);
 }
@@ -185,7 +195,7 @@ void AttentionContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO
   Buffer<Dev, T> dk_all(std::size_t(B * Tg * kv)), dv_all(std::size_t(B * Tg * kv));
   ops::attention_backward(Dev{}, q_view_, k_all_.data(), v_all_.data(), o_view_, lse_.data(),
                           dO_view, qpos_dev_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D, d.scale, dq_view,
-                          dk_all.data(), dv_all.data());
+                          dk_all.data(), dv_all.data(), kstart_or_null());
   if (balanced_)
     redistribute(cp, dq_q.data(), dq, int(qw), false, attention_sites::kDqFromBalanced);
   // dK, dV of every position, summed over the ranks onto the position's owner.

@@ -45,8 +45,8 @@ class AttentionContextParallel {
                T* o);
   // dO -> dq, dk, dv of this rank's shard (overwritten). Same cp as the forward.
   void backward(const CpContext& cp, const T* dO, T* dq, T* dk, T* dv);
-  // (query, key) pairs of the last forward per sequence and head: this rank's share of
-  // the causal triangle (its attention FLOPs are 4 D Hq B pairs forward).
+  // (query, key) pairs of the last forward per head, summed over the batch rows: this
+  // rank's share of the causal triangles (its attention FLOPs are 4 D Hq pairs forward).
   std::int64_t pairs() const { return pairs_; }
   // Frees what the forward kept (activation recomputation, docs/design.md §6c). Keep::replay
   // keeps nothing either: K and V are gathered again, as large as the kept activations.
@@ -66,6 +66,11 @@ class AttentionContextParallel {
   bool balanced_ = false;
   std::vector<std::int64_t> qpos_;      // the query rows' global positions, ascending
   Buffer<Dev, std::int64_t> qpos_dev_;  // the same in Dev's memory, for the attention op
+  // With packed documents (cp.documents): each query row's first key [B, Tq], else empty.
+  Buffer<Dev, std::int64_t> kstart_dev_;
+  const std::int64_t* kstart_or_null() const {
+    return kstart_dev_.size() ? kstart_dev_.data() : nullptr;
+  }
   std::int64_t pairs_ = 0;
   Buffer<Dev, T> k_all_, v_all_;  // [B, T, Hkv, D]: the whole sequence
   Buffer<Dev, T> q_, o_, lse_;    // in the query layout (balanced only: q_, o_)

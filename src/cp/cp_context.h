@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "comm/communicator.h"
+#include "cp/documents.h"
 #include "cp/shard.h"
 
 namespace gdn {
@@ -28,6 +29,8 @@ struct CpContext {
   Shard shard;         // this rank's tokens [begin, end) of every sequence
   std::int64_t T_global = 0;
   CpOptions options;
+  // Packed documents of the rows of this step (documents.h); null: each row is one.
+  const Documents* documents = nullptr;
 
   // The contiguous shard of rank comm.rank() of comm.size() (shard.h).
   static CpContext contiguous(Communicator& comm, std::int64_t T_global, CpOptions opt = {}) {

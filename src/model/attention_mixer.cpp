@@ -95,9 +95,14 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   k_.resize(N * kv);
   ops::rmsnorm_forward(dev, q_raw_.data(), ps_.value(q_norm_), N * Hq_, D_, eps_, q_.data());
   ops::rmsnorm_forward(dev, k_raw_.data(), ps_.value(k_norm_), N * Hkv_, D_, eps_, k_.data());
+  // Global positions, or with packed documents the positions inside each document.
   std::vector<std::int64_t> pos(static_cast<std::size_t>(N));
-  for (int b = 0; b < B; ++b)
-    for (std::int64_t t = 0; t < Tl; ++t) pos[std::size_t(b * Tl + t)] = cp.shard.begin + t;
+  if (cp.documents) {
+    pos = cp.documents->positions(cp.shard);
+  } else {
+    for (int b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < Tl; ++t) pos[std::size_t(b * Tl + t)] = cp.shard.begin + t;
+  }
   pos_ = to_device<Dev>(pos.data(), pos.size());
   ops::rope_forward(dev, q_.data(), pos_.data(), N, Hq_, D_, R_, theta_, q_.data());
   ops::rope_forward(dev, k_.data(), pos_.data(), N, Hkv_, D_, R_, theta_, k_.data());

@@ -124,9 +124,16 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   conv_in_.resize(std::size_t(B) * (H + Tl) * Cc);
   Dev::copy_rows(conv_in_.data(), (H + Tl) * Cc, halo_.data(), H * Cc, H * Cc, B);
   Dev::copy_rows(conv_in_.data() + H * Cc, (H + Tl) * Cc, mixed.data(), Tl * Cc, Tl * Cc, B);
+  if (cp.documents) {
+    const std::vector<std::int64_t> pos = cp.documents->positions(cp.shard);
+    pos_ = to_device<Dev>(pos.data(), pos.size());
+  } else {
+    pos_ = Buffer<Dev, std::int64_t>();
+  }
+  const std::int64_t* pos = pos_.size() ? pos_.data() : nullptr;
   Buffer<Dev, T> conv_out(N * Cc);
   ops::causal_conv_silu_forward(dev, conv_in_.data(), ps_.value(conv1d_), B, Tl, Cc, W_,
-                                conv_out.data());
+                                conv_out.data(), pos);
   // The core wants q, k [B, Tl, Hk, K] and v [B, Tl, Hv, V] as separate tensors.
   q_.resize(N * qk_dim());
   k_.resize(N * qk_dim());
@@ -154,9 +161,7 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
     for (Buffer<Dev, T>* b : {&q_, &k_, &v_, &beta_}) ops::round_to_bf16(dev, b->data(), b->size());
   {
     const profile::Scope core_scope("gdn_core");
-    core_.forward(
-        cp, p, GdnInputView<T>{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
-        o_.data(), nullptr);
+    core_forward(cp, p);
   }
   if (bf16) ops::round_to_bf16(dev, o_.data(), o_.size());
   // Gated RMSNorm per value head, then out_proj.
@@ -183,7 +188,7 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   if (bf16_autocast()) ops::round_to_bf16(dev, d_o.data(), d_o.size());
   {
     const profile::Scope core_scope("gdn_core");
-    core_.backward(cp, d_o.data(), nullptr, cg);
+    core_backward(cp, d_o.data(), cg);
   }
   Buffer<Dev, T> db(N * Hv_), da(N * Hv_);
   ops::gdn_gating_backward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_),
@@ -196,7 +201,8 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   Dev::copy_rows(dconv_out.data() + 2 * qk_dim(), Cc, dv.data(), v_dim(), v_dim(), N);
   Buffer<Dev, T> dconv_in(std::size_t(B) * (H + Tl) * Cc);
   ops::causal_conv_silu_backward(dev, conv_in_.data(), ps_.value(conv1d_), dconv_out.data(), B, Tl,
-                                 Cc, W_, dconv_in.data(), ps_.grad(conv1d_));
+                                 Cc, W_, dconv_in.data(), ps_.grad(conv1d_),
+                                 pos_.size() ? pos_.data() : nullptr);
   Buffer<Dev, T> dhalo(std::size_t(B) * H * Cc), dmixed(N * Cc);
   Dev::copy_rows(dhalo.data(), H * Cc, dconv_in.data(), (H + Tl) * Cc, H * Cc, B);
   Dev::copy_rows(dmixed.data(), Tl * Cc, dconv_in.data() + H * Cc, (H + Tl) * Cc, Tl * Cc, B);
@@ -217,11 +223,57 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
 }
 
 template <typename T, typename Dev>
+void GdnMixer<T, Dev>::core_forward(const CpContext& cp, const GdnProblem& p) {
+  const GdnInputView<T> all{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr};
+  const std::size_t n = cp.documents ? std::size_t(p.B) : 1;
+  GDN_CHECK(!cp.documents || (cp.documents->rows() == p.B && cp.documents->length() == p.T),
+            "GdnMixer: documents of ", cp.documents ? cp.documents->rows() : 0,
+            " rows for a batch of ", p.B, " rows");
+  if (cores_.size() != n) {
+    cores_.clear();
+    for (std::size_t i = 0; i < n; ++i)
+      cores_.push_back(std::make_unique<GdnContextParallel<T, Dev>>());
+  }
+  if (!cp.documents) {
+    cores_[0]->forward(cp, p, all, o_.data(), nullptr);
+    return;
+  }
+  // Row b as a packed problem of its own: its documents are the sequences.
+  const std::int64_t Tl = cp.tokens(), qk = Tl * qk_dim(), vv = Tl * v_dim(), hh = Tl * Hv_;
+  GdnProblem row = p;
+  row.B = 1;
+  for (int b = 0; b < p.B; ++b) {
+    row.cu_seqlens = cp.documents->row(b);
+    const GdnInputView<T> in{all.q + b * qk, all.k + b * qk,    all.v + b * vv,
+                             all.g + b * hh, all.beta + b * hh, nullptr};
+    cores_[std::size_t(b)]->forward(cp, row, in, o_.data() + b * vv, nullptr);
+  }
+}
+
+template <typename T, typename Dev>
+void GdnMixer<T, Dev>::core_backward(const CpContext& cp, const T* d_o, GdnGradView<T>& g) {
+  if (cores_.size() == 1 && !cp.documents) {
+    cores_[0]->backward(cp, d_o, nullptr, g);
+    return;
+  }
+  const std::int64_t Tl = cp.tokens(), qk = Tl * qk_dim(), vv = Tl * v_dim(), hh = Tl * Hv_;
+  for (std::size_t b = 0; b < cores_.size(); ++b) {
+    const std::int64_t i = std::int64_t(b);
+    GdnGradView<T> row{g.dq + i * qk, g.dk + i * qk,    g.dv + i * vv,
+                       g.dg + i * hh, g.dbeta + i * hh, nullptr};
+    cores_[b]->backward(cp, d_o + i * vv, nullptr, row);
+  }
+}
+
+template <typename T, typename Dev>
 void GdnMixer<T, Dev>::do_release(Keep keep) {
   for (Buffer<Dev, T>* b : {&z_, &b_, &a_, &conv_in_, &q_, &k_, &v_, &beta_, &g_, &o_, &normed_})
     *b = Buffer<Dev, T>();
-  if (keep == Keep::nothing) halo_ = Buffer<Dev, T>();
-  core_.release(keep);
+  if (keep == Keep::nothing) {
+    halo_ = Buffer<Dev, T>();
+    pos_ = Buffer<Dev, std::int64_t>();
+  }
+  for (auto& core : cores_) core->release(keep);
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class GdnMixer<T, Dev>;

@@ -7,12 +7,16 @@
 //   causal depthwise conv1d (kernel W, halo from the previous rank) over [q|k|v], SiLU
 //   beta = sigmoid(b);  g = -exp(A_log) softplus(a + dt_bias)
 //   o = GDN core with L2-normalised q, k (three-phase CP, cp/gdn_cp.h)
+//   With packed documents (cp.documents) the conv leaves out the taps before a document's
+//   start and the core runs each batch row as its own packed problem (cu_seqlens): the
+//   state resets at every boundary, wherever it falls among the ranks.
 //   y = out_proj( RMSNorm(o) * norm.weight * SiLU(z) )   (gated RMSNorm per value head)
 //
 // Only the conv halo and the core's fixed-size pairs cross ranks.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +50,9 @@ class GdnMixer final : public Mixer<T, Dev> {
   int qk_dim() const { return Hk_ * K_; }
   int v_dim() const { return Hv_ * V_; }
   int conv_dim() const { return 2 * qk_dim() + v_dim(); }
+  // The core's calls: one over the B rows, or with documents one packed problem per row.
+  void core_forward(const CpContext& cp, const GdnProblem& p);
+  void core_backward(const CpContext& cp, const T* d_o, GdnGradView<T>& g);
 
   ParamStore<T, Dev>& ps_;
   int d_, Hk_, Hv_, K_, V_, W_, chunk_;
@@ -58,7 +65,12 @@ class GdnMixer final : public Mixer<T, Dev> {
   const T* x_ = nullptr;
   Buffer<Dev, T> z_, b_, a_, conv_in_, q_, k_, v_, beta_, g_, o_, normed_;
   Buffer<Dev, T> halo_;  // the W - 1 rows before the shard, from the previous rank
-  GdnContextParallel<T, Dev> core_;
+  // With documents: each row's tokens' positions in their documents [B, Tl] (the conv's
+  // reach), else empty.
+  Buffer<Dev, std::int64_t> pos_;
+  // The CP core: cores_[0] for the whole batch, or one per row with documents (kept for
+  // the run).
+  std::vector<std::unique_ptr<GdnContextParallel<T, Dev>>> cores_;
 };
 
 }  // namespace gdn

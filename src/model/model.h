@@ -103,8 +103,8 @@ class Model {
   Losses forward_backward(const CpContext& cp, Communicator& batch, const std::int32_t* tokens,
                           const std::int32_t* targets, int B, double grad_scale);
 
-  // The (query, key) pairs of the attention layers' last forward on this rank, per
-  // sequence, over layers and heads: its share of the attention FLOPs.
+  // The (query, key) pairs of the attention layers' last forward on this rank, summed over
+  // the batch rows, layers and heads: its share of the attention FLOPs.
   std::int64_t attention_pairs() const;
 
  private:

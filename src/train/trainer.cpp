@@ -176,8 +176,7 @@ void Trainer<T, Dev>::report_exchange() {
   // Each rank's share of the causal triangles of the attention layers, and what one step
   // exchanged over the cp group (rank 0's view): GDN's fixed-size pairs and conv halos
   // beside attention's K, V, which grow with the sequence.
-  const double pairs =
-      double(model_.attention_pairs()) * double(cfg_.train.batch_size / cfg_.train.dp);
+  const double pairs = double(model_.attention_pairs());
   double hi = pairs, sum = pairs;
   world_.all_reduce_max(&hi, 1, train_sites::kStats);
   world_.all_reduce_sum(&sum, 1, train_sites::kStats);

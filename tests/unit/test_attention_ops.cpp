@@ -340,6 +340,72 @@ TEST_CASE("attention backward matches finite differences", "[attention]") {
   CHECK(dv1 == dv);
 }
 
+TEST_CASE("with document starts, each document's rows are its attention alone", "[attention]") {
+  // Row 0: documents [0, 70), [70, 71), [71, 200); row 1: [0, 130), [130, 200). Past the
+  // op's blocks, so that key blocks before a tile's documents are skipped, forward and
+  // backward. The reference: each document as a batch of its own from position 0.
+  const std::vector<std::vector<i64>> cu = {{0, 70, 71, 200}, {0, 130, 200}};
+  const i64 T = 200;
+  const Attn a{2, positions(0, T), T, 4, 2, 8, 0.4};
+  const AttnInputs in(a, 80);
+  const Vec w = rand_vec(a.nq(), 81);
+  Pos kstart;
+  for (const auto& c : cu)
+    for (i64 t = 0; t < T; ++t) kstart.push_back(*(std::upper_bound(c.begin(), c.end(), t) - 1));
+  Vec o(a.nq()), lse(a.nlse()), dq(a.nq()), dk(a.nkv(), 3.0), dv(a.nkv(), 3.0);
+  ops::attention_forward(Host{}, in.q.data(), in.k.data(), in.v.data(), a.qpos.data(), a.B, T, T,
+                         a.Hq, a.Hkv, a.D, a.scale, o.data(), lse.data(), kstart.data());
+  ops::attention_backward(Host{}, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data(),
+                          w.data(), a.qpos.data(), a.B, T, T, a.Hq, a.Hkv, a.D, a.scale, dq.data(),
+                          dk.data(), dv.data(), kstart.data());
+  CHECK(ops::attention_pairs(a.qpos.data(), T, a.B, kstart.data()) ==
+        (70 * 71 + 1 * 2 + 129 * 130 + 130 * 131 + 70 * 71) / 2);
+  const int qw = a.Hq * a.D, kw = a.Hkv * a.D;
+  for (int b = 0; b < 2; ++b)
+    for (std::size_t d = 0; d + 1 < cu[std::size_t(b)].size(); ++d) {
+      const i64 s = cu[std::size_t(b)][d], n = cu[std::size_t(b)][d + 1] - s;
+      INFO("row " << b << " document [" << s << ", " << s + n << ")");
+      const Attn one{1, positions(0, n), n, a.Hq, a.Hkv, a.D, a.scale};
+      auto rows = [&](const Vec& x, int width) {
+        return Vec(x.begin() + (b * T + s) * width, x.begin() + (b * T + s + n) * width);
+      };
+      const Vec q = rows(in.q, qw), k = rows(in.k, kw), v = rows(in.v, kw), g = rows(w, qw);
+      Vec o1, lse1, dq1(one.nq()), dk1(one.nkv()), dv1(one.nkv());
+      forward(one, q, k, v, o1, lse1);
+      ops::attention_backward(Host{}, q.data(), k.data(), v.data(), o1.data(), lse1.data(),
+                              g.data(), one.qpos.data(), 1, n, n, a.Hq, a.Hkv, a.D, a.scale,
+                              dq1.data(), dk1.data(), dv1.data());
+      check_close(rows(o, qw), o1, 1e-14);
+      check_close(rows(lse, a.Hq), lse1, 1e-14);
+      check_close(rows(dq, qw), dq1, 1e-13);
+      check_close(rows(dk, kw), dk1, 1e-13);
+      check_close(rows(dv, kw), dv1, 1e-13);
+    }
+  // A query set of a CP rank (zigzag chunks) gives the same rows.
+  const Attn z{2, concat(positions(0, 30), positions(150, 200)), T, a.Hq, a.Hkv, a.D, a.scale};
+  Pos zstart;
+  for (int b = 0; b < 2; ++b)
+    for (i64 t : z.qpos) zstart.push_back(kstart[std::size_t(b * T + t)]);
+  Vec zq, zo(z.nq()), zlse(z.nlse());
+  for (int b = 0; b < 2; ++b)
+    for (i64 t : z.qpos)
+      zq.insert(zq.end(), in.q.begin() + (b * T + t) * qw, in.q.begin() + (b * T + t + 1) * qw);
+  ops::attention_forward(Host{}, zq.data(), in.k.data(), in.v.data(), z.qpos.data(), 2, z.Tq(), T,
+                         a.Hq, a.Hkv, a.D, a.scale, zo.data(), zlse.data(), zstart.data());
+  for (int b = 0; b < 2; ++b)
+    for (i64 i = 0; i < z.Tq(); ++i)
+      for (int e = 0; e < qw; ++e)
+        CHECK(zo[std::size_t((b * z.Tq() + i) * qw + e)] ==
+              o[std::size_t((b * T + z.qpos[std::size_t(i)]) * qw + e)]);
+  // A first key past the query's own position is refused.
+  Pos bad = kstart;
+  bad[5] = 6;
+  CHECK_THROWS_WITH(
+      ops::attention_forward(Host{}, in.q.data(), in.k.data(), in.v.data(), a.qpos.data(), a.B, T,
+                             T, a.Hq, a.Hkv, a.D, a.scale, o.data(), lse.data(), bad.data()),
+      Catch::Contains("kstart[5] = 6"));
+}
+
 // ---------------------------------------------------------------------------------------
 // Thread counts and float
 

@@ -52,6 +52,36 @@ TEST_CASE("causal conv backward matches finite differences, halo rows included",
   for (int i = 0; i < C * W; ++i) CHECK(dw2[i] == 2 * dw[i]);
 }
 
+TEST_CASE("causal conv with document positions leaves out the taps before a document", "[layers]") {
+  // A shard of T = 9 tokens whose first document continues from the halo (positions 4..5),
+  // then documents of 1, 2 and 5 tokens; W = 4. The reference sums the taps inside the
+  // document only; the backward against finite differences of that forward.
+  const int B = 1, C = 3, W = 4;
+  const std::int64_t T = 9, rows = T + W - 1;
+  const std::vector<std::int64_t> pos = {4, 5, 0, 0, 1, 0, 1, 2, 3};
+  Vec x = rand_vec(B * rows * C, 31), w = rand_vec(C * W, 32, 0.5), r = rand_vec(B * T * C, 33);
+  Vec y(B * T * C), want(B * T * C);
+  ops::causal_conv_silu_forward(Host{}, x.data(), w.data(), B, T, C, W, y.data(), pos.data());
+  for (std::int64_t t = 0; t < T; ++t)
+    for (int c = 0; c < C; ++c) {
+      double pre = 0;
+      for (int j = 0; j < W; ++j)
+        if (W - 1 - j <= pos[std::size_t(t)]) pre += w[c * W + j] * x[(t + j) * C + c];
+      want[t * C + c] = pre / (1 + std::exp(-pre));
+    }
+  check_close(y, want, 1e-14);
+  auto loss = [&] {
+    Vec out(B * T * C);
+    ops::causal_conv_silu_forward(Host{}, x.data(), w.data(), B, T, C, W, out.data(), pos.data());
+    return dot(out, r);
+  };
+  Vec dx(B * rows * C, 9.0), dw(C * W, 0.0);
+  ops::causal_conv_silu_backward(Host{}, x.data(), w.data(), r.data(), B, T, C, W, dx.data(),
+                                 dw.data(), pos.data());
+  check_grad("dx", dx, x, loss);
+  check_grad("dw", dw, w, loss);
+}
+
 // ---------------------------------------------------------------------------------------
 // GDN gating
 

@@ -59,6 +59,29 @@ TEST_CASE("embedding forward, backward and token checks", "[layers]") {
 // ---------------------------------------------------------------------------------------
 // Cross-entropy
 
+TEST_CASE("cross-entropy leaves out ignored targets", "[layers]") {
+  // The rows of kIgnoreTarget add nothing and get zero gradients; the others are as if
+  // they were alone.
+  const int V = 6;
+  const Vec logits = rand_vec(4 * V, 40, 2.0);
+  const std::vector<std::int32_t> tgt = {3, ops::kIgnoreTarget, 0, ops::kIgnoreTarget};
+  Vec dl(4 * V, 7.0);
+  const double got = ops::cross_entropy(Host{}, logits.data(), tgt.data(), 4, V, 0.5, dl.data());
+  double want = 0;
+  for (int i : {0, 2}) {
+    Vec d1(V);
+    want += ops::cross_entropy(Host{}, logits.data() + i * V, &tgt[std::size_t(i)], 1, V, 0.5,
+                               d1.data());
+    for (int j = 0; j < V; ++j) CHECK(dl[std::size_t(i * V + j)] == d1[std::size_t(j)]);
+  }
+  CHECK(got == want);
+  for (int i : {1, 3})
+    for (int j = 0; j < V; ++j) CHECK(dl[std::size_t(i * V + j)] == 0.0);
+  const std::vector<std::int32_t> bad = {3, -1, 0, 1};
+  CHECK_THROWS_WITH(ops::cross_entropy(Host{}, logits.data(), bad.data(), 4, V, 0.5, dl.data()),
+                    Catch::Contains("target -1 at row 1"));
+}
+
 TEST_CASE("cross-entropy by hand", "[layers]") {
   const int V = 5;
   const std::int64_t N = 3;

@@ -7,6 +7,9 @@
 // Grouped-query attention as Hugging Face's repeat_kv: query head h reads kv head
 // h / (Hq / Hkv). qpos lives in the device's memory, like the data (the CUDA version
 // copies it to the host once to check its range).
+// Packed documents (cp/documents.h): kstart [B, Tq] (may be null: all 0) is the first key
+// query row (b, i) may see, the start of its document; the mask is then keys
+// kstart..qpos[i], block-diagonal causal, and key blocks before a tile's rows are skipped.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +18,15 @@
 
 namespace gdn::ops {
 
-// The (query, key) pairs per sequence and query head, sum_i (qpos[i] + 1): the work of
-// one rank, whose forward costs 4 D Hq B pairs FLOPs (q k^T and P v).
-inline std::int64_t attention_pairs(const std::int64_t* qpos, std::int64_t Tq) {
+// The (query, key) pairs per query head summed over the B rows, sum_{b, i} (qpos[i] + 1 -
+// kstart[b, i]): the work of one rank, whose forward costs 4 D Hq pairs FLOPs (q k^T and
+// P v). kstart host-side, may be null (B rows of the full causal triangle).
+inline std::int64_t attention_pairs(const std::int64_t* qpos, std::int64_t Tq, int B = 1,
+                                    const std::int64_t* kstart = nullptr) {
   std::int64_t pairs = 0;
-  for (std::int64_t i = 0; i < Tq; ++i) pairs += qpos[i] + 1;
+  for (int b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < Tq; ++i)
+      pairs += qpos[i] + 1 - (kstart ? kstart[std::int64_t(b) * Tq + i] : 0);
   return pairs;
 }
 
@@ -31,18 +38,20 @@ inline std::int64_t attention_pairs(const std::int64_t* qpos, std::int64_t Tq) {
 template <typename T>
 void attention_forward(Host, const T* q, const T* k, const T* v, const std::int64_t* qpos, int B,
                        std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* o,
-                       T* lse);
+                       T* lse, const std::int64_t* kstart = nullptr);
 template <typename T>
 void attention_forward(Cuda, const T* q, const T* k, const T* v, const std::int64_t* qpos, int B,
                        std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* o,
-                       T* lse);
+                       T* lse, const std::int64_t* kstart = nullptr);
 template <typename T>
 void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* dout, const std::int64_t* qpos, int B, std::int64_t Tq,
-                        std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* dq, T* dk, T* dv);
+                        std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* dq, T* dk, T* dv,
+                        const std::int64_t* kstart = nullptr);
 template <typename T>
 void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* dout, const std::int64_t* qpos, int B, std::int64_t Tq,
-                        std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* dq, T* dk, T* dv);
+                        std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* dq, T* dk, T* dv,
+                        const std::int64_t* kstart = nullptr);
 
 }  // namespace gdn::ops

@@ -23,8 +23,9 @@ namespace {
 
 constexpr int kAttnThreads = 128;  // threads per block, and keys (or queries) per tile
 
-// The host's check, on a host copy of qpos (Tq numbers: cheap next to the attention).
-void check_args(const i64* qpos, i64 Tq, i64 Tk, int Hq, int Hkv) {
+// The host's check, on host copies of qpos and kstart (B Tq numbers: cheap next to the
+// attention).
+void check_args(const i64* qpos, const i64* kstart, int B, i64 Tq, i64 Tk, int Hq, int Hkv) {
   GDN_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq = ", Hq,
             " query heads is not a multiple of Hkv = ", Hkv, " kv heads");
   std::vector<i64> h(static_cast<std::size_t>(Tq));
@@ -32,6 +33,17 @@ void check_args(const i64* qpos, i64 Tq, i64 Tk, int Hq, int Hkv) {
   for (i64 i = 0; i < Tq; ++i)
     GDN_CHECK(h[std::size_t(i)] >= 0 && h[std::size_t(i)] < Tk, "attention: qpos[", i,
               "] = ", h[std::size_t(i)], " is out of range [0, Tk = ", Tk, ")");
+  if (!kstart) return;
+  std::vector<i64> f(static_cast<std::size_t>(i64(B) * Tq));
+  Cuda::download(f.data(), kstart, f.size());
+  for (std::size_t i = 0; i < f.size(); ++i)
+    GDN_CHECK(f[i] >= 0 && f[i] <= h[i % std::size_t(Tq)], "attention: kstart[", i, "] = ", f[i],
+              " is out of range [0, qpos = ", h[i % std::size_t(Tq)], "]");
+}
+
+// The first key query row i of batch row b sees (0 without documents).
+__device__ inline i64 first_key(const i64* kstart, i64 b, i64 Tq, i64 i) {
+  return kstart ? kstart[b * Tq + i] : 0;
 }
 
 // a . b in double, in order.
@@ -50,15 +62,15 @@ __device__ inline i64 at(i64 b, i64 t, i64 T, i64 h, int H, int D) {
 // Unit u = (b, i, h) of the query rows [B, Tq, Hq], as the row index (b Tq + i) Hq + h.
 // Shared memory: qs [D] (the scaled query), acc [D], p [kAttnThreads], red [kAttnThreads].
 template <typename T>
-__global__ void attention_forward_kernel(const T* q, const T* k, const T* v, const i64* qpos, int B,
-                                         i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, T* o,
-                                         T* lse) {
+__global__ void attention_forward_kernel(const T* q, const T* k, const T* v, const i64* qpos,
+                                         const i64* kstart, int B, i64 Tq, i64 Tk, int Hq, int Hkv,
+                                         int D, double scale, T* o, T* lse) {
   extern __shared__ double sh[];
   double *qs = sh, *acc = sh + D, *p = acc + D, *red = p + kAttnThreads;
   const int G = Hq / Hkv, tid = int(threadIdx.x);
   for (i64 row = blockIdx.x; row < i64(B) * Tq * Hq; row += gridDim.x) {
     const i64 b = row / (Tq * Hq), i = row / Hq % Tq, kh = (row % Hq) / G;
-    const i64 nk = qpos[i] + 1;  // keys 0..qpos[i]
+    const i64 nk = qpos[i] + 1, j_lo = first_key(kstart, b, Tq, i);  // keys j_lo..qpos[i]
     for (int d = tid; d < D; d += kAttnThreads) {
       qs[d] = scale * double(q[row * D + d]);
       acc[d] = 0;
@@ -66,12 +78,12 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, con
     __syncthreads();
     // Pass 1: the largest score.
     double m = -INFINITY;
-    for (i64 j = tid; j < nk; j += kAttnThreads)
+    for (i64 j = j_lo + tid; j < nk; j += kAttnThreads)
       m = ::fmax(m, dot(qs, k + at(b, j, Tk, kh, Hkv, D), D));
     m = block_reduce(m, red, MaxOp{});
     // Pass 2: l = sum_j exp(s_j - m), acc = sum_j exp(s_j - m) v_j, a tile at a time.
     double l = 0;
-    for (i64 j0 = 0; j0 < nk; j0 += kAttnThreads) {
+    for (i64 j0 = j_lo; j0 < nk; j0 += kAttnThreads) {
       const i64 j = j0 + tid;
       const double pj = j < nk ? ::exp(dot(qs, k + at(b, j, Tk, kh, Hkv, D), D) - m) : 0.0;
       p[tid] = pj;
@@ -104,14 +116,14 @@ __global__ void attention_delta_kernel(const T* dout, const T* o, i64 rows, int 
 // Shared memory: qs [D], g [D] (dout), acc [D], ds [kAttnThreads].
 template <typename T>
 __global__ void attention_dq_kernel(const T* q, const T* k, const T* v, const T* lse, const T* dout,
-                                    const double* delta, const i64* qpos, int B, i64 Tq, i64 Tk,
-                                    int Hq, int Hkv, int D, double scale, T* dq) {
+                                    const double* delta, const i64* qpos, const i64* kstart, int B,
+                                    i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, T* dq) {
   extern __shared__ double sh[];
   double *qs = sh, *g = sh + D, *acc = g + D, *ds = acc + D;
   const int G = Hq / Hkv, tid = int(threadIdx.x);
   for (i64 row = blockIdx.x; row < i64(B) * Tq * Hq; row += gridDim.x) {
     const i64 b = row / (Tq * Hq), i = row / Hq % Tq, kh = (row % Hq) / G;
-    const i64 nk = qpos[i] + 1;
+    const i64 nk = qpos[i] + 1, j_lo = first_key(kstart, b, Tq, i);
     const double L = double(lse[row]), dl = delta[row];
     for (int d = tid; d < D; d += kAttnThreads) {
       qs[d] = scale * double(q[row * D + d]);
@@ -119,7 +131,7 @@ __global__ void attention_dq_kernel(const T* q, const T* k, const T* v, const T*
       acc[d] = 0;
     }
     __syncthreads();
-    for (i64 j0 = 0; j0 < nk; j0 += kAttnThreads) {
+    for (i64 j0 = j_lo; j0 < nk; j0 += kAttnThreads) {
       const i64 j = j0 + tid;
       double dsj = 0;
       if (j < nk) {
@@ -140,14 +152,15 @@ __global__ void attention_dq_kernel(const T* q, const T* k, const T* v, const T*
 }
 
 // dk, dv of key row (b, j, kh): dk = sum dS (scale q), dv = sum P dout over the query
-// items (h in kh's group, then i in order) with qpos[i] >= j; a tile of items at a time.
+// items (h in kh's group, then i in order) with kstart <= j <= qpos[i]; a tile of items at
+// a time.
 // Shared memory: ak [D], av [D], p [kAttnThreads], ds [kAttnThreads], and the tile's
 // query rows (kAttnThreads i64 in the same 8-byte slots; -1: the item does not reach j).
 template <typename T>
 __global__ void attention_dkv_kernel(const T* q, const T* k, const T* v, const T* lse,
-                                     const T* dout, const double* delta, const i64* qpos, int B,
-                                     i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, T* dk,
-                                     T* dv) {
+                                     const T* dout, const double* delta, const i64* qpos,
+                                     const i64* kstart, int B, i64 Tq, i64 Tk, int Hq, int Hkv,
+                                     int D, double scale, T* dk, T* dv) {
   extern __shared__ double sh[];
   double *ak = sh, *av = sh + D, *p = av + D, *ds = p + kAttnThreads;
   i64* qrow = reinterpret_cast<i64*>(ds + kAttnThreads);
@@ -164,7 +177,7 @@ __global__ void attention_dkv_kernel(const T* q, const T* k, const T* v, const T
       i64 r = -1;
       if (u < items) {
         const i64 h = kh * G + u / Tq, i = u % Tq;
-        if (qpos[i] >= j) {
+        if (qpos[i] >= j && first_key(kstart, b, Tq, i) <= j) {
           const i64 row = (b * Tq + i) * Hq + h;
           double s = 0, gv = 0;
           for (int d = 0; d < D; ++d) {
@@ -206,21 +219,22 @@ inline int row_grid(i64 rows) {
 
 template <typename T>
 void attention_forward(Cuda, const T* q, const T* k, const T* v, const i64* qpos, int B, i64 Tq,
-                       i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse) {
-  check_args(qpos, Tq, Tk, Hq, Hkv);
+                       i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse,
+                       const i64* kstart) {
+  check_args(qpos, kstart, B, Tq, Tk, Hq, Hkv);
   const i64 rows = i64(B) * Tq * Hq;
   if (rows == 0) return;
   const std::size_t shared = (2 * std::size_t(D) + 2 * kAttnThreads) * sizeof(double);
-  attention_forward_kernel<T><<<row_grid(rows), kAttnThreads, shared>>>(q, k, v, qpos, B, Tq, Tk,
-                                                                        Hq, Hkv, D, scale, o, lse);
+  attention_forward_kernel<T><<<row_grid(rows), kAttnThreads, shared>>>(
+      q, k, v, qpos, kstart, B, Tq, Tk, Hq, Hkv, D, scale, o, lse);
   check_launch();
 }
 
 template <typename T>
 void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq, int Hkv,
-                        int D, double scale, T* dq, T* dk, T* dv) {
-  check_args(qpos, Tq, Tk, Hq, Hkv);
+                        int D, double scale, T* dq, T* dk, T* dv, const i64* kstart) {
+  check_args(qpos, kstart, B, Tq, Tk, Hq, Hkv);
   const i64 rows = i64(B) * Tq * Hq, keys = i64(B) * Tk * Hkv;
   Scratch<double> delta{std::size_t(rows)};
   if (rows > 0) {
@@ -230,29 +244,30 @@ void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, co
   if (dq && rows > 0) {
     const std::size_t shared = (3 * std::size_t(D) + kAttnThreads) * sizeof(double);
     attention_dq_kernel<T><<<row_grid(rows), kAttnThreads, shared>>>(
-        q, k, v, lse, dout, delta.get(), qpos, B, Tq, Tk, Hq, Hkv, D, scale, dq);
+        q, k, v, lse, dout, delta.get(), qpos, kstart, B, Tq, Tk, Hq, Hkv, D, scale, dq);
     check_launch();
   }
   if ((dk || dv) && keys > 0) {
     const std::size_t shared = (2 * std::size_t(D) + 3 * kAttnThreads) * sizeof(double);
     attention_dkv_kernel<T><<<row_grid(keys), kAttnThreads, shared>>>(
-        q, k, v, lse, dout, delta.get(), qpos, B, Tq, Tk, Hq, Hkv, D, scale, dk, dv);
+        q, k, v, lse, dout, delta.get(), qpos, kstart, B, Tq, Tk, Hq, Hkv, D, scale, dk, dv);
     check_launch();
   }
 }
 
 template void attention_forward(Cuda, const float*, const float*, const float*, const std::int64_t*,
                                 int, std::int64_t, std::int64_t, int, int, int, double, float*,
-                                float*);
+                                float*, const std::int64_t*);
 template void attention_forward(Cuda, const double*, const double*, const double*,
                                 const std::int64_t*, int, std::int64_t, std::int64_t, int, int, int,
-                                double, double*, double*);
+                                double, double*, double*, const std::int64_t*);
 template void attention_backward(Cuda, const float*, const float*, const float*, const float*,
                                  const float*, const float*, const std::int64_t*, int, std::int64_t,
-                                 std::int64_t, int, int, int, double, float*, float*, float*);
+                                 std::int64_t, int, int, int, double, float*, float*, float*,
+                                 const std::int64_t*);
 template void attention_backward(Cuda, const double*, const double*, const double*, const double*,
                                  const double*, const double*, const std::int64_t*, int,
                                  std::int64_t, std::int64_t, int, int, int, double, double*,
-                                 double*, double*);
+                                 double*, double*, const std::int64_t*);
 
 }  // namespace gdn::ops

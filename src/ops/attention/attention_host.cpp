@@ -32,12 +32,15 @@ namespace {
 constexpr int kRowBlock = 48;
 constexpr int kKeyBlock = 64;
 
-void check_args(const i64* qpos, i64 Tq, i64 Tk, int Hq, int Hkv) {
+void check_args(const i64* qpos, const i64* kstart, int B, i64 Tq, i64 Tk, int Hq, int Hkv) {
   GDN_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq = ", Hq,
             " query heads is not a multiple of Hkv = ", Hkv, " kv heads");
   for (i64 i = 0; i < Tq; ++i)
     GDN_CHECK(qpos[i] >= 0 && qpos[i] < Tk, "attention: qpos[", i, "] = ", qpos[i],
               " is out of range [0, Tk = ", Tk, ")");
+  for (i64 i = 0; kstart && i < i64(B) * Tq; ++i)
+    GDN_CHECK(kstart[i] >= 0 && kstart[i] <= qpos[i % Tq], "attention: kstart[", i,
+              "] = ", kstart[i], " is out of range [0, qpos = ", qpos[i % Tq], "]");
 }
 
 // Offset of row (b, t, h) of a [B, T, H, D] tensor.
@@ -50,6 +53,27 @@ std::vector<i64> block_last(const i64* qpos, i64 Tq) {
   std::vector<i64> last((Tq + kRowBlock - 1) / kRowBlock, 0);
   for (i64 i = 0; i < Tq; ++i) last[i / kRowBlock] = std::max(last[i / kRowBlock], qpos[i]);
   return last;
+}
+
+// The first key block each block of rows of each batch row needs, [B, row blocks]: its
+// rows' smallest kstart, rounded down to a key block (all 0 without documents).
+std::vector<i64> block_first(const i64* kstart, int B, i64 Tq) {
+  const i64 blocks = (Tq + kRowBlock - 1) / kRowBlock;
+  std::vector<i64> first(std::size_t(B * blocks), 0);
+  if (!kstart) return first;
+  for (i64 b = 0; b < B; ++b)
+    for (i64 blk = 0; blk < blocks; ++blk) {
+      i64 m = kstart[b * Tq + blk * kRowBlock];
+      for (i64 i = blk * kRowBlock; i < std::min(Tq, (blk + 1) * kRowBlock); ++i)
+        m = std::min(m, kstart[b * Tq + i]);
+      first[std::size_t(b * blocks + blk)] = m / kKeyBlock * kKeyBlock;
+    }
+  return first;
+}
+
+// kstart of query row i of batch row b (0 without documents).
+inline i64 first_key(const i64* kstart, int b, i64 Tq, i64 i) {
+  return kstart ? kstart[i64(b) * Tq + i] : 0;
 }
 
 // The row length of transpose_heads' output: whole key blocks and 16 more elements, so
@@ -92,12 +116,15 @@ void heads_major(const T* x, int B, i64 Tn, int H, int D, std::vector<T>& out) {
 }
 
 // The scores of a tile after the causal mask: s[r, c] (row stride kKeyBlock) for key
-// j0 + c, c < nk; keys past qpos[r] become -inf. Returns whether row r has any key left.
+// j0 + c, c < nk; keys before kstart or past qpos[r] become -inf. Returns whether row r
+// has any key left.
 template <typename T>
-bool mask_row(T* s, i64 qpos, i64 j0, int nk) {
-  const i64 keep = std::clamp<i64>(qpos - j0 + 1, 0, nk);
-  std::fill(s + keep, s + nk, -std::numeric_limits<T>::infinity());
-  return keep > 0;
+bool mask_row(T* s, i64 kstart, i64 qpos, i64 j0, int nk) {
+  const i64 lo = std::clamp<i64>(kstart - j0, 0, nk), hi = std::clamp<i64>(qpos - j0 + 1, lo, nk);
+  constexpr T kMasked = -std::numeric_limits<T>::infinity();
+  std::fill(s, s + lo, kMasked);
+  std::fill(s + hi, s + nk, kMasked);
+  return hi > lo;
 }
 
 // p = exp(s - m) over one row of nk scores, masked ones exactly 0.
@@ -149,13 +176,13 @@ inline double row_sum(double* s, int nk) {
 // then dS = P (dO V^T - delta) in ds. p and ds are nr x kKeyBlock.
 template <typename T>
 void tile_probabilities(const T* q, int ldq, const T* kt, const T* vt, i64 ld, const T* dout,
-                        const T* lse, const T* delta, const i64* qpos, int nr, i64 j0, int nk,
-                        int D, T scale, T* p, T* ds) {
+                        const T* lse, const T* delta, const i64* qpos, const i64* kfirst, int nr,
+                        i64 j0, int nk, int D, T scale, T* p, T* ds) {
   la::gemm(false, false, nr, nk, D, scale, q, ldq, kt + j0, int(ld), T(0), p, kKeyBlock);
   la::gemm(false, false, nr, nk, D, T(1), dout, ldq, vt + j0, int(ld), T(0), ds, kKeyBlock);
   for (int r = 0; r < nr; ++r) {
     T *pr = p + r * kKeyBlock, *dr = ds + r * kKeyBlock;
-    mask_row(pr, qpos[r], j0, nk);
+    mask_row(pr, kfirst ? kfirst[r] : 0, qpos[r], j0, nk);
     exp_shifted(pr, lse[r], nk);
     for (int c = 0; c < nk; ++c) dr[c] = pr[c] * (dr[c] - delta[r]);
   }
@@ -165,10 +192,12 @@ void tile_probabilities(const T* q, int ldq, const T* kt, const T* vt, i64 ld, c
 
 template <typename T>
 void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos, int B, i64 Tq,
-                       i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse) {
-  check_args(qpos, Tq, Tk, Hq, Hkv);  // before the parallel region: exceptions cannot leave it
+                       i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse,
+                       const i64* kstart) {
+  // Before the parallel region: exceptions cannot leave it.
+  check_args(qpos, kstart, B, Tq, Tk, Hq, Hkv);
   const int G = Hq / Hkv;
-  const std::vector<i64> last = block_last(qpos, Tq);
+  const std::vector<i64> last = block_last(qpos, Tq), first = block_first(kstart, B, Tq);
   const i64 blocks = i64(last.size()), units = i64(B) * Hq * blocks;
   // K transposed, Q and V by head. Reused across calls (no page faults per step); each
   // thread has its own, so the parallel regions below read them through pointers.
@@ -195,13 +224,13 @@ void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos
       std::fill_n(acc.begin(), nr * D, T(0));
       std::fill_n(m.begin(), nr, kNoMax);
       std::fill_n(l.begin(), nr, T(0));
-      for (i64 j0 = 0; j0 <= last[blk]; j0 += kKeyBlock) {
+      for (i64 j0 = first[std::size_t(b * blocks + blk)]; j0 <= last[blk]; j0 += kKeyBlock) {
         const int nk = int(std::min<i64>(kKeyBlock, last[blk] + 1 - j0));
         la::gemm(false, false, nr, nk, D, T(scale), qt, D, kth + j0, int(ld), T(0), s.data(),
                  kKeyBlock);
         for (int r = 0; r < nr; ++r) {
           T* sr = &s[r * kKeyBlock];
-          if (!mask_row(sr, qpos[i0 + r], j0, nk)) {
+          if (!mask_row(sr, first_key(kstart, b, Tq, i0 + r), qpos[i0 + r], j0, nk)) {
             std::fill_n(sr, nk, T(0));
             continue;
           }
@@ -230,15 +259,15 @@ void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos
 template <typename T>
 void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq, int Hkv,
-                        int D, double scale, T* dq, T* dk, T* dv) {
+                        int D, double scale, T* dq, T* dk, T* dv, const i64* kstart) {
   // With P = exp(S - lse), S = scale Q K^T and delta_i = dout_i . o_i: dS = P (dO V^T -
   // delta), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO. dQ sums over keys and dK, dV
   // over queries; two passes, each giving every output one owner, keep both sums in a
   // fixed order while parallel, at the price of computing P twice. One pass owning a
   // whole (b, kv head) would have only B Hkv units of work.
-  check_args(qpos, Tq, Tk, Hq, Hkv);
+  check_args(qpos, kstart, B, Tq, Tk, Hq, Hkv);
   const int G = Hq / Hkv;
-  const std::vector<i64> last = block_last(qpos, Tq);
+  const std::vector<i64> last = block_last(qpos, Tq), first = block_first(kstart, B, Tq);
   const i64 blocks = i64(last.size());
   // delta and lse per (b, h) row block, contiguous: [B, Hq, Tq].
   std::vector<T> delta(std::size_t(B) * Hq * Tq), lse_t(delta.size());
@@ -272,10 +301,12 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
         const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
         const i64 kv = (i64(b) * Hkv + kh) * D * ld;
         std::fill_n(acc.begin(), nr * D, T(0));
-        for (i64 j0 = 0; j0 <= last[blk]; j0 += kKeyBlock) {
+        const i64* kfirst = kstart ? kstart + i64(b) * Tq + i0 : nullptr;
+        for (i64 j0 = first[std::size_t(b * blocks + blk)]; j0 <= last[blk]; j0 += kKeyBlock) {
           const int nk = int(std::min<i64>(kKeyBlock, last[blk] + 1 - j0));
           tile_probabilities(qh + bh * D, D, kt + kv, vt + kv, ld, gh + bh * D, &lse_t[bh],
-                             &delta[bh], qpos + i0, nr, j0, nk, D, T(scale), p.data(), ds.data());
+                             &delta[bh], qpos + i0, kfirst, nr, j0, nk, D, T(scale), p.data(),
+                             ds.data());
           la::gemm(false, false, nr, D, nk, T(1), ds.data(), kKeyBlock,
                    kh_rows + ((i64(b) * Hkv + kh) * Tk + j0) * D, D, T(1), acc.data(), D);
         }
@@ -303,12 +334,14 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
       std::fill_n(av.begin(), nk * D, T(0));
       for (int h = kh * G; h < (kh + 1) * G; ++h)
         for (i64 blk = 0; blk < blocks; ++blk) {
-          if (last[blk] < j0) continue;  // no row of the block reaches these keys
+          // No row of the block reaches these keys, or all start after them.
+          if (last[blk] < j0 || first[std::size_t(b * blocks + blk)] > j0) continue;
           const i64 i0 = blk * kRowBlock, bh = (i64(b) * Hq + h) * Tq + i0;
           const int nr = int(std::min<i64>(kRowBlock, Tq - i0));
           const T *qt = qh + bh * D, *gt = gh + bh * D;
-          tile_probabilities(qt, D, kt + kv, vt + kv, ld, gt, &lse_t[bh], &delta[bh], qpos + i0, nr,
-                             j0, nk, D, T(scale), p.data(), ds.data());
+          const i64* kfirst = kstart ? kstart + i64(b) * Tq + i0 : nullptr;
+          tile_probabilities(qt, D, kt + kv, vt + kv, ld, gt, &lse_t[bh], &delta[bh], qpos + i0,
+                             kfirst, nr, j0, nk, D, T(scale), p.data(), ds.data());
           la::gemm(true, false, nk, D, nr, T(1), p.data(), kKeyBlock, gt, D, T(1), av.data(), D);
           la::gemm(true, false, nk, D, nr, T(scale), ds.data(), kKeyBlock, qt, D, T(1), ak.data(),
                    D);
@@ -325,16 +358,17 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
 
 template void attention_forward(Host, const float*, const float*, const float*, const std::int64_t*,
                                 int, std::int64_t, std::int64_t, int, int, int, double, float*,
-                                float*);
+                                float*, const std::int64_t*);
 template void attention_forward(Host, const double*, const double*, const double*,
                                 const std::int64_t*, int, std::int64_t, std::int64_t, int, int, int,
-                                double, double*, double*);
+                                double, double*, double*, const std::int64_t*);
 template void attention_backward(Host, const float*, const float*, const float*, const float*,
                                  const float*, const float*, const std::int64_t*, int, std::int64_t,
-                                 std::int64_t, int, int, int, double, float*, float*, float*);
+                                 std::int64_t, int, int, int, double, float*, float*, float*,
+                                 const std::int64_t*);
 template void attention_backward(Host, const double*, const double*, const double*, const double*,
                                  const double*, const double*, const std::int64_t*, int,
                                  std::int64_t, std::int64_t, int, int, int, double, double*,
-                                 double*, double*);
+                                 double*, double*, const std::int64_t*);
 
 }  // namespace gdn::ops

@@ -29,11 +29,16 @@ std::vector<double> taps_by_channel(const T* w, int C, int W) {
   return wt;
 }
 
-// Pre-activation of the conv at (b, t): sum_j w[c, j] x[b, t + j, c] for all c.
+// The first tap of output row bt: taps j < W - 1 - pos[bt] reach before its document.
+inline int first_tap(const i64* pos, i64 bt, int W) {
+  return pos ? int(std::clamp<i64>(W - 1 - pos[bt], 0, W)) : 0;
+}
+
+// Pre-activation of the conv at (b, t): sum_{j >= j0} w[c, j] x[b, t + j, c] for all c.
 template <typename T>
-inline void conv_pre(const T* xb, const double* wt, i64 t, int C, int W, double* pre) {
+inline void conv_pre(const T* xb, const double* wt, i64 t, int C, int W, int j0, double* pre) {
   std::fill(pre, pre + C, 0.0);
-  for (int j = 0; j < W; ++j) {
+  for (int j = j0; j < W; ++j) {
     const T* xr = xb + (t + j) * C;
     const double* wj = wt + std::size_t(j) * C;
     for (int c = 0; c < C; ++c) pre[c] += wj[c] * double(xr[c]);
@@ -51,7 +56,8 @@ void row_sigmoid(const double* pre, int C, T* s) {
 }  // namespace
 
 template <typename T>
-void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, int C, int W, T* y) {
+void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, int C, int W, T* y,
+                              const i64* pos) {
   const i64 rows = T_len + W - 1;  // rows of x per batch row, halo included
   const std::vector<double> wt = taps_by_channel(w, C, W);
 #pragma omp parallel
@@ -61,7 +67,7 @@ void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, in
 #pragma omp for schedule(static)
     for (i64 bt = 0; bt < B * T_len; ++bt) {
       const i64 b = bt / T_len, t = bt % T_len;
-      conv_pre(x + b * rows * C, wt.data(), t, C, W, pre.data());
+      conv_pre(x + b * rows * C, wt.data(), t, C, W, first_tap(pos, bt, W), pre.data());
       row_sigmoid(pre.data(), C, sg.data());
       for (int c = 0; c < C; ++c) y[bt * C + c] = T(pre[c] * double(sg[c]));
     }
@@ -70,7 +76,7 @@ void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, in
 
 template <typename T>
 void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B, i64 T_len, int C,
-                               int W, T* dx, T* dw) {
+                               int W, T* dx, T* dw, const i64* pos) {
   const i64 rows = T_len + W - 1;
   const std::vector<double> wt = taps_by_channel(w, C, W);
   // dpre = dy * silu'(pre), silu'(p) = sig(p) (1 + p (1 - sig(p))), kept in double.
@@ -82,7 +88,7 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
 #pragma omp for schedule(static)
     for (i64 bt = 0; bt < B * T_len; ++bt) {
       const i64 b = bt / T_len, t = bt % T_len;
-      conv_pre(x + b * rows * C, wt.data(), t, C, W, pre.data());
+      conv_pre(x + b * rows * C, wt.data(), t, C, W, first_tap(pos, bt, W), pre.data());
       row_sigmoid(pre.data(), C, sg.data());
       for (int c = 0; c < C; ++c) {
         const double s = sg[c];
@@ -101,7 +107,7 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
         std::fill(s.begin(), s.end(), 0.0);
         for (int j = 0; j < W; ++j) {
           const i64 t = r - j;
-          if (t < 0 || t >= T_len) continue;
+          if (t < 0 || t >= T_len || j < first_tap(pos, b * T_len + t, W)) continue;
           const double *dp = &dpre[(b * T_len + t) * C], *wj = wt.data() + std::size_t(j) * C;
           for (int c = 0; c < C; ++c) s[std::size_t(c)] += wj[c] * dp[c];
         }
@@ -121,7 +127,7 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
       for (i64 b = 0; b < B; ++b)
         for (i64 t = 0; t < T_len; ++t) {
           const double* dp = &dpre[(b * T_len + t) * C + c0];
-          for (int j = 0; j < W; ++j) {
+          for (int j = first_tap(pos, b * T_len + t, W); j < W; ++j) {
             const T* xr = x + (b * rows + t + j) * C + c0;
             double* aj = acc.data() + std::size_t(j) * n;
             for (int c = 0; c < n; ++c) aj[c] += dp[c] * double(xr[c]);
@@ -134,12 +140,14 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
 }
 
 template void causal_conv_silu_forward(Host, const float*, const float*, int, std::int64_t, int,
-                                       int, float*);
+                                       int, float*, const std::int64_t*);
 template void causal_conv_silu_forward(Host, const double*, const double*, int, std::int64_t, int,
-                                       int, double*);
+                                       int, double*, const std::int64_t*);
 template void causal_conv_silu_backward(Host, const float*, const float*, const float*, int,
-                                        std::int64_t, int, int, float*, float*);
+                                        std::int64_t, int, int, float*, float*,
+                                        const std::int64_t*);
 template void causal_conv_silu_backward(Host, const double*, const double*, const double*, int,
-                                        std::int64_t, int, int, double*, double*);
+                                        std::int64_t, int, int, double*, double*,
+                                        const std::int64_t*);
 
 }  // namespace gdn::ops

@@ -22,6 +22,13 @@ __global__ void cross_entropy_kernel(const T* logits, const std::int32_t* target
                                      double grad_scale, T* dlogits, double* row_loss) {
   __shared__ double red[kThreads];
   for (i64 i = blockIdx.x; i < N; i += gridDim.x) {
+    const int t = targets[i];
+    if (t == kIgnoreTarget) {  // the whole block takes this branch: no barrier is skipped
+      if (threadIdx.x == 0) row_loss[i] = 0;
+      if (dlogits)
+        for (int j = int(threadIdx.x); j < V; j += int(blockDim.x)) dlogits[i * V + j] = T(0);
+      continue;
+    }
     const T* l = logits + i * V;
     double mx = -INFINITY;
     for (int j = int(threadIdx.x); j < V; j += int(blockDim.x)) mx = ::fmax(mx, double(l[j]));
@@ -30,7 +37,6 @@ __global__ void cross_entropy_kernel(const T* logits, const std::int32_t* target
     for (int j = int(threadIdx.x); j < V; j += int(blockDim.x)) s += ::exp(double(l[j]) - mx);
     s = block_reduce(s, red, SumOp{});
     const double lse = mx + ::log(s);
-    const int t = targets[i];
     if (threadIdx.x == 0) row_loss[i] = lse - double(l[t]);
     // The model computes dlogits in place (dlogits == logits): thread 0 must read l[t]
     // before any thread overwrites it.
@@ -51,8 +57,9 @@ double cross_entropy(Cuda, const T* logits, const std::int32_t* targets, i64 N, 
                      double grad_scale, T* dlogits) {
   const std::vector<std::int32_t> tgt = ids_to_host(targets, N);
   for (std::size_t i = 0; i < tgt.size(); ++i)
-    GDN_CHECK(tgt[i] >= 0 && tgt[i] < V, "cross_entropy: target ", tgt[i], " at row ", i,
-              " is out of range [0, ", V, ")");
+    GDN_CHECK((tgt[i] >= 0 && tgt[i] < V) || tgt[i] == kIgnoreTarget, "cross_entropy: target ",
+              tgt[i], " at row ", i, " is out of range [0, ", V, ") and not the ignored ",
+              kIgnoreTarget);
   if (N == 0) return 0.0;
   Scratch<double> row_loss{std::size_t(N)};
   cross_entropy_kernel<T><<<int(std::min<i64>(N, kMaxBlocks)), kThreads>>>(

@@ -18,8 +18,9 @@ template <typename T>
 double cross_entropy(Host, const T* logits, const std::int32_t* targets, i64 N, int V,
                      double grad_scale, T* dlogits) {
   for (i64 i = 0; i < N; ++i)
-    GDN_CHECK(targets[i] >= 0 && targets[i] < V, "cross_entropy: target ", targets[i], " at row ",
-              i, " is out of range [0, ", V, ")");
+    GDN_CHECK((targets[i] >= 0 && targets[i] < V) || targets[i] == kIgnoreTarget,
+              "cross_entropy: target ", targets[i], " at row ", i, " is out of range [0, ", V,
+              ") and not the ignored ", kIgnoreTarget);
   // Per-row losses summed serially afterwards: the total does not depend on the threads.
   // The exponentials a row at a time in T (la::exp_in_place: a vector exp for float, libm
   // for double), their sum in double.
@@ -29,6 +30,11 @@ double cross_entropy(Host, const T* logits, const std::int32_t* targets, i64 N, 
     std::vector<T> e(static_cast<std::size_t>(V));
 #pragma omp for schedule(static)
     for (i64 i = 0; i < N; ++i) {
+      const int t = targets[i];
+      if (t == kIgnoreTarget) {
+        if (dlogits) std::fill_n(dlogits + i * V, V, T(0));
+        continue;  // row_loss stays 0
+      }
       const T* l = logits + i * V;
       double mx = -INFINITY;
       for (int j = 0; j < V; ++j) mx = std::max(mx, double(l[j]));
@@ -37,7 +43,6 @@ double cross_entropy(Host, const T* logits, const std::int32_t* targets, i64 N, 
       double s = 0;
       for (int j = 0; j < V; ++j) s += double(e[std::size_t(j)]);
       const double lse = mx + std::log(s);
-      const int t = targets[i];
       row_loss[std::size_t(i)] = lse - double(l[t]);
       if (!dlogits) continue;
       T* dl = dlogits + i * V;

@@ -1,0 +1,55 @@
+// Packed documents (train key `documents`, docs/design.md §5c): inside a window of T
+// tokens, each document is an independent sequence. Row b of a batch holds documents
+// [cu[b][i], cu[b][i + 1]) of its global positions, 0 = cu[b][0] < ... < cu[b][n] = T.
+// Every rank of a cp group holds the same boundaries of the whole window (they are a few
+// numbers per document), so each layer finds what crosses its shard without exchanging
+// them: the GDN state resets at each boundary, the conv does not look across one, the
+// attention mask is block-diagonal and RoPE positions restart at 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cp/shard.h"
+
+namespace gdn {
+
+class Documents {
+ public:
+  Documents() = default;
+  // One row per batch row; each must be 0 = cu[0] < cu[1] < ... < cu.back() = T: an error
+  // names the row, the index and the value otherwise.
+  Documents(std::vector<std::vector<std::int64_t>> cu, std::int64_t T);
+  // Every row one document: the boundaries {0, T}.
+  static Documents whole(int B, std::int64_t T);
+  // Boundaries after every token equal to `eos` in rows [B, T] of tokens (a document ends
+  // with its EOS token; one that ends the window adds no boundary).
+  static Documents after_token(const std::int32_t* tokens, int B, std::int64_t T, std::int32_t eos);
+
+  int rows() const { return int(cu_.size()); }
+  std::int64_t length() const { return T_; }
+  const std::vector<std::int64_t>& row(int b) const { return cu_[std::size_t(b)]; }
+  // The rows [first, first + count) (a dp group's part of a global batch).
+  Documents slice(int first, int count) const;
+  // The global position where the document holding position t of row b starts.
+  std::int64_t start_of(int b, std::int64_t t) const;
+  // Positions inside their documents of the tokens s of every row, [B, s.size()]: where
+  // RoPE puts them and how far back the conv may look.
+  std::vector<std::int64_t> positions(const Shard& s) const;
+  // The same for the global positions qpos of every row, [B, qpos.size()]: the first key
+  // each query row of attention may see.
+  std::vector<std::int64_t> starts(const std::vector<std::int64_t>& qpos) const;
+  // Documents per row: their count, mean and largest length over all rows.
+  struct Summary {
+    std::int64_t documents = 0, longest = 0;
+    double mean_length = 0;
+  };
+  Summary summary() const;
+
+ private:
+  std::vector<std::vector<std::int64_t>> cu_;
+  std::int64_t T_ = 0;
+};
+
+}  // namespace gdn
