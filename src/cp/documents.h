@@ -23,13 +23,22 @@ class Documents {
   Documents(std::vector<std::vector<std::int64_t>> cu, std::int64_t T);
   // Every row one document: the boundaries {0, T}.
   static Documents whole(int B, std::int64_t T);
-  // Boundaries after every token equal to `eos` in rows [B, T] of tokens (a document ends
-  // with its EOS token; one that ends the window adds no boundary).
-  static Documents after_token(const std::int32_t* tokens, int B, std::int64_t T, std::int32_t eos);
+  // From where documents start in each row: positions p with 0 < p <= T, ascending (p = T:
+  // the token after the window starts one, so the last target is not one). Errors name
+  // the row and the value.
+  static Documents from_starts(const std::vector<std::vector<std::int64_t>>& starts,
+                               std::int64_t T);
+  // The document starts of a window whose tokens [0, T) are `inputs`: after every `eos`
+  // (a document ends with its EOS token), p = t + 1 for inputs[t] == eos.
+  static std::vector<std::int64_t> starts_after(const std::int32_t* inputs, std::int64_t T,
+                                                std::int32_t eos);
 
   int rows() const { return int(cu_.size()); }
   std::int64_t length() const { return T_; }
   const std::vector<std::int64_t>& row(int b) const { return cu_[std::size_t(b)]; }
+  // Sets the targets that are not ones to ops::kIgnoreTarget: the one of a document's last
+  // token (its next token starts another document). targets [B, s.size()] of shard s.
+  void mask_targets(const Shard& s, std::int32_t* targets) const;
   // The rows [first, first + count) (a dp group's part of a global batch).
   Documents slice(int first, int count) const;
   // The global position where the document holding position t of row b starts.
@@ -49,6 +58,7 @@ class Documents {
 
  private:
   std::vector<std::vector<std::int64_t>> cu_;
+  std::vector<char> ends_window_;  // per row: a document starts right after the window
   std::int64_t T_ = 0;
 };
 

@@ -36,8 +36,9 @@ Defaults defaults_of(ModelFamily f) {
   throw_error("defaults_of: family ", int(f));
 }
 
-// The keys every family reads. Token ids other than pad_token_id, dtype, use_cache and
-// the like are not here: they do not change the math and are reported as ignored.
+// The keys every family reads. Token ids other than pad_token_id and eos_token_id (train.
+// documents eos), dtype, use_cache and the like are not here: they do not change the math
+// and are reported as ignored.
 const Keys kCommonKeys = {"model_type",
                           "vocab_size",
                           "hidden_size",
@@ -63,6 +64,7 @@ const Keys kCommonKeys = {"model_type",
                           "layer_types",
                           "full_attention_interval",
                           "pad_token_id",
+                          "eos_token_id",
                           "attn_output_gate"};
 // The MoE keys of Qwen3.5-MoE; Qwen3-Next has these and three more.
 const Keys kMoeKeys = {"num_experts",           "num_experts_per_tok",
@@ -267,6 +269,23 @@ ModelConfig parse_text_config(const json& j, const JsonSection& s, ModelFamily f
   if (s.has("attention_bias")) m.attention_bias = s.boolean("attention_bias");
   if (s.has("pad_token_id") && !s.at("pad_token_id").is_null())
     m.pad_token_id = s.int32("pad_token_id", 0, m.vocab_size - 1);
+  if (s.has("eos_token_id") && !s.at("eos_token_id").is_null()) {
+    // Some configs list several (the chat and the base model's ends): the first is taken.
+    const json& v = s.at("eos_token_id");
+    if (v.is_array() && !v.empty()) {
+      const json first = v.front();
+      GDN_CHECK(first.is_number_integer() && first.get<std::int64_t>() >= 0 &&
+                    first.get<std::int64_t>() < m.vocab_size,
+                s.where("eos_token_id"), " = ", v.dump(), ": expected token ids in [0, vocab_size ",
+                m.vocab_size, ")");
+      m.eos_token_id = first.get<int>();
+      if (v.size() > 1)
+        notes.push_back(s.where("eos_token_id") + " lists " + std::to_string(v.size()) +
+                        " ids: documents end at the first, " + first.dump());
+    } else {
+      m.eos_token_id = s.int32("eos_token_id", 0, m.vocab_size - 1);
+    }
+  }
   if (s.has("hidden_act") && s.at("hidden_act") != "silu")
     s.fail("hidden_act", "\"silu\" (the activation of every Qwen3-Next and Qwen3.5 layer)");
   // Qwen3.5's checkpoints say attn_output_gate: true; transformers always gates.
@@ -398,7 +417,8 @@ json to_json(const ModelConfig& m) {
          {"rms_norm_eps", m.rms_norm_eps},
          {"tie_word_embeddings", m.tie_word_embeddings},
          {"initializer_range", m.initializer_range},
-         {"pad_token_id", m.pad_token_id < 0 ? json() : json(m.pad_token_id)}};
+         {"pad_token_id", m.pad_token_id < 0 ? json() : json(m.pad_token_id)},
+         {"eos_token_id", m.eos_token_id < 0 ? json() : json(m.eos_token_id)}};
   json types = json::array();
   for (int l = 0; l < m.num_hidden_layers; ++l) types.push_back(name_of(m.layer_type(l)));
   j["layer_types"] = types;
@@ -427,7 +447,7 @@ std::vector<std::string> architecture_differences(const ModelConfig& a, const Mo
   for (const auto& [key, v] : ja.items()) keys.insert(key);
   for (const auto& [key, v] : jb.items()) keys.insert(key);
   for (const std::string& key : keys) {
-    if (key == "initializer_range" || key == "architectures") continue;
+    if (key == "initializer_range" || key == "architectures" || key == "eos_token_id") continue;
     const json va = ja.contains(key) ? ja.at(key) : json(),
                vb = jb.contains(key) ? jb.at(key) : json();
     if (va == vb) continue;

@@ -48,6 +48,9 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   double initializer_range = 0.02;
   int pad_token_id = -1;  // -1: none. Its embedding row starts at zero and gets no gradient
+  // -1: none. Where train.documents eos ends a document (it does not change the math, and
+  // architecture_differences leaves it out).
+  int eos_token_id = -1;
 
   // Gated DeltaNet layers.
   int linear_num_key_heads = 0;    // Hk

@@ -14,6 +14,8 @@
 #include "core/npy.h"
 #include "core/positional_file.h"
 #include "core/rng.h"
+#include "cp/documents.h"
+#include "train/megatron_index.h"
 
 namespace gdn {
 
@@ -330,6 +332,11 @@ class TokenFileSource final : public PartSource {
   }
 
   double unigram_entropy() const override { return unigram_entropy_; }
+  std::int64_t tokens() const { return n_; }
+  // Where window (step, index, len) starts in the stream.
+  std::int64_t window_start(std::int64_t step, std::int64_t index, std::int64_t len) const {
+    return window_offset(seed_, step, index, n_, len);
+  }
 
   std::string describe() const override {
     std::ostringstream os;
@@ -345,8 +352,11 @@ class TokenFileSource final : public PartSource {
   }
 
   static std::string raw_description(TokenType t) {
+    const std::string ext = t == TokenType::u16   ? " (.u16)"
+                            : t == TokenType::u32 ? " (.u32)"
+                                                  : " (the .bin of a Megatron dataset)";
     return std::string("a raw little-endian stream of ") + name_of(t) +
-           " token ids, nothing else in the file (." + (t == TokenType::u16 ? "u16" : "u32") + ")";
+           " token ids, nothing else in the file" + ext;
   }
 
   std::int64_t element_size() const {
@@ -391,7 +401,67 @@ class TokenFileSource final : public PartSource {
   double unigram_entropy_ = 0;
 };
 
+// A Megatron-LM indexed dataset: the .bin's tokens as a raw token file of the index's
+// type, and the index's document starts.
+class MegatronSource final : public PartSource {
+ public:
+  MegatronSource(const std::string& prefix, int vocab, std::uint64_t seed, std::int64_t seq_len)
+      : index_(prefix + ".idx"),
+        tokens_(prefix + ".bin", false, type_of(index_), vocab, seed, seq_len) {
+    GDN_CHECK(tokens_.tokens() == index_.tokens(), "Megatron dataset '", prefix, "': the index ",
+              index_.path(), " holds ", index_.tokens(), " tokens but the .bin has ",
+              tokens_.tokens(), ": expected the .bin written with this index");
+  }
+
+  void window_part(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
+                   std::int64_t count, std::int32_t* out) const override {
+    tokens_.window_part(step, index, len, begin, count, out);
+  }
+  bool has_documents() const override { return true; }
+  std::vector<std::int64_t> document_starts(std::int64_t step, std::int64_t index,
+                                            std::int64_t len) const override {
+    const std::int64_t at = tokens_.window_start(step, index, len);
+    std::vector<std::int64_t> out = index_.starts_in(at, at + len);
+    for (std::int64_t& p : out) p -= at;
+    return out;
+  }
+  double unigram_entropy() const override { return tokens_.unigram_entropy(); }
+  std::string describe() const override {
+    std::ostringstream os;
+    os << "Megatron dataset " << index_.path() << " (" << index_.documents() << " documents), "
+       << tokens_.describe();
+    return os.str();
+  }
+
+ private:
+  static TokenType type_of(const MegatronIndex& i) {
+    return i.dtype_code() == 8   ? TokenType::u16
+           : i.dtype_code() == 4 ? TokenType::i32
+                                 : TokenType::i64;
+  }
+
+  MegatronIndex index_;
+  TokenFileSource tokens_;
+};
+
 }  // namespace
+
+std::vector<std::int64_t> TokenSource::document_starts(std::int64_t, std::int64_t,
+                                                       std::int64_t) const {
+  return {};
+}
+
+bool is_indexed_dataset(const std::string& data) {
+  const std::string ext = std::filesystem::path(data).extension().string();
+  return ext == ".bin" || ext == ".idx";
+}
+
+std::vector<std::int64_t> window_document_starts(const TokenSource& src, std::int64_t step,
+                                                 std::int64_t index, std::int64_t seq_len,
+                                                 const std::int32_t* inputs, std::int32_t eos) {
+  if (src.has_documents()) return src.document_starts(step, index, seq_len + 1);
+  return Documents::starts_after(inputs, seq_len, eos);
+}
 
 void TokenSource::window_part(std::int64_t step, std::int64_t index, std::int64_t len,
                               std::int64_t begin, std::int64_t count, std::int32_t* out) const {
@@ -408,6 +478,9 @@ std::unique_ptr<TokenSource> make_token_source(const std::string& data, int voca
   if (data == "synthetic") return std::make_unique<SyntheticSource>(vocab_size, seed);
   // The file name chooses the format; everything else is text.
   const std::string ext = std::filesystem::path(data).extension().string();
+  if (is_indexed_dataset(data))
+    return std::make_unique<MegatronSource>(
+        std::filesystem::path(data).replace_extension().string(), vocab_size, seed, seq_len);
   if (ext == ".u16" || ext == ".u32" || ext == ".npy")
     return std::make_unique<TokenFileSource>(data, ext == ".npy",
                                              ext == ".u16" ? TokenType::u16 : TokenType::u32,

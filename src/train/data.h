@@ -25,6 +25,11 @@ class TokenSource {
   // for other sources, draws the whole window and copies the part.
   virtual void window_part(std::int64_t step, std::int64_t index, std::int64_t len,
                            std::int64_t begin, std::int64_t count, std::int32_t* out) const;
+  // Whether the source records where its documents start (a Megatron index), and where
+  // they start inside window (step, index, len): positions p, 0 < p < len, ascending.
+  virtual bool has_documents() const { return false; }
+  virtual std::vector<std::int64_t> document_starts(std::int64_t step, std::int64_t index,
+                                                    std::int64_t len) const;
   // Entropy in nats of the source's unigram (token frequency) distribution: a model that
   // learns anything beyond frequencies gets its loss below this.
   virtual double unigram_entropy() const = 0;
@@ -38,6 +43,10 @@ class TokenSource {
 //                 nothing else in the file (no header; size = 2 or 4 bytes per token);
 //   *.npy         pre-tokenized: a 1-D int32 or int64 array of token ids (C order,
 //                 little-endian, as np.save writes it);
+//   *.bin, *.idx  a Megatron-LM indexed dataset (preprocess_data.py's output: X.bin holds
+//                 the tokens of every document back to back, X.idx where each one starts,
+//                 train/megatron_index.h); either name opens both. The token stream is the
+//                 .bin's, and has_documents() gives the index's document starts;
 //   anything else a text file: byte-level tokens (needs vocab_size >= 256).
 // Each sequence is a window of len consecutive tokens of the stream at a seeded offset,
 // the same offsets for text and token files of the same length. Files (text and tokens)
@@ -52,5 +61,16 @@ class TokenSource {
 // not a 1-D int32/int64 array, the first id out of range (its index and value).
 std::unique_ptr<TokenSource> make_token_source(const std::string& data, int vocab_size,
                                                std::uint64_t seed, std::int64_t seq_len);
+
+// Whether `data` names a Megatron indexed dataset (*.bin or *.idx), whose index records
+// the documents (train.documents eos then needs no eos_token_id).
+bool is_indexed_dataset(const std::string& data);
+
+// Where documents start in window (step, index, seq_len + 1) of src, whose first seq_len
+// tokens (the inputs) are `inputs`: the source's own record when it has one, else after
+// every `eos` (Documents::starts_after). Positions p with 0 < p <= seq_len (cp/documents.h).
+std::vector<std::int64_t> window_document_starts(const TokenSource& src, std::int64_t step,
+                                                 std::int64_t index, std::int64_t seq_len,
+                                                 const std::int32_t* inputs, std::int32_t eos);
 
 }  // namespace gdn

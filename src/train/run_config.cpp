@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "cp/shard.h"
+#include "train/data.h"
 
 namespace gdn {
 
@@ -186,6 +187,11 @@ void validate_layout(const RunConfig& c, int world_size) {
   GDN_CHECK(C >= 16 && C <= 128 && (C & (C - 1)) == 0, "chunk_size ", C, t.origin("chunk_size"),
             ": expected a power of two in [16, 128] (16, 32, 64 or 128)");
   check_step_sizes(c);
+  GDN_CHECK(t.documents == DocumentSplit::none || m.eos_token_id >= 0 || is_indexed_dataset(t.data),
+            "train.documents is eos", t.origin("documents"),
+            " but model.eos_token_id is not set in ", f,
+            ": expected the token id that ends each document (the tokenizer's EOS), or data from "
+            "a Megatron .bin/.idx dataset, whose index says where documents start");
   if (t.context_parallel_load_balance)
     require_contiguous_shards(LoadBalance::zigzag, "train.context_parallel_load_balance in " + f);
 }

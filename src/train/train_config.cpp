@@ -270,6 +270,14 @@ const std::vector<TrainField>& train_fields() {
        .member = &T::data,
        .choices = {},
        .nonempty = true},
+      {.key = "documents",
+       .flag = "documents",
+       .help = "none | eos: with eos, a window holds packed documents, each one an independent "
+               "sequence (the GDN state resets, the conv and attention do not look back across "
+               "a boundary, RoPE positions restart at 0, and the token after a document's last "
+               "one is not a target); documents end after model.eos_token_id, or where the "
+               "index of a Megatron .bin/.idx dataset says",
+       .member = &T::documents},
       {.key = "log",
        .flag = "log",
        .help = "append one JSON line per step to this file",

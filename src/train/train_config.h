@@ -30,6 +30,14 @@ constexpr std::array<const char*, 2> enum_names(AttentionLoadBalance) {
   return {"none", "layer_local"};
 }
 
+// Document boundaries inside a window (cp/documents.h): none (each window is one
+// sequence), or eos: documents end after model.eos_token_id, or where a Megatron index
+// (a .bin/.idx dataset) says they end.
+enum class DocumentSplit { none, eos };
+constexpr std::array<const char*, 2> enum_names(DocumentSplit) {
+  return {"none", "eos"};
+}
+
 struct TrainConfig {
   std::int64_t seq_len = 0;
   int batch_size = 1;  // sequences per step, over all data-parallel groups
@@ -49,12 +57,13 @@ struct TrainConfig {
   Recompute recompute = Recompute::none;
   Sharding shard = Sharding::none;
   std::string data = "synthetic";  // "synthetic", a token file or a text file
-  std::string log;                 // JSON-lines log file ("" = none)
-  std::string checkpoint_dir;      // "" = no checkpoints
-  int checkpoint_every = 0;        // steps; 0 = only at the end
-  int keep_checkpoints = 3;        // the newest N complete ones; 0 = all
-  double watchdog_s = 600;         // no progress this long ends the job; 0 = off
-  bool profile = false;            // wall time per component of each step (core/profile.h)
+  DocumentSplit documents = DocumentSplit::none;
+  std::string log;             // JSON-lines log file ("" = none)
+  std::string checkpoint_dir;  // "" = no checkpoints
+  int checkpoint_every = 0;    // steps; 0 = only at the end
+  int keep_checkpoints = 3;    // the newest N complete ones; 0 = all
+  double watchdog_s = 600;     // no progress this long ends the job; 0 = off
+  bool profile = false;        // wall time per component of each step (core/profile.h)
 
   // Where each key was last set: "--batch", or "train.batch_size in FILE". Absent: default.
   std::map<std::string, std::string> set_by;
@@ -63,11 +72,11 @@ struct TrainConfig {
 };
 
 struct TrainField {
-  using Member =
-      std::variant<std::int64_t TrainConfig::*, int TrainConfig::*, std::uint64_t TrainConfig::*,
-                   double TrainConfig::*, bool TrainConfig::*, std::string TrainConfig::*,
-                   DType TrainConfig::*, Recompute TrainConfig::*,
-                   AttentionLoadBalance TrainConfig::*, Sharding TrainConfig::*>;
+  using Member = std::variant<std::int64_t TrainConfig::*, int TrainConfig::*,
+                              std::uint64_t TrainConfig::*, double TrainConfig::*,
+                              bool TrainConfig::*, std::string TrainConfig::*, DType TrainConfig::*,
+                              Recompute TrainConfig::*, AttentionLoadBalance TrainConfig::*,
+                              Sharding TrainConfig::*, DocumentSplit TrainConfig::*>;
   const char* key;   // in "train"
   const char* flag;  // gdn_train's flag, without "--"; "" for none
   const char* help;

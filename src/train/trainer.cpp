@@ -17,6 +17,7 @@
 #include "core/host_memory.h"
 #include "model/hf_weights.h"
 #include "ops/adamw/adamw.h"
+#include "ops/cross_entropy/cross_entropy.h"
 #include "runtime/devices.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_set.h"
@@ -169,6 +170,29 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
     GDN_CHECK(log_.good(), "cannot open the log file '", t.log, "'", t.origin("log"), ": ",
               std::strerror(errno));
   }
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::report_documents(const Documents& docs, std::int64_t targets) {
+  // Every cp rank of a group holds the same rows: the first one counts them.
+  const Documents::Summary s = docs.summary();
+  const bool counts = mesh_.cp_rank == 0;
+  std::int64_t sums[2] = {counts ? s.documents : 0, counts ? docs.rows() : 0};
+  std::int64_t longest = s.longest;
+  world_.all_reduce_sum(sums, 2, train_sites::kStats);
+  world_.all_reduce_max(&longest, 1, train_sites::kStats);
+  documents_reported_ = true;
+  if (world_.rank() != 0) return;
+  const TrainConfig& t = cfg_.train;
+  const std::int64_t all = std::int64_t(t.batch_size) * t.seq_len;
+  spdlog::info(
+      "documents ({}): step {} has {:.2f} per window of {} tokens, mean length {:.1f}, longest "
+      "{}; {} of {} targets ({:.2f}%) follow a document's last token and are not counted",
+      data_->has_documents() ? "from the dataset's index"
+                             : fmt::format("ending with eos_token_id {}", cfg_.model.eos_token_id),
+      step_ + 1, double(sums[0]) / double(std::max<std::int64_t>(sums[1], 1)), t.seq_len,
+      double(sums[1]) * double(t.seq_len) / double(std::max<std::int64_t>(sums[0], 1)), longest,
+      all - targets, all, 100.0 * double(all - targets) / double(all));
 }
 
 template <typename T, typename Dev>
@@ -426,20 +450,38 @@ StepRecord Trainer<T, Dev>::step() {
   std::optional<profile::Region> data_region;
   data_region.emplace("data");
   // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one,
-  // from tokens [t0, t1 + 1) of each window (only those are read).
+  // from tokens [t0, t1 + 1) of each window (only those are read; with documents the whole
+  // window, where any rank finds every boundary).
   const std::int64_t n = shard_.size();
-  std::vector<std::int32_t> seq(n + 1), tokens(Bl * n), targets(Bl * n);
+  const bool packed = t.documents != DocumentSplit::none;
+  const std::int64_t first = packed ? 0 : shard_.begin, len = packed ? t.seq_len + 1 : n + 1;
+  std::vector<std::int32_t> seq(len), tokens(Bl * n), targets(Bl * n);
+  std::vector<std::vector<std::int64_t>> starts(packed ? Bl : 0);
   for (int b = 0; b < Bl; ++b) {
-    data_->window_part(step_, std::int64_t(mesh_.dp_rank) * Bl + b, t.seq_len + 1, shard_.begin,
-                       n + 1, seq.data());
-    std::copy_n(seq.data(), n, tokens.data() + b * n);
-    std::copy_n(seq.data() + 1, n, targets.data() + b * n);
+    const std::int64_t index = std::int64_t(mesh_.dp_rank) * Bl + b;
+    data_->window_part(step_, index, t.seq_len + 1, first, len, seq.data());
+    std::copy_n(seq.data() + shard_.begin - first, n, tokens.data() + b * n);
+    std::copy_n(seq.data() + shard_.begin - first + 1, n, targets.data() + b * n);
+    if (packed)
+      starts[b] = window_document_starts(*data_, step_, index, t.seq_len, seq.data(),
+                                         cfg_.model.eos_token_id);
+  }
+  std::optional<Documents> docs;
+  std::int64_t global_tokens = std::int64_t(t.batch_size) * t.seq_len;
+  if (packed) {
+    docs = Documents::from_starts(starts, t.seq_len);
+    docs->mask_targets(shard_, targets.data());
+    // The loss is the mean over the targets inside documents, counted over the whole batch.
+    global_tokens = std::count_if(targets.begin(), targets.end(),
+                                  [](std::int32_t x) { return x != ops::kIgnoreTarget; });
+    world_.all_reduce_sum(&global_tokens, 1, train_sites::kStats);
+    if (!documents_reported_) report_documents(*docs, global_tokens);
   }
   const Buffer<Dev, std::int32_t> d_tokens = to_device<Dev>(tokens.data(), tokens.size());
   const Buffer<Dev, std::int32_t> d_targets = to_device<Dev>(targets.data(), targets.size());
   data_region.reset();
-  const std::int64_t global_tokens = std::int64_t(t.batch_size) * t.seq_len;
-  const double grad_scale = 1.0 / double(global_tokens);
+  // A batch of one-token documents has no targets: its loss and gradients are 0.
+  const double grad_scale = 1.0 / double(std::max<std::int64_t>(global_tokens, 1));
   ParamStore<T, Dev>& ps = model_.params();
   ps.zero_grad();
   if (sharded_) sharded_->zero_grad();
@@ -449,7 +491,8 @@ StepRecord Trainer<T, Dev>::step() {
   progress("forward and backward");
   CpOptions cp_options;
   cp_options.attention_layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
-  const CpContext cp{*mesh_.cp_comm, shard_, t.seq_len, cp_options};
+  CpContext cp{*mesh_.cp_comm, shard_, t.seq_len, cp_options};
+  if (docs) cp.documents = &*docs;
   const auto losses =
       model_.forward_backward(cp, *mesh_.world, d_tokens.data(), d_targets.data(), Bl, grad_scale);
   double loss = losses.ce_sum;
@@ -478,7 +521,7 @@ StepRecord Trainer<T, Dev>::step() {
     if (t.grad_clip > 0 && std::isfinite(r.grad_norm) && r.grad_norm > t.grad_clip)
       ops::scale(Dev{}, ps.grads(), ps.num_elements(), t.grad_clip / r.grad_norm);
   }
-  r.loss = loss / double(global_tokens);
+  r.loss = loss / double(std::max<std::int64_t>(global_tokens, 1));
   r.aux_loss = losses.aux;
   r.total = r.loss +
             (cfg_.model.output_router_logits ? cfg_.model.router_aux_loss_coef * r.aux_loss : 0.0);

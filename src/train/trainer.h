@@ -16,6 +16,7 @@
 
 #include "comm/communicator.h"
 #include "core/watchdog.h"
+#include "cp/documents.h"
 #include "cp/shard.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
@@ -35,7 +36,7 @@ struct StepRecord {
   double loss = 0, grad_norm = 0, lr = 0;  // loss: the mean token cross-entropy
   double aux_loss = 0;                     // the MoE load-balancing loss (0 without MoE)
   double total = 0;           // the objective: loss + router_aux_loss_coef * aux_loss when trained
-  std::int64_t tokens = 0;    // tokens in the global batch
+  std::int64_t tokens = 0;    // targets in the global batch (inside documents, with them)
   std::int64_t peak_rss = 0;  // the largest peak resident memory of any rank so far, bytes
   double step_ms = 0;
   StepProfile profile;  // --profile only: ms per component (train/step_profile.h)
@@ -99,6 +100,9 @@ class Trainer {
  private:
   void progress(const char* phase);
   void report_exchange();
+  // The first step with documents: rank 0 logs how many per window, their lengths and the
+  // targets left out (collective).
+  void report_documents(const Documents& docs, std::int64_t targets);
   void write_exchange_record(const std::map<std::string, CommCounter>& world_before,
                              const std::map<std::string, CommCounter>& dev_before);
   void log_step(const StepRecord& r, double seconds_per_step);
@@ -140,6 +144,8 @@ class Trainer {
   std::unique_ptr<ShardedState<T, Dev>> sharded_;  // train.shard optimizer or full
   std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
+  bool documents_reported_ = false;
+
   std::ofstream log_;
   std::unique_ptr<CheckpointRotation> rotation_;  // rank 0, with a checkpoint directory
 };

@@ -196,8 +196,16 @@ TEST_CASE("document boundaries are checked", "[documents]") {
   CHECK_THROWS_WITH(Documents({{0, 5}}, 8), Catch::Contains("from 0 to the window's 8"));
   CHECK_THROWS_WITH(Documents({{1, 8}}, 8), Catch::Contains("from 0 to the window's 8"));
   const std::int32_t tokens[] = {4, 9, 2, 9, 9, 1, 9};  // eos 9: documents end with it
-  const Documents d = Documents::after_token(tokens, 1, 7, 9);
+  const std::vector<std::int64_t> starts = Documents::starts_after(tokens, 7, 9);
+  CHECK(starts == std::vector<std::int64_t>{2, 4, 5, 7});
+  const Documents d = Documents::from_starts({starts}, 7);
   CHECK(d.row(0) == std::vector<std::int64_t>{0, 2, 4, 5, 7});
+  // The targets of each document's last token are not ones, the window's last included.
+  std::vector<std::int32_t> targets(5, 1);
+  d.mask_targets(Shard{2, 7}, targets.data());
+  const std::int32_t X = ops::kIgnoreTarget;
+  CHECK(targets == std::vector<std::int32_t>{1, X, X, 1, X});
+  CHECK_THROWS_WITH(Documents::from_starts({{3, 2}}, 7), Catch::Contains("starts at 2"));
   CHECK(d.positions(Shard{1, 6}) == std::vector<std::int64_t>{1, 0, 1, 0, 0});
   CHECK(d.starts({0, 3, 6}) == std::vector<std::int64_t>{0, 2, 5});
   const Documents::Summary s = d.summary();
