@@ -3,22 +3,27 @@
 //
 //   mpirun -np P gdn_eval --init-from DIR --tokens FILE.npy [--cp P] [--dtype f32|f64|bf16]
 //       [--chunk-size 64] [--attention-load-balance none|layer_local] [--grads-out DIR]
-//       [--ep E] [--shard none|optimizer|full]
+//       [--ep E] [--shard none|optimizer|full] [--documents none|eos | --cu-seqlens CU.npy]
 //
-// FILE.npy is int32 or int64 [B, T + 1]: inputs [:, :-1], targets [:, 1:]. Prints one JSON
-// line {"loss", "aux_loss", "total", "tokens"} on stdout (rank 0): loss is the mean
-// cross-entropy over the B T targets, aux_loss transformers' load-balancing loss (0
-// without MoE), total = loss + router_aux_loss_coef aux_loss when output_router_logits,
-// else loss. --grads-out writes d total / d parameter as DIR/<checkpoint name>.npy in the
-// checkpoint's layout and shape. The ranks beyond cp form data-parallel groups (dp =
-// world / cp, B a multiple of dp). --ep and --shard spread the experts and the parameters
-// over the ranks as gdn_train does (the gradients are gathered to rank 0 for --grads-out).
-// Shares the model code with gdn_train (CPU ranks).
+// FILE.npy is int32 or int64 [B, T + 1]: inputs [:, :-1], targets [:, 1:]. Packed
+// documents (cp/documents.h), as gdn_train --documents: --documents eos ends them after
+// the config's eos_token_id, --cu-seqlens gives the boundaries [0, ..., T] of every row
+// (1-D int32/int64); the target after a document's last token is then not counted. Prints
+// one JSON line {"loss", "aux_loss", "total", "tokens"} on stdout (rank 0): loss is the
+// mean cross-entropy over the counted targets ("tokens": B T without documents), aux_loss
+// transformers' load-balancing loss (0 without MoE), total = loss + router_aux_loss_coef aux_loss
+// when output_router_logits, else loss. --grads-out writes d total / d parameter as DIR/<checkpoint
+// name>.npy in the checkpoint's layout and shape. The ranks beyond cp form data-parallel groups (dp
+// = world / cp, B a multiple of dp). --ep and --shard spread the experts and the parameters over
+// the ranks as gdn_train does (the gradients are gathered to rank 0 for --grads-out). Shares the
+// model code with gdn_train (CPU ranks).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
@@ -27,6 +32,7 @@
 #include "core/json_reader.h"
 #include "core/npy.h"
 #include "cp/attention_cp.h"
+#include "cp/documents.h"
 #include "cp/gdn_cp.h"
 #include "model/hf_weights.h"
 #include "model/model.h"
@@ -64,7 +70,15 @@ cxxopts::Options make_options() {
       "ep", "expert-parallel degree: the experts of every MoE layer over ep consecutive ranks",
       cxxopts::value<int>()->default_value("1"))(
       "shard", "none | optimizer | full: the parameters' training state sharded over the ranks",
-      cxxopts::value<std::string>()->default_value("none"))("h,help", "print this help");
+      cxxopts::value<std::string>()->default_value("none"))(
+      "documents",
+      "none | eos: packed documents ending after the config's eos_token_id (as gdn_train "
+      "--documents); the target after a document's last token is not counted",
+      cxxopts::value<std::string>()->default_value("none"))(
+      "cu-seqlens",
+      "packed documents from CU.npy: 1-D int32/int64 boundaries 0 = cu[0] < ... < cu[n] = T, "
+      "the same for every row (transformers' cu_seq_lens of one row)",
+      cxxopts::value<std::string>())("h,help", "print this help");
   return o;
 }
 
@@ -76,9 +90,49 @@ struct Setup {
   bool layer_local = false, stats = false;
   ModelConfig model;
   std::vector<std::string> ignored, notes;
-  std::string tie_note;         // a tied head the checkpoint unties (warned about)
-  Tensor<std::int64_t> tokens;  // [B, T + 1]
+  std::string tie_note;                // a tied head the checkpoint unties (warned about)
+  Tensor<std::int64_t> tokens;         // [B, T + 1]
+  std::optional<Documents> documents;  // of the whole batch, with --documents or --cu-seqlens
 };
+
+// The documents of every row from --documents eos or --cu-seqlens (none: nullopt).
+std::optional<Documents> parse_documents(const cxxopts::ParseResult& r, const Setup& s,
+                                         const std::string& config) {
+  const std::string mode = r["documents"].as<std::string>();
+  const std::optional<DocumentSplit> split = enum_from_name<DocumentSplit>(mode);
+  GDN_CHECK(split, "--documents ", mode, ": expected ", enum_list<DocumentSplit>());
+  const bool cu = r.count("cu-seqlens") > 0;
+  GDN_CHECK(!(cu && *split != DocumentSplit::none),
+            "--documents eos and --cu-seqlens both give document boundaries: keep one");
+  const std::int64_t B = s.tokens.shape[0], T = s.tokens.shape[1] - 1;
+  std::vector<std::vector<std::int64_t>> starts(static_cast<std::size_t>(B));
+  if (cu) {
+    const std::string path = r["cu-seqlens"].as<std::string>();
+    const NpyArray a = read_npy(path);
+    GDN_CHECK((a.dtype == DType::i32 || a.dtype == DType::i64) && a.shape.size() == 1,
+              "--cu-seqlens ", path, " holds ", dtype_name(a.dtype), " of shape ",
+              shape_str(a.shape), ": expected a 1-D int32 or int64 array of boundaries");
+    const std::vector<std::int64_t> c = npy_to_tensor<std::int64_t>(a, path).data;
+    GDN_CHECK(c.size() >= 2 && c.front() == 0 && c.back() == T, "--cu-seqlens ", path,
+              ": expected boundaries from 0 to T = ", T, " (the tokens file's inputs per row)");
+    for (auto& row : starts) row.assign(c.begin() + 1, c.end() - 1);
+    try {
+      return Documents::from_starts(starts, T);
+    } catch (const Error& e) {
+      throw_error("--cu-seqlens ", path, ": ", e.what());
+    }
+  }
+  if (*split == DocumentSplit::none) return std::nullopt;
+  GDN_CHECK(s.model.eos_token_id >= 0, "--documents eos: ", config,
+            " sets no eos_token_id, the token that ends each document");
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(T));
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t t = 0; t < T; ++t)
+      inputs[std::size_t(t)] = std::int32_t(s.tokens.data[std::size_t(b * (T + 1) + t)]);
+    starts[std::size_t(b)] = Documents::starts_after(inputs.data(), T, s.model.eos_token_id);
+  }
+  return Documents::from_starts(starts, T);
+}
 
 Setup parse(const cxxopts::ParseResult& r, int world_size) {
   Setup s;
@@ -134,6 +188,7 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
         s.tokens.data[std::size_t(i)] >= 0 && s.tokens.data[std::size_t(i)] < s.model.vocab_size,
         "--tokens ", s.tokens_path, ": the id at flat index ", i, " is ",
         s.tokens.data[std::size_t(i)], ", outside [0, vocab_size ", s.model.vocab_size, ")");
+  s.documents = parse_documents(r, s, config);
   return s;
 }
 
@@ -174,7 +229,12 @@ int evaluate(const Setup& s, Communicator& world) {
   const std::int64_t B = s.tokens.shape[0], Tg = s.tokens.shape[1] - 1, Bl = B / s.dp;
   CpOptions opt;
   opt.attention_layer_local = s.layer_local;
-  const CpContext cp{*mesh.cp_comm, contiguous_shard(Tg, s.cp, mesh.cp_rank), Tg, opt};
+  CpContext cp{*mesh.cp_comm, contiguous_shard(Tg, s.cp, mesh.cp_rank), Tg, opt};
+  std::optional<Documents> group_docs;  // this dp group's rows
+  if (s.documents) {
+    group_docs = s.documents->slice(int(mesh.dp_rank * Bl), int(Bl));
+    cp.documents = &*group_docs;
+  }
   const std::int64_t n = cp.tokens();
   std::vector<std::int32_t> tokens(std::size_t(Bl * n)), targets(std::size_t(Bl * n));
   for (std::int64_t b = 0; b < Bl; ++b)
@@ -183,10 +243,18 @@ int evaluate(const Setup& s, Communicator& world) {
       tokens[std::size_t(b * n + t)] = std::int32_t(row[cp.shard.begin + t]);
       targets[std::size_t(b * n + t)] = std::int32_t(row[cp.shard.begin + t + 1]);
     }
+  // The counted targets of the whole batch: all of them, or those inside documents.
+  std::int64_t counted = B * Tg;
+  if (s.documents) {
+    group_docs->mask_targets(cp.shard, targets.data());
+    std::vector<std::int32_t> all(std::size_t(B * Tg), 0);
+    s.documents->mask_targets(Shard{0, Tg}, all.data());
+    counted = std::count(all.begin(), all.end(), 0);
+  }
   auto& ps = model->params();
   ps.zero_grad();
   const auto losses = model->forward_backward(cp, world, tokens.data(), targets.data(), int(Bl),
-                                              1.0 / double(B * Tg));
+                                              1.0 / double(std::max<std::int64_t>(counted, 1)));
   double ce = losses.ce_sum;
   world.all_reduce_sum(&ce, 1, app_sites::kEvalLoss);
   // The gradients summed over the ranks, then every rank's part of them to rank 0.
@@ -213,7 +281,7 @@ int evaluate(const Setup& s, Communicator& world) {
   const std::vector<T> grads =
       std::move(gather_runs<T>(world, runs, {mine.data()}, whole.back().offset + whole.back().size,
                                app_sites::kEvalGrads)[0]);
-  const double loss = ce / double(B * Tg);
+  const double loss = ce / double(std::max<std::int64_t>(counted, 1));
   const double total =
       loss + (s.model.output_router_logits ? s.model.router_aux_loss_coef * losses.aux : 0.0);
   if (s.stats) {
@@ -240,7 +308,7 @@ int evaluate(const Setup& s, Communicator& world) {
     }
   }
   nlohmann::json line{
-      {"loss", loss}, {"aux_loss", losses.aux}, {"total", total}, {"tokens", B * Tg}};
+      {"loss", loss}, {"aux_loss", losses.aux}, {"total", total}, {"tokens", counted}};
   std::cout << line.dump() << std::endl;
   return 0;
 }

@@ -175,9 +175,27 @@ TEST_CASE("keys with no effect on the math are listed, not refused", "[hf_config
                         "max_position_embeddings", "transformers_version", "architectures"})
     j[k] = 1;
   std::vector<std::string> ignored, notes;
-  parse_model_config(j, "config.json", ignored, notes);
+  const ModelConfig m = parse_model_config(j, "config.json", ignored, notes);
   std::sort(ignored.begin(), ignored.end());
-  CHECK(ignored == std::vector<std::string>{"architectures", "bos_token_id", "eos_token_id",
+  // eos_token_id is read: train.documents eos ends documents there.
+  CHECK(ignored == std::vector<std::string>{"architectures", "bos_token_id",
                                             "max_position_embeddings", "torch_dtype",
                                             "transformers_version", "use_cache"});
+  CHECK(m.eos_token_id == 1);
+}
+
+TEST_CASE("eos_token_id: one id, a list (the first), null or out of range", "[hf_config]") {
+  json j = next_config();
+  std::vector<std::string> ignored, notes;
+  j["eos_token_id"] = json::array({7, 3});
+  CHECK(parse_model_config(j, "config.json", ignored, notes).eos_token_id == 7);
+  CHECK_THAT(notes.back(), Contains("lists 2 ids: documents end at the first, 7"));
+  j["eos_token_id"] = nullptr;
+  CHECK(parse_model_config(j, "config.json", ignored, notes).eos_token_id == -1);
+  j["eos_token_id"] = j["vocab_size"];
+  CHECK_THROWS_WITH(parse_model_config(j, "config.json", ignored, notes), Contains("eos_token_id"));
+  // It does not make another architecture: a checkpoint resumes across it.
+  ModelConfig a = parse_model_config(next_config(), "config.json", ignored, notes), b = a;
+  b.eos_token_id = 5;
+  CHECK(architecture_differences(a, b).empty());
 }
