@@ -10,7 +10,10 @@
 #
 #   scripts/reproduce_loss_curves.sh [--config FILE]... [--steps N] [--dtype f32|f64|bf16]
 #       [--data synthetic|FILE] [--cps "1 2 4"] [--tol 1e-4] [--out DIR]
-#       [--attention-load-balance none|layer_local]
+#       [--attention-load-balance none|layer_local] [--documents none|eos]
+#
+# --documents eos trains packed documents (docs/usage.md): with --data data/public_domain.txt
+# each line of the text is a document (the tiny configs' eos_token_id 10 is its newline).
 #
 # Exit code 1 when the largest difference from cp=1 exceeds --tol for any config. The
 # default --tol is 1e-4 for f32, 1e-10 for f64 and 1e-2 for bf16: bf16 rounds each layout's
@@ -19,11 +22,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
-CONFIGS=() STEPS="" DTYPE="" DATA="" CPS="1 2 4" TOL="" OUT=out/loss_curves BALANCE=""
+CONFIGS=() STEPS="" DTYPE="" DATA="" CPS="1 2 4" TOL="" OUT=out/loss_curves BALANCE="" DOCS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) CONFIGS+=("$2"); shift 2 ;;
     --attention-load-balance) BALANCE=$2; shift 2 ;;
+    --documents) DOCS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --dtype) DTYPE=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
@@ -46,6 +50,7 @@ EXTRA=()
 [ -n "$DTYPE" ] && EXTRA+=(--dtype "$DTYPE")
 [ -n "$DATA" ] && EXTRA+=(--data "$DATA")
 [ -n "$BALANCE" ] && EXTRA+=(--attention-load-balance "$BALANCE")
+[ -n "$DOCS" ] && EXTRA+=(--documents "$DOCS")
 status=0
 for CONFIG in "${CONFIGS[@]}"; do
   name=$(basename "$CONFIG" .json)

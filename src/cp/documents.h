@@ -1,4 +1,4 @@
-// Packed documents (train key `documents`, docs/design.md §5c): inside a window of T
+// Packed documents (train key `documents`, docs/design.md §5d): inside a window of T
 // tokens, each document is an independent sequence. Row b of a batch holds documents
 // [cu[b][i], cu[b][i + 1]) of its global positions, 0 = cu[b][0] < ... < cu[b][n] = T.
 // Every rank of a cp group holds the same boundaries of the whole window (they are a few
