@@ -4,7 +4,7 @@
 Run by hand, in a virtual environment with torch, transformers and safetensors (never by
 the tests or CI, which only read the committed output):
 
-    python scripts/make_hf_fixtures.py [--out tests/fixtures/hf]
+    python scripts/make_hf_fixtures.py [--out tests/fixtures/hf] [--only NAME]...
 
 For each tiny model (random weights, float64 throughout) it writes DIR/<name>/:
     config.json, model.safetensors   as save_pretrained writes them
@@ -19,6 +19,16 @@ The models:
                      prefix, a tiny vision tower, an mtp.* tensor), tied embeddings, mRoPE
                      sections, no MoE
     qwen3_5_moe      Qwen3_5MoeForCausalLM: MoE in every layer, the router loss trained
+    qwen3_next_packed  Qwen3NextForCausalLM with gated attention in every layer and MoE, on
+                     packed documents: the rows' position_ids restart at each boundary of
+                     cu_seqlens.npy (transformers then masks attention block-diagonally,
+                     masking_utils.find_packed_sequence_indices) and the target after each
+                     document's last token is ignore_index. GDN layers cannot be in it:
+                     transformers' torch fallbacks of causal_conv1d_fn and
+                     chunk_gated_delta_rule drop cu_seq_lens (only the CUDA kernels of
+                     causal-conv1d and fla take them), so its CPU code is no packed oracle
+                     for them; gdn-cp's tests run each document alone there instead.
+
 
 transformers computes some intermediates in float32 on purpose (RMSNorm, the RoPE tables,
 softmax, the router, the delta rule): for a float64 reference those casts are redirected
@@ -38,6 +48,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 B, T = 2, 23  # T + 1 tokens per row; T is not a multiple of 2, 3 or 4
+CU_SEQLENS = [0, 1, 8, 10, 16, 22, 23]  # the packed fixture's documents, in every row
 VOCAB = 64
 
 
@@ -84,6 +95,15 @@ def build(name):
             **text_settings(intermediate_size=24, mlp_only_layers=[2], norm_topk_prob=False,
                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                              "partial_rotary_factor": 0.25},
+                            tie_word_embeddings=False),
+            **MOE)
+        return transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", experts_implementation="eager")
+    if name == "qwen3_next_packed":
+        cfg = transformers.Qwen3NextConfig(
+            **text_settings(intermediate_size=24, mlp_only_layers=[2], norm_topk_prob=True,
+                            layer_types=["full_attention"] * 4,
+                            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                             "partial_rotary_factor": 0.5},
                             tie_word_embeddings=False),
             **MOE)
         return transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", experts_implementation="eager")
@@ -165,14 +185,29 @@ def make(name, out_dir, seed):
 
     tokens = torch.randint(0, VOCAB, (B, T + 1), generator=gen)
     np.save(os.path.join(d, "tokens.npy"), tokens.numpy().astype(np.int64))
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    inputs, targets = tokens[:, :-1], tokens[:, 1:].clone()
+    kwargs = {}
+    if name.endswith("_packed"):
+        # Documents of 1, 7, 2, 6, 6 and 1 tokens: boundaries on the cp = 3 shard edges (8,
+        # 16), one-token documents first and last. Positions restart at every boundary.
+        np.save(os.path.join(d, "cu_seqlens.npy"), np.array(CU_SEQLENS, dtype=np.int64))
+        pos = torch.zeros(T, dtype=torch.long)
+        for s, e in zip(CU_SEQLENS[:-1], CU_SEQLENS[1:]):
+            pos[s:e] = torch.arange(e - s)
+        kwargs["position_ids"] = pos.unsqueeze(0).expand(B, T)
+        # Without a cache: transformers looks for packed position_ids only then
+        # (masking_utils._preprocess_mask_arguments); with one the mask stays causal.
+        kwargs["use_cache"] = False
+        for c in CU_SEQLENS[1:-1]:
+            targets[:, c - 1] = -100  # the next document's first token is not a target
     model.zero_grad()
-    out = model(input_ids=inputs, output_router_logits=True) if "moe" in name else model(
-        input_ids=inputs)
+    out = model(input_ids=inputs, output_router_logits=True, **kwargs) if "moe" in name or \
+        name.endswith("_packed") else model(input_ids=inputs)
     logits = out.logits
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                           ignore_index=-100)
     cfg = model.config.get_text_config()
-    if "moe" in name:
+    if "moe" in name or name.endswith("_packed"):
         lb = transformers.models.qwen3_next.modeling_qwen3_next.load_balancing_loss_func
         aux = lb(out.router_logits, cfg.num_experts, cfg.num_experts_per_tok)
         total = loss + cfg.router_aux_loss_coef * aux if cfg.output_router_logits else loss
@@ -186,7 +221,7 @@ def make(name, out_dir, seed):
     for k, g in grads.items():
         np.save(os.path.join(gdir, k + ".npy"), g.detach().numpy().astype(np.float64))
     expected = {"loss": loss.item(), "aux_loss": aux.item(), "total": total.item(),
-                "tokens": B * T, "transformers": transformers.__version__,
+                "tokens": int((targets != -100).sum()), "transformers": transformers.__version__,
                 "torch": torch.__version__, "model": type(model).__name__}
     with open(os.path.join(d, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
@@ -194,15 +229,21 @@ def make(name, out_dir, seed):
           f"aux {aux.item():.15f}, total {total.item():.15f}")
 
 
+NAMES = ["qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "qwen3_next_packed"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
                                                   "fixtures", "hf"))
+    ap.add_argument("--only", action="append", choices=NAMES,
+                    help="make only this fixture (repeatable); the others keep their bytes")
     args = ap.parse_args()
     float64_everywhere()
     os.makedirs(args.out, exist_ok=True)
-    for i, name in enumerate(["qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe"]):
-        make(name, args.out, seed=100 + i)
+    for i, name in enumerate(NAMES):
+        if not args.only or name in args.only:
+            make(name, args.out, seed=100 + i)
 
 
 if __name__ == "__main__":
