@@ -460,6 +460,7 @@ std::vector<std::int64_t> window_document_starts(const TokenSource& src, std::in
                                                  std::int64_t index, std::int64_t seq_len,
                                                  const std::int32_t* inputs, std::int32_t eos) {
   if (src.has_documents()) return src.document_starts(step, index, seq_len + 1);
+  GDN_CHECK(inputs, "window_document_starts: the window's tokens are needed to find EOS");
   return Documents::starts_after(inputs, seq_len, eos);
 }
 

@@ -67,8 +67,9 @@ std::unique_ptr<TokenSource> make_token_source(const std::string& data, int voca
 bool is_indexed_dataset(const std::string& data);
 
 // Where documents start in window (step, index, seq_len + 1) of src, whose first seq_len
-// tokens (the inputs) are `inputs`: the source's own record when it has one, else after
-// every `eos` (Documents::starts_after). Positions p with 0 < p <= seq_len (cp/documents.h).
+// tokens (the inputs) are `inputs`: the source's own record when it has one (inputs may
+// then be null), else after every `eos` (Documents::starts_after). Positions p with
+// 0 < p <= seq_len (cp/documents.h).
 std::vector<std::int64_t> window_document_starts(const TokenSource& src, std::int64_t step,
                                                  std::int64_t index, std::int64_t seq_len,
                                                  const std::int32_t* inputs, std::int32_t eos);

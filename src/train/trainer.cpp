@@ -450,11 +450,13 @@ StepRecord Trainer<T, Dev>::step() {
   std::optional<profile::Region> data_region;
   data_region.emplace("data");
   // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one,
-  // from tokens [t0, t1 + 1) of each window (only those are read; with documents the whole
-  // window, where any rank finds every boundary).
+  // from tokens [t0, t1 + 1) of each window (only those are read; when documents end at
+  // EOS tokens, the whole window, where any rank finds every boundary; a Megatron index
+  // says where they start).
   const std::int64_t n = shard_.size();
   const bool packed = t.documents != DocumentSplit::none;
-  const std::int64_t first = packed ? 0 : shard_.begin, len = packed ? t.seq_len + 1 : n + 1;
+  const bool whole = packed && !data_->has_documents();
+  const std::int64_t first = whole ? 0 : shard_.begin, len = whole ? t.seq_len + 1 : n + 1;
   std::vector<std::int32_t> seq(len), tokens(Bl * n), targets(Bl * n);
   std::vector<std::vector<std::int64_t>> starts(packed ? Bl : 0);
   for (int b = 0; b < Bl; ++b) {
@@ -463,8 +465,8 @@ StepRecord Trainer<T, Dev>::step() {
     std::copy_n(seq.data() + shard_.begin - first, n, tokens.data() + b * n);
     std::copy_n(seq.data() + shard_.begin - first + 1, n, targets.data() + b * n);
     if (packed)
-      starts[b] = window_document_starts(*data_, step_, index, t.seq_len, seq.data(),
-                                         cfg_.model.eos_token_id);
+      starts[b] = window_document_starts(*data_, step_, index, t.seq_len,
+                                         whole ? seq.data() : nullptr, cfg_.model.eos_token_id);
   }
   std::optional<Documents> docs;
   std::int64_t global_tokens = std::int64_t(t.batch_size) * t.seq_len;
