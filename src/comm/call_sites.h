@@ -89,7 +89,10 @@ inline constexpr const char* kExportGather = "train.export_gather";
 inline constexpr const char* kLossAllReduce = "train.loss_allreduce";
 // All-reduce (max) of the peak resident memory (one int64).
 inline constexpr const char* kMemoryAllReduce = "train.peak_rss";
-// Max and sum of the attention work per rank, for the log.
+// train.documents: the sum of the counted targets, before the step (one int64).
+inline constexpr const char* kTargetCount = "train.target_count";
+// Max and sum of the attention work per rank, and the documents of the first step, for
+// the log.
 inline constexpr const char* kStats = "train.stats";
 // All-gather of every rank's counters for --exchange-out (its length first, as a max).
 inline constexpr const char* kExchangeRecord = "train.exchange_record";

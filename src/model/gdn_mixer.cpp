@@ -234,7 +234,8 @@ void GdnMixer<T, Dev>::core_forward(const CpContext& cp, const GdnProblem& p) {
     for (std::size_t i = 0; i < n; ++i)
       cores_.push_back(std::make_unique<GdnContextParallel<T, Dev>>());
   }
-  if (!cp.documents) {
+  per_row_ = cp.documents != nullptr;
+  if (!per_row_) {
     cores_[0]->forward(cp, p, all, o_.data(), nullptr);
     return;
   }
@@ -252,7 +253,7 @@ void GdnMixer<T, Dev>::core_forward(const CpContext& cp, const GdnProblem& p) {
 
 template <typename T, typename Dev>
 void GdnMixer<T, Dev>::core_backward(const CpContext& cp, const T* d_o, GdnGradView<T>& g) {
-  if (cores_.size() == 1 && !cp.documents) {
+  if (!per_row_) {
     cores_[0]->backward(cp, d_o, nullptr, g);
     return;
   }

@@ -71,6 +71,7 @@ class GdnMixer final : public Mixer<T, Dev> {
   // The CP core: cores_[0] for the whole batch, or one per row with documents (kept for
   // the run).
   std::vector<std::unique_ptr<GdnContextParallel<T, Dev>>> cores_;
+  bool per_row_ = false;  // the last forward ran one core per row
 };
 
 }  // namespace gdn

@@ -476,7 +476,7 @@ StepRecord Trainer<T, Dev>::step() {
     // The loss is the mean over the targets inside documents, counted over the whole batch.
     global_tokens = std::count_if(targets.begin(), targets.end(),
                                   [](std::int32_t x) { return x != ops::kIgnoreTarget; });
-    world_.all_reduce_sum(&global_tokens, 1, train_sites::kStats);
+    world_.all_reduce_sum(&global_tokens, 1, train_sites::kTargetCount);
     if (!documents_reported_) report_documents(*docs, global_tokens);
   }
   const Buffer<Dev, std::int32_t> d_tokens = to_device<Dev>(tokens.data(), tokens.size());
