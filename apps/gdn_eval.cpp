@@ -247,9 +247,7 @@ int evaluate(const Setup& s, Communicator& world) {
   std::int64_t counted = B * Tg;
   if (s.documents) {
     group_docs->mask_targets(cp.shard, targets.data());
-    std::vector<std::int32_t> all(std::size_t(B * Tg), 0);
-    s.documents->mask_targets(Shard{0, Tg}, all.data());
-    counted = std::count(all.begin(), all.end(), 0);
+    counted -= s.documents->ignored_targets();
   }
   auto& ps = model->params();
   ps.zero_grad();

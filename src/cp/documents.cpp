@@ -66,6 +66,13 @@ void Documents::mask_targets(const Shard& s, std::int32_t* targets) const {
   }
 }
 
+std::int64_t Documents::ignored_targets() const {
+  std::int64_t n = 0;
+  for (std::size_t b = 0; b < cu_.size(); ++b)
+    n += std::int64_t(cu_[b].size()) - 2 + (ends_window_[b] ? 1 : 0);
+  return n;
+}
+
 Documents Documents::slice(int first, int count) const {
   GDN_CHECK(first >= 0 && count >= 0 && first + count <= rows(), "documents: rows [", first, ", ",
             first + count, ") of ", rows());

@@ -39,6 +39,8 @@ class Documents {
   // Sets the targets that are not ones to ops::kIgnoreTarget: the one of a document's last
   // token (its next token starts another document). targets [B, s.size()] of shard s.
   void mask_targets(const Shard& s, std::int32_t* targets) const;
+  // How many targets of all the rows mask_targets leaves out.
+  std::int64_t ignored_targets() const;
   // The rows [first, first + count) (a dp group's part of a global batch).
   Documents slice(int first, int count) const;
   // The global position where the document holding position t of row b starts.

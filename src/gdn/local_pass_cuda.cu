@@ -30,13 +30,6 @@ int grad_scratch_heads(Cuda, int G) {
   return G;
 }
 
-template std::size_t workspace_elems(Cuda, const PassArgs<float>&);
-template void prepare(Cuda, const PassArgs<float>&);
-template void transition(Cuda, const PassArgs<float>&, float*, float*);
-template void output(Cuda, const PassArgs<float>&, const float*, float*, float*);
-template void output_from_states(Cuda, const PassArgs<float>&, float*, float*);
-template void adjoint(Cuda, const PassArgs<float>&, const float*, const float*, float*);
-template void backward(Cuda, const PassArgs<float>&, const float*, const float*, const float*,
-                       GdnGradView<float>&, float*, float*);
-
 }  // namespace gdn::pass
+
+GDN_LOCAL_PASS_CUDA_INSTANTIATE(float)

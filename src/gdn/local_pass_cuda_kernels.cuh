@@ -461,3 +461,17 @@ void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const
 }
 
 }  // namespace gdn::pass
+
+// The passes for one element type T; local_pass_cuda.cu and local_pass_cuda_f64.cu each
+// expand it once.
+#define GDN_LOCAL_PASS_CUDA_INSTANTIATE(T)                                                        \
+  namespace gdn::pass {                                                                           \
+  template std::size_t workspace_elems(Cuda, const PassArgs<T>&);                                 \
+  template void prepare(Cuda, const PassArgs<T>&);                                                \
+  template void transition(Cuda, const PassArgs<T>&, T*, T*);                                     \
+  template void output(Cuda, const PassArgs<T>&, const T*, T*, T*);                               \
+  template void output_from_states(Cuda, const PassArgs<T>&, T*, T*);                             \
+  template void adjoint(Cuda, const PassArgs<T>&, const T*, const T*, T*);                        \
+  template void backward(Cuda, const PassArgs<T>&, const T*, const T*, const T*, GdnGradView<T>&, \
+                         T*, T*);                                                                 \
+  }

@@ -10,6 +10,9 @@
   ckpt-poison SRC DST        copy a checkpoint (manifest SRC and its parts) to the manifest
                              name DST with its first value set to NaN and the checksums
                              recomputed, so only its values are wrong
+  write-i64 FILE SHAPE V...  write an int64 .npy of SHAPE ("3" or "1,24") holding V...
+
+As a module: read_int64(path) -> (shape, values) and write_int64(path, shape, values).
 """
 import json
 import math
@@ -135,7 +138,31 @@ def cmd_ckpt_poison(src, dst):
     return 0
 
 
-COMMANDS = {"set": cmd_set, "same-rows": cmd_same_rows, "finite": cmd_finite,
+def read_int64(path):
+    """(shape, values) of a little-endian int64 .npy."""
+    data, start, header = read_npy(path)
+    assert header["descr"] == "<i8", path + ": not int64"
+    n = 1
+    for d in header["shape"]:
+        n *= d
+    return tuple(header["shape"]), struct.unpack_from("<%dq" % n, data, start)
+
+
+def write_int64(path, shape, values):
+    """An int64 .npy (numpy's format 1.0: the header padded to 64 bytes)."""
+    header = "{'descr': '<i8', 'fortran_order': False, 'shape': %s, }" % (repr(tuple(shape)),)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(struct.pack("<%dq" % len(values), *(int(v) for v in values)))
+
+
+def cmd_write_i64(path, shape, *values):
+    write_int64(path, [int(x) for x in shape.split(",")], values)
+    return 0
+
+
+COMMANDS = {"set": cmd_set, "write-i64": cmd_write_i64, "same-rows": cmd_same_rows, "finite": cmd_finite,
             "ckpt-finite": cmd_ckpt_finite, "ckpt-poison": cmd_ckpt_poison}
 
 if __name__ == "__main__":

@@ -95,18 +95,9 @@ print(len(docs), "documents,", len(data), "tokens")
 EOF
 }
 
-# write_npy FILE SHAPE VALUES...: an int64 .npy (numpy's format, version 1.0).
-write_npy() {
-  python3 - "$@" <<'EOF'
-import struct, sys
-path, shape, values = sys.argv[1], tuple(int(x) for x in sys.argv[2].split(",")), sys.argv[3:]
-header = "{'descr': '<i8', 'fortran_order': False, 'shape': %s, }" % (repr(shape),)
-header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-with open(path, "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
-    f.write(struct.pack("<%dq" % len(values), *(int(v) for v in values)))
-EOF
-}
+NPY="$(dirname "$0")/npy_tool.py"  # write-i64; read_int64 / write_int64 as a module
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+write_npy() { python3 "$NPY" write-i64 "$@"; }  # write_npy FILE SHAPE VALUES...
 
 case "$CASE" in
 curves)
@@ -229,14 +220,10 @@ eval)
   done
   # Each document alone: its tokens, and the token after it when it ends the window.
   python3 - "$FIX/tokens.npy" "$WORK" "${CU[@]}" <<'EOF'
-import ast, struct, sys
+import sys
+from npy_tool import read_int64, write_int64
 path, work, cu = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
-data = open(path, "rb").read()
-hlen = struct.unpack_from("<H", data, 8)[0]
-header = ast.literal_eval(data[10:10 + hlen].decode("latin1"))
-assert header["descr"] == "<i8"
-B, T1 = header["shape"]
-ids = struct.unpack_from("<%dq" % (B * T1), data, 10 + hlen)
+(B, T1), ids = read_int64(path)
 n = 0
 for b in range(B):
     row = ids[b * T1:(b + 1) * T1]
@@ -245,11 +232,7 @@ for b in range(B):
         piece = row[s:e + 1] if i + 2 == len(cu) else row[s:e]
         if len(piece) < 2:
             continue  # a one-token document inside the window: no target
-        header = "{'descr': '<i8', 'fortran_order': False, 'shape': (1, %d), }" % len(piece)
-        header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-        with open("%s/doc%d.npy" % (work, n), "wb") as f:
-            f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-            f.write(struct.pack("<%dq" % len(piece), *piece))
+        write_int64("%s/doc%d.npy" % (work, n), (1, len(piece)), piece)
         n += 1
 print(n)
 EOF
@@ -272,19 +255,14 @@ EOF
   mkdir -p "$WORK/eos"
   cp "$FIX/model.safetensors" "$WORK/eos/model.safetensors"
   eos=$(python3 - "$FIX/tokens.npy" "$WORK" <<'EOF2'
-import ast, struct, sys
-data = open(sys.argv[1], "rb").read()
-hlen = struct.unpack_from("<H", data, 8)[0]
-B, T1 = ast.literal_eval(data[10:10 + hlen].decode("latin1"))["shape"]
-row = struct.unpack_from("<%dq" % T1, data, 10 + hlen)
+import sys
+from npy_tool import read_int64, write_int64
+(B, T1), ids = read_int64(sys.argv[1])
+row = ids[:T1]
 eos = row[9]
 cu = [0] + [t + 1 for t in range(T1 - 2) if row[t] == eos] + [T1 - 1]
-for name, shape, values in (("row0", "(1, %d)" % T1, row), ("cu_eos", "(%d,)" % len(cu), cu)):
-    header = "{'descr': '<i8', 'fortran_order': False, 'shape': %s, }" % shape
-    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-    with open("%s/%s.npy" % (sys.argv[2], name), "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        f.write(struct.pack("<%dq" % len(values), *values))
+write_int64(sys.argv[2] + "/row0.npy", (1, T1), row)
+write_int64(sys.argv[2] + "/cu_eos.npy", (len(cu),), cu)
 assert row[T1 - 2] != eos  # the last input: its target counts either way
 print(eos)
 EOF2

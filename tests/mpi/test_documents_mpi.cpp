@@ -205,6 +205,7 @@ TEST_CASE("document boundaries are checked", "[documents]") {
   d.mask_targets(Shard{2, 7}, targets.data());
   const std::int32_t X = ops::kIgnoreTarget;
   CHECK(targets == std::vector<std::int32_t>{1, X, X, 1, X});
+  CHECK(d.ignored_targets() == 4);  // three boundaries inside, one after the window
   CHECK_THROWS_WITH(Documents::from_starts({{3, 2}}, 7), Catch::Contains("starts at 2"));
   CHECK(d.positions(Shard{1, 6}) == std::vector<std::int64_t>{1, 0, 1, 0, 0});
   CHECK(d.starts({0, 3, 6}) == std::vector<std::int64_t>{0, 2, 5});
