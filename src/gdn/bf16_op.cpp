@@ -1,5 +1,6 @@
 #include "gdn/bf16_op.h"
 
+#include "core/autocast.h"
 #include "core/error.h"
 #include "gdn/empty_sequences.h"
 #include "ops/convert/convert.h"
@@ -45,6 +46,7 @@ void ChunkedGdnBf16<Dev>::release() {
 
 template <typename Dev>
 void ChunkedGdnBf16<Dev>::forward(Bf16* o, float* ht) {
+  const Bf16Autocast bf16_gemms(true);  // CUDA: the chunk GEMMs on bf16 tensor cores
   pass_.reset(p_, 0, p_.T, widen());
   const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;
   Buffer<Dev, float> o32(n);
@@ -58,6 +60,7 @@ void ChunkedGdnBf16<Dev>::forward(Bf16* o, float* ht) {
 
 template <typename Dev>
 void ChunkedGdnBf16<Dev>::backward(const Bf16* dO, const float* dht, GdnGradView<float>& grads) {
+  const Bf16Autocast bf16_gemms(true);
   // The same float values as in forward(), so the kept entry states still hold.
   pass_.rebind(widen());
   const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;

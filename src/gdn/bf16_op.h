@@ -5,7 +5,9 @@
 // only the chunk entry states: the float copies of the inputs exist only while a call
 // runs, so what a layer stores for its backward is its bf16 inputs plus those states.
 //
-// Numerics: the float path on the bf16 values, then o rounded once to bf16. So against
+// Numerics on the host: the float path on the bf16 values, then o rounded once to bf16. On
+// CUDA the chunk GEMMs also take bf16 operands (tensor cores, fp32 sums: docs/design.md
+// §2f), which adds bf16's rounding to every GEMM input. So against
 // ChunkedGdn<float> on the same (bf16-representable) inputs, o differs by that rounding
 // alone (relative 2^-9 per element) and the gradients by what dO's rounding carries; the
 // tests state the tolerances (tests/unit/test_bf16.cpp).

@@ -55,7 +55,7 @@ PassArgs<T> LocalPass<T, Dev>::args() {
                 states_.data(),
                 nullptr,
                 nullptr,
-                false};
+                ChunkGemm::kFp32};
   const std::size_t ws = pass::workspace_elems(Dev{}, a);
   if (workspace_.size() < ws) workspace_.resize(ws);
   a.workspace = workspace_.data();

@@ -49,6 +49,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/autocast.h"
 #include "core/error.h"
 #include "gdn/pass_args.h"
 #include "gdn/pass_walks.h"
@@ -139,7 +140,7 @@ __device__ void gather_rows(const PassArgs<T>& a, int bh, std::int64_t c,
 
 template <typename T>
 __device__ ChunkKernel<T, CudaExec> kernel_of(const PassArgs<T>& a, const BlockBuffers<T>& buf) {
-  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, buf.kernel, CudaExec{a.tf32});
+  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, buf.kernel, CudaExec{a.gemm});
 }
 
 template <typename T>
@@ -170,13 +171,13 @@ __device__ T* tile_of_block() {
 template <typename T>
 __device__ ChunkKernel<T, CudaExec> tile_kernel_of(const PassArgs<T>& a) {
   // The *_cols forms only: they need no workspace.
-  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, nullptr, CudaExec{a.tf32});
+  return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, nullptr, CudaExec{a.gemm});
 }
 
 template <typename T>
 __global__ void transition_kernel(PassArgs<T> a, T* M, T* U, int bv) {
   auto math = tile_kernel_of(a);
-  const CudaExec ex{a.tf32};
+  const CudaExec ex{a.gemm};
   const std::int64_t jobs =
       std::int64_t(a.B) * a.Hv * (walk::tiles(a.K, bv) + walk::tiles(a.V, bv));
   for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
@@ -186,7 +187,7 @@ __global__ void transition_kernel(PassArgs<T> a, T* M, T* U, int bv) {
 template <typename T>
 __global__ void state_walk_kernel(PassArgs<T> a, const T* h_in, T* ht, int bv) {
   auto math = tile_kernel_of(a);
-  const CudaExec ex{a.tf32};
+  const CudaExec ex{a.gemm};
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
   for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
     walk::state_walk(math, ex, a, h_in, ht, bv, job, tile_of_block<T>());
@@ -195,7 +196,7 @@ __global__ void state_walk_kernel(PassArgs<T> a, const T* h_in, T* ht, int bv) {
 template <typename T>
 __global__ void adjoint_kernel(PassArgs<T> a, const T* dO, const T* dht, T* D, int bv) {
   auto math = tile_kernel_of(a);
-  const CudaExec ex{a.tf32};
+  const CudaExec ex{a.gemm};
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
   for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
     walk::adjoint(math, ex, a, dO, dht, D, bv, job, tile_of_block<T>());
@@ -205,7 +206,7 @@ template <typename T>
 __global__ void backward_walk_kernel(PassArgs<T> a, const T* lambda, const T* dO, const T* dht,
                                      T* dh0, int bv) {
   auto math = tile_kernel_of(a);
-  const CudaExec ex{a.tf32};
+  const CudaExec ex{a.gemm};
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
   for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x)
     walk::backward_walk(math, ex, a, lambda, dO, dht, dh0, bv, job, tile_of_block<T>());
@@ -362,11 +363,14 @@ int walk_grid(std::int64_t jobs) {
   return int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, 1 << 30)));
 }
 
-// The launch's view of the arguments: LocalPass's, plus the GEMM choice.
+// The launch's view of the arguments: LocalPass's, plus the GEMM choice of the calling
+// thread: bf16 tensor cores inside a bf16 autocast scope (the model's bf16 mode and the
+// op's, gdn/bf16_op.h), TF32 where asked, fp32 otherwise; fp64 always exact.
 template <typename T>
 PassArgs<T> configured(const PassArgs<T>& args) {
   PassArgs<T> a = args;
-  a.tf32 = std::is_same_v<T, float> && cuda_tf32();
+  if constexpr (std::is_same_v<T, float>)
+    a.gemm = bf16_autocast() ? ChunkGemm::kBf16 : cuda_tf32() ? ChunkGemm::kTf32 : ChunkGemm::kFp32;
   return a;
 }
 

@@ -10,6 +10,7 @@
 #include "core/hd.h"
 #include "gdn/problem.h"
 #include "gdn/slice_layout.h"
+#include "ops/gdn_chunk/chunk_gemm.h"
 
 namespace gdn {
 
@@ -35,9 +36,10 @@ struct PassArgs {
   // sequential walk stores for its chunk-parallel part (pass::chunk_parallel_backward);
   // null on the host, whose backward stays one fused walk.
   T* adjoints = nullptr;
-  // CUDA, float: the chunk math's GEMMs on tensor cores (TF32 inputs, fp32 accumulation;
-  // pass::set_cuda_tf32). The CUDA passes set it per launch; the host ignores it.
-  bool tf32 = false;
+  // CUDA, float: what the chunk math's GEMMs run on (bf16 tensor cores in the bf16 mode, TF32
+  // with pass::set_cuda_tf32, else fp32). The CUDA passes set it per launch; the host ignores
+  // it.
+  ChunkGemm gemm = ChunkGemm::kFp32;
 
   GDN_HD int seq_of(const Segment& s, int b) const { return packed ? s.seq : b; }
   GDN_HD std::int64_t state_offset(int seq, int h) const {

@@ -1,8 +1,9 @@
 // The bf16 storage mode on the GPU: the conversions bit for bit against the host (every
 // bf16 pattern, random floats), and ChunkedGdnBf16<Cuda> against ChunkedGdnBf16<Host> on
-// the same bf16 inputs: gradients (float, from the same bf16 dO) within the fp32 GPU
-// tolerance (1e-4), o within 1e-3 (the float paths differ by rounding, and a difference
-// that crosses a bf16 rounding boundary moves o by one bf16 step, 2^-8 relative).
+// the same bf16 inputs. The GPU's chunk GEMMs run on bf16 tensor cores (docs/design.md
+// §2f), the host's in fp32: o, ht and every gradient within kBf16Gemm = 2e-2 relative, four
+// times the worst per-chunk error of the same GEMM order emulated on the CPU (5e-3,
+// test_chunk_kernel's "[mma]" case).
 // Skipped (exit 77) where no GPU is visible; CI compiles and links it without one.
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -99,13 +100,14 @@ TEST_CASE("bf16 mode on the GPU matches the host", "[cuda_bf16]") {
       op.backward(gdO.data(), gdht.data(), gv);
     }
     const std::vector<float> o_gpu = widen(to_host<Cuda>(go)), o_cpu = widen(o);
-    CHECK(rel_l2(o_gpu.data(), o_cpu.data(), no) <= 1e-3);
-    check_close("ht", ght, cast<double>(ht));
-    check_close("dq", gdq, cast<double>(g.dq));
-    check_close("dk", gdk, cast<double>(g.dk));
-    check_close("dv", gdv, cast<double>(g.dv));
-    check_close("dg", gdg, cast<double>(g.dg));
-    check_close("dbeta", gdbeta, cast<double>(g.dbeta));
-    if (h0) check_close("dh0", gdh0, cast<double>(g.dh0));
+    constexpr double kBf16Gemm = 2e-2;
+    CHECK(rel_l2(o_gpu.data(), o_cpu.data(), no) <= kBf16Gemm);
+    check_close("ht", ght, cast<double>(ht), kBf16Gemm);
+    check_close("dq", gdq, cast<double>(g.dq), kBf16Gemm);
+    check_close("dk", gdk, cast<double>(g.dk), kBf16Gemm);
+    check_close("dv", gdv, cast<double>(g.dv), kBf16Gemm);
+    check_close("dg", gdg, cast<double>(g.dg), kBf16Gemm);
+    check_close("dbeta", gdbeta, cast<double>(g.dbeta), kBf16Gemm);
+    if (h0) check_close("dh0", gdh0, cast<double>(g.dh0), kBf16Gemm);
   }
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/single_communicator.h"
+#include "core/autocast.h"
 #include "cp/gdn_cp.h"
 #include "cp/shard.h"
 #include "gdn/local_pass.h"
@@ -285,4 +286,32 @@ TEST_CASE("LocalPass on the GPU with TF32 tensor-core GEMMs (opt-in) is close to
   const std::vector<float> simt = run(0), tc = run(1);
   CHECK(simt != tc);
   CHECK(rel_l2(tc.data(), simt.data(), simt.size()) <= 1e-2);
+}
+
+// The bf16 tensor-core GEMMs (mma.sync m16n8k16, docs/design.md §2f), which the passes run
+// inside a bf16 autocast scope: held to the TF32 case's 3e-2 against the fp64 CPU (bf16 keeps
+// 8 significant bits to TF32's 11; the CPU emulation of the same GEMM order measures
+// 2e-3 to 5e-3 per chunk). Also checks that the scope takes effect.
+TEST_CASE("LocalPass on the GPU with bf16 tensor-core GEMMs is close to the CPU",
+          "[cuda][bf16_mma]") {
+  for (const Case& c : {kPassCases[0], kPassCases[2], kPassCases[5], kPassCases[7]}) {
+    const Bf16Autocast bf16(true);
+    check_pass<float>(c, 0, c.p.T, 3e-2);
+    if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2);
+  }
+  const Case& c = kPassCases[5];
+  const GdnInputs<double> d = random_gdn_inputs<double>(c.p, 62, false, 0.1);
+  const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
+                            g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta);
+  auto run = [&](bool bf16) {
+    const Bf16Autocast mode(bf16);
+    LocalPass<float, Cuda> pass(c.p, 0, c.p.T,
+                                {q.data(), k.data(), v.data(), g.data(), beta.data(), nullptr});
+    DeviceBuffer<float> o(std::size_t(c.p.B * c.p.T * c.p.Hv * c.p.V));
+    pass.output(nullptr, o.data(), nullptr);
+    return to_host<Cuda>(o);
+  };
+  const std::vector<float> simt = run(false), tc = run(true);
+  CHECK(simt != tc);
+  CHECK(rel_l2(tc.data(), simt.data(), simt.size()) <= 2e-2);
 }

@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "core/hd.h"
+#include "ops/gdn_chunk/chunk_gemm.h"
 #include "ops/gdn_chunk/row_math.h"
 #include "ops/gemm/structure.h"
 
@@ -164,10 +165,12 @@ class ChunkKernel {
   GDN_HD void adjoint_cols(const T* f, int n, T* mu, int ldmu, const T* dO, int lddo, T* scratch);
 
  private:
-  GDN_HD void decay_terms(const T* g);  // G, Gamma, e, masked D
+  GDN_HD void decay_terms(const T* g);     // G, Gamma, e, masked D
+  GDN_HD void segmented_scan(const T* g);  // decay_terms' prefix sums, on every thread
   GDN_HD void wy(const ChunkRows<T>& rows, T* w, T* u, T* kt, T* qg, T* P);
   GDN_HD void unit_lower_inverse(const T* L, T* Tinv, int n, int ld, T* tmp);
   GDN_HD void invert_leaf(const T* L, T* Tinv, int n, int ld);
+  GDN_HD void invert_leaves(const T* L, T* Tinv, int n, int ld);
 
   // Dense, tightly packed operands (la::matmul's contract).
   GDN_HD void mm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, const T* B, T beta,
@@ -212,10 +215,46 @@ class ChunkKernel {
 // when rows i and j lie in different segments, Gamma = 0 from the first such row on, and
 // e_i = 0 before the last one. Without -inf every row is in segment 0 and these are the
 // plain formulas, bit for bit.
+// G, seg_ and Gam_ of decay_terms by all the threads: a segmented Hillis-Steele scan,
+// log2(C) barrier steps instead of one thread's C. Element i holds, for the rows
+// (i - 2 off, i] it has combined, the count of -inf rows and the sum of g since the last
+// of them; joining the window before it adds the counts and keeps the right sum alone
+// when the right window holds a reset. The sums are grouped differently from the serial
+// loop: the same values up to rounding. redC_ and csum_ (free until the backward's end)
+// are the ping-pong partners of G_ and seg_.
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::segmented_scan(const T* g) {
+  const int C = C_;
+  for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
+    const bool reset = hd::is_minus_inf(g[i]);
+    G_[i] = reset ? T(0) : g[i];
+    seg_[i] = reset ? T(1) : T(0);
+  }
+  T *sum = G_, *count = seg_, *next_sum = redC_, *next_count = csum_;
+  for (int off = 1; off < C; off *= 2) {
+    ex_.sync();
+    for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
+      const bool joined = i >= off;
+      next_sum[i] = joined && count[i] == T(0) ? sum[i - off] + sum[i] : sum[i];
+      next_count[i] = joined ? count[i - off] + count[i] : count[i];
+    }
+    T* t = sum;
+    sum = next_sum, next_sum = t;
+    t = count;
+    count = next_count, next_count = t;
+  }
+  ex_.sync();
+  for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
+    G_[i] = sum[i];  // a copy onto itself where the steps were even
+    seg_[i] = count[i];
+    Gam_[i] = count[i] == T(0) ? hd::exp(sum[i]) : T(0);
+  }
+}
+
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::decay_terms(const T* g) {
   const int C = C_;
-  if (ex_.tid() == 0) {  // a prefix sum: sequential, C steps
+  if constexpr (Exec::serial) {  // a prefix sum: sequential, C steps
     T acc = 0;
     int seg = 0;
     for (int i = 0; i < C; ++i) {
@@ -229,6 +268,8 @@ GDN_HD void ChunkKernel<T, Exec>::decay_terms(const T* g) {
       seg_[i] = T(seg);
       Gam_[i] = seg == 0 ? hd::exp(acc) : T(0);
     }
+  } else {
+    segmented_scan(g);
   }
   ex_.sync();
   for (int i = ex_.tid(); i < C; i += ex_.nthreads())
@@ -263,9 +304,13 @@ GDN_HD void ChunkKernel<T, Exec>::decay_terms(const T* g) {
 // entry for entry. tmp holds n x n / 4 elements.
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::unit_lower_inverse(const T* L, T* Tinv, int n, int ld, T* tmp) {
-  for (int b = 0; b < n; b += 16) {
-    const int m = n - b < 16 ? n - b : 16;
-    invert_leaf(L + b * ld + b, Tinv + b * ld + b, m, ld);
+  if constexpr (Exec::serial) {
+    for (int b = 0; b < n; b += 16) {
+      const int m = n - b < 16 ? n - b : 16;
+      invert_leaf(L + b * ld + b, Tinv + b * ld + b, m, ld);
+    }
+  } else {
+    invert_leaves(L, Tinv, n, ld);
   }
   for (int s = 16; s < n; s *= 2) {
     for (int b = 0; b + s < n; b += 2 * s) {
@@ -282,6 +327,29 @@ GDN_HD void ChunkKernel<T, Exec>::unit_lower_inverse(const T* L, T* Tinv, int n,
 // One diagonal block of unit_lower_inverse (n <= 16) by forward substitution,
 // T_i = e_i - sum_{j<i} L_ij T_j: rows in order (row i reads rows j < i), the columns c < i
 // of a row in parallel (T_jc = 0 for c > j).
+// The 16 x 16 diagonal blocks of unit_lower_inverse on a thread group. The blocks are
+// independent, so row i of every block is one step: 16 barriers in all instead of 16 per
+// block (64 at C = 64). Each entry is invert_leaf's sum, in its order.
+template <typename T, typename Exec>
+GDN_HD void ChunkKernel<T, Exec>::invert_leaves(const T* L, T* Tinv, int n, int ld) {
+  const int leaves = (n + 15) / 16;
+  for (int i = 0; i < 16; ++i) {
+    for (int x = ex_.tid(); x < leaves * (i + 1); x += ex_.nthreads()) {
+      const int b = (x / (i + 1)) * 16, c = x % (i + 1);
+      if (b + i >= n) continue;  // past the last, shorter block
+      T* Ti = Tinv + (b + i) * ld + b;
+      if (c == i) {
+        Ti[i] = 1;
+        continue;
+      }
+      T acc = 0;
+      for (int j = c; j < i; ++j) acc -= L[(b + i) * ld + b + j] * Tinv[(b + j) * ld + b + c];
+      Ti[c] = acc;
+    }
+    ex_.sync();
+  }
+}
+
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::invert_leaf(const T* L, T* Tinv, int n, int ld) {
   if (Exec::serial && n == 16) {

@@ -1,6 +1,7 @@
 // The execution policy of ChunkKernel (chunk_kernel.h) on the GPU: one job is one CUDA
 // block, its threads split every loop, __syncthreads is the barrier, and the GEMM is
-// tiled_gemm (or, for float when tf32 is set, tf32_gemm). See docs/design.md §2e.
+// tiled_gemm, or for float on tensor cores: bf16 (mma.sync, ops/mma/mma_bf16.cuh) or TF32
+// (tf32_gemm), as `precision` says. See docs/design.md §2e and §2f.
 #pragma once
 
 #include <type_traits>
@@ -8,12 +9,13 @@
 #include "ops/gdn_chunk/chunk_kernel.h"
 #include "ops/gdn_chunk/tf32_gemm.cuh"
 #include "ops/gdn_chunk/tiled_gemm.h"
+#include "ops/mma/mma_bf16.cuh"
 
 namespace gdn {
 
 struct CudaExec {
   static constexpr bool serial = false;
-  bool tf32 = false;  // float GEMMs on tensor cores (TF32, pass::set_cuda_tf32)
+  ChunkGemm precision = ChunkGemm::kFp32;  // what float GEMMs run on (PassArgs::gemm)
   __device__ int tid() const { return int(threadIdx.x); }
   __device__ int nthreads() const { return int(blockDim.x); }
   __device__ void sync() const { __syncthreads(); }
@@ -30,11 +32,19 @@ struct CudaExec {
     constexpr int simt = tiled_gemm_stage_elems<4, 4>();
     constexpr int elems =
         std::is_same_v<T, float> && kTf32StageElems > simt ? kTf32StageElems : simt;
+    static_assert(elems * sizeof(T) >= mma::BlockTile::kStageElems * sizeof(Bf16) ||
+                  !std::is_same_v<T, float>);
     __shared__ __align__(32) T stage[elems];  // wmma wants 32-byte aligned tiles
     __syncthreads();
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 WMMA: sm_80 on; else SIMT
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // tensor cores: sm_80 on; else SIMT
     if constexpr (std::is_same_v<T, float>) {
-      if (tf32 && blockDim.x == kTileThreads) {
+      if (precision == ChunkGemm::kBf16 && blockDim.x == mma::BlockTile::kThreads) {
+        mma::bf16_block_gemm(reinterpret_cast<Bf16*>(stage), ta, tb, m, n, k, alpha, A, lda, B, ldb,
+                             beta, C, ldc, s);
+        __syncthreads();
+        return;
+      }
+      if (precision == ChunkGemm::kTf32 && blockDim.x == kTileThreads) {
         if (n <= 32)
           tf32_gemm<2>(stage, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
         else

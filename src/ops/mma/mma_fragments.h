@@ -1,0 +1,105 @@
+// Where each lane of a warp holds its elements of the tensor-core tile
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (PTX ISA, "Matrix fragments for
+// mma.m16n8k16 with floating point type"): D (16 x 8, fp32) = A (16 x 16, bf16) B (16 x 8,
+// bf16) + C. With g = lane / 4 (the group) and t = lane % 4 (the thread in the group):
+//   A, 8 elements in 4 registers of two bf16: rows g (registers 0, 2) and g + 8 (1, 3),
+//      columns 2t, 2t + 1 (registers 0, 1) and 2t + 8, 2t + 9 (registers 2, 3);
+//   B, 4 elements in 2 registers: rows 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9
+//      (register 1), column g;
+//   C and D, 4 floats: rows g (0, 1) and g + 8 (2, 3), columns 2t, 2t + 1.
+// One source for the device kernels that load and store fragments (mma_bf16.cuh) and for
+// the CPU tests that emulate a warp lane by lane (tests/unit/test_mma_emulation.cpp), so
+// the index math the GPU runs is checked here. docs/design.md §2f.
+#pragma once
+
+#include <cstdint>
+
+#include "core/bf16.h"
+#include "core/hd.h"
+
+namespace gdn::mma {
+
+constexpr int kM = 16, kN = 8, kK = 16;  // the tile shape
+constexpr int kWarp = 32;
+
+// Element e (0-7) of lane's A fragment: its row and column in the 16 x 16 tile.
+GDN_HD constexpr int a_row(int lane, int e) {
+  return lane / 4 + ((e / 2) % 2) * 8;
+}
+GDN_HD constexpr int a_col(int lane, int e) {
+  return (lane % 4) * 2 + e % 2 + (e / 4) * 8;
+}
+// Element e (0-3) of lane's B fragment: its row (k) and column (n) in the 16 x 8 tile.
+GDN_HD constexpr int b_row(int lane, int e) {
+  return (lane % 4) * 2 + e % 2 + (e / 2) * 8;
+}
+GDN_HD constexpr int b_col(int lane, int /*e*/) {
+  return lane / 4;
+}
+// Element e (0-3) of lane's C / D fragment: its row and column in the 16 x 8 tile.
+GDN_HD constexpr int c_row(int lane, int e) {
+  return lane / 4 + (e / 2) * 8;
+}
+GDN_HD constexpr int c_col(int lane, int e) {
+  return (lane % 4) * 2 + e % 2;
+}
+
+// Two bf16 in one register, the lower-numbered element in the low half (PTX's packing).
+GDN_HD inline std::uint32_t pack_bf16(float lo, float hi) {
+  return std::uint32_t(to_bf16(lo).bits) | (std::uint32_t(to_bf16(hi).bits) << 16);
+}
+GDN_HD inline float unpack_lo(std::uint32_t r) {
+  return to_float(Bf16{std::uint16_t(r & 0xffffu)});
+}
+GDN_HD inline float unpack_hi(std::uint32_t r) {
+  return to_float(Bf16{std::uint16_t(r >> 16)});
+}
+
+struct FragA {
+  std::uint32_t r[4];
+};
+struct FragB {
+  std::uint32_t r[2];
+};
+struct FragC {
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+};
+
+// lane's A fragment of the 16 x 16 tile whose element (i, p) is at(i, p), rounded to bf16.
+template <typename At>
+GDN_HD FragA load_a(int lane, At at) {
+  FragA f;
+  for (int r = 0; r < 4; ++r)
+    f.r[r] = pack_bf16(at(a_row(lane, 2 * r), a_col(lane, 2 * r)),
+                       at(a_row(lane, 2 * r + 1), a_col(lane, 2 * r + 1)));
+  return f;
+}
+// lane's B fragment of the 16 x 8 tile whose element (p, j) is at(p, j).
+template <typename At>
+GDN_HD FragB load_b(int lane, At at) {
+  FragB f;
+  for (int r = 0; r < 2; ++r)
+    f.r[r] = pack_bf16(at(b_row(lane, 2 * r), b_col(lane, 2 * r)),
+                       at(b_row(lane, 2 * r + 1), b_col(lane, 2 * r + 1)));
+  return f;
+}
+// Calls put(i, j, value) for lane's four elements of a C / D tile.
+template <typename Put>
+GDN_HD void store_c(int lane, const FragC& f, Put put) {
+  for (int e = 0; e < 4; ++e) put(c_row(lane, e), c_col(lane, e), f.c[e]);
+}
+
+// A 16 x 16 product tile D (fp32 accumulators, as a C fragment) turned into the A operand
+// of the next mma without shared memory: the C layouts of two side-by-side 16 x 8 tiles
+// (columns 0-7 and 8-15) hold, lane by lane, exactly the A layout's elements (rows g and
+// g + 8, columns 2t, 2t + 1 and 2t + 8, 2t + 9). Flash attention's P V uses it.
+GDN_HD inline FragA c_pair_to_a(const FragC& left, const FragC& right) {
+  FragA f;
+  f.r[0] = pack_bf16(left.c[0], left.c[1]);
+  f.r[1] = pack_bf16(left.c[2], left.c[3]);
+  f.r[2] = pack_bf16(right.c[0], right.c[1]);
+  f.r[3] = pack_bf16(right.c[2], right.c[3]);
+  return f;
+}
+
+}  // namespace gdn::mma
