@@ -125,7 +125,10 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
   } else {
     kstart_dev_ = Buffer<Dev, i64>();
   }
-  pairs_ = ops::attention_pairs(qpos_.data(), Tq, B, kstart.empty() ? nullptr : kstart.data());
+  const i64* kstart_host = kstart.empty() ? nullptr : kstart.data();
+  // Checked here, once, on the host copies: the op on a GPU does not look at them.
+  ops::check_attention_positions(qpos_.data(), kstart_host, B, Tq, Tg);
+  pairs_ = ops::attention_pairs(qpos_.data(), Tq, B, kstart_host);
 
   // 1. The whole sequence's K and V: each rank contributes [B, Tmax, 2, Hkv D] (its shard,
   // zero-padded), and the blocks are unpacked to [B, T, Hkv, D] by global position.

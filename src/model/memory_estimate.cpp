@@ -66,8 +66,7 @@ MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int el
   const std::int64_t N = s.tokens(), nd = N * d;
   // Kept either way: every layer's input and the final one. The LM head and the loss run
   // block by block: the final norm's output and gradient, dx, and one block of logits.
-  const std::int64_t block =
-      std::min(std::max<std::int64_t>(N, 1), std::max<std::int64_t>(1, kLossBlockElems / V));
+  const std::int64_t block = loss_block_tokens(0, V, N);
   std::int64_t kept = (L + 1) * nd, transient = 3 * nd + block * V, largest_layer = 0;
   for (int l = 0; l < L; ++l) {
     const ActivationElems m = mixer_activations(c.layer_type(l), c, s);

@@ -274,21 +274,24 @@ double Model<T, Dev>::lm_head_loss(const T* hf, const std::int32_t* targets, std
                                    double grad_scale, T* dh) {
   const Dev dev{};
   const int d = c_.hidden_size, Vocab = c_.vocab_size;
-  std::int64_t block = options_.loss_block_tokens;
-  if (block <= 0) block = std::max<std::int64_t>(1, kLossBlockElems / Vocab);
-  block = std::min(block, std::max<std::int64_t>(N, 1));
+  const std::int64_t block = loss_block_tokens(options_.loss_block_tokens, Vocab, N);
   Buffer<Dev, T> logits(std::size_t(block * Vocab));
-  double loss = 0;
+  // The loss and the first bad target stay in Dev's memory until the last block: one copy
+  // to the host per step.
+  Buffer<Dev, ops::CrossEntropyTotal> total(1);
   for (std::int64_t n0 = 0; n0 < N; n0 += block) {
     const std::int64_t n = std::min(block, N - n0);
     const T* h = hf + n0 * d;
     ops::linear_forward(dev, h, params_.value(lm_head_), n, d, Vocab, logits.data());
-    loss += ops::cross_entropy(dev, logits.data(), targets + n0, n, Vocab, grad_scale,
-                               logits.data());  // logits now hold dlogits
+    ops::cross_entropy_add(dev, logits.data(), targets + n0, n, Vocab, grad_scale, logits.data(),
+                           n0, total.data());  // logits now hold dlogits
     ops::linear_backward(dev, h, params_.value(lm_head_), logits.data(), n, d, Vocab, dh + n0 * d,
                          params_.grad(lm_head_));
   }
-  return loss;
+  ops::CrossEntropyTotal sum;
+  Dev::download(&sum, total.data(), 1);
+  ops::check_targets(sum, Vocab);
+  return sum.loss;
 }
 
 template <typename T, typename Dev>

@@ -12,6 +12,7 @@
 // Dev's memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,7 +33,7 @@ struct ModelOptions {
   // layer's forward again just before its backward. Losses and gradients are bit-identical.
   bool recompute = false;
   // Tokens per block of the fused LM head and cross-entropy: the [tokens x vocab] logits
-  // exist one block at a time. 0: as many as fit kLossBlockElems logits.
+  // exist one block at a time. 0: the default of loss_block_tokens below.
   std::int64_t loss_block_tokens = 0;
   // train.shard full: the parameters are stored by unit (params.h), and resident only
   // between a UnitGather's acquire and release.
@@ -58,7 +59,21 @@ class UnitGather {
   // this pass and are to be reduced; then it may be freed.
   virtual void release(std::size_t u, bool grads) = 0;
 };
+// The default block of the fused LM head and cross-entropy: kLossBlockElems logits, but
+// at least kLossBlockMinTokens tokens. Each block reads the head's weight W [V, d] twice
+// (logits, dh) and reads and writes its gradient once (dW += dlogits^T h): 4 V d elements
+// per 6 n V d flops, so small blocks make those passes the cost (vocab 151936: 2^24
+// logits are 110 tokens, 38 passes over W and dW for 4096 tokens; 512 tokens, 8 passes).
 inline constexpr std::int64_t kLossBlockElems = std::int64_t(1) << 24;
+inline constexpr std::int64_t kLossBlockMinTokens = 512;
+// Tokens per block for N tokens at vocab V: `requested` (ModelOptions::loss_block_tokens)
+// if positive, else the default above; never more than N (and at least 1).
+inline std::int64_t loss_block_tokens(std::int64_t requested, std::int64_t V, std::int64_t N) {
+  const std::int64_t block =
+      requested > 0 ? requested
+                    : std::max(kLossBlockMinTokens, kLossBlockElems / std::max<std::int64_t>(V, 1));
+  return std::min(block, std::max<std::int64_t>(N, 1));
+}
 
 // The parameters a model of this config has (without allocating them), its units and
 // its parameters (with one rank's block of experts when split.ep > 1).
@@ -142,6 +157,7 @@ class Model {
   void layer_backward(std::size_t l, const CpContext& cp, const T* x_in, const LayerActs& a, T* dx);
   // The fused LM head and cross-entropy over blocks of tokens: returns the summed token
   // losses; dh gets d(loss * grad_scale)/d(final norm output); the head's gradient adds up.
+  // An invalid target throws after the last block, naming its row of `targets`.
   double lm_head_loss(const T* hf, const std::int32_t* targets, std::int64_t N, double grad_scale,
                       T* dh);
   double router_loss(Communicator& batch, std::vector<double>& sums, bool train);

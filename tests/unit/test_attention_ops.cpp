@@ -404,6 +404,10 @@ TEST_CASE("with document starts, each document's rows are its attention alone", 
       ops::attention_forward(Host{}, in.q.data(), in.k.data(), in.v.data(), a.qpos.data(), a.B, T,
                              T, a.Hq, a.Hkv, a.D, a.scale, o.data(), lse.data(), bad.data()),
       Catch::Contains("kstart[5] = 6"));
+  // The same check without the op: what AttentionContextParallel runs for the GPU's op.
+  CHECK_THROWS_WITH(ops::check_attention_positions(a.qpos.data(), bad.data(), a.B, T, T),
+                    Catch::Contains("kstart[5] = 6"));
+  CHECK_NOTHROW(ops::check_attention_positions(a.qpos.data(), kstart.data(), a.B, T, T));
 }
 
 // ---------------------------------------------------------------------------------------

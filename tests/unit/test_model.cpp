@@ -171,3 +171,38 @@ TEST_CASE("a mixer refuses a backward after its activations were released, namin
   layer.forward(cp, B, x.ptr(), y.data());  // the recomputation
   CHECK_NOTHROW(layer.backward(cp, y.data(), dx.data()));
 }
+
+TEST_CASE("the LM head in blocks: the one-block loss and gradients; a bad target after the step",
+          "[model]") {
+  // 18 tokens in blocks of 4 (the last of 2) against one block: the loss sums and dW's
+  // accumulations change order only. A bad target in the third block is reported once the
+  // step is done, with its row of the shard (not of its block).
+  SingleCommunicator comm;
+  const ModelConfig c = tiny_model();
+  const int B = 2, T = 9;
+  const CpContext cp = CpContext::contiguous(comm, T);
+  std::vector<std::int32_t> tokens(B * T), targets(B * T);
+  Rng rng(12);
+  for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
+  for (auto& t : targets) t = std::int32_t(rng.next_u64() % c.vocab_size);
+  auto run = [&](std::int64_t block, std::vector<double>& grads) {
+    ModelOptions o;
+    o.loss_block_tokens = block;
+    Model<double, Host> model(c, 16, o);
+    model.init(7);
+    model.params().zero_grad();
+    const double loss =
+        model.forward_backward(cp, comm, tokens.data(), targets.data(), B, 1.0 / (B * T)).ce_sum;
+    grads = model.params().host_grads();
+    return loss;
+  };
+  std::vector<double> g1, g4;
+  const double one = run(0, g1), blocks = run(4, g4);
+  CHECK(blocks == Approx(one).epsilon(1e-14));
+  CHECK(rel_l2(g4.data(), g1.data(), g1.size()) < 1e-14);
+
+  targets[9] = c.vocab_size;  // row 9: block 3 (rows 8-11), its row 1
+  targets[15] = -7;
+  CHECK_THROWS_WITH(run(4, g4),
+                    Catch::Contains("target " + std::to_string(c.vocab_size) + " at row 9 "));
+}

@@ -146,3 +146,47 @@ TEST_CASE("cross-entropy float instantiation agrees with double", "[layers]") {
   CHECK(cef == Approx(ce).epsilon(1e-6));
   CHECK(rel_l2(dlf.data(), dl.data(), dl.size()) < 1e-6);
 }
+
+TEMPLATE_TEST_CASE("cross_entropy_add over blocks: the calls' losses in order, bad targets kept",
+                   "[layers]", float, double) {
+  // The LM head's token blocks: rows [0, 3), [3, 5), [5, 9) added into one total.
+  using T = TestType;
+  const int V = 6;
+  const std::int64_t N = 9;
+  const std::vector<T> logits = to<T>(rand_vec(N * V, 50, 2.0));
+  std::vector<std::int32_t> tgt = {5, 0, ops::kIgnoreTarget, 3, 1, 2, 4, 0, 5};
+  const std::vector<std::int64_t> cut = {0, 3, 5, 9};
+  auto run = [&](std::vector<T>& dl) {
+    ops::CrossEntropyTotal total;
+    for (std::size_t b = 0; b + 1 < cut.size(); ++b)
+      ops::cross_entropy_add(Host{}, logits.data() + cut[b] * V, tgt.data() + cut[b],
+                             cut[b + 1] - cut[b], V, 0.5, dl.data() + cut[b] * V, cut[b], &total);
+    return total;
+  };
+  std::vector<T> dl(N * V), want_dl(N * V);
+  const ops::CrossEntropyTotal total = run(dl);
+  double want = 0;  // what the model summed before: one cross_entropy per block
+  for (std::size_t b = 0; b + 1 < cut.size(); ++b)
+    want += ops::cross_entropy(Host{}, logits.data() + cut[b] * V, tgt.data() + cut[b],
+                               cut[b + 1] - cut[b], V, 0.5, want_dl.data() + cut[b] * V);
+  CHECK(total.bad == 0);
+  CHECK(total.loss == want);
+  CHECK(dl == want_dl);
+  CHECK_NOTHROW(ops::check_targets(total, V));
+
+  // Invalid targets in the third block (rows 6 and 8) do not throw there: the total keeps
+  // the first with its row of the whole run, and check_targets names them.
+  tgt[6] = V;
+  tgt[8] = -1;
+  const ops::CrossEntropyTotal bad = run(dl);
+  CHECK(bad.bad == 1);
+  CHECK(bad.bad_row == 6);
+  CHECK(bad.bad_target == V);
+  CHECK_THROWS_WITH(ops::check_targets(bad, V),
+                    Catch::Contains("target 6 at row 6") && Catch::Contains("[0, 6)"));
+  for (int j = 0; j < V; ++j) CHECK(dl[std::size_t(6 * V + j)] == T(0));  // as if ignored
+  // An earlier one in the second block is the first.
+  tgt[4] = 99;
+  CHECK(run(dl).bad_row == 4);
+  CHECK_THROWS_WITH(ops::check_targets(run(dl), V), Catch::Contains("target 99 at row 4"));
+}

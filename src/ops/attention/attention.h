@@ -5,8 +5,10 @@
 // every sequence b, and attends to keys 0..qpos[i] (causal, inclusive):
 //   o_i = sum_j softmax_j(scale q_i . k_j) v_j,  lse_i = log sum_j exp(scale q_i . k_j).
 // Grouped-query attention as Hugging Face's repeat_kv: query head h reads kv head
-// h / (Hq / Hkv). qpos lives in the device's memory, like the data (the CUDA version
-// copies it to the host once to check its range).
+// h / (Hq / Hkv). qpos lives in the device's memory, like the data. The host version
+// checks the positions; the CUDA version reads them only on the device (a check there is
+// a copy to the host per call): its caller checks them with check_attention_positions
+// where it makes them on the host.
 // Packed documents (cp/documents.h): kstart [B, Tq] (may be null: all 0) is the first key
 // query row (b, i) may see, the start of its document; the mask is then keys
 // kstart..qpos[i], block-diagonal causal, and key blocks before a tile's rows are skipped.
@@ -29,6 +31,11 @@ inline std::int64_t attention_pairs(const std::int64_t* qpos, std::int64_t Tq, i
       pairs += qpos[i] + 1 - (kstart ? kstart[std::int64_t(b) * Tq + i] : 0);
   return pairs;
 }
+
+// Throws gdn::Error naming the first bad entry unless 0 <= qpos[i] < Tk for every i and
+// 0 <= kstart[b Tq + i] <= qpos[i] (kstart may be null). Host pointers.
+void check_attention_positions(const std::int64_t* qpos, const std::int64_t* kstart, int B,
+                               std::int64_t Tq, std::int64_t Tk);
 
 // attention_forward: q [B, Tq, Hq, D]; k, v [B, Tk, Hkv, D] (keys at positions 0..Tk-1);
 // qpos [Tq] with 0 <= qpos[i] < Tk; o [B, Tq, Hq, D]; lse [B, Tq, Hq] (for the backward).

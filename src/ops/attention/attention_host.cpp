@@ -35,12 +35,7 @@ constexpr int kKeyBlock = 64;
 void check_args(const i64* qpos, const i64* kstart, int B, i64 Tq, i64 Tk, int Hq, int Hkv) {
   GDN_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq = ", Hq,
             " query heads is not a multiple of Hkv = ", Hkv, " kv heads");
-  for (i64 i = 0; i < Tq; ++i)
-    GDN_CHECK(qpos[i] >= 0 && qpos[i] < Tk, "attention: qpos[", i, "] = ", qpos[i],
-              " is out of range [0, Tk = ", Tk, ")");
-  for (i64 i = 0; kstart && i < i64(B) * Tq; ++i)
-    GDN_CHECK(kstart[i] >= 0 && kstart[i] <= qpos[i % Tq], "attention: kstart[", i,
-              "] = ", kstart[i], " is out of range [0, qpos = ", qpos[i % Tq], "]");
+  check_attention_positions(qpos, kstart, B, Tq, Tk);
 }
 
 // Offset of row (b, t, h) of a [B, T, H, D] tensor.
@@ -189,6 +184,15 @@ void tile_probabilities(const T* q, int ldq, const T* kt, const T* vt, i64 ld, c
 }
 
 }  // namespace
+
+void check_attention_positions(const i64* qpos, const i64* kstart, int B, i64 Tq, i64 Tk) {
+  for (i64 i = 0; i < Tq; ++i)
+    GDN_CHECK(qpos[i] >= 0 && qpos[i] < Tk, "attention: qpos[", i, "] = ", qpos[i],
+              " is out of range [0, Tk = ", Tk, ")");
+  for (i64 i = 0; kstart && i < i64(B) * Tq; ++i)
+    GDN_CHECK(kstart[i] >= 0 && kstart[i] <= qpos[i % Tq], "attention: kstart[", i,
+              "] = ", kstart[i], " is out of range [0, qpos = ", qpos[i % Tq], "]");
+}
 
 template <typename T>
 void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos, int B, i64 Tq,

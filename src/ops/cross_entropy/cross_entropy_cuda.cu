@@ -1,10 +1,10 @@
-// Cross-entropy on the GPU: one block per row, a shared-memory tree reduction.
+// Cross-entropy on the GPU: one block per row, a shared-memory tree reduction; then one
+// block adds the rows' losses in row order and looks for an invalid target, so nothing
+// comes back to the host until the caller reads the total.
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
-#include <vector>
 
 #include "core/error.h"
 #include "ops/cross_entropy/cross_entropy.h"
@@ -17,13 +17,19 @@ using namespace cuda_util;
 
 namespace {
 
+__device__ inline bool valid_target(std::int32_t t, int V) {
+  return (t >= 0 && t < V) || t == kIgnoreTarget;
+}
+
 template <typename T>
 __global__ void cross_entropy_kernel(const T* logits, const std::int32_t* targets, i64 N, int V,
                                      double grad_scale, T* dlogits, double* row_loss) {
   __shared__ double red[kThreads];
   for (i64 i = blockIdx.x; i < N; i += gridDim.x) {
     const int t = targets[i];
-    if (t == kIgnoreTarget) {  // the whole block takes this branch: no barrier is skipped
+    // Ignored, or invalid (add_rows_kernel reports it): the whole block takes this branch,
+    // so no barrier is skipped.
+    if (t < 0 || t >= V) {
       if (threadIdx.x == 0) row_loss[i] = 0;
       if (dlogits)
         for (int j = int(threadIdx.x); j < V; j += int(blockDim.x)) dlogits[i * V + j] = T(0);
@@ -50,32 +56,66 @@ __global__ void cross_entropy_kernel(const T* logits, const std::int32_t* target
   }
 }
 
+// One block: total->loss += the N row losses summed serially in row order (the host's
+// order), and the first invalid target recorded unless one already is. The threads stage
+// kThreads rows at a time in shared memory; thread 0 walks them.
+__global__ void add_rows_kernel(const double* row_loss, const std::int32_t* targets, i64 N, int V,
+                                i64 row0, CrossEntropyTotal* total) {
+  __shared__ double loss[kThreads];
+  __shared__ std::int32_t tgt[kThreads];
+  double sum = 0;  // thread 0's
+  for (i64 base = 0; base < N; base += kThreads) {
+    const i64 i = base + threadIdx.x;
+    if (i < N) {
+      loss[threadIdx.x] = row_loss[i];
+      tgt[threadIdx.x] = targets[i];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int n = int(N - base < kThreads ? N - base : kThreads);
+      for (int j = 0; j < n; ++j) {
+        sum += loss[j];
+        if (!total->bad && !valid_target(tgt[j], V))
+          *total = {total->loss, row0 + base + j, tgt[j], 1};
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) total->loss += sum;
+}
+
 }  // namespace
 
 template <typename T>
-double cross_entropy(Cuda, const T* logits, const std::int32_t* targets, i64 N, int V,
-                     double grad_scale, T* dlogits) {
-  const std::vector<std::int32_t> tgt = ids_to_host(targets, N);
-  for (std::size_t i = 0; i < tgt.size(); ++i)
-    GDN_CHECK((tgt[i] >= 0 && tgt[i] < V) || tgt[i] == kIgnoreTarget, "cross_entropy: target ",
-              tgt[i], " at row ", i, " is out of range [0, ", V, ") and not the ignored ",
-              kIgnoreTarget);
-  if (N == 0) return 0.0;
+void cross_entropy_add(Cuda, const T* logits, const std::int32_t* targets, i64 N, int V,
+                       double grad_scale, T* dlogits, i64 row0, CrossEntropyTotal* total) {
+  if (N == 0) return;
   Scratch<double> row_loss{std::size_t(N)};
   cross_entropy_kernel<T><<<int(std::min<i64>(N, kMaxBlocks)), kThreads>>>(
       logits, targets, N, V, grad_scale, dlogits, row_loss.get());
   check_launch();
-  std::vector<double> h(static_cast<std::size_t>(N));
-  GDN_CUDA_CHECK(
-      cudaMemcpy(h.data(), row_loss.get(), h.size() * sizeof(double), cudaMemcpyDeviceToHost));
-  double total = 0;  // serially in row order, as the host does
-  for (double v : h) total += v;
-  return total;
+  add_rows_kernel<<<1, kThreads>>>(row_loss.get(), targets, N, V, row0, total);
+  check_launch();
 }
 
-template double cross_entropy(Cuda, const float* logits, const std::int32_t* targets,
-                              std::int64_t N, int V, double grad_scale, float* dlogits);
-template double cross_entropy(Cuda, const double* logits, const std::int32_t* targets,
-                              std::int64_t N, int V, double grad_scale, double* dlogits);
+template <typename T>
+double cross_entropy(Cuda, const T* logits, const std::int32_t* targets, i64 N, int V,
+                     double grad_scale, T* dlogits) {
+  DeviceBuffer<CrossEntropyTotal> total(1);  // zeros: nothing yet
+  cross_entropy_add(Cuda{}, logits, targets, N, V, grad_scale, dlogits, 0, total.data());
+  CrossEntropyTotal h;
+  Cuda::download(&h, total.data(), 1);
+  check_targets(h, V);
+  return h.loss;
+}
+
+#define GDN_INSTANTIATE(T)                                                                        \
+  template double cross_entropy(Cuda, const T*, const std::int32_t*, std::int64_t, int, double,   \
+                                T*);                                                              \
+  template void cross_entropy_add(Cuda, const T*, const std::int32_t*, std::int64_t, int, double, \
+                                  T*, std::int64_t, CrossEntropyTotal*);
+GDN_INSTANTIATE(float)
+GDN_INSTANTIATE(double)
+#undef GDN_INSTANTIATE
 
 }  // namespace gdn::ops
