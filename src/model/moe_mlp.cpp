@@ -9,8 +9,10 @@
 #include "core/autocast.h"
 #include "core/error.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/grouped_linear/grouped_linear.h"
 #include "ops/linear/linear.h"
 #include "ops/moe/moe.h"
+#include "ops/moe_route/moe_route.h"
 #include "ops/swiglu/swiglu.h"
 #include "runtime/devices.h"
 
@@ -84,27 +86,14 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   weights_.resize(N * k_);
   ops::router_forward(dev, logits.data(), N, E_, k_, renorm_, probs_.data(), idx_.data(),
                       weights_.data());
-  // Group the routed (token, slot) pairs by expert, tokens in order, on the host.
-  const std::vector<std::int32_t> idx = to_host<Dev>(idx_);
-  offset_.assign(std::size_t(E_) + 1, 0);
-  for (std::int64_t i = 0; i < N * k_; ++i) {
-    const std::int32_t e = idx[std::size_t(i)];
-    GDN_CHECK(e >= 0 && e < E_, "moe: the router chose expert ", e, " of ", E_, " (row ", i / k_,
-              ")");  // a broken router kernel stops here, not in the offsets
-    ++offset_[std::size_t(e) + 1];
-  }
-  for (int e = 0; e < E_; ++e) offset_[std::size_t(e) + 1] += offset_[std::size_t(e)];
-  std::vector<std::int64_t> rows(std::size_t(N * k_)), choice(rows.size());
-  std::vector<std::int64_t> fill(offset_.begin(), offset_.end() - 1);
-  for (std::int64_t n = 0; n < N; ++n)
-    for (int j = 0; j < k_; ++j) {
-      const std::size_t at = std::size_t(fill[std::size_t(idx[std::size_t(n * k_ + j)])]++);
-      rows[at] = n;
-      choice[at] = n * k_ + j;
-    }
-  rows_ = to_device<Dev>(rows.data(), rows.size());
-  choice_ = to_device<Dev>(choice.data(), choice.size());
+  // Group the routed (token, slot) pairs by expert, tokens in order, on the device.
   const std::int64_t R = N * k_;
+  offsets_.resize(std::size_t(E_) + 1);
+  rows_.resize(R);
+  choice_.resize(R);
+  slot_.resize(R);
+  ops::moe_route(dev, idx_.data(), N, k_, E_, offsets_.data(), rows_.data(), choice_.data(),
+                 slot_.data());
   routed_w_.resize(R);
   ops::gather_rows(dev, weights_.data(), choice_.data(), R, 1, routed_w_.data());
   g_.resize(R * I_);
@@ -118,25 +107,24 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   ops::linear_forward(dev, x, ps_.value(shared_gate_), N, d_, 1, shared_z_.data());
   Dev::fill(y, std::size_t(N * d_), T(0));
   ops::shared_gate_forward(dev, shared_out_.data(), shared_z_.data(), N, d_, y);
+  Buffer<Dev, T> xs(std::size_t(R * d_));
+  ops::gather_rows(dev, x, rows_.data(), R, d_, xs.data());
   if (ep_ > 1) {
-    Buffer<Dev, T> xs(std::size_t(R * d_));
-    ops::gather_rows(dev, x, rows_.data(), R, d_, xs.data());
-    forward_ep(xs, y);
+    // The all-to-all needs every expert's count on the host: the one download of the
+    // routing, which ep = 1 does without.
+    forward_ep(xs, to_host<Dev>(offsets_), y);
     return;
   }
-  Buffer<Dev, T> xe;
-  for (int e = 0; e < E_; ++e) {
-    const std::int64_t o = offset_[std::size_t(e)], n = offset_[std::size_t(e) + 1] - o;
-    if (n == 0) continue;
-    xe.resize(n * d_);
-    ops::gather_rows(dev, x, rows_.data() + o, n, d_, xe.data());
-    ops::linear_forward(dev, xe.data(), gate_w(e), n, d_, I_, g_.data() + o * I_);
-    ops::linear_forward(dev, xe.data(), up_w(e), n, d_, I_, u_.data() + o * I_);
-    ops::swiglu_forward(dev, g_.data() + o * I_, u_.data() + o * I_, n * I_, act_.data() + o * I_);
-    ops::linear_forward(dev, act_.data() + o * I_, down_w(e), n, I_, d_, out_.data() + o * d_);
-    ops::scatter_add_rows(dev, out_.data() + o * d_, rows_.data() + o, routed_w_.data() + o, n, d_,
-                          y);
-  }
+  // Every expert at once: one grouped call per linear (no per-expert loop, no counts here).
+  const std::int64_t gu_stride = std::int64_t(2) * I_ * d_;
+  ops::grouped_linear_forward(dev, xs.data(), gate_w(0), gu_stride, offsets_.data(), E_, R, d_, I_,
+                              g_.data());
+  ops::grouped_linear_forward(dev, xs.data(), up_w(0), gu_stride, offsets_.data(), E_, R, d_, I_,
+                              u_.data());
+  ops::swiglu_forward(dev, g_.data(), u_.data(), R * I_, act_.data());
+  ops::grouped_linear_forward(dev, act_.data(), down_w(0), std::int64_t(d_) * I_, offsets_.data(),
+                              E_, R, I_, d_, out_.data());
+  ops::moe_combine(dev, out_.data(), slot_.data(), routed_w_.data(), N, k_, d_, y);
 }
 
 template <typename T, typename Dev>
@@ -163,7 +151,8 @@ void MoeMlp<T, Dev>::exchange_rows(const T* send, T* recv, bool to_experts, cons
 // experts' ranks; each rank runs its experts on what it received and sends the outputs
 // back, which add to y with the routing weights as on one rank.
 template <typename T, typename Dev>
-void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, T* y) {
+void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, const std::vector<std::int64_t>& offset,
+                                T* y) {
   const Dev dev{};
   GDN_CHECK(rows_comm_ && counts_comm_ && rows_comm_->size() == ep_ && counts_comm_->size() == ep_,
             "moe: ep ", ep_, " needs the ep group's communicators (set_expert_comm)");
@@ -172,7 +161,7 @@ void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, T* y) {
   // from every rank of the group.
   std::vector<std::int64_t> sent(static_cast<std::size_t>(E_)), got(sent.size());
   for (int e = 0; e < E_; ++e)
-    sent[std::size_t(e)] = offset_[std::size_t(e) + 1] - offset_[std::size_t(e)];
+    sent[std::size_t(e)] = offset[std::size_t(e) + 1] - offset[std::size_t(e)];
   const std::size_t block = std::size_t(El_) * sizeof(std::int64_t);
   std::vector<std::size_t> bytes(static_cast<std::size_t>(ep_), block), offsets(bytes.size());
   for (std::size_t q = 0; q < offsets.size(); ++q) offsets[q] = q * block;
@@ -202,6 +191,7 @@ void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, T* y) {
     local_offset_[std::size_t(j) + 1] = std::int64_t(perm.size());
   }
   perm_ = to_device<Dev>(perm.data(), perm.size());
+  local_offsets_ = to_device<Dev>(local_offset_.data(), local_offset_.size());
   const std::int64_t Rr = std::int64_t(perm.size());
   xr_.resize(std::size_t(Rr * d_));
   exchange_rows(xs.data(), xr_.data(), true, model_sites::kExpertTokens);
@@ -209,24 +199,26 @@ void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, T* y) {
   u_.resize(Rr * I_);
   act_.resize(Rr * I_);
   out_.resize(Rr * d_);
-  Buffer<Dev, T> xe;
-  for (int j = 0; j < El_; ++j) {
-    const std::int64_t o = local_offset_[std::size_t(j)], n = local_offset_[std::size_t(j) + 1] - o;
-    if (n == 0) continue;
-    xe.resize(n * d_);
-    ops::gather_rows(dev, xr_.data(), perm_.data() + o, n, d_, xe.data());
-    ops::linear_forward(dev, xe.data(), gate_w(j), n, d_, I_, g_.data() + o * I_);
-    ops::linear_forward(dev, xe.data(), up_w(j), n, d_, I_, u_.data() + o * I_);
-    ops::swiglu_forward(dev, g_.data() + o * I_, u_.data() + o * I_, n * I_, act_.data() + o * I_);
-    ops::linear_forward(dev, act_.data() + o * I_, down_w(j), n, I_, d_, out_.data() + o * d_);
-  }
+  // This rank's experts over the received rows in expert-major order, one grouped call each.
+  Buffer<Dev, T> xe(std::size_t(Rr * d_));
+  ops::gather_rows(dev, xr_.data(), perm_.data(), Rr, d_, xe.data());
+  const std::int64_t gu_stride = std::int64_t(2) * I_ * d_;
+  ops::grouped_linear_forward(dev, xe.data(), gate_w(0), gu_stride, local_offsets_.data(), El_, Rr,
+                              d_, I_, g_.data());
+  ops::grouped_linear_forward(dev, xe.data(), up_w(0), gu_stride, local_offsets_.data(), El_, Rr,
+                              d_, I_, u_.data());
+  ops::swiglu_forward(dev, g_.data(), u_.data(), Rr * I_, act_.data());
+  ops::grouped_linear_forward(dev, act_.data(), down_w(0), std::int64_t(d_) * I_,
+                              local_offsets_.data(), El_, Rr, I_, d_, out_.data());
   // The outputs back to source-major, then home, in the order of rows_.
   Buffer<Dev, T> outs(std::size_t(Rr * d_));
   ops::scatter_add_rows(dev, out_.data(), perm_.data(), static_cast<const T*>(nullptr), Rr, d_,
                         outs.data());
   out_back_.resize(std::size_t(R * d_));
   exchange_rows(outs.data(), out_back_.data(), false, model_sites::kExpertOutputs);
-  ops::scatter_add_rows(dev, out_back_.data(), rows_.data(), routed_w_.data(), R, d_, y);
+  // A token's k rows add in position order (moe_combine), as on one rank; rows_ repeats a
+  // token k times, which scatter_add_rows does not allow.
+  ops::moe_combine(dev, out_back_.data(), slot_.data(), routed_w_.data(), N_, k_, d_, y);
 }
 
 // The mirror of forward_ep: dy of the routed rows, scaled by their weights, to the
@@ -241,41 +233,53 @@ void MoeMlp<T, Dev>::backward_ep(const T* dy, T* dx, T* dw_routed) {
   ops::scale_rows(dev, dys.data(), routed_w_.data(), R, d_, dys.data());
   Buffer<Dev, T> dyr(std::size_t(Rr * d_)), dxr(std::size_t(Rr * d_));
   exchange_rows(dys.data(), dyr.data(), true, model_sites::kExpertDy);
-  T* dWgu = ps_.grad(experts_gate_up_);
-  T* dWd = ps_.grad(experts_down_);
-  Buffer<Dev, T> xe, dye, dact, dg, du, dxe, tmp;
-  for (int j = 0; j < El_; ++j) {
-    const std::int64_t o = local_offset_[std::size_t(j)], n = local_offset_[std::size_t(j) + 1] - o;
-    if (n == 0) continue;
-    for (Buffer<Dev, T>* b : {&xe, &dye, &dxe, &tmp}) b->resize(n * d_);
-    for (Buffer<Dev, T>* b : {&dact, &dg, &du}) b->resize(n * I_);
-    ops::gather_rows(dev, dyr.data(), perm_.data() + o, n, d_, dye.data());
-    ops::linear_backward(dev, act_.data() + o * I_, down_w(j), dye.data(), n, I_, d_, dact.data(),
-                         dWd + std::int64_t(j) * d_ * I_);
-    ops::swiglu_backward(dev, g_.data() + o * I_, u_.data() + o * I_, dact.data(), n * I_,
-                         dg.data(), du.data());
-    ops::gather_rows(dev, xr_.data(), perm_.data() + o, n, d_, xe.data());
-    T* dWg = dWgu + std::int64_t(j) * 2 * I_ * d_;
-    ops::linear_backward(dev, xe.data(), gate_w(j), dg.data(), n, d_, I_, dxe.data(), dWg);
-    ops::linear_backward(dev, xe.data(), up_w(j), du.data(), n, d_, I_, tmp.data(),
-                         dWg + std::int64_t(I_) * d_);
-    ops::add(dev, dxe.data(), dxe.data(), tmp.data(), n * d_);
-    ops::scatter_add_rows(dev, dxe.data(), perm_.data() + o, static_cast<const T*>(nullptr), n, d_,
+  {
+    Buffer<Dev, T> dye(std::size_t(Rr * d_)), xe(std::size_t(Rr * d_)), dxe(std::size_t(Rr * d_));
+    ops::gather_rows(dev, dyr.data(), perm_.data(), Rr, d_, dye.data());
+    ops::gather_rows(dev, xr_.data(), perm_.data(), Rr, d_, xe.data());
+    experts_backward(dye.data(), xe.data(), local_offsets_.data(), El_, Rr, dxe.data());
+    ops::scatter_add_rows(dev, dxe.data(), perm_.data(), static_cast<const T*>(nullptr), Rr, d_,
                           dxr.data());
   }
   Buffer<Dev, T> dxs(std::size_t(R * d_));
   exchange_rows(dxr.data(), dxs.data(), false, model_sites::kExpertDx);
-  ops::scatter_add_rows(dev, dxs.data(), rows_.data(), static_cast<const T*>(nullptr), R, d_, dx);
+  ops::moe_combine(dev, dxs.data(), slot_.data(), static_cast<const T*>(nullptr), N_, k_, d_, dx);
+}
+
+// The experts' backward over n rows grouped by expert (expert j's at [offsets[j],
+// offsets[j + 1]), in Dev's memory), as g_, u_ and act_ are: dye their output gradients
+// (scaled by the routing weights), xe their inputs; dxe (overwritten) their input
+// gradients. One grouped call per linear, no per-expert loop.
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::experts_backward(const T* dye, const T* xe, const std::int64_t* offsets, int E,
+                                      std::int64_t n, T* dxe) {
+  const Dev dev{};
+  const std::int64_t gu_stride = std::int64_t(2) * I_ * d_;
+  T* dWgu = ps_.grad(experts_gate_up_);
+  Buffer<Dev, T> dg(std::size_t(n * I_)), du(std::size_t(n * I_));
+  {
+    Buffer<Dev, T> dact(std::size_t(n * I_));
+    ops::grouped_linear_backward(dev, act_.data(), down_w(0), std::int64_t(d_) * I_, dye, offsets,
+                                 E, n, I_, d_, dact.data(), ps_.grad(experts_down_));
+    ops::swiglu_backward(dev, g_.data(), u_.data(), dact.data(), n * I_, dg.data(), du.data());
+  }
+  Buffer<Dev, T> tmp(std::size_t(n * d_));
+  ops::grouped_linear_backward(dev, xe, gate_w(0), gu_stride, dg.data(), offsets, E, n, d_, I_, dxe,
+                               dWgu);
+  ops::grouped_linear_backward(dev, xe, up_w(0), gu_stride, du.data(), offsets, E, n, d_, I_,
+                               tmp.data(), dWgu + std::int64_t(I_) * d_);
+  ops::add(dev, dxe, dxe, tmp.data(), n * d_);
 }
 
 template <typename T, typename Dev>
 void MoeMlp<T, Dev>::add_router_stats(double* assigned, double* prob_sum) const {
-  const std::vector<T> probs = to_host<Dev>(probs_);  // summed on the host, in token order
+  // Reduced on the device; the model's sums are host arrays, so the 2 E results come down.
+  Buffer<Dev, double> stats(std::size_t(2) * E_);
+  ops::router_stats(Dev{}, probs_.data(), offsets_.data(), N_, E_, stats.data());
+  const std::vector<double> s = to_host<Dev>(stats);
   for (int e = 0; e < E_; ++e) {
-    assigned[e] += double(offset_[std::size_t(e) + 1] - offset_[std::size_t(e)]);
-    double s = 0;
-    for (std::int64_t n = 0; n < N_; ++n) s += double(probs[std::size_t(n * E_ + e)]);
-    prob_sum[e] += s;
+    assigned[e] += s[std::size_t(e)];
+    prob_sum[e] += s[std::size_t(E_ + e)];
   }
 }
 
@@ -288,39 +292,20 @@ template <typename T, typename Dev>
 void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   const Dev dev{};
   const std::int64_t N = N_;
-  T* dWgu = ps_.grad(experts_gate_up_);
-  T* dWd = ps_.grad(experts_down_);
   Dev::fill(dx, std::size_t(N * d_), T(0));
   Buffer<Dev, T> dweights(N * k_), dw_routed(N * k_);
-  Buffer<Dev, T> xe, dye, dact, dg, du, dxe, tmp;
-  if (ep_ > 1) backward_ep(dy, dx, dw_routed.data());
-  for (int e = 0; e < E_ && ep_ == 1; ++e) {
-    const std::int64_t o = offset_[std::size_t(e)], n = offset_[std::size_t(e) + 1] - o;
-    if (n == 0) continue;
-    const T* act = act_.data() + o * I_;
-    dye.resize(n * d_);
-    ops::gather_rows(dev, dy, rows_.data() + o, n, d_, dye.data());
-    // d(weight) = <dy, expert output>; then the expert sees dy scaled by its weight.
-    ops::row_dots(dev, dye.data(), out_.data() + o * d_, n, d_, dw_routed.data() + o);
-    ops::scale_rows(dev, dye.data(), routed_w_.data() + o, n, d_, dye.data());
-    dact.resize(n * I_);
-    dg.resize(n * I_);
-    du.resize(n * I_);
-    ops::linear_backward(dev, act, down_w(e), dye.data(), n, I_, d_, dact.data(),
-                         dWd + std::int64_t(e) * d_ * I_);
-    ops::swiglu_backward(dev, g_.data() + o * I_, u_.data() + o * I_, dact.data(), n * I_,
-                         dg.data(), du.data());
-    xe.resize(n * d_);
-    dxe.resize(n * d_);
-    tmp.resize(n * d_);
-    ops::gather_rows(dev, x_, rows_.data() + o, n, d_, xe.data());
-    T* dWg = dWgu + std::int64_t(e) * 2 * I_ * d_;
-    ops::linear_backward(dev, xe.data(), gate_w(e), dg.data(), n, d_, I_, dxe.data(), dWg);
-    ops::linear_backward(dev, xe.data(), up_w(e), du.data(), n, d_, I_, tmp.data(),
-                         dWg + std::int64_t(I_) * d_);
-    ops::add(dev, dxe.data(), dxe.data(), tmp.data(), n * d_);
-    ops::scatter_add_rows(dev, dxe.data(), rows_.data() + o, static_cast<const T*>(nullptr), n, d_,
-                          dx);
+  if (ep_ > 1) {
+    backward_ep(dy, dx, dw_routed.data());
+  } else {
+    const std::int64_t R = N * k_;
+    Buffer<Dev, T> dys(std::size_t(R * d_)), xs(std::size_t(R * d_)), dxs(std::size_t(R * d_));
+    ops::gather_rows(dev, dy, rows_.data(), R, d_, dys.data());
+    // d(weight) = <dy, expert output>; then the experts see dy scaled by their weights.
+    ops::row_dots(dev, dys.data(), out_.data(), R, d_, dw_routed.data());
+    ops::scale_rows(dev, dys.data(), routed_w_.data(), R, d_, dys.data());
+    ops::gather_rows(dev, x_, rows_.data(), R, d_, xs.data());
+    experts_backward(dys.data(), xs.data(), offsets_.data(), E_, R, dxs.data());
+    ops::moe_combine(dev, dxs.data(), slot_.data(), static_cast<const T*>(nullptr), N, k_, d_, dx);
   }
   // Each (token, slot) is routed once: dweights is dw_routed put back in token order (added
   // to the new buffer's zeros, which leaves every value as it is).
@@ -353,12 +338,11 @@ void MoeMlp<T, Dev>::do_release() {
        {&probs_, &weights_, &shared_out_, &shared_z_, &routed_w_, &g_, &u_, &act_, &out_})
     *b = Buffer<Dev, T>();
   idx_ = Buffer<Dev, std::int32_t>();
-  offset_ = {};
   xr_ = Buffer<Dev, T>();
   out_back_ = Buffer<Dev, T>();
-  perm_ = Buffer<Dev, std::int64_t>();
-  rows_ = Buffer<Dev, std::int64_t>();
-  choice_ = Buffer<Dev, std::int64_t>();
+  for (Buffer<Dev, std::int64_t>* b :
+       {&offsets_, &rows_, &choice_, &slot_, &perm_, &local_offsets_})
+    *b = Buffer<Dev, std::int64_t>();
   shared_.release(Keep::nothing);
 }
 

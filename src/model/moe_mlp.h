@@ -40,9 +40,12 @@ class MoeMlp final : public Mlp<T, Dev> {
 
  private:
   // The expert-parallel forward and backward (ep > 1): the routed rows to the experts'
-  // ranks and back.
-  void forward_ep(const Buffer<Dev, T>& xs, T* y);
+  // ranks and back. offset: offsets_ on the host.
+  void forward_ep(const Buffer<Dev, T>& xs, const std::vector<std::int64_t>& offset, T* y);
   void backward_ep(const T* dy, T* dx, T* dw_routed);
+  // The experts' backward over rows grouped by expert (moe_mlp.cpp).
+  void experts_backward(const T* dye, const T* xe, const std::int64_t* offsets, int E,
+                        std::int64_t n, T* dxe);
   // Rows [R, d] in a source-major layout, out to the peers by all-to-all (to_experts:
   // send_rows_ out, recv_rows_ in; else the reverse).
   void exchange_rows(const T* send, T* recv, bool to_experts, const char* site);
@@ -62,15 +65,15 @@ class MoeMlp final : public Mlp<T, Dev> {
   ParamId router_, experts_gate_up_, experts_down_, shared_gate_;
   DenseMlp<T, Dev> shared_;
 
-  // The last forward. Routed rows are grouped by expert: expert e holds the slots
-  // [offset_[e], offset_[e + 1]) (on the host) of rows_ (token index) and choice_ (the
-  // token's entry n k + j of idx_ and weights_: its top-k position j), both in Dev's memory.
+  // The last forward. Routed rows are grouped by expert (ops::moe_route): expert e holds
+  // the positions [offsets_[e], offsets_[e + 1]) of rows_ (token index) and choice_ (the
+  // token's entry n k + j of idx_ and weights_: its top-k position j); slot_[n k + j] is
+  // the position of entry n k + j. All in Dev's memory: ep = 1 never reads them on the host.
   std::int64_t N_ = 0;
   const T* x_ = nullptr;
   Buffer<Dev, T> probs_, weights_, shared_out_, shared_z_;
   Buffer<Dev, std::int32_t> idx_;
-  std::vector<std::int64_t> offset_;
-  Buffer<Dev, std::int64_t> rows_, choice_;
+  Buffer<Dev, std::int64_t> offsets_, rows_, choice_, slot_;
   Buffer<Dev, T> routed_w_, g_, u_, act_, out_;  // per routed row
   Buffer<Dev, double> dprob_;                    // the load-balancing loss gradient
   // ep > 1: the routed rows this rank sends to and receives from each ep rank; the rows
@@ -79,7 +82,7 @@ class MoeMlp final : public Mlp<T, Dev> {
   // indexes the received rows); the experts' outputs back in the order of rows_.
   std::vector<std::int64_t> send_rows_, recv_rows_, local_offset_;
   Buffer<Dev, T> xr_, out_back_;
-  Buffer<Dev, std::int64_t> perm_;
+  Buffer<Dev, std::int64_t> perm_, local_offsets_;  // local_offsets_: local_offset_ on Dev
 };
 
 }  // namespace gdn

@@ -1,0 +1,40 @@
+// The experts' linear layers of a MoE block as one call each (model/moe_mlp.h): the routed
+// rows are grouped by expert, expert e's rows [offsets[e], offsets[e + 1]) of x, and expert
+// e's weight is W_e = W + e w_stride, [out, in] (the PyTorch layout, rows of in). The
+// offsets live in the device's memory: the caller never learns the per-expert counts.
+// Conventions of ops/linear/linear.h: input gradients overwritten, parameter gradients
+// accumulated, a null gradient pointer skipped; offsets[0] == 0, offsets[E] == R.
+//
+// The host version runs linear_forward / linear_backward once per non-empty expert (its
+// numerics are those of the per-expert loop). The CUDA version is one launch per call over
+// every expert (grouped_tiles.h's schedule): in the bf16 mode (core/autocast.h) bf16 tensor
+// cores with fp32 sums for float (ops/mma/mma_bf16.cuh), else fp32 or fp64 SIMT.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace gdn::ops {
+
+// grouped_linear_forward:  y[r, out] = x[r, in] W_e^T for the rows r of expert e.
+// grouped_linear_backward: dx[r, in] = dy[r] W_e;  dW_e[out, in] += dy_e^T x_e (dW_e =
+//   dW + e w_stride).
+template <typename T>
+void grouped_linear_forward(Host, const T* x, const T* W, std::int64_t w_stride,
+                            const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
+                            T* y);
+template <typename T>
+void grouped_linear_forward(Cuda, const T* x, const T* W, std::int64_t w_stride,
+                            const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
+                            T* y);
+template <typename T>
+void grouped_linear_backward(Host, const T* x, const T* W, std::int64_t w_stride, const T* dy,
+                             const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
+                             T* dx, T* dW);
+template <typename T>
+void grouped_linear_backward(Cuda, const T* x, const T* W, std::int64_t w_stride, const T* dy,
+                             const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
+                             T* dx, T* dW);
+
+}  // namespace gdn::ops
