@@ -19,7 +19,9 @@
 #   3. gdn_kernel GPU vs CPU and cp = 2 vs cp = 1; a compute-sanitizer memcheck of a small
 #      case; gdn_train GPU vs CPU (20 steps, GDN-only);
 #   4. the benchmark table: gdn_bench (fp32, TF32 GEMMs, the bf16 mode) beside fla's
-#      chunk_gated_delta_rule (bf16), with the ratios;
+#      chunk_gated_delta_rule (bf16); gdn_attn_bench (flash, bf16) beside torch's SDPA
+#      flash backend at 32K (scripts/bench_sdpa.py); the bf16 training step of
+#      configs/bench-step.json as a fraction of the measured bf16 GEMM peak; the ratios;
 #   5. the rest: racecheck, gdn_train cp = 2 and the hybrid model, the kernels' registers
 #      (cuobjdump).
 # --dry-run proves every non-GPU step on a machine without a GPU: the same carried .deps/,
@@ -134,7 +136,7 @@ CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$DEPS/prefix/usr"
             -DGDN_BENCH_BLAS=OFF)
 command -v ninja >/dev/null && CMAKE_ARGS+=(-G Ninja)
 # 1. Only the targets the check runs (not the CPU test suite: CI runs it on every commit).
-TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_bench)
+TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_bench gdn_attn_bench gdn_plan)
 if [ "$DRY" -eq 1 ]; then
   CMAKE_ARGS+=(-DGDN_ENABLE_CUDA=OFF)
 else
@@ -216,6 +218,29 @@ if [ "$DRY" -eq 0 ]; then
     cat "$WORK/fla.jsonl" >> "$OUT/bench.jsonl" 2>/dev/null
     FLA_PID=""
   fi
+  # Attention at Qwen3-Next's heads (16 query, 2 kv, D = 256) and 32K tokens: the flash
+  # kernels (bf16 mode) beside torch's SDPA flash backend, and the bf16 GEMM peak.
+  step "gdn_attn_bench (bf16, T=32768)" 90 sh -c "'$BUILD/apps/gdn_attn_bench' --device cuda \
+    --seq 32768 --heads 16 --kv-heads 2 --dim 256 --reps 3 >> '$OUT/bench.jsonl'"
+  step "sdpa bench (torch flash, bf16, T=32768)" 60 sh -c \
+    "python3 scripts/bench_sdpa.py --seq 32768 --heads 16 --kv-heads 2 --dim 256 --reps 3 >> '$OUT/bench.jsonl'"
+  # The whole training step of the benchmark model in bf16, against the measured peak.
+  "$BUILD/apps/gdn_plan" --config configs/bench-step.json --seq-len 8192 --json > "$W/plan_step.json" 2>/dev/null
+  step "gdn_train bench-step bf16 (cuda, T=8192)" 120 "${NP1[@]}" "$BUILD/apps/gdn_train" \
+    --config configs/bench-step.json --seq-len 8192 --steps 4 --dtype bf16 --device cuda \
+    --log "$W/step_bf16.jsonl"
+  python3 - "$W/plan_step.json" "$W/step_bf16.jsonl" >> "$OUT/bench.jsonl" <<'PY'
+import json, sys
+try:
+    flops = json.load(open(sys.argv[1]))["flops"]["step"]["total"]
+    steps = [json.loads(l) for l in open(sys.argv[2]) if '"step_ms"' in l][1:]  # warm-up out
+    ms = sum(s["step_ms"] for s in steps) / len(steps)
+    print(json.dumps({"variant": "train_step_bf16", "config": "bench-step", "T": 8192,
+                      "median_ms": ms, "tokens_per_s": 8192 / (ms * 1e-3),
+                      "tflops": flops / (ms * 1e-3) * 1e-12}))
+except Exception as e:  # no log: the step above failed and says why
+    print(json.dumps({"variant": "train_step_bf16", "error": str(e)}))
+PY
   python3 - "$OUT/bench.jsonl" >> "$ROWS" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and '"variant"' in l]
@@ -234,6 +259,15 @@ for T in sorted({j["shape"]["T"] for j in lines}):
                       ("tf32_cuda_chunked_fwd_bwd", "fla_fwd_bwd")):
         if t.get((ours, T)) and t.get((fla, T)):
             print(f"ratio {ours} / {fla} T={T}\tinfo\t{t[(ours, T)] / t[(fla, T)]:.2f}x")
+# Attention against SDPA, and the bf16 step as a fraction of the measured peak.
+a = {j["variant"]: j for j in map(json.loads, open(sys.argv[1])) if "median_ms" in j}
+for ours, peer in (("attn_bf16_fwd", "sdpa_fwd"), ("attn_bf16_fwd_bwd", "sdpa_fwd_bwd")):
+    if ours in a and peer in a:
+        print(f"ratio {ours} / {peer} T=32768\tinfo\t{a[ours]['median_ms'] / a[peer]['median_ms']:.2f}x")
+if "train_step_bf16" in a and "bf16_gemm_peak" in a:
+    st, pk = a["train_step_bf16"], a["bf16_gemm_peak"]
+    print(f"train step bf16: {st['tokens_per_s']:.0f} tokens/s, {st['tflops']:.1f} TFLOP/s\tinfo\t"
+          f"{100 * st['tflops'] / pk['tflops']:.1f}% of the measured bf16 peak ({pk['tflops']:.0f} TFLOP/s)")
 PY
 fi
 

@@ -1,9 +1,9 @@
 // The bf16 storage mode on the GPU: the conversions bit for bit against the host (every
 // bf16 pattern, random floats), and ChunkedGdnBf16<Cuda> against ChunkedGdnBf16<Host> on
 // the same bf16 inputs. The GPU's chunk GEMMs run on bf16 tensor cores (docs/design.md
-// §2f), the host's in fp32: o, ht and every gradient within kBf16Gemm = 2e-2 relative, four
-// times the worst per-chunk error of the same GEMM order emulated on the CPU (5e-3,
-// test_chunk_kernel's "[mma]" case).
+// §2f), the host's in fp32: o, ht and every gradient within kBf16Gemm = 3e-2 relative, the
+// bound test_chunk_kernel's "[mma]" case holds the same GEMM order to on the CPU (measured
+// there: 1.6e-3 to 5.1e-3 per chunk, 1.1e-2 for dg and dbeta at C = 128).
 // Skipped (exit 77) where no GPU is visible; CI compiles and links it without one.
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -100,7 +100,7 @@ TEST_CASE("bf16 mode on the GPU matches the host", "[cuda_bf16]") {
       op.backward(gdO.data(), gdht.data(), gv);
     }
     const std::vector<float> o_gpu = widen(to_host<Cuda>(go)), o_cpu = widen(o);
-    constexpr double kBf16Gemm = 2e-2;
+    constexpr double kBf16Gemm = 3e-2;
     CHECK(rel_l2(o_gpu.data(), o_cpu.data(), no) <= kBf16Gemm);
     check_close("ht", ght, cast<double>(ht), kBf16Gemm);
     check_close("dq", gdq, cast<double>(g.dq), kBf16Gemm);

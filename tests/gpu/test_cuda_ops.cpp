@@ -12,22 +12,28 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "expert_ids.h"
 #include "gpu_support.h"
 #include "model/params.h"
 #include "ops/adamw/adamw.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/flash_attention.h"
 #include "ops/bias/bias.h"
 #include "ops/conv/conv.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/gating/gating.h"
+#include "ops/grouped_linear/grouped_linear.h"
 #include "ops/linear/linear.h"
 #include "ops/moe/moe.h"
+#include "ops/moe_route/moe_route.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/rope.h"
 #include "ops/swiglu/swiglu.h"
@@ -387,6 +393,46 @@ TEMPLATE_TEST_CASE("cuda cross-entropy matches the host", "[cuda_ops]", float, d
   }
 }
 
+TEMPLATE_TEST_CASE("cuda cross_entropy_add over blocks matches the host's", "[cuda_ops]", float,
+                   double) {
+  // Blocks [0, 300), [300, 301), [301, 700) into one device total: the loss as the host
+  // adds it, and the first bad target (row 650, then row 5) with its row of the run.
+  using T = TestType;
+  const i64 N = 700;
+  const int V = 500;
+  const auto logits = random_vec<T>(std::size_t(N) * V, 65, 3.0);
+  auto targets = random_ids(std::size_t(N), V, 66);
+  targets[10] = ops::kIgnoreTarget;
+  const std::vector<i64> cut = {0, 300, 301, 700};
+  auto l_ = to_device(logits);
+  DeviceBuffer<T> dl_(std::size_t(N) * V);
+  auto run = [&](auto dev, const std::int32_t* t, const T* l, T* dl) {
+    using Dev = decltype(dev);
+    Buffer<Dev, ops::CrossEntropyTotal> total(1);
+    for (std::size_t b = 0; b + 1 < cut.size(); ++b)
+      ops::cross_entropy_add(dev, l + cut[b] * V, t + cut[b], cut[b + 1] - cut[b], V, 0.25,
+                             dl + cut[b] * V, cut[b], total.data());
+    ops::CrossEntropyTotal h;
+    Dev::download(&h, total.data(), 1);
+    return h;
+  };
+  for (int round = 0; round < 3; ++round) {
+    if (round == 1) targets[650] = V;
+    if (round == 2) targets[5] = -3;
+    INFO("round " << round);
+    std::vector<T> dl(std::size_t(N) * V);
+    auto t_ = to_device(targets);
+    const ops::CrossEntropyTotal want = run(Host{}, targets.data(), logits.data(), dl.data());
+    const ops::CrossEntropyTotal got = run(Cuda{}, t_.data(), l_.data(), dl_.data());
+    check_close_scalar("loss", got.loss, want.loss, tolerance<T>());
+    check_close("dlogits", dl_, dl);
+    CHECK(got.bad == want.bad);
+    CHECK(got.bad_row == want.bad_row);
+    CHECK(got.bad_target == want.bad_target);
+    CHECK(got.bad_row == (round == 0 ? 0 : round == 1 ? 650 : 5));
+  }
+}
+
 TEMPLATE_TEST_CASE("AdamW on the GPU follows AdamW on the host", "[cuda_ops]", float, double) {
   using T = TestType;
   AdamWConfig c;
@@ -610,13 +656,104 @@ TEMPLATE_TEST_CASE("cuda attention matches the host: GQA, two query tiles, key t
   }
 }
 
-TEST_CASE("cuda attention rejects query positions out of range", "[cuda_ops]") {
+// The float op's flash kernels (bf16 operands, fp32 accumulation: flash_attention_cuda.cu)
+// against the host op in fp64, at the bounds test_flash_attention derives and checks for
+// their CPU emulation: o 1e-2, lse 2e-3, dq, dk, dv 2e-2. The op takes them in the bf16
+// mode; there it must give the direct calls' bits (no atomics: the same order each run).
+TEST_CASE("cuda flash attention matches the host in fp64: GQA, stripes, documents, D 256",
+          "[cuda_ops]") {
+  struct Case {
+    const char* name;
+    int B;
+    std::vector<i64> qpos, kstart;  // kstart empty: no documents
+    i64 Tk;
+    int Hq, Hkv, D;
+  };
+  auto span = [](i64 lo, i64 hi) { return two_chunks(lo, hi, hi, hi); };
+  // kstart of rows 0..T-1 of one batch row cut into documents at the given starts.
+  auto docs = [](i64 T, const std::vector<i64>& starts) {
+    std::vector<i64> ks(static_cast<std::size_t>(T));
+    for (i64 i = 0; i < T; ++i)
+      for (i64 s : starts)
+        if (s <= i) ks[std::size_t(i)] = s;
+    return ks;
+  };
+  std::vector<i64> documents = docs(190, {0, 70, 130}), row1 = docs(190, {0, 20, 150});
+  documents.insert(documents.end(), row1.begin(), row1.end());
+  const std::vector<Case> cases = {
+      {"causal, keys past the last query", 2, span(0, 150), {}, 170, 4, 1, 64},
+      {"two stripes, D 40", 1, two_chunks(0, 50, 150, 200), {}, 200, 4, 1, 40},
+      {"documents, D 96", 2, span(0, 190), documents, 190, 8, 2, 96},
+      {"D 256", 1, span(0, 100), {}, 100, 4, 1, 256},
+      {"D 128, one query row", 1, span(70, 71), {}, 75, 2, 2, 128},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const i64 Tq = i64(c.qpos.size());
+    const std::size_t nq = std::size_t(c.B * Tq) * c.Hq * c.D,
+                      nk = std::size_t(c.B * c.Tk) * c.Hkv * c.D, nl = std::size_t(c.B * Tq) * c.Hq;
+    const double scale = 1.0 / std::sqrt(double(c.D));
+    const auto q = random_vec<float>(nq, 101, 1.5), k = random_vec<float>(nk, 102),
+               v = random_vec<float>(nk, 103), dout = random_vec<float>(nq, 104);
+    const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()),
+        vd(v.begin(), v.end()), gd(dout.begin(), dout.end());
+    const i64* ks_host = c.kstart.empty() ? nullptr : c.kstart.data();
+    std::vector<double> o(nq), lse(nl), dq(nq), dk(nk), dv(nk);
+    ops::attention_forward(Host{}, qd.data(), kd.data(), vd.data(), c.qpos.data(), c.B, Tq, c.Tk,
+                           c.Hq, c.Hkv, c.D, scale, o.data(), lse.data(), ks_host);
+    ops::attention_backward(Host{}, qd.data(), kd.data(), vd.data(), o.data(), lse.data(),
+                            gd.data(), c.qpos.data(), c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D, scale,
+                            dq.data(), dk.data(), dv.data(), ks_host);
+    auto q_ = to_device(q), k_ = to_device(k), v_ = to_device(v), dout_ = to_device(dout);
+    auto qpos_ = to_device(c.qpos);
+    DeviceBuffer<i64> kstart_;
+    if (ks_host) kstart_ = to_device(c.kstart);
+    const i64* ks_dev = ks_host ? kstart_.data() : nullptr;
+    // Outputs start as garbage: all of them are overwritten.
+    auto o_ = to_device(random_vec<float>(nq, 105)), lse_ = to_device(random_vec<float>(nl, 106));
+    auto dq_ = to_device(random_vec<float>(nq, 107)), dk_ = to_device(random_vec<float>(nk, 108)),
+         dv_ = to_device(random_vec<float>(nk, 109));
+    ops::flash_attention_forward(Cuda{}, q_.data(), k_.data(), v_.data(), qpos_.data(), c.B, Tq,
+                                 c.Tk, c.Hq, c.Hkv, c.D, scale, o_.data(), lse_.data(), ks_dev);
+    ops::flash_attention_backward(Cuda{}, q_.data(), k_.data(), v_.data(), o_.data(), lse_.data(),
+                                  dout_.data(), qpos_.data(), c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D,
+                                  scale, dq_.data(), dk_.data(), dv_.data(), ks_dev);
+    gdn::test::check_close("o", o_, o.data(), nq, 1e-2);
+    gdn::test::check_close("lse", lse_, lse.data(), nl, 2e-3);
+    gdn::test::check_close("dq", dq_, dq.data(), nq, 2e-2);
+    gdn::test::check_close("dk", dk_, dk.data(), nk, 2e-2);
+    gdn::test::check_close("dv", dv_, dv.data(), nk, 2e-2);
+    // The op in the bf16 mode runs the same kernels (unless GDN_CUDA_ATTENTION says exact).
+    const Bf16Autocast bf16(true);
+    if (!ops::flash_attention_chosen(c.D)) continue;
+    auto o2 = to_device(random_vec<float>(nq, 110)), lse2 = to_device(random_vec<float>(nl, 111));
+    auto dq2 = to_device(random_vec<float>(nq, 112)), dk2 = to_device(random_vec<float>(nk, 113)),
+         dv2 = to_device(random_vec<float>(nk, 114));
+    ops::attention_forward(Cuda{}, q_.data(), k_.data(), v_.data(), qpos_.data(), c.B, Tq, c.Tk,
+                           c.Hq, c.Hkv, c.D, scale, o2.data(), lse2.data(), ks_dev);
+    ops::attention_backward(Cuda{}, q_.data(), k_.data(), v_.data(), o2.data(), lse2.data(),
+                            dout_.data(), qpos_.data(), c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D, scale,
+                            dq2.data(), dk2.data(), dv2.data(), ks_dev);
+    CHECK(to_host<Cuda>(o2) == to_host<Cuda>(o_));
+    CHECK(to_host<Cuda>(lse2) == to_host<Cuda>(lse_));
+    CHECK(to_host<Cuda>(dq2) == to_host<Cuda>(dq_));
+    CHECK(to_host<Cuda>(dk2) == to_host<Cuda>(dk_));
+    CHECK(to_host<Cuda>(dv2) == to_host<Cuda>(dv_));
+  }
+}
+
+TEST_CASE("cuda attention rejects bad heads; its caller's check rejects bad positions",
+          "[cuda_ops]") {
+  // The op copies nothing to the host: the positions are checked where they are made
+  // (AttentionContextParallel, by check_attention_positions on its host copies).
   const std::vector<i64> qpos = {0, 4};  // Tk = 4: position 4 has no key
-  const auto qpos_ = to_device(qpos);
-  DeviceBuffer<float> q(2 * 2), k(4 * 2), v(4 * 2), o(2 * 2), lse(2);
-  CHECK_THROWS_AS(ops::attention_forward(Cuda{}, q.data(), k.data(), v.data(), qpos_.data(), 1, 2,
-                                         4, 1, 1, 2, 1.0, o.data(), lse.data()),
-                  Error);
+  CHECK_THROWS_WITH(ops::check_attention_positions(qpos.data(), nullptr, 1, 2, 4),
+                    Catch::Contains("qpos[1] = 4"));
+  const auto qpos_ = to_device(std::vector<i64>{0, 3});
+  DeviceBuffer<float> q(3 * 2 * 2), k(4 * 2 * 2), v(4 * 2 * 2), o(3 * 2 * 2), lse(3 * 2);
+  CHECK_THROWS_WITH(ops::attention_forward(Cuda{}, q.data(), k.data(), v.data(), qpos_.data(), 1, 2,
+                                           4, 3, 2, 2, 1.0, o.data(), lse.data()),
+                    Catch::Contains("Hq = 3"));
 }
 
 TEMPLATE_TEST_CASE("cuda MoE router matches the host: top-k choice, ties, backward", "[cuda_ops]",
@@ -734,4 +871,108 @@ TEMPLATE_TEST_CASE("cuda MoE row moves, dots and the shared expert's gate match 
                             dz_.data());
   check_near("shared gate ds", ds_, ds);
   check_near("shared gate dz", dz_, dz);
+}
+
+// The device-side MoE routing (ops/moe_route) and the grouped expert linears
+// (ops/grouped_linear) against their host versions. Routing: exactly (offsets, rows,
+// choice and slot are integers; the counts are exact). moe_combine: one fma per add on the
+// GPU, so 1e-5 / 1e-12. router_stats: the counts exactly, the sums (blocked order) at
+// 1e-12. The grouped GEMMs: fp64 SIMT at 1e-12, fp32 SIMT at 1e-5, and with bf16 autocast
+// (bf16 operands on both sides, fp32 sums in another order) at 1e-5.
+namespace {}  // namespace
+
+TEST_CASE("cuda moe_route groups the entries as the host does, stably", "[cuda_ops]") {
+  // (N, k, E, used): empty experts, several rounds of a block (N k > 4096), E = 512.
+  for (auto [N, k, E, used] : {std::tuple{0, 2, 5, 5}, std::tuple{37, 3, 9, 6},
+                               std::tuple{3000, 3, 40, 33}, std::tuple{700, 10, 512, 512}}) {
+    INFO("N " << N << " k " << k << " E " << E);
+    const std::vector<std::int32_t> idx = test::random_expert_ids(N, k, used, 31 + N);
+    const std::size_t R = idx.size();
+    std::vector<i64> off(std::size_t(E) + 1), rows(R), choice(R), slot(R);
+    ops::moe_route(Host{}, idx.data(), N, k, E, off.data(), rows.data(), choice.data(),
+                   slot.data());
+    const auto idx_ = to_device(idx);
+    DeviceBuffer<i64> off_(off.size()), rows_(R), choice_(R), slot_(R);
+    ops::moe_route(Cuda{}, idx_.data(), N, k, E, off_.data(), rows_.data(), choice_.data(),
+                   slot_.data());
+    CHECK(to_host<Cuda>(off_) == off);
+    CHECK(to_host<Cuda>(rows_) == rows);
+    CHECK(to_host<Cuda>(choice_) == choice);
+    CHECK(to_host<Cuda>(slot_) == slot);
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda moe_combine and router_stats match the host", "[cuda_ops]", float,
+                   double) {
+  using T = TestType;
+  const i64 N = 300;
+  const int k = 4, E = 50, d = 300;  // d over a block of threads
+  const std::vector<std::int32_t> idx = test::random_expert_ids(N, k, E - 3, 41);
+  const std::size_t R = idx.size();
+  std::vector<i64> off(std::size_t(E) + 1), rows(R), choice(R), slot(R);
+  ops::moe_route(Host{}, idx.data(), N, k, E, off.data(), rows.data(), choice.data(), slot.data());
+  const auto src = random_vec<T>(R * d, 42), scale = random_vec<T>(R, 43);
+  const auto y0 = random_vec<T>(std::size_t(N) * d, 44);
+  const auto src_ = to_device(src), scale_ = to_device(scale), slot_ = to_device(slot);
+  for (bool scaled : {false, true}) {
+    INFO("scaled " << scaled);
+    std::vector<T> y = y0;
+    ops::moe_combine(Host{}, src.data(), slot.data(), scaled ? scale.data() : nullptr, N, k, d,
+                     y.data());
+    auto y_ = to_device(y0);
+    ops::moe_combine(Cuda{}, src_.data(), slot_.data(), scaled ? scale_.data() : nullptr, N, k, d,
+                     y_.data());
+    check_close("moe_combine", y_, y);
+  }
+  const auto probs = random_vec<T>(std::size_t(N) * E, 45, 1.0, 3.0);
+  std::vector<double> stats(std::size_t(2 * E));
+  ops::router_stats(Host{}, probs.data(), off.data(), N, E, stats.data());
+  const auto probs_ = to_device(probs), off_ = to_device(off);
+  auto stats_ = to_device(random_vec<double>(stats.size(), 46));  // overwritten
+  ops::router_stats(Cuda{}, probs_.data(), off_.data(), N, E, stats_.data());
+  const std::vector<double> got = to_host<Cuda>(stats_);
+  CHECK(std::vector<double>(got.begin(), got.begin() + E) ==
+        std::vector<double>(stats.begin(), stats.begin() + E));
+  CHECK(rel_l2(got.data() + E, stats.data() + E, std::size_t(E)) <= 1e-12);
+}
+
+TEMPLATE_TEST_CASE("cuda grouped linear matches the host's per-expert linears", "[cuda_ops]", float,
+                   double) {
+  using T = TestType;
+  // Rows over 3 row tiles for expert 0, empty experts, one row; 3 column tiles of out.
+  const int in = 70, out = 130, E = 6;
+  const std::vector<i64> counts = {150, 0, 1, 64, 0, 37};
+  std::vector<i64> off = {0};
+  for (i64 c : counts) off.push_back(off.back() + c);
+  const i64 R = off.back(), stride = 2 * i64(out) * in;  // a slice of a fused weight
+  const auto x = random_vec<T>(std::size_t(R) * in, 51),
+             dy = random_vec<T>(std::size_t(R) * out, 52);
+  const auto W = random_vec<T>(std::size_t(E * stride), 53), dW0 = random_vec<T>(W.size(), 54);
+  const auto x_ = to_device(x), dy_ = to_device(dy), W_ = to_device(W), off_ = to_device(off);
+  for (bool bf16 : {false, true}) {
+    if (bf16 && sizeof(T) == 8) continue;  // fp64 has no bf16 mode (as linear_cuda)
+    INFO("bf16 " << bf16);
+    const Bf16Autocast mode(bf16);
+    const double tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
+    std::vector<T> y(std::size_t(R) * out), dx(x.size()), dW = dW0;
+    ops::grouped_linear_forward(Host{}, x.data(), W.data() + out * in, stride, off.data(), E, R, in,
+                                out, y.data());
+    ops::grouped_linear_backward(Host{}, x.data(), W.data() + out * in, stride, dy.data(),
+                                 off.data(), E, R, in, out, dx.data(), dW.data() + out * in);
+    auto y_ = to_device(random_vec<T>(y.size(), 55)), dx_ = to_device(random_vec<T>(dx.size(), 56));
+    auto dW_ = to_device(dW0);
+    ops::grouped_linear_forward(Cuda{}, x_.data(), W_.data() + out * in, stride, off_.data(), E, R,
+                                in, out, y_.data());
+    ops::grouped_linear_backward(Cuda{}, x_.data(), W_.data() + out * in, stride, dy_.data(),
+                                 off_.data(), E, R, in, out, dx_.data(), dW_.data() + out * in);
+    const std::vector<T> gy = to_host<Cuda>(y_), gdx = to_host<Cuda>(dx_), gdW = to_host<Cuda>(dW_);
+    CHECK(rel_l2(gy.data(), y.data(), y.size()) <= tol);
+    CHECK(rel_l2(gdx.data(), dx.data(), dx.size()) <= tol);
+    CHECK(rel_l2(gdW.data(), dW.data(), dW.size()) <= tol);
+    // What no expert owns stays as it was: the gate halves and the empty experts' slices.
+    for (int e = 0; e < E; ++e) {
+      const i64 end = e * stride + (counts[std::size_t(e)] == 0 ? 2 : 1) * i64(out) * in;
+      CHECK(std::equal(gdW.begin() + e * stride, gdW.begin() + end, dW0.begin() + e * stride));
+    }
+  }
 }

@@ -9,10 +9,12 @@
 // over the query heads of its group, then the query rows, in order.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/flash_attention.h"
 #include "ops/cuda_util.cuh"
 
 namespace gdn::ops {
@@ -23,22 +25,11 @@ namespace {
 
 constexpr int kAttnThreads = 128;  // threads per block, and keys (or queries) per tile
 
-// The host's check, on host copies of qpos and kstart (B Tq numbers: cheap next to the
-// attention).
-void check_args(const i64* qpos, const i64* kstart, int B, i64 Tq, i64 Tk, int Hq, int Hkv) {
+// The heads only: qpos and kstart are the caller's to check where it makes them
+// (check_attention_positions), as a check here would copy them to the host every call.
+void check_args(int Hq, int Hkv) {
   GDN_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq = ", Hq,
             " query heads is not a multiple of Hkv = ", Hkv, " kv heads");
-  std::vector<i64> h(static_cast<std::size_t>(Tq));
-  Cuda::download(h.data(), qpos, h.size());
-  for (i64 i = 0; i < Tq; ++i)
-    GDN_CHECK(h[std::size_t(i)] >= 0 && h[std::size_t(i)] < Tk, "attention: qpos[", i,
-              "] = ", h[std::size_t(i)], " is out of range [0, Tk = ", Tk, ")");
-  if (!kstart) return;
-  std::vector<i64> f(static_cast<std::size_t>(i64(B) * Tq));
-  Cuda::download(f.data(), kstart, f.size());
-  for (std::size_t i = 0; i < f.size(); ++i)
-    GDN_CHECK(f[i] >= 0 && f[i] <= h[i % std::size_t(Tq)], "attention: kstart[", i, "] = ", f[i],
-              " is out of range [0, qpos = ", h[i % std::size_t(Tq)], "]");
 }
 
 // The first key query row i of batch row b sees (0 without documents).
@@ -221,7 +212,11 @@ template <typename T>
 void attention_forward(Cuda, const T* q, const T* k, const T* v, const i64* qpos, int B, i64 Tq,
                        i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse,
                        const i64* kstart) {
-  check_args(qpos, kstart, B, Tq, Tk, Hq, Hkv);
+  check_args(Hq, Hkv);
+  if constexpr (std::is_same_v<T, float>)
+    if (flash_attention_chosen(D))
+      return flash_attention_forward(Cuda{}, q, k, v, qpos, B, Tq, Tk, Hq, Hkv, D, scale, o, lse,
+                                     kstart);
   const i64 rows = i64(B) * Tq * Hq;
   if (rows == 0) return;
   const std::size_t shared = (2 * std::size_t(D) + 2 * kAttnThreads) * sizeof(double);
@@ -234,7 +229,11 @@ template <typename T>
 void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq, int Hkv,
                         int D, double scale, T* dq, T* dk, T* dv, const i64* kstart) {
-  check_args(qpos, kstart, B, Tq, Tk, Hq, Hkv);
+  check_args(Hq, Hkv);
+  if constexpr (std::is_same_v<T, float>)
+    if (flash_attention_chosen(D))
+      return flash_attention_backward(Cuda{}, q, k, v, o, lse, dout, qpos, B, Tq, Tk, Hq, Hkv, D,
+                                      scale, dq, dk, dv, kstart);
   const i64 rows = i64(B) * Tq * Hq, keys = i64(B) * Tk * Hkv;
   Scratch<double> delta{std::size_t(rows)};
   if (rows > 0) {

@@ -1,0 +1,458 @@
+// Flash attention on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation), in the
+// order of flash_order.h. A block is 4 warps; a warp owns 16 rows of a 64-row tile.
+//  - Forward: a block per (64 query rows, b, h); Q staged once, K and V^T a 64-key tile
+//    at a time; S = Q K^T in registers, the online softmax per tile, P turned into A
+//    fragments in registers (c_pair_to_a) for O += P V. Key tiles outside every row's
+//    window are skipped (the tile's window union, then a block vote per tile).
+//  - Backward, FA2's formulas from the saved lse, as three kernels so that every output
+//    has one owner and a fixed order of sums (no atomics, as every CUDA op here): delta =
+//    rowsum(dO * O); dQ by query tile over key tiles; dK and dV each by key tile over the
+//    query heads of its group, then the query tiles. Three kernels recompute S (and dP)
+//    where one fused kernel would not, but each keeps one 16 x D accumulator per warp:
+//    at D = 256 two would not fit in registers.
+// Head dims are padded to 64, 128 or 256 (template Dp); shared memory is up to 168 KiB
+// (D = 256, the dQ and dK kernels), opted into per kernel.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "core/autocast.h"
+#include "core/error.h"
+#include "ops/attention/flash_attention.h"
+#include "ops/attention/flash_order.h"
+#include "ops/cuda_util.cuh"
+#include "ops/mma/mma_bf16.cuh"
+
+namespace gdn::ops {
+
+namespace {
+
+namespace fl = gdn::flash;
+using i64 = std::int64_t;
+using fl::FragA;
+using fl::FragB;
+using fl::FragC;
+using fl::kThreads;
+using fl::kTile;
+using fl::Window;
+
+// The four lanes holding one row's elements (lane / 4 equal) combine their shares.
+__device__ inline float quad_max(float x) {
+  x = fl::max2(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fl::max2(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ inline float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Offset of row (b, t, h) of a [B, T, H, D] tensor.
+__device__ inline i64 at(i64 b, i64 t, i64 T, int h, int H, int D) {
+  return ((b * T + t) * H + h) * D;
+}
+
+// The window union of every (b, query tile).
+__global__ void tile_window_kernel(const i64* qpos, const i64* kstart, int B, i64 Tq, i64 tiles,
+                                   Window* out) {
+  for (i64 u = cuda_util::thread_index(); u < B * tiles; u += cuda_util::thread_stride())
+    out[u] = fl::tile_window(qpos, kstart, u / tiles, Tq, u % tiles * kTile);
+}
+
+// delta[r] = dout_r . o_r in fp32, one warp per row (lane-strided, then a butterfly).
+__global__ void flash_delta_kernel(const float* dout, const float* o, i64 rows, int D,
+                                   float* delta) {
+  using cuda_util::kWarp, cuda_util::thread_index, cuda_util::thread_stride;
+  GDN_FOR_EACH_WARP_ROW(r, lane, rows) {
+    float s = 0.0f;
+    for (int d = lane; d < D; d += kWarp) s += dout[r * D + d] * o[r * D + d];
+    for (int m = kWarp / 2; m > 0; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
+    if (lane == 0) delta[r] = s;
+  }
+}
+
+// The lane's two rows of the warp's 16: the tile rows r0 and r0 + 8.
+__device__ inline int lane_row(int warp, int lane) {
+  return warp * 16 + mma::c_row(lane, 0);
+}
+
+// The query tile a forward or dQ block works on: blockIdx.x the tile, blockIdx.y = b Hq + h;
+// nr its rows (fewer in the last tile), r0 this lane's first row in the tile.
+struct QueryTile {
+  i64 tiles, tile, i0, b;
+  int h, kh, nr, r0;
+  __device__ QueryTile(i64 Tq, int Hq, int Hkv, int warp, int lane)
+      : tiles((Tq + kTile - 1) / kTile),
+        tile(blockIdx.x),
+        i0(tile * kTile),
+        b(blockIdx.y / Hq),
+        h(int(blockIdx.y % Hq)),
+        kh(h / (Hq / Hkv)),
+        nr(int(Tq - i0 < kTile ? Tq - i0 : kTile)),
+        r0(lane_row(warp, lane)) {}
+};
+
+template <int Dp>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_kernel(const float* q, const float* k, const float* v, const i64* qpos,
+                         const i64* kstart, const Window* windows, i64 Tq, i64 Tk, int Hq, int Hkv,
+                         int D, float scale2, float* o, float* lse) {
+  using L = fl::Layout<Dp>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Bf16* Qs = reinterpret_cast<Bf16*>(smem);
+  Bf16* Ks = Qs + L::kRowElems;
+  Bf16* Vt = Ks + L::kRowElems;
+  const int tid = int(threadIdx.x), warp = tid / mma::kWarp, lane = tid % mma::kWarp;
+  const QueryTile qt(Tq, Hq, Hkv, warp, lane);
+  const i64 tiles = qt.tiles, tile = qt.tile, i0 = qt.i0, b = qt.b;
+  const int h = qt.h, kh = qt.kh, nr = qt.nr, r0 = qt.r0;
+  fl::stage_rows<Dp>(tid, q + at(b, i0, Tq, h, Hq, D), i64(Hq) * D, nr, D, Qs);
+  const Window win = windows[b * tiles + tile];
+  const Window w[2] = {fl::query_window(qpos, kstart, b, Tq, i0 + r0),
+                       fl::query_window(qpos, kstart, b, Tq, i0 + r0 + 8)};
+  FragC acc[Dp / 8];
+  float m[2] = {fl::kNoMax, fl::kNoMax}, l[2] = {0.0f, 0.0f};
+  for (i64 j0 = fl::first_key_tile(win); j0 <= win.hi; j0 += kTile) {
+    // Also the barrier after the last tile's reads of Ks, Vt (and the staging of Qs).
+    if (!__syncthreads_or(fl::meets(w[0], j0) || fl::meets(w[1], j0))) continue;
+    const int nk = int(Tk - j0 < kTile ? Tk - j0 : kTile);
+    fl::stage_rows<Dp>(tid, k + at(b, j0, Tk, kh, Hkv, D), i64(Hkv) * D, nk, D, Ks);
+    fl::stage_cols<Dp>(tid, v + at(b, j0, Tk, kh, Hkv, D), i64(Hkv) * D, nk, D, Vt);
+    __syncthreads();
+    FragC s[kTile / 8];
+    GDN_FLASH_UNROLL
+    for (int ks = 0; ks < Dp; ks += 16) {
+      const FragA a = fl::frag_a(lane, Qs + warp * 16 * L::kLdRow + ks, L::kLdRow);
+      GDN_FLASH_UNROLL
+      for (int c = 0; c < kTile / 8; ++c)
+        mma::mma_bf16(s[c], a, fl::frag_b(lane, Ks + c * 8 * L::kLdRow + ks, L::kLdRow));
+    }
+    fl::scale_mask(lane, s, scale2, j0, w);
+    float mx[2], mu[2], alpha[2];
+    fl::lane_row_max(s, mx);
+    GDN_FLASH_UNROLL
+    for (int e = 0; e < 2; ++e) alpha[e] = fl::online_step(m[e], l[e], quad_max(mx[e]), mu[e]);
+    fl::rescale(acc, alpha);
+    fl::exponentiate(s, mu, l);
+    GDN_FLASH_UNROLL
+    for (int kk = 0; kk < fl::kSlices; ++kk) {
+      const FragA p = mma::c_pair_to_a(s[2 * kk], s[2 * kk + 1]);
+      GDN_FLASH_UNROLL
+      for (int n = 0; n < Dp / 8; ++n)
+        mma::mma_bf16(acc[n], p, fl::frag_b(lane, Vt + n * 8 * L::kLdCol + kk * 16, L::kLdCol));
+    }
+  }
+  float inv[2];
+  GDN_FLASH_UNROLL
+  for (int e = 0; e < 2; ++e) {
+    l[e] = quad_sum(l[e]);
+    inv[e] = fl::inverse_sum(l[e]);
+  }
+  GDN_FLASH_UNROLL
+  for (int n = 0; n < Dp / 8; ++n) GDN_FLASH_UNROLL
+  for (int e = 0; e < 4; ++e) {
+    const int r = warp * 16 + mma::c_row(lane, e), d = n * 8 + mma::c_col(lane, e);
+    if (r < nr && d < D) o[at(b, i0 + r, Tq, h, Hq, D) + d] = acc[n].c[e] * inv[e / 2];
+  }
+  if (lane % 4 == 0)
+    for (int e = 0; e < 2; ++e)
+      if (r0 + 8 * e < nr) lse[(b * Tq + i0 + r0 + 8 * e) * Hq + h] = fl::natural_lse(m[e], l[e]);
+}
+
+// dQ = scale dS K by query tile, the key tiles in order; each 16-key slice makes S and
+// dP (Q K^T, dO V^T) and dS in registers, then dQ += dS K.
+template <int Dp>
+__global__ void __launch_bounds__(kThreads)
+    flash_dq_kernel(const float* q, const float* k, const float* v, const float* lse,
+                    const float* dout, const float* delta, const i64* qpos, const i64* kstart,
+                    const Window* windows, i64 Tq, i64 Tk, int Hq, int Hkv, int D, float scale2,
+                    float scale, float* dq) {
+  using L = fl::Layout<Dp>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Bf16* Qs = reinterpret_cast<Bf16*>(smem);
+  Bf16* Gs = Qs + L::kRowElems;  // dO
+  Bf16* Ks = Gs + L::kRowElems;
+  Bf16* Vs = Ks + L::kRowElems;
+  Bf16* Kt = Vs + L::kRowElems;
+  const int tid = int(threadIdx.x), warp = tid / mma::kWarp, lane = tid % mma::kWarp;
+  const QueryTile qt(Tq, Hq, Hkv, warp, lane);
+  const i64 tiles = qt.tiles, tile = qt.tile, i0 = qt.i0, b = qt.b;
+  const int h = qt.h, kh = qt.kh, nr = qt.nr, r0 = qt.r0;
+  fl::stage_rows<Dp>(tid, q + at(b, i0, Tq, h, Hq, D), i64(Hq) * D, nr, D, Qs);
+  fl::stage_rows<Dp>(tid, dout + at(b, i0, Tq, h, Hq, D), i64(Hq) * D, nr, D, Gs);
+  const Window win = windows[b * tiles + tile];
+  Window w[2];
+  float lse2[2], dl[2];
+  for (int e = 0; e < 2; ++e) {
+    const i64 i = i0 + r0 + 8 * e, row = (b * Tq + i) * Hq + h;
+    w[e] = fl::query_window(qpos, kstart, b, Tq, i);
+    lse2[e] = i < Tq ? lse[row] * fl::kLog2e : 0.0f;
+    dl[e] = i < Tq ? delta[row] : 0.0f;
+  }
+  FragC acc[Dp / 8];
+  for (i64 j0 = fl::first_key_tile(win); j0 <= win.hi; j0 += kTile) {
+    if (!__syncthreads_or(fl::meets(w[0], j0) || fl::meets(w[1], j0))) continue;
+    const int nk = int(Tk - j0 < kTile ? Tk - j0 : kTile);
+    const i64 kv = at(b, j0, Tk, kh, Hkv, D), stride = i64(Hkv) * D;
+    fl::stage_rows<Dp>(tid, k + kv, stride, nk, D, Ks);
+    fl::stage_rows<Dp>(tid, v + kv, stride, nk, D, Vs);
+    fl::stage_cols<Dp>(tid, k + kv, stride, nk, D, Kt);
+    __syncthreads();
+    GDN_FLASH_UNROLL_BY(1)
+    for (int kk = 0; kk < fl::kSlices; ++kk) {
+      FragC s[2], dp[2];
+      GDN_FLASH_UNROLL_BY(2)
+      for (int ks = 0; ks < Dp; ks += 16) {
+        const FragA a = fl::frag_a(lane, Qs + warp * 16 * L::kLdRow + ks, L::kLdRow);
+        const FragA g = fl::frag_a(lane, Gs + warp * 16 * L::kLdRow + ks, L::kLdRow);
+        GDN_FLASH_UNROLL
+        for (int c = 0; c < 2; ++c) {
+          const int key = (kk * 16 + c * 8) * L::kLdRow + ks;
+          mma::mma_bf16(s[c], a, fl::frag_b(lane, Ks + key, L::kLdRow));
+          mma::mma_bf16(dp[c], g, fl::frag_b(lane, Vs + key, L::kLdRow));
+        }
+      }
+      fl::query_major_grads(lane, s, dp, scale2, j0 + kk * 16, w, lse2, dl);
+      const FragA ds = mma::c_pair_to_a(s[0], s[1]);
+      GDN_FLASH_UNROLL
+      for (int n = 0; n < Dp / 8; ++n)
+        mma::mma_bf16(acc[n], ds, fl::frag_b(lane, Kt + n * 8 * L::kLdCol + kk * 16, L::kLdCol));
+    }
+  }
+  GDN_FLASH_UNROLL
+  for (int n = 0; n < Dp / 8; ++n) GDN_FLASH_UNROLL
+  for (int e = 0; e < 4; ++e) {
+    const int r = warp * 16 + mma::c_row(lane, e), d = n * 8 + mma::c_col(lane, e);
+    if (r < nr && d < D) dq[at(b, i0 + r, Tq, h, Hq, D) + d] = scale * acc[n].c[e];
+  }
+}
+
+// dV = P^T dO (kDk false) or dK = scale dS^T Q (kDk true) by key tile: a warp owns 16 keys;
+// the query heads of the group, then the query tiles, in order, each in 16-query slices of
+// S^T = K Q^T (and dP^T = V dO^T).
+template <int Dp, bool kDk>
+__global__ void __launch_bounds__(kThreads)
+    flash_dkv_kernel(const float* q, const float* k, const float* v, const float* lse,
+                     const float* dout, const float* delta, const i64* qpos, const i64* kstart,
+                     const Window* windows, i64 Tq, i64 Tk, int Hq, int Hkv, int D, float scale2,
+                     float scale, float* out) {
+  using L = fl::Layout<Dp>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ Window win_s[kTile];
+  __shared__ float lse2_s[kTile], delta_s[kTile];
+  Bf16* Ks = reinterpret_cast<Bf16*>(smem);
+  Bf16* Qs = Ks + L::kRowElems;
+  Bf16* Xt = Qs + L::kRowElems;  // dK: Q^T; dV: dO^T (the B operand of the accumulation)
+  Bf16* Vs = Xt + L::kColElems;  // dK only
+  Bf16* Gs = Vs + L::kRowElems;  // dK only: dO
+  const int tid = int(threadIdx.x), warp = tid / mma::kWarp, lane = tid % mma::kWarp;
+  const i64 tiles = (Tq + kTile - 1) / kTile, j0 = i64(blockIdx.x) * kTile;
+  const i64 b = blockIdx.y / Hkv;
+  const int kh = int(blockIdx.y % Hkv), G = Hq / Hkv;
+  const int nk = int(Tk - j0 < kTile ? Tk - j0 : kTile), r0 = lane_row(warp, lane);
+  const i64 kv = at(b, j0, Tk, kh, Hkv, D);
+  fl::stage_rows<Dp>(tid, k + kv, i64(Hkv) * D, nk, D, Ks);
+  if constexpr (kDk) fl::stage_rows<Dp>(tid, v + kv, i64(Hkv) * D, nk, D, Vs);
+  const i64 j[2] = {j0 + r0, j0 + r0 + 8};
+  FragC acc[Dp / 8];
+  for (int h = kh * G; h < (kh + 1) * G; ++h)
+    for (i64 tile = 0; tile < tiles; ++tile) {
+      if (!fl::meets(windows[b * tiles + tile], j0)) continue;  // the same in every thread
+      const i64 i0 = tile * kTile;
+      const int nr = int(Tq - i0 < kTile ? Tq - i0 : kTile);
+      __syncthreads();  // the previous tile's reads are done
+      if (tid < kTile) {
+        const i64 i = i0 + tid, row = (b * Tq + i) * Hq + h;
+        win_s[tid] = fl::query_window(qpos, kstart, b, Tq, i);
+        lse2_s[tid] = i < Tq ? lse[row] * fl::kLog2e : 0.0f;
+        delta_s[tid] = i < Tq && kDk ? delta[row] : 0.0f;
+      }
+      const i64 qo = at(b, i0, Tq, h, Hq, D), stride = i64(Hq) * D;
+      fl::stage_rows<Dp>(tid, q + qo, stride, nr, D, Qs);
+      if constexpr (kDk) {
+        fl::stage_cols<Dp>(tid, q + qo, stride, nr, D, Xt);
+        fl::stage_rows<Dp>(tid, dout + qo, stride, nr, D, Gs);
+      } else {
+        fl::stage_cols<Dp>(tid, dout + qo, stride, nr, D, Xt);
+      }
+      __syncthreads();
+      GDN_FLASH_UNROLL_BY(1)
+      for (int kk = 0; kk < fl::kSlices; ++kk) {
+        FragC s[2], dp[2];
+        GDN_FLASH_UNROLL_BY(2)
+        for (int ks = 0; ks < Dp; ks += 16) {
+          const FragA a = fl::frag_a(lane, Ks + warp * 16 * L::kLdRow + ks, L::kLdRow);
+          GDN_FLASH_UNROLL
+          for (int c = 0; c < 2; ++c)
+            mma::mma_bf16(s[c], a,
+                          fl::frag_b(lane, Qs + (kk * 16 + c * 8) * L::kLdRow + ks, L::kLdRow));
+          if constexpr (kDk) {
+            const FragA av = fl::frag_a(lane, Vs + warp * 16 * L::kLdRow + ks, L::kLdRow);
+            GDN_FLASH_UNROLL
+            for (int c = 0; c < 2; ++c)
+              mma::mma_bf16(dp[c], av,
+                            fl::frag_b(lane, Gs + (kk * 16 + c * 8) * L::kLdRow + ks, L::kLdRow));
+          }
+        }
+        fl::key_major_probs(lane, s, scale2, j, win_s, lse2_s, kk * 16);
+        if constexpr (kDk) fl::key_major_grads(lane, s, dp, delta_s, kk * 16);
+        const FragA a = mma::c_pair_to_a(s[0], s[1]);
+        GDN_FLASH_UNROLL
+        for (int n = 0; n < Dp / 8; ++n)
+          mma::mma_bf16(acc[n], a, fl::frag_b(lane, Xt + n * 8 * L::kLdCol + kk * 16, L::kLdCol));
+      }
+    }
+  const float f = kDk ? scale : 1.0f;
+  GDN_FLASH_UNROLL
+  for (int n = 0; n < Dp / 8; ++n) GDN_FLASH_UNROLL
+  for (int e = 0; e < 4; ++e) {
+    const int r = warp * 16 + mma::c_row(lane, e), d = n * 8 + mma::c_col(lane, e);
+    if (r < nk && d < D) out[at(b, j0 + r, Tk, kh, Hkv, D) + d] = f * acc[n].c[e];
+  }
+}
+
+// Shared memory of each kernel, in bytes.
+template <int Dp>
+constexpr std::size_t bytes(int rows, int cols) {
+  return (std::size_t(rows) * fl::Layout<Dp>::kRowElems +
+          std::size_t(cols) * fl::Layout<Dp>::kColElems) *
+         sizeof(Bf16);
+}
+
+template <typename Kernel>
+void allow_shared(Kernel kernel, std::size_t shared) {
+  GDN_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+}
+
+struct Problem {
+  const i64 *qpos, *kstart;
+  int B;
+  i64 Tq, Tk;
+  int Hq, Hkv, D;
+  float scale, scale2;
+  i64 tiles() const { return (Tq + kTile - 1) / kTile; }
+};
+
+template <int Dp>
+void forward(const Problem& p, const float* q, const float* k, const float* v,
+             const Window* windows, float* o, float* lse) {
+  const std::size_t shared = bytes<Dp>(2, 1);
+  allow_shared(flash_forward_kernel<Dp>, shared);
+  const dim3 grid(unsigned(p.tiles()), unsigned(p.B * p.Hq));
+  flash_forward_kernel<Dp><<<grid, kThreads, shared>>>(q, k, v, p.qpos, p.kstart, windows, p.Tq,
+                                                       p.Tk, p.Hq, p.Hkv, p.D, p.scale2, o, lse);
+  cuda_util::check_launch();
+}
+
+template <int Dp>
+void backward(const Problem& p, const float* q, const float* k, const float* v, const float* lse,
+              const float* dout, const float* delta, const Window* windows, float* dq, float* dk,
+              float* dv) {
+  if (dq && p.Tq > 0) {
+    const std::size_t shared = bytes<Dp>(4, 1);
+    allow_shared(flash_dq_kernel<Dp>, shared);
+    const dim3 grid(unsigned(p.tiles()), unsigned(p.B * p.Hq));
+    flash_dq_kernel<Dp><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos, p.kstart,
+                                                    windows, p.Tq, p.Tk, p.Hq, p.Hkv, p.D, p.scale2,
+                                                    p.scale, dq);
+    cuda_util::check_launch();
+  }
+  const dim3 grid(unsigned((p.Tk + kTile - 1) / kTile), unsigned(p.B * p.Hkv));
+  if (dk && p.Tk > 0) {
+    const std::size_t shared = bytes<Dp>(4, 1);
+    allow_shared(flash_dkv_kernel<Dp, true>, shared);
+    flash_dkv_kernel<Dp, true><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos,
+                                                           p.kstart, windows, p.Tq, p.Tk, p.Hq,
+                                                           p.Hkv, p.D, p.scale2, p.scale, dk);
+    cuda_util::check_launch();
+  }
+  if (dv && p.Tk > 0) {
+    const std::size_t shared = bytes<Dp>(2, 1);
+    allow_shared(flash_dkv_kernel<Dp, false>, shared);
+    flash_dkv_kernel<Dp, false><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos,
+                                                            p.kstart, windows, p.Tq, p.Tk, p.Hq,
+                                                            p.Hkv, p.D, p.scale2, p.scale, dv);
+    cuda_util::check_launch();
+  }
+}
+
+Problem problem(const i64* qpos, const i64* kstart, int B, i64 Tq, i64 Tk, int Hq, int Hkv, int D,
+                double scale) {
+  GDN_CHECK(flash_attention_supports(D), "flash attention: head_dim ", D, " is not in [1, ",
+            fl::kMaxDim, "]");
+  GDN_CHECK(i64(B) * Hq <= 65535, "flash attention: B * Hq = ", i64(B) * Hq,
+            " is past the grid's 65535");
+  return {qpos, kstart, B, Tq, Tk, Hq, Hkv, D, float(scale), float(scale * double(fl::kLog2e))};
+}
+
+// The window union of every (b, query tile), on the device.
+void tile_windows(const Problem& p, Window* out) {
+  const i64 n = p.B * p.tiles();
+  if (n == 0) return;
+  tile_window_kernel<<<cuda_util::blocks_for(n), cuda_util::kThreads>>>(p.qpos, p.kstart, p.B, p.Tq,
+                                                                        p.tiles(), out);
+  cuda_util::check_launch();
+}
+
+}  // namespace
+
+bool flash_attention_chosen(int D) {
+  const char* env = std::getenv("GDN_CUDA_ATTENTION");
+  const std::string mode = env ? env : "";
+  GDN_CHECK(mode.empty() || mode == "flash" || mode == "exact", "GDN_CUDA_ATTENTION = '", mode,
+            "': expected flash or exact");
+  const bool flash = mode.empty() ? bf16_autocast() : mode == "flash";
+  return flash && flash_attention_supports(D);
+}
+
+void flash_attention_forward(Cuda, const float* q, const float* k, const float* v, const i64* qpos,
+                             int B, i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, float* o,
+                             float* lse, const i64* kstart) {
+  const Problem p = problem(qpos, kstart, B, Tq, Tk, Hq, Hkv, D, scale);
+  if (i64(B) * Tq * Hq == 0) return;
+  cuda_util::Scratch<Window> windows{std::size_t(B * p.tiles())};
+  tile_windows(p, windows.get());
+  switch (fl::padded_dim(D)) {
+    case 64:
+      forward<64>(p, q, k, v, windows.get(), o, lse);
+      break;
+    case 128:
+      forward<128>(p, q, k, v, windows.get(), o, lse);
+      break;
+    default:
+      forward<256>(p, q, k, v, windows.get(), o, lse);
+      break;
+  }
+}
+
+void flash_attention_backward(Cuda, const float* q, const float* k, const float* v, const float* o,
+                              const float* lse, const float* dout, const i64* qpos, int B, i64 Tq,
+                              i64 Tk, int Hq, int Hkv, int D, double scale, float* dq, float* dk,
+                              float* dv, const i64* kstart) {
+  const Problem p = problem(qpos, kstart, B, Tq, Tk, Hq, Hkv, D, scale);
+  const i64 rows = i64(B) * Tq * Hq;
+  if (B == 0) return;
+  cuda_util::Scratch<float> delta{std::size_t(rows)};
+  if (rows > 0) {
+    flash_delta_kernel<<<cuda_util::row_blocks(rows), cuda_util::kThreads>>>(dout, o, rows, D,
+                                                                             delta.get());
+    cuda_util::check_launch();
+  }
+  cuda_util::Scratch<Window> windows{std::size_t(B * p.tiles())};
+  tile_windows(p, windows.get());
+  switch (fl::padded_dim(D)) {
+    case 64:
+      backward<64>(p, q, k, v, lse, dout, delta.get(), windows.get(), dq, dk, dv);
+      break;
+    case 128:
+      backward<128>(p, q, k, v, lse, dout, delta.get(), windows.get(), dq, dk, dv);
+      break;
+    default:
+      backward<256>(p, q, k, v, lse, dout, delta.get(), windows.get(), dq, dk, dv);
+      break;
+  }
+}
+
+}  // namespace gdn::ops
