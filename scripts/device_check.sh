@@ -204,6 +204,14 @@ step "gdn_train reference (cpu, cp=1)" 60 "${NP1[@]}" "${TRAIN[@]}" --device cpu
 step "gdn_train $DEV cp=1" 60 "${NP1[@]}" "${TRAIN[@]}" --device "$DEV" --log "$W/dev1.jsonl"
 [ "$DRY" -eq 0 ] && step "gdn_train cuda cp=1 vs the reference (tol 1e-3)" 15 python3 scripts/compare_losses.py "$W/dev1.jsonl" "$W/cpu.jsonl" 1e-3
 
+# The benchmark apps on the CPU in the dry run: they start, parse and print (timed in 4).
+if [ "$DRY" -eq 1 ]; then
+  step "gdn_attn_bench (cpu, T=256)" 30 "$BUILD/apps/gdn_attn_bench" --device cpu --seq 256 \
+    --heads 4 --kv-heads 2 --dim 64 --reps 1 --mode both
+  step "gdn_plan bench-step (T=8192)" 15 "$BUILD/apps/gdn_plan" --config configs/bench-step.json \
+    --seq-len 8192 --json
+fi
+
 # 4. The benchmark table: ours now, fla's from the background job.
 if [ "$DRY" -eq 0 ]; then
   echo "== benchmark: gdn_bench (GPU) and fla (bf16)"

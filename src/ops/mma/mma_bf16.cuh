@@ -19,10 +19,13 @@ __device__ inline void mma_bf16(FragC& d, const FragA& a, const FragB& b) {
 
 // C = beta C + alpha op(A) op(B) by 256 threads (block_gemm_bf16.h's contract and order).
 // stage: BlockTile::kStageElems bf16 of shared memory. The caller provides the barriers
-// around the call, as for tf32_gemm.
-__device__ inline void bf16_block_gemm(Bf16* stage, bool ta, bool tb, int m, int n, int k,
-                                       float alpha, const float* A, int lda, const float* B,
-                                       int ldb, float beta, float* C, int ldc, Structure s) {
+// around the call, as for tf32_gemm. Not inlined: CudaExec calls it from some 30 places per
+// pass kernel, and inlined copies made the GDN passes' float unit compile 167 s instead of
+// 135 s (127 s without the bf16 path), for the same registers.
+__device__ __noinline__ inline void bf16_block_gemm(Bf16* stage, bool ta, bool tb, int m, int n,
+                                                    int k, float alpha, const float* A, int lda,
+                                                    const float* B, int ldb, float beta, float* C,
+                                                    int ldc, Structure s) {
   using BT = BlockTile;
   Bf16* As = stage;
   Bf16* Bs = stage + BT::kM * BT::kLdA;
