@@ -22,8 +22,8 @@
 #      chunk_gated_delta_rule (bf16); gdn_attn_bench (flash, bf16) beside torch's SDPA
 #      flash backend at 32K (scripts/bench_sdpa.py); the bf16 training step of
 #      configs/bench-step.json as a fraction of the measured bf16 GEMM peak; the ratios;
-#   5. the rest: racecheck, gdn_train cp = 2 and the hybrid model, the kernels' registers
-#      (cuobjdump).
+#   5. the rest: racecheck, gdn_train cp = 2 and the hybrid model (f32, and bf16 against
+#      the CPU's bf16 mode), the kernels' registers (cuobjdump).
 # --dry-run proves every non-GPU step on a machine without a GPU: the same carried .deps/,
 # the wheel's MPI (checked in the binaries' linkage), a CPU-only build of the same targets,
 # and the CPU sides of the parity runs; its step times, scaled as docs/gpu.md says, are
@@ -295,6 +295,12 @@ step "gdn_train hybrid $DEV cp=1" 60 "${NP1[@]}" "${HYB[@]}" --device "$DEV" --l
 step "gdn_train hybrid $DEV cp=2" 60 "${NP2[@]}" "${HYB[@]}" --cp 2 --device "$DEV" --log "$W/hyb_dev2.jsonl"
 [ "$DRY" -eq 0 ] && step "gdn_train hybrid cuda cp=1 vs the reference (tol 1e-3)" 15 python3 scripts/compare_losses.py "$W/hyb_dev1.jsonl" "$W/hyb_cpu.jsonl" 1e-3
 step "gdn_train hybrid $DEV cp=2 vs cp=1 (tol 1e-4)" 15 python3 scripts/compare_losses.py "$W/hyb_dev2.jsonl" "$W/hyb_dev1.jsonl" 1e-4
+# The bf16 mode end to end: flash attention, the grouped bf16 experts and the chunk
+# kernels' bf16 GEMMs, against the CPU's bf16 mode (fp32 GEMMs on bf16-rounded operands):
+# different orders of bf16 sums, so a loose tolerance on 20 steps.
+step "gdn_train hybrid bf16 reference (cpu)" 60 "${NP1[@]}" "${HYB[@]}" --dtype bf16 --device cpu --log "$W/hyb_bf16_cpu.jsonl"
+step "gdn_train hybrid bf16 $DEV" 60 "${NP1[@]}" "${HYB[@]}" --dtype bf16 --device "$DEV" --log "$W/hyb_bf16_dev.jsonl"
+step "gdn_train hybrid bf16 $DEV vs the reference (tol 5e-2)" 15 python3 scripts/compare_losses.py "$W/hyb_bf16_dev.jsonl" "$W/hyb_bf16_cpu.jsonl" 5e-2
 if [ "$DRY" -eq 0 ] && command -v cuobjdump >/dev/null; then
   cuobjdump --dump-resource-usage "$BUILD/apps/gdn_kernel" > "$OUT/resource_usage.txt" 2>&1
   row "kernel resources (cuobjdump)" info "$(python3 - "$OUT/resource_usage.txt" <<'PY'
