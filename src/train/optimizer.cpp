@@ -20,11 +20,18 @@ double learning_rate(const AdamWConfig& c, std::int64_t step) {
 
 template <typename T, typename Dev>
 double clip_grad_norm(ParamStore<T, Dev>& params, double max_norm) {
-  const std::int64_t n = params.num_elements();
-  const double norm = std::sqrt(ops::sum_squares(Dev{}, params.grads(), n));
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
-    ops::scale(Dev{}, params.grads(), n, max_norm / norm);
+  const double norm = grad_norm(params), s = clip_factor(norm, max_norm);
+  if (s != 1.0) ops::scale(Dev{}, params.grads(), params.num_elements(), s);
   return norm;
+}
+
+template <typename T, typename Dev>
+double grad_norm(const ParamStore<T, Dev>& params) {
+  return std::sqrt(ops::sum_squares(Dev{}, params.grads(), params.num_elements()));
+}
+
+double clip_factor(double norm, double max_norm) {
+  return max_norm > 0 && std::isfinite(norm) && norm > max_norm ? max_norm / norm : 1.0;
 }
 
 template <typename T, typename Dev>
@@ -36,7 +43,8 @@ AdamW<T, Dev>::AdamW(const AdamWConfig& c, std::int64_t n)
     : c_(c), m_(std::size_t(n)), v_(std::size_t(n)) {}
 
 template <typename T, typename Dev>
-void AdamW<T, Dev>::step(ParamStore<T, Dev>& params, std::int64_t step, double lr) {
+void AdamW<T, Dev>::step(ParamStore<T, Dev>& params, std::int64_t step, double lr,
+                         double grad_scale) {
   GDN_CHECK(std::int64_t(m_.size()) == params.num_elements(), "AdamW holds moments for ", m_.size(),
             " elements, the model has ", params.num_elements());
   // One update per run of consecutive parameters with the same decay flag.
@@ -47,13 +55,15 @@ void AdamW<T, Dev>::step(ParamStore<T, Dev>& params, std::int64_t step, double l
     const std::int64_t o = params.info(i).offset;
     const std::int64_t n = params.info(j - 1).offset + params.info(j - 1).size - o;
     ops::adamw_update(Dev{}, params.values() + o, params.grads() + o, m_.data() + o, v_.data() + o,
-                      n, lr, c_.beta1, c_.beta2, c_.eps, decay ? c_.weight_decay : 0.0, step);
+                      n, lr, c_.beta1, c_.beta2, c_.eps, decay ? c_.weight_decay : 0.0, step,
+                      grad_scale);
     i = j;
   }
 }
 
 #define GDN_INSTANTIATE(T, Dev)                                        \
   template double clip_grad_norm<T, Dev>(ParamStore<T, Dev>&, double); \
+  template double grad_norm<T, Dev>(const ParamStore<T, Dev>&);        \
   template class AdamW<T, Dev>;
 GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
 #undef GDN_INSTANTIATE

@@ -29,6 +29,13 @@ double learning_rate(const AdamWConfig& c, std::int64_t step);
 // the norm before clipping; a non-finite norm is returned and nothing is scaled.
 template <typename T, typename Dev>
 double clip_grad_norm(ParamStore<T, Dev>& params, double max_norm);
+// The norm alone (clip_grad_norm without the scaling), and the factor clipping multiplies
+// the gradients by: max_norm / norm where max_norm > 0 and a finite norm exceeds it, else 1.
+// The trainer hands the factor to AdamW::step instead of scaling the gradients: one pass
+// over them fewer, the same bits.
+template <typename T, typename Dev>
+double grad_norm(const ParamStore<T, Dev>& params);
+double clip_factor(double norm, double max_norm);
 
 template <typename T, typename Dev>
 class AdamW {
@@ -36,9 +43,9 @@ class AdamW {
   AdamW(const AdamWConfig& c, const ParamStore<T, Dev>& params);  // zero moments
   // Moments for n elements (0: the moments live elsewhere, train/sharded_state.h).
   AdamW(const AdamWConfig& c, std::int64_t n);
-  // One update of every parameter with its gradient at learning rate lr; step is 0-based
-  // (bias correction uses step + 1).
-  void step(ParamStore<T, Dev>& params, std::int64_t step, double lr);
+  // One update of every parameter with its gradient times grad_scale (clip_factor) at
+  // learning rate lr; step is 0-based (bias correction uses step + 1).
+  void step(ParamStore<T, Dev>& params, std::int64_t step, double lr, double grad_scale = 1.0);
 
   const AdamWConfig& config() const { return c_; }
   // First and second moments, flat in parameter order (as the ParamStore's values).

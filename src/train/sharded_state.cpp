@@ -166,22 +166,19 @@ void ShardedState<T, Dev>::release(std::size_t u, bool grads) {
 }
 
 template <typename T, typename Dev>
-double ShardedState<T, Dev>::clip_grad_norm(double max_norm) {
-  const std::int64_t n = partition_.owned();
-  double sq = ops::sum_squares(Dev{}, grads_.data(), n);
+double ShardedState<T, Dev>::grad_norm() {
+  double sq = ops::sum_squares(Dev{}, grads_.data(), partition_.owned());
   host_.all_reduce_sum(&sq, 1, train_sites::kShardNorms);
-  const double norm = std::sqrt(sq);
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
-    ops::scale(Dev{}, grads_.data(), n, max_norm / norm);
-  return norm;
+  return std::sqrt(sq);
 }
 
 template <typename T, typename Dev>
-void ShardedState<T, Dev>::adamw_step(const AdamWConfig& c, std::int64_t step, double lr) {
+void ShardedState<T, Dev>::adamw_step(const AdamWConfig& c, std::int64_t step, double lr,
+                                      double grad_scale) {
   for (const Run& r : runs_)
     ops::adamw_update(Dev{}, values_.data() + r.at, grads_.data() + r.at, m_.data() + r.at,
                       v_.data() + r.at, r.n, lr, c.beta1, c.beta2, c.eps,
-                      r.decay ? c.weight_decay : 0.0, step);
+                      r.decay ? c.weight_decay : 0.0, step, grad_scale);
   if (mode_ == Sharding::optimizer) gather_resident();
 }
 

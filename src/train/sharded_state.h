@@ -49,10 +49,11 @@ class ShardedState : public UnitGather {
   // optimizer: after the backward, each unit's resident gradients reduce-scattered into
   // the owned gradients (full: done by release()).
   void reduce_gradients();
-  // The global gradient norm (one all-reduce); clips the owned gradients above max_norm > 0.
-  double clip_grad_norm(double max_norm);
-  // One AdamW update of the owned values; optimizer: then all-gathered into the model's.
-  void adamw_step(const AdamWConfig& c, std::int64_t step, double lr);
+  // The global gradient norm (one all-reduce).
+  double grad_norm();
+  // One AdamW update of the owned values with the gradients times grad_scale (the clip
+  // factor, train/optimizer.h); optimizer: then all-gathered into the model's.
+  void adamw_step(const AdamWConfig& c, std::int64_t step, double lr, double grad_scale = 1.0);
   // The sum of squares of every value (one all-reduce): non-finite when one is.
   double values_sum_squares();
   // The name of the first parameter with a non-finite owned gradient (or value), agreed

@@ -514,15 +514,15 @@ StepRecord Trainer<T, Dev>::step() {
   progress("optimizer");
   std::optional<profile::Region> optimizer_region;
   optimizer_region.emplace("optimizer");
-  if (sharded_) {
-    r.grad_norm = sharded_->clip_grad_norm(t.grad_clip);
-  } else if (mesh_.ep == 1) {
-    r.grad_norm = clip_grad_norm(ps, t.grad_clip);  // as it always was: the same bits
-  } else {
+  if (sharded_)
+    r.grad_norm = sharded_->grad_norm();
+  else if (mesh_.ep == 1)
+    r.grad_norm = grad_norm(ps);  // as it always was: the same bits
+  else
     r.grad_norm = std::sqrt(replicated_sum_squares(ps.grads()));
-    if (t.grad_clip > 0 && std::isfinite(r.grad_norm) && r.grad_norm > t.grad_clip)
-      ops::scale(Dev{}, ps.grads(), ps.num_elements(), t.grad_clip / r.grad_norm);
-  }
+  // Clipping is a factor AdamW applies as it reads the gradients (the bits of scaling them
+  // first, without that pass); the gradients themselves stay unclipped.
+  const double clip = clip_factor(r.grad_norm, t.grad_clip);
   r.loss = loss / double(std::max<std::int64_t>(global_tokens, 1));
   r.aux_loss = losses.aux;
   r.total = r.loss +
@@ -536,10 +536,10 @@ StepRecord Trainer<T, Dev>::step() {
   } else {
     double sq = 0;
     if (sharded_) {
-      sharded_->adamw_step(adamw_.config(), step_, r.lr);
+      sharded_->adamw_step(adamw_.config(), step_, r.lr, clip);
       sq = sharded_->values_sum_squares();
     } else {
-      adamw_.step(ps, step_, r.lr);
+      adamw_.step(ps, step_, r.lr, clip);
       sq = replicated_sum_squares(ps.values());
     }
     if (!std::isfinite(sq))

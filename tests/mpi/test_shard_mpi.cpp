@@ -109,8 +109,10 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
     pieces.push_back({o.begin, o.begin + o.size, o.at});
   if (shard == Sharding::optimizer) state->reduce_gradients();
   r.grads = assemble(world, ps.infos(), whole_n, pieces, state->owned_grads());
-  r.norm = state->clip_grad_norm(0.5);
-  state->adamw_step(ac, 0, ac.lr);
+  // Clipping folded into the update (clip_factor), against the replicated side's scaling
+  // first: the same values.
+  r.norm = state->grad_norm();
+  state->adamw_step(ac, 0, ac.lr, clip_factor(r.norm, 0.5));
   r.values = assemble(world, ps.infos(), whole_n, pieces, state->owned_values());
   return r;
 }

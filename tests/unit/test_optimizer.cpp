@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/adamw/adamw.h"
 #include "train/optimizer.h"
 
 using namespace gdn;
@@ -99,4 +100,41 @@ TEST_CASE("AdamW: one step matches the hand-computed update", "[optimizer]") {
     CHECK(w[0] == Approx(p0 * keep - lr * e0).epsilon(1e-13));
     CHECK(w[1] == Approx(p1 * keep - lr * e1).epsilon(1e-13));
   }
+}
+
+// The trainer folds clipping into AdamW (clip_factor as adamw_update's grad_scale): the
+// values and moments must be those of scaling the gradients first, bit for bit, and the
+// gradients must stay as they were.
+template <typename T>
+void check_folded_clip() {
+  const std::int64_t n = 70001;  // past the host loop's OpenMP threshold
+  std::vector<T> p(static_cast<std::size_t>(n)), g(p.size()), m(p.size()), v(p.size());
+  for (std::int64_t e = 0; e < n; ++e) {
+    p[std::size_t(e)] = T(std::sin(0.37 * double(e)));
+    g[std::size_t(e)] = T(std::cos(1.3 * double(e)) * 3);
+    m[std::size_t(e)] = T(0.01 * std::sin(double(e)));
+    v[std::size_t(e)] = T(0.02 + 0.01 * std::cos(double(e)));
+  }
+  const double norm = std::sqrt(ops::sum_squares(Host{}, g.data(), n)), s = clip_factor(norm, 1.0);
+  REQUIRE(s < 1.0);
+  std::vector<T> p1 = p, m1 = m, v1 = v, g1 = g, p2 = p, m2 = m, v2 = v;
+  ops::scale(Host{}, g1.data(), n, s);
+  ops::adamw_update(Host{}, p1.data(), g1.data(), m1.data(), v1.data(), n, 1e-3, 0.9, 0.95, 1e-8,
+                    0.1, 4);
+  ops::adamw_update(Host{}, p2.data(), g.data(), m2.data(), v2.data(), n, 1e-3, 0.9, 0.95, 1e-8,
+                    0.1, 4, s);
+  CHECK(p2 == p1);
+  CHECK(m2 == m1);
+  CHECK(v2 == v1);
+  CHECK(g1 != g);  // the scaled copy moved; g, read through the factor, did not
+}
+
+TEST_CASE("AdamW with the clip factor equals scaling the gradients first, bit for bit",
+          "[optimizer]") {
+  check_folded_clip<float>();
+  check_folded_clip<double>();
+  CHECK(clip_factor(0.5, 1.0) == 1.0);
+  CHECK(clip_factor(4.0, 1.0) == 0.25);
+  CHECK(clip_factor(4.0, 0.0) == 1.0);  // clipping off
+  CHECK(clip_factor(std::nan(""), 1.0) == 1.0);
 }

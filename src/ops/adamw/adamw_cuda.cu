@@ -19,10 +19,10 @@ namespace {
 
 template <typename T>
 __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, i64 n, double lr, double b1, double b2,
-                             double eps, double keep, double bc1, double bc2) {
+                             double eps, double keep, double bc1, double bc2, double gscale) {
   for (i64 e = thread_index(); e < n; e += thread_stride()) {
     // In T, with the constants rounded once to T: the host's order of operations.
-    const T gd = g[e];
+    const T gd = gscale == 1.0 ? g[e] : T(double(g[e]) * gscale);
     const T me = T(b1) * m[e] + T(1.0 - b1) * gd;
     const T ve = T(b2) * v[e] + T(1.0 - b2) * gd * gd;
     m[e] = me;
@@ -59,14 +59,14 @@ __global__ void scale_kernel(T* g, i64 n, double s) {
 
 template <typename T>
 void adamw_update(Cuda, T* p, const T* g, T* m, T* v, i64 n, double lr, double beta1, double beta2,
-                  double eps, double wd, i64 step) {
+                  double eps, double wd, i64 step, double grad_scale) {
   if (n == 0) return;
   // As AdamW<T>::step: bias corrections on the host with std::pow, keep = 1 - lr * wd.
   const double bc1 = 1.0 - std::pow(beta1, double(step + 1));
   const double bc2 = 1.0 - std::pow(beta2, double(step + 1));
   const double keep = 1.0 - lr * wd;
-  adamw_kernel<T>
-      <<<blocks_for(n), kThreads>>>(p, g, m, v, n, lr, beta1, beta2, eps, keep, bc1, bc2);
+  adamw_kernel<T><<<blocks_for(n), kThreads>>>(p, g, m, v, n, lr, beta1, beta2, eps, keep, bc1, bc2,
+                                               grad_scale);
   check_launch();
 }
 
@@ -92,9 +92,9 @@ void scale(Cuda, T* g, i64 n, double s) {
 }
 
 template void adamw_update(Cuda, float*, const float*, float*, float*, std::int64_t, double, double,
-                           double, double, double, std::int64_t);
+                           double, double, double, std::int64_t, double);
 template void adamw_update(Cuda, double*, const double*, double*, double*, std::int64_t, double,
-                           double, double, double, double, std::int64_t);
+                           double, double, double, double, std::int64_t, double);
 template double sum_squares(Cuda, const float* g, std::int64_t n);
 template double sum_squares(Cuda, const double* g, std::int64_t n);
 template void scale(Cuda, float*, std::int64_t, double);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -16,7 +17,7 @@ using namespace host;
 
 template <typename T>
 void adamw_update(Host, T* p, const T* g, T* m, T* v, i64 n, double lr, double beta1, double beta2,
-                  double eps, double wd, i64 step) {
+                  double eps, double wd, i64 step, double grad_scale) {
   // The per-step constants in double, rounded once to T; the update in T, as PyTorch's
   // AdamW runs it in the parameters' dtype (double division and square root made the f32
   // update compute-bound: 4 lanes instead of 8, at several times the latency).
@@ -25,16 +26,23 @@ void adamw_update(Host, T* p, const T* g, T* m, T* v, i64 n, double lr, double b
   const T keep = T(1.0 - lr * wd);  // decoupled decay, PyTorch's order: before the update
   const T b1 = T(beta1), b2 = T(beta2), c1 = T(1.0 - beta1), c2 = T(1.0 - beta2), lr_t = T(lr),
           eps_t = T(eps);
+  // Two loops, so that the unclipped one keeps its T-only arithmetic (vectorised in T).
+  const auto update_all = [&](auto scaled) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (i64 e = 0; e < n; ++e) {
-    const T gd = g[e];
-    const T me = b1 * m[e] + c1 * gd;
-    const T ve = b2 * v[e] + c2 * gd * gd;
-    m[e] = me;
-    v[e] = ve;
-    const T update = (me / bc1) / (std::sqrt(ve / bc2) + eps_t);
-    p[e] = p[e] * keep - lr_t * update;
-  }
+    for (i64 e = 0; e < n; ++e) {
+      const T gd = decltype(scaled)::value ? T(double(g[e]) * grad_scale) : g[e];
+      const T me = b1 * m[e] + c1 * gd;
+      const T ve = b2 * v[e] + c2 * gd * gd;
+      m[e] = me;
+      v[e] = ve;
+      const T update = (me / bc1) / (std::sqrt(ve / bc2) + eps_t);
+      p[e] = p[e] * keep - lr_t * update;
+    }
+  };
+  if (grad_scale == 1.0)
+    update_all(std::false_type{});
+  else
+    update_all(std::true_type{});
 }
 
 // Blocks of kSumBlock elements, each summed in kSumLanes running sums (element e into sum
@@ -72,9 +80,9 @@ void scale(Host, T* g, i64 n, double s) {
 }
 
 template void adamw_update(Host, float*, const float*, float*, float*, std::int64_t, double, double,
-                           double, double, double, std::int64_t);
+                           double, double, double, std::int64_t, double);
 template void adamw_update(Host, double*, const double*, double*, double*, std::int64_t, double,
-                           double, double, double, double, std::int64_t);
+                           double, double, double, double, std::int64_t, double);
 template double sum_squares(Host, const float* g, std::int64_t n);
 template double sum_squares(Host, const double* g, std::int64_t n);
 template void scale(Host, float*, std::int64_t, double);
