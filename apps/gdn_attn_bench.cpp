@@ -151,7 +151,10 @@ int run(int argc, char** argv) {
       "reps", "timed runs (the median is reported)", cxxopts::value<int>()->default_value("5"))(
       "h,help", "print this help");
   const auto parsed = app::parse_command_line(options, argc, argv);
-  if (!parsed) return 0;
+  if (!parsed) {
+    std::cout << options.help() << std::endl;
+    return 0;
+  }
   const auto& r = *parsed;
   const Shape s{r["batch"].as<int>(), r["heads"].as<int>(), r["kv-heads"].as<int>(),
                 r["dim"].as<int>(), r["seq"].as<std::int64_t>()};
