@@ -43,6 +43,22 @@ GDN_HD inline double sqrt(double x) {
 #endif
 }
 
+// Base-2 forms for float (flash attention's softmax in log2 units).
+GDN_HD inline float exp2(float x) {
+#ifdef __CUDA_ARCH__
+  return ::exp2f(x);
+#else
+  return std::exp2(x);
+#endif
+}
+GDN_HD inline float log2(float x) {
+#ifdef __CUDA_ARCH__
+  return ::log2f(x);
+#else
+  return std::log2(x);
+#endif
+}
+
 // x == -inf (a NaN is not).
 template <typename T>
 GDN_HD inline bool is_minus_inf(T x) {

@@ -156,20 +156,6 @@ GDN_HD inline FragB frag_b(int lane, const Bf16* base, int ld) {
 GDN_HD inline float max2(float a, float b) {
   return a > b ? a : b;
 }
-GDN_HD inline float exp2_f(float x) {
-#ifdef __CUDA_ARCH__
-  return ::exp2f(x);
-#else
-  return std::exp2(x);
-#endif
-}
-GDN_HD inline float log2_f(float x) {
-#ifdef __CUDA_ARCH__
-  return ::log2f(x);
-#else
-  return std::log2(x);
-#endif
-}
 
 // x = s scale2 (scale2 = scale log2 e) where key j0 + col sees the row, -inf elsewhere;
 // w[e]: the window of the lane's row e (0, 1).
@@ -197,7 +183,7 @@ GDN_HD void lane_row_max(const FragC (&s)[N], float (&mx)[2]) {
 GDN_HD inline float online_step(float& m, float& l, float mt, float& mu) {
   const float mn = max2(m, mt);
   mu = mn == kNoMax ? 0.0f : mn;
-  const float alpha = exp2_f(m - mu);
+  const float alpha = hd::exp2(m - mu);
   m = mn;
   l *= alpha;
   return alpha;
@@ -209,7 +195,7 @@ GDN_HD void exponentiate(FragC (&s)[N], const float (&mu)[2], float (&l)[2]) {
   GDN_FLASH_UNROLL
   for (int c = 0; c < N; ++c) GDN_FLASH_UNROLL
   for (int e = 0; e < 4; ++e) {
-    s[c].c[e] = exp2_f(s[c].c[e] - mu[e / 2]);
+    s[c].c[e] = hd::exp2(s[c].c[e] - mu[e / 2]);
     l[e / 2] += s[c].c[e];
   }
 }
@@ -224,7 +210,7 @@ GDN_HD inline float inverse_sum(float l) {
   return l > 0.0f ? 1.0f / l : 0.0f;
 }
 GDN_HD inline float natural_lse(float m, float l) {
-  return kLn2 * (m + log2_f(l));
+  return kLn2 * (m + hd::log2(l));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -232,7 +218,7 @@ GDN_HD inline float natural_lse(float m, float l) {
 // dS = P (dP - delta), delta_i = dO_i . O_i. Masked entries are exact zeros.
 
 GDN_HD inline float probability(float s, float scale2, float lse2, bool seen) {
-  return seen ? exp2_f(s * scale2 - lse2) : 0.0f;
+  return seen ? hd::exp2(s * scale2 - lse2) : 0.0f;
 }
 GDN_HD inline float score_grad(float p, float dp, float delta) {
   return p * (dp - delta);
