@@ -11,6 +11,14 @@
 #define GDN_HD
 #endif
 
+// Full unrolling in device code, where arrays of mma fragments must stay in registers (their
+// indices constant); nothing on the host, where the pragma would be an unknown one.
+#ifdef __CUDA_ARCH__
+#define GDN_UNROLL _Pragma("unroll")
+#else
+#define GDN_UNROLL
+#endif
+
 namespace gdn::hd {
 
 // In device code std::exp has no device overload; ::exp / ::expf are CUDA's.

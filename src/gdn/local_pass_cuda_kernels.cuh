@@ -13,6 +13,9 @@
 //    B Hv = 32, V = 128 that is 128 blocks on an H200's 132 SMs instead of 32. Narrower
 //    tiles would fill more SMs at small B Hv, but every tile re-reads all of w, k~, q_g and P
 //    of every chunk, so the factor traffic grows as V / BV.
+// In the bf16 mode, at C = 64 and K = 64 or 128, the four walks run as register walks
+// instead (gdn/register_walk.h, register_walk_cuda.cu: the walked tile in mma accumulators
+// across chunks, the factor tiles by cp.async); the tiled walks below take every other case.
 // output is (a) the state walk alone (two GEMMs per chunk and tile), storing every chunk's
 // entry state, then (b) every chunk's outputs from its entry state at once.
 // backward is (a) the adjoint walk, storing every chunk's exit adjoint (PassArgs::adjoints)
@@ -24,7 +27,7 @@
 //
 // Memory at a 32K-token shard of Qwen3-Next's GDN (B = 1, Hv = 32, Hk = 16, K = V = 128,
 // C = 64, fp32; 512 chunks per (batch, head), 16384 (b, h, chunk) jobs), per layer:
-//   WY factors, 1 + 3 C K + C V + C^2 = 36865 elements per job    2.25 GiB (2.42 GB)
+//   WY factors, 3 C K + C V + C^2 + 1, padded: 36868 per job       2.25 GiB (2.42 GB)
 //   chunk entry states, K V = 16384 per job                        1.00 GiB (1.07 GB)
 //   exit adjoints, K V per job (inside backward() only)            1.00 GiB
 //   dq / dk per value head scratch, 2 x G B T Hk K (G = 2)         1.00 GiB
@@ -53,6 +56,7 @@
 #include "core/error.h"
 #include "gdn/pass_args.h"
 #include "gdn/pass_walks.h"
+#include "gdn/register_walk_cuda.h"
 #include "ops/gdn_chunk/chunk_kernel.h"
 #include "ops/gdn_chunk/cuda_exec.cuh"
 #include "runtime/cuda_check.h"
@@ -337,11 +341,15 @@ struct WalkLaunch {
 // BV = 64 where B Hv ceil(V / 64) blocks already fill the SMs, else 32 (see the top of this
 // file); then halved until the tiles fit the block's shared memory next to the kernel's
 // static share (the GEMM's staging), which only large K or C in fp64 need.
+template <typename T>
+int walk_width(const PassArgs<T>& a) {
+  const std::int64_t bh = std::int64_t(a.B) * a.Hv;
+  return bh * ((a.V + 63) / 64) >= sm_count() ? 64 : 32;
+}
+
 template <typename T, typename Kernel>
 WalkLaunch walk_launch(const PassArgs<T>& a, Kernel kernel) {
-  const std::int64_t bh = std::int64_t(a.B) * a.Hv;
-  int bv = bh * ((a.V + 63) / 64) >= sm_count() ? 64 : 32;
-  bv = std::max(1, std::min(bv, std::max(a.K, a.V)));
+  int bv = std::max(1, std::min(walk_width(a), std::max(a.K, a.V)));
   int device = 0, optin = 0;
   GDN_CUDA_CHECK(cudaGetDevice(&device));
   GDN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -398,6 +406,8 @@ template <typename T>
 void transition(Cuda, const PassArgs<T>& args, T* M, T* U) {
   const PassArgs<T> a = configured(args);
   if (a.B * a.Hv == 0) return;
+  if constexpr (std::is_same_v<T, float>)
+    if (register_transition(a, M, U, walk_width(a))) return;
   const WalkLaunch l = walk_launch(a, transition_kernel<T>);
   const std::int64_t tiles = (a.K + l.bv - 1) / l.bv + (a.V + l.bv - 1) / l.bv;
   transition_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, M, U, l.bv);
@@ -408,12 +418,18 @@ template <typename T>
 void output(Cuda, const PassArgs<T>& args, const T* h_in, T* o, T* ht) {
   const PassArgs<T> a = configured(args);
   if (a.B * a.Hv == 0) return;
-  const WalkLaunch l = walk_launch(a, state_walk_kernel<T>);
-  const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
-  state_walk_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, h_in, ht, l.bv);
-  GDN_CUDA_CHECK(cudaGetLastError());
+  bool walked = false;
+  if constexpr (std::is_same_v<T, float>) walked = register_state_walk(a, h_in, ht, walk_width(a));
+  if (!walked) {
+    const WalkLaunch l = walk_launch(a, state_walk_kernel<T>);
+    const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
+    state_walk_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, h_in, ht, l.bv);
+    GDN_CUDA_CHECK(cudaGetLastError());
+  }
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
+  if constexpr (std::is_same_v<T, float>)
+    if (register_outputs(a, o)) return;
   outputs_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
@@ -431,6 +447,8 @@ template <typename T>
 void adjoint(Cuda, const PassArgs<T>& args, const T* dO, const T* dht, T* D) {
   const PassArgs<T> a = configured(args);
   if (a.B * a.Hv == 0) return;
+  if constexpr (std::is_same_v<T, float>)
+    if (register_adjoint(a, dO, dht, D, walk_width(a))) return;
   const WalkLaunch l = walk_launch(a, adjoint_kernel<T>);
   const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
   adjoint_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, dO, dht, D, l.bv);
@@ -446,11 +464,16 @@ void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const
   GDN_CHECK(a.prepared || a.num_chunks == 0, "GDN CUDA backward: the WY factors are not made");
   if (a.B * a.Hv == 0) return;
   // (a) the sequential adjoint walk, V-tiled: exit adjoints and dh0.
-  const WalkLaunch l = walk_launch(a, backward_walk_kernel<T>);
-  const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
-  backward_walk_kernel<T>
-      <<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, lambda, dO, dht, gr.dh0, l.bv);
-  GDN_CUDA_CHECK(cudaGetLastError());
+  bool walked = false;
+  if constexpr (std::is_same_v<T, float>)
+    walked = register_backward_walk(a, lambda, dO, dht, gr.dh0, walk_width(a));
+  if (!walked) {
+    const WalkLaunch l = walk_launch(a, backward_walk_kernel<T>);
+    const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
+    backward_walk_kernel<T>
+        <<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, lambda, dO, dht, gr.dh0, l.bv);
+    GDN_CUDA_CHECK(cudaGetLastError());
+  }
   // (b) every chunk's backward at once.
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;

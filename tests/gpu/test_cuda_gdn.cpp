@@ -7,6 +7,7 @@
 // fp32 relative <= 1e-4 against the fp64 CPU result, fp64 <= 1e-10. Skipped (exit 77)
 // where no GPU is visible; CI compiles and links it without one.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -294,7 +295,8 @@ TEST_CASE("LocalPass on the GPU with TF32 tensor-core GEMMs (opt-in) is close to
 // 1.6e-3 to 1.1e-2 per chunk). Also checks that the scope takes effect.
 TEST_CASE("LocalPass on the GPU with bf16 tensor-core GEMMs is close to the CPU",
           "[cuda][bf16_mma]") {
-  for (const Case& c : {kPassCases[0], kPassCases[2], kPassCases[5], kPassCases[7]}) {
+  for (const Case& c :
+       {kPassCases[0], kPassCases[2], kPassCases[3], kPassCases[5], kPassCases[7]}) {
     const Bf16Autocast bf16(true);
     check_pass<float>(c, 0, c.p.T, 3e-2);
     if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2);
@@ -314,4 +316,60 @@ TEST_CASE("LocalPass on the GPU with bf16 tensor-core GEMMs is close to the CPU"
   const std::vector<float> simt = run(false), tc = run(true);
   CHECK(simt != tc);
   CHECK(rel_l2(tc.data(), simt.data(), simt.size()) <= 2e-2);
+}
+
+// The register walks (gdn/register_walk.h: the walked tile in mma accumulators, cp.async
+// stages), which the bf16 mode takes at C = 64, K = 64 or 128, against the tiled walks they
+// replace (GDN_CUDA_WALK=tiled), through every pass that walks: the same mma steps and
+// epilogues, so equal up to where nvcc contracts an epilogue into an FMA, an ulp that can
+// flip an operand's bf16 rounding downstream now and then: held to 1e-4, a hundredth of
+// bf16's distance from fp32. The CPU test of the same source (test_register_walk) checks
+// bit equality with the contraction-free host build.
+TEST_CASE("The register walks on the GPU equal the tiled walks", "[cuda][bf16_mma]") {
+  for (const Case& c : {kPassCases[3], kPassCases[5]}) {
+    const GdnProblem& p = c.p;
+    const GdnInputs<double> d = random_gdn_inputs<double>(p, 63, true, 0.1);
+    const DeviceBuffer<float> h0 = on_gpu<float>(d.h0);
+    const Shape bh_state = {p.B, p.Hv, p.K, p.V};
+    const Bf16Autocast bf16(true);
+    auto run = [&](const char* walk, std::int64_t t0) {
+      ::setenv("GDN_CUDA_WALK", walk, 1);
+      const Shard s{t0, p.T};
+      const DeviceBuffer<float> q = on_gpu<float>(token_slice(d.q, s)),
+                                k = on_gpu<float>(token_slice(d.k, s)),
+                                v = on_gpu<float>(token_slice(d.v, s)),
+                                g = on_gpu<float>(token_slice(d.g, s)),
+                                beta = on_gpu<float>(token_slice(d.beta, s)),
+                                h_in = on_gpu<float>(random_tensor<double>(bh_state, 64)),
+                                lambda = on_gpu<float>(random_tensor<double>(bh_state, 65)),
+                                dht = on_gpu<float>(random_tensor<double>(state_shape(p), 66)),
+                                dO = on_gpu<float>(random_tensor<double>(
+                                    {p.B, p.T - t0, std::int64_t(p.Hv), std::int64_t(p.V)}, 67));
+      LocalPass<float, Cuda> pass(p, t0, p.T,
+                                  {q.data(), k.data(), v.data(), g.data(), beta.data(), h0.data()});
+      const std::size_t KV = std::size_t(p.K) * p.V, BH = std::size_t(p.B) * p.Hv;
+      DeviceBuffer<float> o(dO.size()), ht(h0.size()), M(BH * p.K * p.K), U(BH * KV), D(BH * KV),
+          dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), dbeta(beta.size()),
+          dh0(h0.size());
+      GdnGradView<float> gv{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
+      pass.prepare();
+      pass.transition(M.data(), U.data());
+      pass.output(h_in.data(), o.data(), ht.data());
+      pass.adjoint(dO.data(), dht.data(), D.data());
+      pass.backward(lambda.data(), dO.data(), dht.data(), gv);
+      ::unsetenv("GDN_CUDA_WALK");
+      std::vector<std::vector<float>> out;
+      for (const DeviceBuffer<float>* b : {&o, &ht, &M, &U, &D, &dq, &dk, &dv, &dg, &dbeta, &dh0})
+        out.push_back(to_host<Cuda>(*b));
+      return out;
+    };
+    const char* names[] = {"o", "ht", "M", "U", "D", "dq", "dk", "dv", "dg", "dbeta", "dh0"};
+    for (std::int64_t t0 : {std::int64_t(0), p.T / 3}) {
+      const auto tiled = run("tiled", t0), reg = run("register", t0);
+      for (std::size_t x = 0; x < tiled.size(); ++x) {
+        INFO(c.name << " t0 = " << t0 << ": " << names[x]);
+        CHECK(rel_l2(reg[x].data(), tiled[x].data(), tiled[x].size()) <= 1e-4);
+      }
+    }
+  }
 }

@@ -82,4 +82,18 @@ inline void emulated_block_gemm(bool ta, bool tb, int m, int n, int k, float alp
   }
 }
 
+// One thread, the bf16 tensor-core block GEMM of the GPU's bf16 mode emulated lane by lane
+// (above): the order of operations CudaExec runs with ChunkGemm::kBf16.
+struct Bf16MmaExec {
+  static constexpr bool serial = true;
+  static constexpr int tid() { return 0; }
+  static constexpr int nthreads() { return 1; }
+  static void sync() {}
+  static void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
+                   const float* B, int ldb, float beta, float* C, int ldc,
+                   Structure s = Structure::kDense) {
+    emulated_block_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+  }
+};
+
 }  // namespace gdn::test

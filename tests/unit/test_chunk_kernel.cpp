@@ -130,20 +130,6 @@ struct ChunkCase {
   }
 };
 
-// One thread, the bf16 tensor-core block GEMM of the GPU's bf16 mode emulated lane by lane
-// (mma_emulation.h): the order of operations CudaExec runs with PassArgs::bf16.
-struct Bf16MmaExec {
-  static constexpr bool serial = true;
-  static constexpr int tid() { return 0; }
-  static constexpr int nthreads() { return 1; }
-  static void sync() {}
-  static void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
-                   const float* B, int ldb, float beta, float* C, int ldc,
-                   Structure s = Structure::kDense) {
-    emulated_block_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
-  }
-};
-
 template <typename T>
 ChunkCase<T> run_host(ChunkCase<T> c) {
   std::vector<T> ws(ChunkKernel<T, HostExec>::workspace_size(c.C, c.K, c.V));

@@ -38,35 +38,44 @@ struct ChunkRowGrads {
   T* dbeta;  // C, overwritten
 };
 
-// The WY factors of a chunk, stored in one flat block of factor_size() elements:
-// gamma, w (C x K), k~ (C x K), q_g (C x K), u (C x V), P (C x C).
+// The WY factors of a chunk, stored in one flat block of size() elements: w (C x K),
+// k~ (C x K), q_g (C x K), u (C x V), P (C x C), gamma, then padding to a multiple of four
+// elements. With K and V multiples of four every matrix then starts 16 bytes into an aligned
+// buffer, so the GPU's walks copy them with 16-byte cp.async (gdn/register_walk.h).
 template <typename T>
 struct ChunkFactors {
   int C, K, V;
-  GDN_HD std::size_t size() const {
-    return 1 + 3 * std::size_t(C) * K + std::size_t(C) * V + std::size_t(C) * C;
-  }
-  GDN_HD static T gamma(const T* f) { return f[0]; }
+  GDN_HD std::size_t size() const { return (matrices() + 1 + 3) / 4 * 4; }
   // Accessors work on const and mutable blocks alike (F is T* or const T*).
   template <typename F>
   GDN_HD F w(F f) const {
-    return f + 1;
+    return f;
   }
   template <typename F>
   GDN_HD F kt(F f) const {
-    return f + 1 + C * K;
+    return f + C * K;
   }
   template <typename F>
   GDN_HD F qg(F f) const {
-    return f + 1 + 2 * C * K;
+    return f + 2 * C * K;
   }
   template <typename F>
   GDN_HD F u(F f) const {
-    return f + 1 + 3 * C * K;
+    return f + 3 * C * K;
   }
   template <typename F>
   GDN_HD F P(F f) const {
-    return f + 1 + 3 * C * K + C * V;
+    return f + 3 * C * K + C * V;
+  }
+  template <typename F>
+  GDN_HD F gamma_at(F f) const {
+    return f + matrices();
+  }
+  GDN_HD T gamma(const T* f) const { return *gamma_at(f); }
+
+ private:
+  GDN_HD std::size_t matrices() const {
+    return 3 * std::size_t(C) * K + std::size_t(C) * V + std::size_t(C) * C;
   }
 };
 
@@ -414,7 +423,7 @@ GDN_HD void ChunkKernel<T, Exec>::wy(const ChunkRows<T>& r, T* w, T* u, T* kt, T
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::prepare(const ChunkRows<T>& rows, T* f) {
   decay_terms(rows.g);
-  if (ex_.tid() == 0) f[0] = Gam_[C_ - 1];
+  if (ex_.tid() == 0) *fl_.gamma_at(f) = Gam_[C_ - 1];
   wy(rows, fl_.w(f), fl_.u(f), fl_.kt(f), fl_.qg(f), fl_.P(f));  // ends in a gemm: a barrier
 }
 
@@ -458,14 +467,14 @@ GDN_HD void ChunkKernel<T, Exec>::step_cols(const T* f, int c0, int n, T* h, int
     ex_.gemm(false, false, C, n, K, s_, fl_.qg(f), K, h, ldh, T(0), o, ldo);
     ex_.gemm(false, false, C, n, C, s_, fl_.P(f), C, vnew, n, T(1), o, ldo, Structure::kLowerA);
   }
-  ex_.gemm(true, false, K, n, C, T(1), fl_.kt(f), K, vnew, n, ChunkFactors<T>::gamma(f), h, ldh);
+  ex_.gemm(true, false, K, n, C, T(1), fl_.kt(f), K, vnew, n, fl_.gamma(f), h, ldh);
 }
 
 template <typename T, typename Exec>
 GDN_HD void ChunkKernel<T, Exec>::compose_cols(const T* f, int n, T* M, int ldm, T* wm) {
   const int C = C_, K = K_;
   ex_.gemm(false, false, C, n, K, T(1), fl_.w(f), K, M, ldm, T(0), wm, n);  // w M
-  ex_.gemm(true, false, K, n, C, T(-1), fl_.kt(f), K, wm, n, ChunkFactors<T>::gamma(f), M, ldm);
+  ex_.gemm(true, false, K, n, C, T(-1), fl_.kt(f), K, wm, n, fl_.gamma(f), M, ldm);
 }
 
 template <typename T, typename Exec>
@@ -475,7 +484,7 @@ GDN_HD void ChunkKernel<T, Exec>::adjoint_cols(const T* f, int n, T* mu, int ldm
   // dv_new = k~ mu + s P^T dO;  mu <- gamma mu + s q_g^T dO - w^T dv_new
   ex_.gemm(false, false, C, n, K, T(1), fl_.kt(f), K, mu, ldmu, T(0), dvn, n);
   ex_.gemm(true, false, C, n, C, s_, fl_.P(f), C, dO, lddo, T(1), dvn, n, Structure::kUpperA);
-  ex_.gemm(true, false, K, n, C, s_, fl_.qg(f), K, dO, lddo, ChunkFactors<T>::gamma(f), mu, ldmu);
+  ex_.gemm(true, false, K, n, C, s_, fl_.qg(f), K, dO, lddo, fl_.gamma(f), mu, ldmu);
   ex_.gemm(true, false, K, n, C, T(-1), fl_.w(f), K, dvn, n, T(1), mu, ldmu);
 }
 

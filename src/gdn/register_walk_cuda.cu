@@ -1,0 +1,206 @@
+// The block policy of gdn/register_walk.h on the GPU, and the four register walks'
+// kernels and launches: a lane holds its own fragments, the mma is the instruction, copies
+// are 16-byte cp.async (sm_80 on).
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "gdn/register_adjoint_walk.h"
+#include "gdn/register_outputs.h"
+#include "gdn/register_state_walk.h"
+#include "gdn/register_walk_cuda.h"
+#include "ops/mma/mma_bf16.cuh"
+#include "runtime/cuda_check.h"
+
+namespace gdn::pass {
+
+namespace {
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+struct DeviceWarp {
+  int lane;
+  template <typename T>
+  using Reg = T;
+  template <typename F>
+  __device__ auto make(F f) const {
+    return f(lane);
+  }
+  template <typename F>
+  __device__ void each(F f) const {
+    f(lane);
+  }
+  template <typename T>
+  __device__ T& at(T& r, int) const {
+    return r;
+  }
+  __device__ void mma(mma::FragC& d, const mma::FragA& a, const mma::FragB& b) const {
+    mma::mma_bf16(d, a, b);
+  }
+};
+
+struct DeviceBlock {
+  rwalk::State<DeviceWarp>& st;
+  template <typename F>
+  __device__ void warps(F f) {
+    f(DeviceWarp{int(threadIdx.x) % mma::kWarp}, int(threadIdx.x) / mma::kWarp, st);
+  }
+  template <typename F>
+  __device__ void threads(F f) {
+    f(int(threadIdx.x));
+  }
+  __device__ void sync() { __syncthreads(); }
+  __device__ void copy16(float* dst, const float* src) {
+    const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
+  }
+  __device__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+  __device__ void wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+};
+#endif
+
+extern __shared__ __align__(16) unsigned char walk_smem[];
+
+// Jobs per walk: (batch * value head, column tile) pairs; transition's tiles cover M's K
+// columns and U's V.
+std::int64_t walk_jobs(const PassArgs<float>& a, int bv) {
+  return std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
+}
+std::int64_t transition_jobs(const PassArgs<float>& a, int bv) {
+  return std::int64_t(a.B) * a.Hv * (walk::tiles(a.K, bv) + walk::tiles(a.V, bv));
+}
+
+// Each kernel's arguments, calling its job body; kMinBlocks: the blocks per SM to keep
+// registers for (the walks' shared memory allows one).
+struct StateWalk {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  const float* h_in;
+  float* ht;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::state_walk(blk, a, h_in, ht, bv, job, walk_smem);
+  }
+};
+struct Transition {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  float *M, *U;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::transition(blk, a, M, U, bv, job, walk_smem);
+  }
+};
+struct Adjoint {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  const float *dO, *dht;
+  float* D;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::adjoint(blk, a, dO, dht, D, bv, job, walk_smem);
+  }
+};
+struct Outputs {
+  static constexpr int kMinBlocks = 3;
+  PassArgs<float> a;
+  float* o;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::outputs(blk, a, o, bv, job, walk_smem);
+  }
+};
+struct BackwardWalk {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  const float *lambda, *dO, *dht;
+  float* dh0;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::backward_walk(blk, a, lambda, dO, dht, dh0, bv, job, walk_smem);
+  }
+};
+
+// One block per job, looping where the grid is smaller; each thread's accumulators are
+// its warp's share of the walked tile. The minimum blocks per SM must be said: without it
+// ptxas aimed at two for the walks and spilled the state walk at 128 registers.
+template <typename Walk>
+__global__ void __launch_bounds__(rwalk::kThreads, Walk::kMinBlocks)
+    walk_kernel(Walk walk, std::int64_t jobs) {
+#if __CUDA_ARCH__ >= 800
+  rwalk::State<DeviceWarp> st;
+  DeviceBlock blk{st};
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x) walk(blk, job);
+#endif
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// Whether the walks run here: the bf16 mode, a shape they take, 16-byte aligned factors
+// (and dO for the adjoints), a device with cp.async and room for `smem` bytes, and no
+// GDN_CUDA_WALK=tiled. Sets the kernel's shared memory where so.
+template <typename Kernel>
+bool usable(const PassArgs<float>& a, int bv, const float* dO, std::size_t smem, Kernel kernel) {
+  const char* env = std::getenv("GDN_CUDA_WALK");
+  if (env && std::string(env) == "tiled") return false;
+  if (a.gemm != ChunkGemm::kBf16 || !rwalk::supported(a.C, a.K, a.V, bv)) return false;
+  if (!aligned16(a.factors) || a.fsize % 4 != 0 || (dO && !aligned16(dO))) return false;
+  int device = 0, major = 0, optin = 0;
+  GDN_CUDA_CHECK(cudaGetDevice(&device));
+  GDN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  GDN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (major < 8 || smem > std::size_t(optin)) return false;
+  GDN_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  return true;
+}
+
+// Launches `walk` over `jobs` jobs where usable(); false otherwise.
+template <typename Walk>
+bool launch(const Walk& walk, std::int64_t jobs, std::size_t smem, const float* dO) {
+  if (!usable(walk.a, walk.bv, dO, smem, walk_kernel<Walk>)) return false;
+  const int grid = int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, 1 << 30)));
+  walk_kernel<Walk><<<grid, rwalk::kThreads, smem>>>(walk, jobs);
+  GDN_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
+}  // namespace
+
+bool register_state_walk(const PassArgs<float>& a, const float* h_in, float* ht, int bv) {
+  return launch(StateWalk{a, h_in, ht, bv}, walk_jobs(a, bv), rwalk::StateLayout{a.K, bv}.bytes(),
+                nullptr);
+}
+
+bool register_transition(const PassArgs<float>& a, float* M, float* U, int bv) {
+  return launch(Transition{a, M, U, bv}, transition_jobs(a, bv),
+                rwalk::StateLayout{a.K, bv}.bytes(), nullptr);
+}
+
+bool register_adjoint(const PassArgs<float>& a, const float* dO, const float* dht, float* D,
+                      int bv) {
+  return launch(Adjoint{a, dO, dht, D, bv}, walk_jobs(a, bv), rwalk::AdjointLayout{a.K, bv}.bytes(),
+                dO);
+}
+
+// Column tiles of 64 where V allows: every tile re-reads the chunk's w, q_g and P.
+bool register_outputs(const PassArgs<float>& a, float* o) {
+  const int bv = a.V % 64 == 0 ? 64 : 32;
+  return launch(Outputs{a, o, bv}, rwalk::output_jobs(a, bv), rwalk::OutputLayout{a.K, bv}.bytes(),
+                nullptr);
+}
+
+bool register_backward_walk(const PassArgs<float>& a, const float* lambda, const float* dO,
+                            const float* dht, float* dh0, int bv) {
+  return launch(BackwardWalk{a, lambda, dO, dht, dh0, bv}, walk_jobs(a, bv),
+                rwalk::AdjointLayout{a.K, bv}.bytes(), dO);
+}
+
+}  // namespace gdn::pass

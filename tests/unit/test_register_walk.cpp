@@ -1,0 +1,275 @@
+// The GPU's register walks (gdn/register_walk.h: the walked tile in mma accumulators
+// across chunks, cp.async stages) run on the CPU: the very source the kernels run, on a
+// block policy whose warps hold all 32 lanes' fragments and whose mma is emulated from the
+// PTX ISA's tables (mma_emulation.h). Against the tiled walks on the emulated bf16 block
+// GEMM (walk::* on Bf16MmaExec), which run the same mma steps in the same k order with the
+// same epilogues: every entry state, final state, M, U, D, exit adjoint and dh0 must be
+// equal bit for bit. And, as an oracle of its own, within bf16's reach of the host's fp32
+// passes.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "gdn/pass_walks.h"
+#include "gdn/random_inputs.h"
+#include "gdn/register_adjoint_walk.h"
+#include "gdn/register_outputs.h"
+#include "gdn/register_state_walk.h"
+#include "gdn/slice_layout.h"
+#include "mma_emulation.h"
+#include "test_support.h"
+
+using namespace gdn;
+using namespace gdn::test;
+
+namespace {
+
+template <typename T>
+struct Lanes {
+  T v[32]{};
+};
+
+struct EmulatedWarp {
+  template <typename T>
+  using Reg = Lanes<T>;
+  template <typename F>
+  auto make(F f) const {
+    Lanes<decltype(f(0))> r;
+    for (int lane = 0; lane < 32; ++lane) r.v[lane] = f(lane);
+    return r;
+  }
+  template <typename F>
+  void each(F f) const {
+    for (int lane = 0; lane < 32; ++lane) f(lane);
+  }
+  template <typename T>
+  T& at(Lanes<T>& r, int lane) const {
+    return r.v[lane];
+  }
+  void mma(Lanes<mma::FragC>& d, const Lanes<mma::FragA>& a, const Lanes<mma::FragB>& b) const {
+    emulate_mma(d.v, a.v, b.v);
+  }
+};
+
+// The block: each phase between barriers runs warp after warp (or thread after thread),
+// so sync() has nothing to wait for; copies land at once.
+struct EmulatedBlock {
+  using State = rwalk::State<EmulatedWarp>;
+  std::vector<State> states = std::vector<State>(rwalk::kWarps);
+  template <typename F>
+  void warps(F f) {
+    for (int w = 0; w < rwalk::kWarps; ++w) f(EmulatedWarp{}, w, states[w]);
+  }
+  template <typename F>
+  void threads(F f) {
+    for (int tid = 0; tid < rwalk::kThreads; ++tid) f(tid);
+  }
+  void sync() {}
+  void copy16(float* dst, const float* src) { std::memcpy(dst, src, 4 * sizeof(float)); }
+  void commit() {}
+  void wait_all() {}
+};
+
+struct WalkCase {
+  const char* name;
+  GdnProblem p;
+  std::int64_t t0, t1;
+  int bv;
+  std::vector<std::int64_t> forget;  // tokens with g = -inf
+};
+
+// Tokens [t0, t1) of a [B, T, H, D] tensor.
+std::vector<float> slice_of(const Tensor<float>& x, std::int64_t t0, std::int64_t t1) {
+  const std::int64_t B = x.shape[0], T = x.shape[1], row = x.data.size() / (B * T);
+  std::vector<float> out;
+  for (std::int64_t b = 0; b < B; ++b)
+    out.insert(out.end(), x.data.begin() + (b * T + t0) * row, x.data.begin() + (b * T + t1) * row);
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void check_walks(const WalkCase& c) {
+  const GdnProblem& p = c.p;
+  const int B = p.B, Hv = p.Hv, K = p.K, V = p.V, C = p.chunk_size, bv = c.bv;
+  GdnInputs<float> d = random_gdn_inputs<float>(p, 17, true, 0.3);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (const std::int64_t t : c.forget)
+      for (int h = 0; h < Hv; ++h)
+        d.g.data[(b * p.T + t) * Hv + h] = -std::numeric_limits<float>::infinity();
+  const std::vector<float> q = slice_of(d.q, c.t0, c.t1), k = slice_of(d.k, c.t0, c.t1),
+                           v = slice_of(d.v, c.t0, c.t1), g = slice_of(d.g, c.t0, c.t1),
+                           beta = slice_of(d.beta, c.t0, c.t1);
+  const SliceLayout L(p, c.t0, c.t1);
+  const std::int64_t nc = std::int64_t(L.chunks.size()), BH = std::int64_t(B) * Hv;
+  const std::size_t fsize = ChunkFactors<float>{C, K, V}.size(), KV = std::size_t(K) * V;
+  std::vector<float> factors(BH * nc * fsize), want_states(BH * nc * KV, NAN);
+  std::vector<float> got_states = want_states;
+  Rng rng(3);
+  auto random = [&rng](std::size_t n) {
+    std::vector<float> x(n);
+    for (float& e : x) e = float(0.5 * rng.normal());
+    return x;
+  };
+  const std::size_t n_ht = std::size_t(p.num_sequences()) * Hv * KV;
+  const std::vector<float> h_in = random(BH * KV), lambda = random(BH * KV), dht = random(n_ht),
+                           dO = random(std::size_t(BH) * (c.t1 - c.t0) * V);
+  std::vector<float> want_exits(want_states.size(), NAN), got_exits = want_exits;
+  PassArgs<float> a{B,
+                    p.Hk,
+                    Hv,
+                    K,
+                    V,
+                    C,
+                    p.group(),
+                    !p.cu_seqlens.empty(),
+                    c.t1 - c.t0,
+                    std::int64_t(L.segments.size()),
+                    nc,
+                    L.segments.data(),
+                    L.chunks.data(),
+                    {q.data(), k.data(), v.data(), g.data(), beta.data(), d.h0.ptr()},
+                    float(p.scale_value()),
+                    fsize,
+                    factors.data(),
+                    true,
+                    want_states.data(),
+                    nullptr,
+                    want_exits.data(),
+                    ChunkGemm::kBf16};
+  pass::prepare(Host{}, a);
+  REQUIRE(rwalk::supported(C, K, V, bv));
+
+  // The tiled walks on the emulated bf16 block GEMM.
+  std::vector<float> want_ht(n_ht, 7.0f), want_M(BH * K * K), want_U(BH * KV), want_D(BH * KV),
+      want_dh0(n_ht, 7.0f);
+  ChunkKernel<float, Bf16MmaExec> math(C, K, V, a.scale, nullptr);
+  std::vector<float> tile(walk::tile_elems(K, C, bv));
+  const std::int64_t state_jobs = BH * walk::tiles(V, bv);
+  const std::int64_t transition_jobs = BH * (walk::tiles(K, bv) + walk::tiles(V, bv));
+  for (std::int64_t job = 0; job < state_jobs; ++job)
+    walk::state_walk(math, Bf16MmaExec{}, a, h_in.data(), want_ht.data(), bv, job, tile.data());
+  for (std::int64_t job = 0; job < transition_jobs; ++job)
+    walk::transition(math, Bf16MmaExec{}, a, want_M.data(), want_U.data(), bv, job, tile.data());
+  for (std::int64_t job = 0; job < state_jobs; ++job) {
+    walk::adjoint(math, Bf16MmaExec{}, a, dO.data(), dht.data(), want_D.data(), bv, job,
+                  tile.data());
+    walk::backward_walk(math, Bf16MmaExec{}, a, lambda.data(), dO.data(), dht.data(),
+                        want_dh0.data(), bv, job, tile.data());
+  }
+
+  // ChunkKernel::outputs on the emulated bf16 GEMM, each chunk from its entry state.
+  const std::int64_t Tl = c.t1 - c.t0;
+  std::vector<float> want_o(std::size_t(B) * Tl * Hv * V, NAN), got_o = want_o;
+  {
+    std::vector<float> ws(ChunkKernel<float, Bf16MmaExec>::workspace_size(C, K, V)),
+        ob(std::size_t(C) * V);
+    ChunkKernel<float, Bf16MmaExec> full(C, K, V, a.scale, ws.data());
+    for (int bh = 0; bh < BH; ++bh)
+      for (std::int64_t ci = 0; ci < nc; ++ci) {
+        full.outputs(a.factors_of(bh, ci), a.entry_state(bh, ci), ob.data());
+        const std::int64_t t = std::int64_t(bh / Hv) * Tl + L.chunks[ci].begin;
+        for (int i = 0; i < L.chunks[ci].rows; ++i)
+          std::copy_n(ob.data() + std::size_t(i) * V, V,
+                      want_o.data() + ((t + i) * Hv + bh % Hv) * V);
+      }
+  }
+
+  // The register walks, every job on one emulated block.
+  PassArgs<float> r = a;
+  r.states = got_states.data();
+  r.adjoints = got_exits.data();
+  std::vector<float> got_ht(n_ht, 7.0f), got_M(want_M.size(), NAN), got_U(want_U.size(), NAN),
+      got_D(want_D.size(), NAN), got_dh0(n_ht, 7.0f);
+  std::vector<unsigned char> smem(
+      std::max({rwalk::StateLayout{K, bv}.bytes(), rwalk::AdjointLayout{K, bv}.bytes(),
+                rwalk::OutputLayout{K, bv}.bytes()}),
+      0xff);
+  EmulatedBlock blk;
+  for (std::int64_t job = 0; job < state_jobs; ++job)
+    rwalk::state_walk(blk, r, h_in.data(), got_ht.data(), bv, job, smem.data());
+  for (std::int64_t job = 0; job < transition_jobs; ++job)
+    rwalk::transition(blk, r, got_M.data(), got_U.data(), bv, job, smem.data());
+  for (std::int64_t job = 0; job < rwalk::output_jobs(r, bv); ++job)
+    rwalk::outputs(blk, r, got_o.data(), bv, job, smem.data());
+  for (std::int64_t job = 0; job < state_jobs; ++job) {
+    rwalk::adjoint(blk, r, dO.data(), dht.data(), got_D.data(), bv, job, smem.data());
+    rwalk::backward_walk(blk, r, lambda.data(), dO.data(), dht.data(), got_dh0.data(), bv, job,
+                         smem.data());
+  }
+
+  INFO(c.name);
+  CHECK(same_bits(got_states, want_states));
+  CHECK(same_bits(got_ht, want_ht));
+  CHECK(same_bits(got_M, want_M));
+  CHECK(same_bits(got_U, want_U));
+  CHECK(same_bits(got_o, want_o));
+  CHECK(same_bits(got_D, want_D));
+  CHECK(same_bits(got_exits, want_exits));
+  CHECK(same_bits(got_dh0, want_dh0));
+
+  // The host's fp32 passes: the same quantities to bf16 accuracy.
+  PassArgs<float> h = a;
+  std::vector<float> host_states(want_states.size()), host_ht(n_ht, 7.0f), host_o(want_o.size());
+  std::vector<float> host_M(want_M.size()), host_U(want_U.size()), host_D(want_D.size());
+  h.states = host_states.data();
+  h.adjoints = nullptr;
+  h.gemm = ChunkGemm::kFp32;
+  pass::output(Host{}, h, h_in.data(), host_o.data(), host_ht.data());
+  pass::transition(Host{}, h, host_M.data(), host_U.data());
+  pass::adjoint(Host{}, h, dO.data(), dht.data(), host_D.data());
+  CHECK(rel_l2(got_states.data(), host_states.data(), host_states.size()) < 3e-2);
+  CHECK(rel_l2(got_ht.data(), host_ht.data(), host_ht.size()) < 3e-2);
+  CHECK(rel_l2(got_M.data(), host_M.data(), host_M.size()) < 3e-2);
+  CHECK(rel_l2(got_U.data(), host_U.data(), host_U.size()) < 3e-2);
+  CHECK(rel_l2(got_o.data(), host_o.data(), host_o.size()) < 3e-2);
+  CHECK(rel_l2(got_D.data(), host_D.data(), host_D.size()) < 3e-2);
+}
+
+}  // namespace
+
+TEST_CASE("The register walks equal the tiled walks on the bf16 GEMM, bit for bit",
+          "[register_walk][mma]") {
+  const std::vector<WalkCase> cases = {
+      // One sequence continuing through the slice: M walked from I, U from 0, h_in.
+      {"K = V = 128, BV = 64, inside one sequence",
+       make_problem(2, 300, 1, 2, 128, 128),
+       30,
+       230,
+       64,
+       {}},
+      // Whole sequences from h0 with forgotten rows (gamma = 0): ht, M = 0, U from h0.
+      {"K = V = 128, BV = 32, whole, -inf rows",
+       make_problem(1, 150, 1, 2, 128, 128),
+       0,
+       150,
+       32,
+       {5, 64, 140}},
+      // Packed documents cut by the slice at both ends.
+      {"K = V = 64, BV = 32, packed",
+       make_problem(1, 300, 1, 2, 64, 64, 64, false, {0, 70, 71, 200, 300}),
+       50,
+       260,
+       32,
+       {}},
+      {"K = 64, V = 128, BV = 64, Hv = 2 Hk", make_problem(1, 140, 1, 2, 64, 128), 0, 140, 64, {}},
+  };
+  for (const WalkCase& c : cases) check_walks(c);
+}
+
+TEST_CASE("The register walks take only the shapes they are written for", "[register_walk]") {
+  CHECK(rwalk::supported(64, 128, 128, 64));
+  CHECK(rwalk::supported(64, 64, 96, 32));
+  CHECK_FALSE(rwalk::supported(32, 128, 128, 64));  // C
+  CHECK_FALSE(rwalk::supported(64, 96, 128, 64));   // K
+  CHECK_FALSE(rwalk::supported(64, 128, 96, 64));   // ragged tiles
+  CHECK_FALSE(rwalk::supported(64, 128, 128, 16));  // bv
+  // The largest jobs' shared memory fits an H200's 227 KiB per block.
+  CHECK(rwalk::StateLayout{128, 64}.bytes() <= 227 * 1024);
+  CHECK(rwalk::AdjointLayout{128, 64}.bytes() <= 227 * 1024);
+}
