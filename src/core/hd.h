@@ -67,6 +67,44 @@ GDN_HD inline float log2(float x) {
 #endif
 }
 
+// a b and a + b each rounded on their own, on both sides: nvcc, and GCC at -O3 with FMA
+// (it contracts across inlined calls, whatever -std says), fuse a b + c into one FMA where
+// they see fit, so two kernels with the same sums could differ in the last bit. On the
+// GPU the _rn intrinsics are never fused; on the host an empty asm statement makes the
+// rounded value opaque. For epilogues and short sums, not for hot loops.
+template <typename T>
+GDN_HD inline T rounded(T x) {
+#if !defined(__CUDA_ARCH__) && defined(__GNUC__) && defined(__x86_64__)
+  __asm__("" : "+x"(x));
+#elif !defined(__CUDA_ARCH__)
+  volatile T v = x;
+  x = v;
+#endif
+  return x;
+}
+template <typename T>
+GDN_HD inline T mul_rn(T a, T b) {
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(T) == 4)
+    return __fmul_rn(a, b);
+  else
+    return __dmul_rn(a, b);
+#else
+  return rounded(a * b);
+#endif
+}
+template <typename T>
+GDN_HD inline T add_rn(T a, T b) {
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(T) == 4)
+    return __fadd_rn(a, b);
+  else
+    return __dadd_rn(a, b);
+#else
+  return rounded(a + b);
+#endif
+}
+
 // x == -inf (a NaN is not).
 template <typename T>
 GDN_HD inline bool is_minus_inf(T x) {

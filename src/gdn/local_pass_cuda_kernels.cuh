@@ -15,7 +15,9 @@
 //    of every chunk, so the factor traffic grows as V / BV.
 // In the bf16 mode, at C = 64 and K = 64 or 128, the four walks run as register walks
 // instead (gdn/register_walk.h, register_walk_cuda.cu: the walked tile in mma accumulators
-// across chunks, the factor tiles by cp.async); the tiled walks below take every other case.
+// across chunks, the factor tiles by cp.async), and prepare and the output pass's outputs
+// as kernels with no global scratch (register_prepare.h, register_outputs.h); the kernels
+// below take every other case.
 // output is (a) the state walk alone (two GEMMs per chunk and tile), storing every chunk's
 // entry state, then (b) every chunk's outputs from its entry state at once.
 // backward is (a) the adjoint walk, storing every chunk's exit adjoint (PassArgs::adjoints)
@@ -398,6 +400,8 @@ void prepare(Cuda, const PassArgs<T>& args) {
   const PassArgs<T> a = configured(args);
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
+  if constexpr (std::is_same_v<T, float>)
+    if (register_prepare(a)) return;
   prepare_kernel<T><<<blocks_for(jobs), kThreads>>>(a);
   GDN_CUDA_CHECK(cudaGetLastError());
 }

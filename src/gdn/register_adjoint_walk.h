@@ -81,16 +81,15 @@ GDN_HD void adjoint_step(const W& w, int warp, State<W>& st, const AdjointLayout
     warp_gemm(
         w, o, kC, pdo, [&](int i, int p) { return P[p * ldp + i]; }, dO_at);
     each_pair(w, o, kmu, pdo, [&](int i, int j, float& a, float b) {
-      dvT[j * ldv + i] = to_bf16(1.0f * (0.0f + 1.0f * a) + s * b);
+      dvT[j * ldv + i] = to_bf16(mma::epilogue(s, b, 1.0f, mma::epilogue(1.0f, a, 0.0f, 0.0f)));
     });
   }
   const Owned o = state_tiles(L.K, L.bv, warp);
   Acc<W> qdo[kMaxTiles];
   warp_gemm(
       w, o, kC, qdo, [&](int i, int p) { return qg[p * ldq + i]; }, dO_at);
-  each_pair(w, o, st.h, qdo, [&](int, int, float& mu, float d) {
-    mu = (gamma == 0.0f ? 0.0f : gamma * mu) + s * d;
-  });
+  each_pair(w, o, st.h, qdo,
+            [&](int, int, float& mu, float d) { mu = mma::epilogue(s, d, gamma, mu); });
 }
 
 // Step 3 of one warp: mu <- mu - w^T dv_new, (beta, alpha) = (1, -1).
@@ -105,7 +104,8 @@ GDN_HD void adjoint_subtract(const W& w, int warp, State<W>& st, const AdjointLa
   warp_gemm(
       w, o, kC, acc, [&](int i, int p) { return ws[p * ldq + i]; },
       [&](int p, int j) { return to_float(dvT[j * ldv + p]); });
-  each_pair(w, o, st.h, acc, [&](int, int, float& mu, float d) { mu = 1.0f * mu + (-1.0f) * d; });
+  each_pair(w, o, st.h, acc,
+            [&](int, int, float& mu, float d) { mu = mma::epilogue(-1.0f, d, 1.0f, mu); });
 }
 
 // The chunks of segment s, last to first, on the adjoint in the accumulators (job j's

@@ -81,7 +81,7 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
     warp_gemm(
         wp, t, K, vnew, [&](int i, int p) { return to_float(w[i * ldk + p]); }, h_at);
     each_element(wp, t, vnew, [&](int i, int j, float& d) {
-      vT[j * ldc + i] = to_bf16(1.0f * u[i * V + j] + (-1.0f) * d);
+      vT[j * ldc + i] = to_bf16(mma::epilogue(-1.0f, d, 1.0f, u[i * V + j]));
     });
     // q_g h into the first tiles of the accumulators, which start at zero.
     each_element(wp, t, st.h, [](int, int, float& x) { x = 0.0f; });
@@ -101,7 +101,7 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
         wp, t, kC, pv, [&](int i, int p) { return to_float(P[i * ldc + p]); },
         [&](int p, int j) { return to_float(vT[j * ldc + p]); });
     each_pair(wp, t, st.h, pv, [&](int i, int j, float& qh, float d) {
-      if (i < rows) out[i * ldo + j] = 1.0f * (0.0f + s * qh) + s * d;
+      if (i < rows) out[i * ldo + j] = mma::epilogue(s, d, 1.0f, mma::epilogue(s, qh, 0.0f, 0.0f));
     });
   });
 }

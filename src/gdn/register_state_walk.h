@@ -66,7 +66,8 @@ GDN_HD void make_vnew(const W& w, int warp, const StateLayout& L, const float* w
       w, o, L.K, acc, [&](int i, int p) { return ws[i * ldw + p]; },
       [&](int p, int j) { return to_float(hT[j * ldh + p]); });
   each_element(w, o, acc, [&](int i, int j, float& d) {
-    const float v = mode == Mode::kM ? 0.0f + 1.0f * d : 1.0f * us[i * ldu + j] + (-1.0f) * d;
+    const float v = mode == Mode::kM ? mma::epilogue(1.0f, d, 0.0f, 0.0f)
+                                     : mma::epilogue(-1.0f, d, 1.0f, us[i * ldu + j]);
     vT[j * ldv + i] = to_bf16(v);
   });
 }
@@ -82,9 +83,8 @@ GDN_HD void update_state(const W& w, int warp, State<W>& st, const StateLayout& 
   warp_gemm(
       w, o, kC, acc, [&](int i, int p) { return ks[p * ldk + i]; },  // (k~^T)(i, p) = k~(p, i)
       [&](int p, int j) { return to_float(vT[j * ldv + p]); });
-  each_pair(w, o, st.h, acc, [&](int, int, float& h, float d) {
-    h = (gamma == 0.0f ? 0.0f : gamma * h) + alpha * d;
-  });
+  each_pair(w, o, st.h, acc,
+            [&](int, int, float& h, float d) { h = mma::epilogue(alpha, d, gamma, h); });
 }
 
 // Chunks [first, end) of (batch * value head) bh on the tile in the accumulators, columns

@@ -7,10 +7,11 @@
 // forward walks, register_adjoint_walk.h the backward's.
 //
 // Their mma steps run in the k order of CudaExec's bf16 block GEMM and their epilogues are
-// its arithmetic (beta C + alpha acc with the tiled walk's alpha and beta), so on the CPU,
-// where nothing contracts to FMA, they give the tiled walks' bits:
-// tests/unit/test_register_walk.cpp runs this very source with emulated warps against
-// walk::* on the emulated block GEMM and checks that equality.
+// its own (mma::epilogue, beta C + alpha acc with the tiled walk's alpha and beta, every
+// operation rounded on its own, no FMA), so they give the tiled kernels' bits, on the GPU
+// as on the CPU: tests/unit/test_register_walk.cpp runs this very source with emulated
+// warps against walk::* and ChunkKernel on the emulated block GEMM and checks that
+// equality.
 //
 // Written against a block policy Blk (the GPU's in register_walk_cuda.cu, the emulation in
 // the test):
@@ -30,6 +31,7 @@
 #include "gdn/pass_args.h"
 #include "gdn/pass_walks.h"
 #include "ops/gdn_chunk/chunk_kernel.h"
+#include "ops/mma/block_gemm_bf16.h"
 #include "ops/mma/mma_fragments.h"
 
 namespace gdn::rwalk {

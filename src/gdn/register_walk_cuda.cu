@@ -1,6 +1,6 @@
-// The block policy of gdn/register_walk.h on the GPU, and the four register walks'
-// kernels and launches: a lane holds its own fragments, the mma is the instruction, copies
-// are 16-byte cp.async (sm_80 on).
+// The block policy of gdn/register_walk.h on the GPU, and the register kernels and their
+// launches (prepare, four walks, outputs): a lane holds its own fragments, the mma is the
+// instruction, copies are 16-byte cp.async (sm_80 on).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -8,6 +8,7 @@
 
 #include "gdn/register_adjoint_walk.h"
 #include "gdn/register_outputs.h"
+#include "gdn/register_prepare.h"
 #include "gdn/register_state_walk.h"
 #include "gdn/register_walk_cuda.h"
 #include "ops/mma/mma_bf16.cuh"
@@ -104,6 +105,15 @@ struct Adjoint {
     rwalk::adjoint(blk, a, dO, dht, D, bv, job, walk_smem);
   }
 };
+struct Prepare {
+  static constexpr int kMinBlocks = 2;
+  PassArgs<float> a;
+  int bv;  // unused: prepare has no column tiles
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::prepare(blk, a, job, walk_smem);
+  }
+};
 struct Outputs {
   static constexpr int kMinBlocks = 3;
   PassArgs<float> a;
@@ -143,14 +153,16 @@ bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
-// Whether the walks run here: the bf16 mode, a shape they take, 16-byte aligned factors
-// (and dO for the adjoints), a device with cp.async and room for `smem` bytes, and no
-// GDN_CUDA_WALK=tiled. Sets the kernel's shared memory where so.
+// Whether a register kernel runs here: the bf16 mode, a shape it takes (bv = 0: prepare's),
+// 16-byte aligned factors (and dO for the adjoints), a device with cp.async and room for
+// `smem` bytes, and no GDN_CUDA_WALK=tiled. Sets the kernel's shared memory where so.
 template <typename Kernel>
 bool usable(const PassArgs<float>& a, int bv, const float* dO, std::size_t smem, Kernel kernel) {
   const char* env = std::getenv("GDN_CUDA_WALK");
   if (env && std::string(env) == "tiled") return false;
-  if (a.gemm != ChunkGemm::kBf16 || !rwalk::supported(a.C, a.K, a.V, bv)) return false;
+  const bool shape =
+      bv == 0 ? rwalk::prepare_supported(a.C, a.K, a.V) : rwalk::supported(a.C, a.K, a.V, bv);
+  if (a.gemm != ChunkGemm::kBf16 || !shape) return false;
   if (!aligned16(a.factors) || a.fsize % 4 != 0 || (dO && !aligned16(dO))) return false;
   int device = 0, major = 0, optin = 0;
   GDN_CUDA_CHECK(cudaGetDevice(&device));
@@ -188,6 +200,11 @@ bool register_adjoint(const PassArgs<float>& a, const float* dO, const float* dh
                       int bv) {
   return launch(Adjoint{a, dO, dht, D, bv}, walk_jobs(a, bv), rwalk::AdjointLayout{a.K, bv}.bytes(),
                 dO);
+}
+
+bool register_prepare(const PassArgs<float>& a) {
+  return launch(Prepare{a, 0}, std::int64_t(a.B) * a.Hv * a.num_chunks,
+                rwalk::PrepareLayout{a.K, a.V}.bytes(), nullptr);
 }
 
 // Column tiles of 64 where V allows: every tile re-reads the chunk's w, q_g and P.

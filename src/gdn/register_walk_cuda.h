@@ -1,5 +1,6 @@
 // The register walks of gdn/register_walk.h on the GPU, for float passes in the bf16 mode:
-// LocalPass::output's state walk and its outputs (gdn/register_outputs.h), transition(),
+// prepare() (gdn/register_prepare.h), LocalPass::output's state walk and its outputs
+// (gdn/register_outputs.h), transition(),
 // adjoint() and backward()'s adjoint walk (part (a)), each with the arguments of the
 // kernel it replaces. Each returns false, launching nothing,
 // where the shape, the buffers' alignment or GDN_CUDA_WALK=tiled rule it out; the caller
@@ -11,6 +12,7 @@
 
 namespace gdn::pass {
 
+bool register_prepare(const PassArgs<float>& a);
 bool register_state_walk(const PassArgs<float>& a, const float* h_in, float* ht, int bv);
 bool register_transition(const PassArgs<float>& a, float* M, float* U, int bv);
 bool register_adjoint(const PassArgs<float>& a, const float* dO, const float* dht, float* D,

@@ -83,9 +83,12 @@ inline void emulated_block_gemm(bool ta, bool tb, int m, int n, int k, float alp
 }
 
 // One thread, the bf16 tensor-core block GEMM of the GPU's bf16 mode emulated lane by lane
-// (above): the order of operations CudaExec runs with ChunkGemm::kBf16.
-struct Bf16MmaExec {
-  static constexpr bool serial = true;
+// (above): the order of operations CudaExec runs with ChunkGemm::kBf16. Bf16MmaExec takes
+// ChunkKernel's serial code paths, Bf16GroupExec its thread-group ones (the segmented
+// scan, the batched leaves: what CudaExec runs), on one thread.
+template <bool kSerial>
+struct Bf16MmaExecOf {
+  static constexpr bool serial = kSerial;
   static constexpr int tid() { return 0; }
   static constexpr int nthreads() { return 1; }
   static void sync() {}
@@ -95,5 +98,7 @@ struct Bf16MmaExec {
     emulated_block_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
   }
 };
+using Bf16MmaExec = Bf16MmaExecOf<true>;
+using Bf16GroupExec = Bf16MmaExecOf<false>;
 
 }  // namespace gdn::test

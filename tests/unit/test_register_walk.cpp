@@ -1,12 +1,12 @@
-// The GPU's register walks (gdn/register_walk.h: the walked tile in mma accumulators
-// across chunks, cp.async stages) run on the CPU: the very source the kernels run, on a
-// block policy whose warps hold all 32 lanes' fragments and whose mma is emulated from the
-// PTX ISA's tables (mma_emulation.h). Against the tiled walks on the emulated bf16 block
-// GEMM (walk::* on Bf16MmaExec), which run the same mma steps in the same k order with the
-// same epilogues: every entry state, final state, M, U, D, exit adjoint and dh0 must be
-// equal bit for bit. And, as an oracle of its own, within bf16's reach of the host's fp32
-// passes.
-#include <algorithm>
+// The GPU's bf16 register kernels (gdn/register_*.h: prepare, the walks with their tile
+// in mma accumulators across chunks and cp.async stages, the outputs) run on the CPU: the
+// very source the kernels run, on a block policy whose warps hold all 32 lanes' fragments
+// and whose mma is emulated from the PTX ISA's tables (mma_emulation.h). Against the
+// CudaExec order of operations on the emulated bf16 block GEMM (ChunkKernel::prepare and
+// outputs, walk::*), which runs the same mma steps in the same k order with the same
+// epilogues: every factor, entry state, final state, output, M, U, D, exit adjoint and dh0
+// must be equal bit for bit. And, as an oracle of its own, within bf16's reach of the
+// host's fp32 passes.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -17,6 +17,7 @@
 #include "gdn/random_inputs.h"
 #include "gdn/register_adjoint_walk.h"
 #include "gdn/register_outputs.h"
+#include "gdn/register_prepare.h"
 #include "gdn/register_state_walk.h"
 #include "gdn/slice_layout.h"
 #include "mma_emulation.h"
@@ -203,7 +204,39 @@ void check_walks(const WalkCase& c) {
                          smem.data());
   }
 
+  // The factors: ChunkKernel::prepare on the emulated GEMM, chunk by chunk, against the
+  // register prepare's jobs, and both against the host's fp32 factors.
+  std::vector<float> want_f(factors.size(), 0.0f), got_f = want_f;
+  {
+    std::vector<float> ws(ChunkKernel<float, Bf16GroupExec>::workspace_size(C, K, V));
+    ChunkKernel<float, Bf16GroupExec> math(C, K, V, a.scale, ws.data());
+    std::vector<float> rq(std::size_t(C) * K), rk(rq.size()), rv(std::size_t(C) * V), rg(C), rb(C);
+    for (int bh = 0; bh < BH; ++bh)
+      for (std::int64_t ci = 0; ci < nc; ++ci) {
+        const rwalk::RowsAt at = rwalk::rows_at(a, bh, ci);
+        for (int i = 0; i < C; ++i) {
+          const bool in = i < at.rows;
+          for (int d = 0; d < K; ++d) {
+            rq[i * K + d] = in ? q[at.qk + i * at.qk_stride + d] : 0.0f;
+            rk[i * K + d] = in ? k[at.qk + i * at.qk_stride + d] : 0.0f;
+          }
+          for (int d = 0; d < V; ++d) rv[i * V + d] = in ? v[at.v + i * at.v_stride + d] : 0.0f;
+          rg[i] = in ? g[at.gb + i * at.gb_stride] : 0.0f;
+          rb[i] = in ? beta[at.gb + i * at.gb_stride] : 0.0f;
+        }
+        math.prepare({rq.data(), rk.data(), rv.data(), rg.data(), rb.data()},
+                     want_f.data() + (std::size_t(bh) * nc + ci) * fsize);
+      }
+    PassArgs<float> r = a;
+    r.factors = got_f.data();
+    std::vector<unsigned char> smem(rwalk::PrepareLayout{K, V}.bytes(), 0xff);
+    EmulatedBlock blk;
+    for (std::int64_t job = 0; job < BH * nc; ++job) rwalk::prepare(blk, r, job, smem.data());
+  }
+
   INFO(c.name);
+  CHECK(same_bits(got_f, want_f));
+  CHECK(rel_l2(got_f.data(), factors.data(), factors.size()) < 3e-2);
   CHECK(same_bits(got_states, want_states));
   CHECK(same_bits(got_ht, want_ht));
   CHECK(same_bits(got_M, want_M));
@@ -233,7 +266,7 @@ void check_walks(const WalkCase& c) {
 
 }  // namespace
 
-TEST_CASE("The register walks equal the tiled walks on the bf16 GEMM, bit for bit",
+TEST_CASE("The register kernels equal the CudaExec order on the bf16 GEMM, bit for bit",
           "[register_walk][mma]") {
   const std::vector<WalkCase> cases = {
       // One sequence continuing through the slice: M walked from I, U from 0, h_in.
@@ -262,7 +295,7 @@ TEST_CASE("The register walks equal the tiled walks on the bf16 GEMM, bit for bi
   for (const WalkCase& c : cases) check_walks(c);
 }
 
-TEST_CASE("The register walks take only the shapes they are written for", "[register_walk]") {
+TEST_CASE("The register kernels take only the shapes they are written for", "[register_walk]") {
   CHECK(rwalk::supported(64, 128, 128, 64));
   CHECK(rwalk::supported(64, 64, 96, 32));
   CHECK_FALSE(rwalk::supported(32, 128, 128, 64));  // C
@@ -272,4 +305,8 @@ TEST_CASE("The register walks take only the shapes they are written for", "[regi
   // The largest jobs' shared memory fits an H200's 227 KiB per block.
   CHECK(rwalk::StateLayout{128, 64}.bytes() <= 227 * 1024);
   CHECK(rwalk::AdjointLayout{128, 64}.bytes() <= 227 * 1024);
+  CHECK(3 * rwalk::OutputLayout{128, 64}.bytes() <= 227 * 1024);  // three blocks per SM
+  CHECK(2 * rwalk::PrepareLayout{128, 128}.bytes() <= 227 * 1024);
+  CHECK(rwalk::prepare_supported(64, 128, 128));
+  CHECK_FALSE(rwalk::prepare_supported(64, 128, 96));  // V not a multiple of 64
 }

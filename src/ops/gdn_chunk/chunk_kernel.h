@@ -351,8 +351,9 @@ GDN_HD void ChunkKernel<T, Exec>::invert_leaves(const T* L, T* Tinv, int n, int 
         Ti[i] = 1;
         continue;
       }
-      T acc = 0;
-      for (int j = c; j < i; ++j) acc -= L[(b + i) * ld + b + j] * Tinv[(b + j) * ld + b + c];
+      T acc = 0;  // rounded step by step: the GPU's register prepare has the same sums
+      for (int j = c; j < i; ++j)
+        acc = hd::add_rn(acc, -hd::mul_rn(L[(b + i) * ld + b + j], Tinv[(b + j) * ld + b + c]));
       Ti[c] = acc;
     }
     ex_.sync();

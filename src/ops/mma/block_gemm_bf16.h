@@ -76,6 +76,13 @@ GDN_HD inline FragB warp_b(int lane, int warp, int ks, int c, const Bf16* Bs) {
   return load_b(lane, [base](int p, int j) { return to_float(base[p * BlockTile::kLdB + j]); });
 }
 
+// beta c + alpha acc, the GEMM's epilogue (beta == 0 never reads c), each operation
+// rounded on its own on the GPU too, so that every kernel built on these mma steps gets
+// the same bits from the same sums (the register walks, gdn/register_walk.h).
+GDN_HD inline float epilogue(float alpha, float acc, float beta, float c) {
+  return hd::add_rn(beta == 0.0f ? 0.0f : hd::mul_rn(beta, c), hd::mul_rn(alpha, acc));
+}
+
 // C[i][j] = beta C[i][j] + alpha acc for lane's elements of warp w's tile c (beta == 0
 // never reads C). Every element of the 64 x 64 tile belongs to one lane of one warp.
 GDN_HD inline void store_tile(int lane, int warp, int c, const FragC& acc, int m, int n, int i0,
@@ -84,7 +91,7 @@ GDN_HD inline void store_tile(int lane, int warp, int c, const FragC& acc, int m
   store_c(lane, acc, [&](int i, int j, float v) {
     if (r0 + i < m && c0 + j < n) {
       float& out = C[(r0 + i) * ldc + c0 + j];
-      out = (beta == 0.0f ? 0.0f : beta * out) + alpha * v;
+      out = epilogue(alpha, v, beta, out);
     }
   });
 }
