@@ -4,7 +4,8 @@
 // state h, transition's M, or the adjoint mu) lives in its warps' mma accumulators (fp32)
 // from the first chunk of the job to the last, and the chunks' factor tiles come into
 // shared memory by cp.async while the warps compute. register_state_walk.h holds the
-// forward walks, register_adjoint_walk.h the backward's.
+// forward walks, register_adjoint_walk.h the backward's; register_prepare.h and
+// register_outputs.h the chunk-parallel kernels beside them, on the same parts.
 //
 // Their mma steps run in the k order of CudaExec's bf16 block GEMM and their epilogues are
 // its own (mma::epilogue, beta C + alpha acc with the tiled walk's alpha and beta, every

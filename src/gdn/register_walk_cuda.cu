@@ -108,7 +108,7 @@ struct Adjoint {
 struct Prepare {
   static constexpr int kMinBlocks = 2;
   PassArgs<float> a;
-  int bv;  // unused: prepare has no column tiles
+  int bv;  // 0: no column tiles, and usable() checks prepare's shape
   template <typename Blk>
   __device__ void operator()(Blk& blk, std::int64_t job) const {
     rwalk::prepare(blk, a, job, walk_smem);
