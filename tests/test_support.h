@@ -123,10 +123,14 @@ Tensor<T> token_slice(const Tensor<T>& x, std::int64_t t0, std::int64_t t1) {
   return out;
 }
 
-// The same shape and the same bits.
+// The same length and the same bits.
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(T) * a.size()) == 0;
+}
 template <typename T>
 bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.ptr(), b.ptr(), sizeof(T) * a.size()) == 0;
+  return same_bits(a.data, b.data);
 }
 
 inline Shape output_shape(const GdnProblem& p) {

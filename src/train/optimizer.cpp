@@ -19,13 +19,6 @@ double learning_rate(const AdamWConfig& c, std::int64_t step) {
 }
 
 template <typename T, typename Dev>
-double clip_grad_norm(ParamStore<T, Dev>& params, double max_norm) {
-  const double norm = grad_norm(params), s = clip_factor(norm, max_norm);
-  if (s != 1.0) ops::scale(Dev{}, params.grads(), params.num_elements(), s);
-  return norm;
-}
-
-template <typename T, typename Dev>
 double grad_norm(const ParamStore<T, Dev>& params) {
   return std::sqrt(ops::sum_squares(Dev{}, params.grads(), params.num_elements()));
 }
@@ -61,9 +54,8 @@ void AdamW<T, Dev>::step(ParamStore<T, Dev>& params, std::int64_t step, double l
   }
 }
 
-#define GDN_INSTANTIATE(T, Dev)                                        \
-  template double clip_grad_norm<T, Dev>(ParamStore<T, Dev>&, double); \
-  template double grad_norm<T, Dev>(const ParamStore<T, Dev>&);        \
+#define GDN_INSTANTIATE(T, Dev)                                 \
+  template double grad_norm<T, Dev>(const ParamStore<T, Dev>&); \
   template class AdamW<T, Dev>;
 GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
 #undef GDN_INSTANTIATE

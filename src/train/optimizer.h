@@ -24,15 +24,10 @@ struct AdamWConfig {
 double learning_rate(const AdamWConfig& c, std::int64_t step);
 
 // Global L2 norm of all gradients (accumulated in double, in parameter order). The caller
-// has already summed gradients over ranks, so every rank computes the same norm. If
-// max_norm > 0 and the norm exceeds it, scales every gradient by max_norm / norm. Returns
-// the norm before clipping; a non-finite norm is returned and nothing is scaled.
-template <typename T, typename Dev>
-double clip_grad_norm(ParamStore<T, Dev>& params, double max_norm);
-// The norm alone (clip_grad_norm without the scaling), and the factor clipping multiplies
-// the gradients by: max_norm / norm where max_norm > 0 and a finite norm exceeds it, else 1.
-// The trainer hands the factor to AdamW::step instead of scaling the gradients: one pass
-// over them fewer, the same bits.
+// has already summed gradients over ranks, so every rank computes the same norm. Clipping
+// multiplies the gradients by clip_factor: max_norm / norm where max_norm > 0 and a finite
+// norm exceeds it, else 1. The trainer hands the factor to AdamW::step instead of scaling
+// the gradients: one pass over them fewer, the same bits.
 template <typename T, typename Dev>
 double grad_norm(const ParamStore<T, Dev>& params);
 double clip_factor(double norm, double max_norm);

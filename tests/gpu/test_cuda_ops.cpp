@@ -468,7 +468,8 @@ TEMPLATE_TEST_CASE("AdamW on the GPU follows AdamW on the host", "[cuda_ops]", f
   check_close("v", dopt.v(), ho.v());
 }
 
-TEMPLATE_TEST_CASE("cuda sum_squares and scale match clip_grad_norm", "[cuda_ops]", float, double) {
+TEMPLATE_TEST_CASE("cuda sum_squares and scale match the host's grad_norm and scale", "[cuda_ops]",
+                   float, double) {
   using T = TestType;
   for (const i64 n : {i64(1), i64(5), i64(1000), i64(300001)}) {
     INFO("n " << n);
@@ -478,14 +479,14 @@ TEMPLATE_TEST_CASE("cuda sum_squares and scale match clip_grad_norm", "[cuda_ops
     const std::vector<T> g = random_vec<T>(std::size_t(n), 80);
     std::copy(g.begin(), g.end(), ps.grads());
     auto g_ = to_device(g);
-    const double norm = clip_grad_norm(ps, 0.0);  // no clipping: the norm only
+    const double norm = grad_norm(ps);
     const double sq = ops::sum_squares(Cuda{}, g_.data(), n);
     // Squares of T values summed in double on both sides: only the order differs.
     check_close_scalar("sum of squares", sq, norm * norm, 1e-12);
     CHECK(ops::sum_squares(Cuda{}, g_.data(), n) == sq);  // deterministic
 
     const double max_norm = norm / 3;
-    clip_grad_norm(ps, max_norm);  // scales by max_norm / norm
+    ops::scale(Host{}, ps.grads(), n, clip_factor(norm, max_norm));  // max_norm / norm
     ops::scale(Cuda{}, g_.data(), n, max_norm / norm);
     check_close("scaled", g_, ps.host_grads());
   }

@@ -29,11 +29,6 @@ using i64 = std::int64_t;
 
 namespace {
 
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 // Positions lo..hi-1.
 Pos positions(i64 lo, i64 hi) {
   Pos p(std::size_t(hi - lo));

@@ -25,6 +25,7 @@
 
 using namespace gdn;
 using Catch::Contains;
+using gdn::test::same_bits;
 namespace fs = std::filesystem;
 
 namespace {
@@ -50,11 +51,6 @@ CheckpointData<T> some_state(const std::vector<ParamInfo>& params, std::uint64_t
     for (T& e : *x) e = T(rng.normal());
   for (T& e : d.v) e = e * e;
   return d;
-}
-
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 std::vector<std::string> dir_listing(const fs::path& dir) {

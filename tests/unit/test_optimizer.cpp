@@ -41,23 +41,32 @@ ParamStore<double, Host> store(const std::vector<std::pair<Shape, bool>>& shapes
 void set(double* dst, const std::vector<double>& v) {
   std::copy(v.begin(), v.end(), dst);
 }
+
+// Clipping as grad_norm and clip_factor, the factor applied here by scaling (the trainer
+// hands it to AdamW::step instead, below).
+double clip(ParamStore<double, Host>& ps, double max_norm) {
+  const double norm = grad_norm(ps), s = clip_factor(norm, max_norm);
+  if (s != 1.0) ops::scale(Host{}, ps.grads(), ps.num_elements(), s);
+  return norm;
+}
 }  // namespace
 
-TEST_CASE("clip_grad_norm scales to max_norm and returns the norm before", "[optimizer]") {
+TEST_CASE("grad_norm and clip_factor scale to max_norm; the norm is the one before",
+          "[optimizer]") {
   ParamStore<double, Host> ps = store({{{2}, true}, {{1}, false}});
   set(ps.grad(0), {3, 4});
   set(ps.grad(1), {12});
-  CHECK(clip_grad_norm(ps, 0.0) == 13.0);  // 0: report only
+  CHECK(clip(ps, 0.0) == 13.0);  // 0: report only
   CHECK(ps.grad(0)[0] == 3);
-  CHECK(clip_grad_norm(ps, 20.0) == 13.0);  // below the limit: unchanged
+  CHECK(clip(ps, 20.0) == 13.0);  // below the limit: unchanged
   CHECK(ps.grad(1)[0] == 12.0);
-  CHECK(clip_grad_norm(ps, 6.5) == 13.0);
+  CHECK(clip(ps, 6.5) == 13.0);
   CHECK(ps.grad(0)[0] == Approx(1.5));
   CHECK(ps.grad(0)[1] == Approx(2.0));
   CHECK(ps.grad(1)[0] == Approx(6.0));
-  CHECK(clip_grad_norm(ps, 0.0) == Approx(6.5));
+  CHECK(clip(ps, 0.0) == Approx(6.5));
   ps.grad(1)[0] = std::nan("");
-  CHECK(std::isnan(clip_grad_norm(ps, 1.0)));  // reported, nothing scaled
+  CHECK(std::isnan(clip(ps, 1.0)));  // reported, nothing scaled
   CHECK(ps.grad(0)[0] == Approx(1.5));
 }
 

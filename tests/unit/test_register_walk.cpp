@@ -7,9 +7,9 @@
 // epilogues: every factor, entry state, final state, output, M, U, D, exit adjoint and dh0
 // must be equal bit for bit. And, as an oracle of its own, within bf16's reach of the
 // host's fp32 passes.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -82,19 +82,6 @@ struct WalkCase {
   std::vector<std::int64_t> forget;  // tokens with g = -inf
 };
 
-// Tokens [t0, t1) of a [B, T, H, D] tensor.
-std::vector<float> slice_of(const Tensor<float>& x, std::int64_t t0, std::int64_t t1) {
-  const std::int64_t B = x.shape[0], T = x.shape[1], row = x.data.size() / (B * T);
-  std::vector<float> out;
-  for (std::int64_t b = 0; b < B; ++b)
-    out.insert(out.end(), x.data.begin() + (b * T + t0) * row, x.data.begin() + (b * T + t1) * row);
-  return out;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 void check_walks(const WalkCase& c) {
   const GdnProblem& p = c.p;
   const int B = p.B, Hv = p.Hv, K = p.K, V = p.V, C = p.chunk_size, bv = c.bv;
@@ -103,9 +90,11 @@ void check_walks(const WalkCase& c) {
     for (const std::int64_t t : c.forget)
       for (int h = 0; h < Hv; ++h)
         d.g.data[(b * p.T + t) * Hv + h] = -std::numeric_limits<float>::infinity();
-  const std::vector<float> q = slice_of(d.q, c.t0, c.t1), k = slice_of(d.k, c.t0, c.t1),
-                           v = slice_of(d.v, c.t0, c.t1), g = slice_of(d.g, c.t0, c.t1),
-                           beta = slice_of(d.beta, c.t0, c.t1);
+  const std::vector<float> q = token_slice(d.q, c.t0, c.t1).data,
+                           k = token_slice(d.k, c.t0, c.t1).data,
+                           v = token_slice(d.v, c.t0, c.t1).data,
+                           g = token_slice(d.g, c.t0, c.t1).data,
+                           beta = token_slice(d.beta, c.t0, c.t1).data;
   const SliceLayout L(p, c.t0, c.t1);
   const std::int64_t nc = std::int64_t(L.chunks.size()), BH = std::int64_t(B) * Hv;
   const std::size_t fsize = ChunkFactors<float>{C, K, V}.size(), KV = std::size_t(K) * V;
