@@ -16,8 +16,10 @@
 // In the bf16 mode, at C = 64 and K = 64 or 128, the four walks run as register walks
 // instead (gdn/register_walk.h, register_walk_cuda.cu: the walked tile in mma accumulators
 // across chunks, the factor tiles by cp.async), and prepare and the output pass's outputs
-// as kernels with no global scratch (register_prepare.h, register_outputs.h); the kernels
-// below take every other case.
+// as kernels with no global scratch (register_prepare.h, register_outputs.h), and the
+// backward's chunk jobs as fla's split into two kernels that hand each other a third of a
+// factor block per job through the workspace (register_backward.h); the kernels below take
+// every other case.
 // output is (a) the state walk alone (two GEMMs per chunk and tile), storing every chunk's
 // entry state, then (b) every chunk's outputs from its entry state at once.
 // backward is (a) the adjoint walk, storing every chunk's exit adjoint (PassArgs::adjoints)
@@ -481,8 +483,12 @@ void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const
   // (b) every chunk's backward at once.
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
-  backward_chunks_kernel<T><<<blocks_for(jobs), kThreads>>>(a, dO, gr, dqv, dkv);
-  GDN_CUDA_CHECK(cudaGetLastError());
+  bool split = false;
+  if constexpr (std::is_same_v<T, float>) split = register_backward_chunks(a, dO, gr, dqv, dkv);
+  if (!split) {
+    backward_chunks_kernel<T><<<blocks_for(jobs), kThreads>>>(a, dO, gr, dqv, dkv);
+    GDN_CUDA_CHECK(cudaGetLastError());
+  }
   const std::int64_t qk_elems = std::int64_t(a.B) * a.Tl * a.Hk * a.K;
   if (qk_elems == 0) return;
   sum_head_groups_kernel<T><<<grid_for(qk_elems, 256), 256>>>(dqv, qk_elems, a.G, gr.dq);

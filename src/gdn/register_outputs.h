@@ -38,17 +38,6 @@ GDN_HD inline std::int64_t output_jobs(const PassArgs<float>& a, int bv) {
   return std::int64_t(a.B) * a.Hv * a.num_chunks * walk::tiles(a.V, bv);
 }
 
-// Thread tid's share of rounding rows x width floats of src (leading dimension lds) into
-// dst (leading dimension ldd), or their transpose (dst[j * ldd + i] = src(i, j)).
-template <bool kTranspose>
-GDN_HD void round_tile(int tid, Bf16* dst, int ldd, const float* src, std::int64_t lds, int rows,
-                       int width) {
-  for (int x = tid; x < rows * width; x += kThreads) {
-    const int i = x / width, j = x % width;
-    dst[kTranspose ? j * ldd + i : i * ldd + j] = to_bf16(src[i * lds + j]);
-  }
-}
-
 // One job. The warps' accumulators (State::h, its first kMaxChunkTiles) carry q_g h from
 // step 1 to step 2.
 template <typename Blk>

@@ -26,18 +26,24 @@ GDN_HD inline bool prepare_supported(int C, int K, int V) {
   return C == kC && (K == 64 || K == 128) && V % 64 == 0 && V > 0;
 }
 
+// The per-row vectors of a chunk's gates in shared memory, kC floats each: g and beta (the
+// caller's), the scan's two ping-pong pairs (sum, count), Gamma and e.
+enum GateVec { kG = 0, kBeta, kSum0, kCount0, kSum1, kCount1, kGamma, kE, kGateVecs };
+
+constexpr int kLdMerge = 32 + 8;  // a merge's product, transposed (bf16)
+constexpr std::size_t kMergeElems = std::size_t(2) * 32 * kLdMerge;
+
 struct PrepareLayout {
   int K, V;
   GDN_HD int ldk() const { return K + 8; }   // k, q (bf16, rows)
   GDN_HD int ldt() const { return kC + 8; }  // L, T (fp32); (beta V)^T, (beta Gamma K)^T (bf16)
-  GDN_HD int ldm() const { return 32 + 8; }  // a merge's product, transposed (bf16)
   GDN_HD std::size_t rows_bytes() const {    // k and q, later (beta V)^T and (beta Gamma K)^T
     const std::size_t kq = std::size_t(2) * kC * ldk(), vk = std::size_t(V + K) * ldt();
     return (kq > vk ? kq : vk) * sizeof(Bf16);
   }
   GDN_HD std::size_t bytes() const {
-    return rows_bytes() + std::size_t(2) * kC * ldt() * sizeof(float) +
-           std::size_t(2) * 32 * ldm() * sizeof(Bf16) + std::size_t(8) * kC * sizeof(float);
+    return rows_bytes() + std::size_t(2) * kC * ldt() * sizeof(float) + kMergeElems * sizeof(Bf16) +
+           std::size_t(kGateVecs) * kC * sizeof(float);
   }
   GDN_HD Bf16* k(unsigned char* s) const { return reinterpret_cast<Bf16*>(s); }
   GDN_HD Bf16* q(unsigned char* s) const { return k(s) + kC * ldk(); }
@@ -45,16 +51,11 @@ struct PrepareLayout {
   GDN_HD Bf16* bkT(unsigned char* s) const { return k(s) + V * ldt(); }
   GDN_HD float* L(unsigned char* s) const { return reinterpret_cast<float*>(s + rows_bytes()); }
   GDN_HD float* T(unsigned char* s) const { return L(s) + kC * ldt(); }
-  GDN_HD Bf16* mT(unsigned char* s, int i) const {
-    return reinterpret_cast<Bf16*>(T(s) + kC * ldt()) + i * 32 * ldm();
-  }
-  // Per-row vectors: g, beta, the scan's two ping-pong pairs (sum, count), Gamma, e.
-  GDN_HD float* vec(unsigned char* s, int i) const {
-    return reinterpret_cast<float*>(mT(s, 2)) + i * kC;
+  GDN_HD Bf16* mT(unsigned char* s) const { return reinterpret_cast<Bf16*>(T(s) + kC * ldt()); }
+  GDN_HD float* vec(unsigned char* s, int i) const {  // GateVec i
+    return reinterpret_cast<float*>(mT(s) + kMergeElems) + i * kC;
   }
 };
-
-enum PrepareVec { kG = 0, kBeta, kSum0, kCount0, kSum1, kCount1, kGamma, kE };
 
 // The chunk's rows of (batch * value head) bh: where they start and how many are real.
 struct RowsAt {
@@ -90,6 +91,98 @@ GDN_HD void merge_product(Blk& blk, int m, int cols, int k, float alpha, At a, B
   });
 }
 
+// What gate_terms leaves: G = the running sum of g since the last -inf row, seg = the count
+// of -inf rows so far, Gamma = exp(G) before the first of them (0 after), e = exp(G_C - G)
+// in the last segment (0 before it); and D(i, j) = exp(G_i - G_j) within a segment, j <= i.
+struct GateTerms {
+  const float *G, *seg, *Gam, *e;
+  GDN_HD float D(int i, int j) const {
+    return j <= i && seg[i] == seg[j] ? decay_exp(G[i] - G[j]) : 0.0f;
+  }
+};
+
+// ChunkKernel::segmented_scan and decay_terms' Gamma and e, element i on thread i, from g
+// in vec(kG) (written and synchronised by the caller). Ends without a barrier: e is
+// visible after the caller's next one.
+template <typename Blk, typename Vec>
+GDN_HD GateTerms gate_terms(Blk& blk, Vec vec) {
+  const float* g = vec(kG);
+  blk.threads([&](int tid) {
+    if (tid >= kC) return;
+    const bool reset = hd::is_minus_inf(g[tid]);
+    vec(kSum0)[tid] = reset ? 0.0f : g[tid];
+    vec(kCount0)[tid] = reset ? 1.0f : 0.0f;
+  });
+  int cur = 0;
+  for (int off = 1; off < kC; off *= 2, cur = 1 - cur) {
+    blk.sync();
+    const float *sum = vec(kSum0 + 2 * cur), *count = vec(kCount0 + 2 * cur);
+    float *next_sum = vec(kSum0 + 2 * (1 - cur)), *next_count = vec(kCount0 + 2 * (1 - cur));
+    blk.threads([&](int i) {
+      if (i >= kC) return;
+      const bool joined = i >= off;
+      next_sum[i] = joined && count[i] == 0.0f ? sum[i - off] + sum[i] : sum[i];
+      next_count[i] = joined ? count[i - off] + count[i] : count[i];
+    });
+  }
+  blk.sync();
+  const float *G = vec(kSum0 + 2 * cur), *seg = vec(kCount0 + 2 * cur);
+  float *Gam = vec(kGamma), *e = vec(kE);
+  blk.threads([&](int i) {
+    if (i < kC) Gam[i] = seg[i] == 0.0f ? hd::exp(G[i]) : 0.0f;
+  });
+  blk.sync();
+  blk.threads([&](int i) {
+    if (i < kC) e[i] = seg[i] == seg[kC - 1] ? hd::exp(G[kC - 1] - G[i]) : 0.0f;
+  });
+  return {G, seg, Gam, e};
+}
+
+// T = (I + L)^{-1} (fp32, leading dimension ldt; L strictly lower, T zero, both visible):
+// the 16 x 16 leaves by forward substitution, row i of all four at once (invert_leaves),
+// then the merges of blocks of 16 and 32 as mma products, T_21 = -T_22 (L_21 T_11), with
+// mT (kMergeElems bf16) holding each product transposed. Ends with a barrier.
+template <typename Blk>
+GDN_HD void unit_lower_inverse(Blk& blk, const float* L, float* T, int ldt, Bf16* mT) {
+  for (int i = 0; i < 16; ++i) {
+    blk.threads([&](int tid) {
+      for (int x = tid; x < 4 * (i + 1); x += kThreads) {
+        const int b = (x / (i + 1)) * 16, col = x % (i + 1);
+        float* Ti = T + (b + i) * ldt + b;
+        if (col == i) {
+          Ti[i] = 1.0f;
+          continue;
+        }
+        float acc = 0.0f;
+        for (int j = col; j < i; ++j)
+          acc = hd::add_rn(acc, -hd::mul_rn(L[(b + i) * ldt + b + j], T[(b + j) * ldt + b + col]));
+        Ti[col] = acc;
+      }
+    });
+    blk.sync();
+  }
+  for (int s = 16; s < kC; s *= 2) {
+    for (int b = 0; b + s < kC; b += 2 * s) {
+      const int lo = b + s;
+      Bf16* m = mT + (b / (2 * s)) * 32 * kLdMerge;
+      merge_product(
+          blk, s, s, s, 1.0f, [&](int i, int p) { return L[(lo + i) * ldt + b + p]; },
+          [&](int p, int j) { return T[(b + p) * ldt + b + j]; },
+          [&](int i, int j, float v) { m[j * kLdMerge + i] = to_bf16(v); });
+    }
+    blk.sync();
+    for (int b = 0; b + s < kC; b += 2 * s) {
+      const int lo = b + s;
+      const Bf16* m = mT + (b / (2 * s)) * 32 * kLdMerge;
+      merge_product(
+          blk, s, s, s, -1.0f, [&](int i, int p) { return T[(lo + i) * ldt + lo + p]; },
+          [&](int p, int j) { return to_float(m[j * kLdMerge + p]); },
+          [&](int i, int j, float v) { T[(lo + i) * ldt + b + j] = v; });
+    }
+    blk.sync();
+  }
+}
+
 // One job: the factors of chunk c of bh into a.factors.
 template <typename Blk>
 GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsigned char* smem) {
@@ -99,10 +192,9 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
   const RowsAt at = rows_at(a, bh, c);
   const ChunkFactors<float> fl{kC, K, V};
   float* f = a.factors_of(bh, c);
-  const int ldk = Ly.ldk(), ldt = Ly.ldt(), ldm = Ly.ldm();
+  const int ldk = Ly.ldk(), ldt = Ly.ldt();
   Bf16 *kb = Ly.k(smem), *qb = Ly.q(smem);
   float *L = Ly.L(smem), *T = Ly.T(smem), *g = Ly.vec(smem, kG), *beta = Ly.vec(smem, kBeta);
-  float *Gam = Ly.vec(smem, kGamma), *e = Ly.vec(smem, kE);
   const float* q_in = a.in.q + at.qk;
   const float* k_in = a.in.k + at.qk;
   const float* v_in = a.in.v + at.v;
@@ -123,37 +215,12 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
     }
   });
   blk.sync();
-  // G, seg and Gamma: segmented_scan's steps, element i on thread i.
-  blk.threads([&](int tid) {
-    if (tid >= kC) return;
-    const bool reset = hd::is_minus_inf(g[tid]);
-    Ly.vec(smem, kSum0)[tid] = reset ? 0.0f : g[tid];
-    Ly.vec(smem, kCount0)[tid] = reset ? 1.0f : 0.0f;
-  });
-  int cur = 0;
-  for (int off = 1; off < kC; off *= 2, cur = 1 - cur) {
-    blk.sync();
-    const float *sum = Ly.vec(smem, kSum0 + 2 * cur), *count = Ly.vec(smem, kCount0 + 2 * cur);
-    float *next_sum = Ly.vec(smem, kSum0 + 2 * (1 - cur)),
-          *next_count = Ly.vec(smem, kCount0 + 2 * (1 - cur));
-    blk.threads([&](int i) {
-      if (i >= kC) return;
-      const bool joined = i >= off;
-      next_sum[i] = joined && count[i] == 0.0f ? sum[i - off] + sum[i] : sum[i];
-      next_count[i] = joined ? count[i - off] + count[i] : count[i];
-    });
-  }
-  blk.sync();
-  const float *G = Ly.vec(smem, kSum0 + 2 * cur), *seg = Ly.vec(smem, kCount0 + 2 * cur);
+  const GateTerms gt = gate_terms(blk, [&](int i) { return Ly.vec(smem, i); });
+  const float *Gam = gt.Gam, *e = gt.e;
   blk.threads([&](int i) {
-    if (i < kC) Gam[i] = seg[i] == 0.0f ? hd::exp(G[i]) : 0.0f;
-  });
-  blk.sync();
-  blk.threads([&](int i) {
-    if (i < kC) e[i] = seg[i] == seg[kC - 1] ? hd::exp(G[kC - 1] - G[i]) : 0.0f;
     if (i == 0) *fl.gamma_at(f) = Gam[kC - 1];
   });
-  auto D = [&](int i, int j) { return j <= i && seg[i] == seg[j] ? decay_exp(G[i] - G[j]) : 0.0f; };
+  auto D = [&](int i, int j) { return gt.D(i, j); };
   // k k^T and q k^T (k-major B: k's rows), then L and P.
   float* P = fl.P(f);
   blk.warps([&](const auto& w, int warp, auto&) {
@@ -192,45 +259,7 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
       qg[i * K + d] = Gam[i] * qv;
     }
   });
-  // The leaves of T = (I + L)^{-1}: row i of all four at once (invert_leaves).
-  for (int i = 0; i < 16; ++i) {
-    blk.threads([&](int tid) {
-      for (int x = tid; x < 4 * (i + 1); x += kThreads) {
-        const int b = (x / (i + 1)) * 16, col = x % (i + 1);
-        float* Ti = T + (b + i) * ldt + b;
-        if (col == i) {
-          Ti[i] = 1.0f;
-          continue;
-        }
-        float acc = 0.0f;
-        for (int j = col; j < i; ++j)
-          acc = hd::add_rn(acc, -hd::mul_rn(L[(b + i) * ldt + b + j], T[(b + j) * ldt + b + col]));
-        Ti[col] = acc;
-      }
-    });
-    blk.sync();
-  }
-  // The merges, blocks of 16 then 32: T_21 = -T_22 (L_21 T_11).
-  for (int s = 16; s < kC; s *= 2) {
-    for (int b = 0; b + s < kC; b += 2 * s) {
-      const int lo = b + s;
-      Bf16* mT = Ly.mT(smem, b / (2 * s));
-      merge_product(
-          blk, s, s, s, 1.0f, [&](int i, int p) { return L[(lo + i) * ldt + b + p]; },
-          [&](int p, int j) { return T[(b + p) * ldt + b + j]; },
-          [&](int i, int j, float v) { mT[j * ldm + i] = to_bf16(v); });
-    }
-    blk.sync();
-    for (int b = 0; b + s < kC; b += 2 * s) {
-      const int lo = b + s;
-      const Bf16* mT = Ly.mT(smem, b / (2 * s));
-      merge_product(
-          blk, s, s, s, -1.0f, [&](int i, int p) { return T[(lo + i) * ldt + lo + p]; },
-          [&](int p, int j) { return to_float(mT[j * ldm + p]); },
-          [&](int i, int j, float v) { T[(lo + i) * ldt + b + j] = v; });
-    }
-    blk.sync();
-  }
+  unit_lower_inverse(blk, L, T, ldt, Ly.mT(smem));  // L is visible since the last barrier
   // u = T (beta V), w = T (beta Gamma K), 64 columns at a time.
   float *u = fl.u(f), *wf = fl.w(f);
   blk.warps([&](const auto& w, int warp, auto&) {

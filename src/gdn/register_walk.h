@@ -159,4 +159,15 @@ GDN_HD void copy_tile(Blk& blk, int tid, float* dst, int ldd, const float* src, 
   }
 }
 
+// Thread tid's share of rounding rows x width floats of src (leading dimension lds) into
+// dst (leading dimension ldd), or their transpose (dst[j * ldd + i] = src(i, j)).
+template <bool kTranspose>
+GDN_HD void round_tile(int tid, Bf16* dst, int ldd, const float* src, std::int64_t lds, int rows,
+                       int width) {
+  for (int x = tid; x < rows * width; x += kThreads) {
+    const int i = x / width, j = x % width;
+    dst[kTranspose ? j * ldd + i : i * ldd + j] = to_bf16(src[i * lds + j]);
+  }
+}
+
 }  // namespace gdn::rwalk

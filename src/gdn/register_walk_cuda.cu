@@ -7,12 +7,14 @@
 #include <string>
 
 #include "gdn/register_adjoint_walk.h"
+#include "gdn/register_backward.h"
 #include "gdn/register_outputs.h"
 #include "gdn/register_prepare.h"
 #include "gdn/register_state_walk.h"
 #include "gdn/register_walk_cuda.h"
 #include "ops/mma/mma_bf16.cuh"
 #include "runtime/cuda_check.h"
+#include "runtime/cuda_device.h"
 
 namespace gdn::pass {
 
@@ -136,6 +138,35 @@ struct BackwardWalk {
   }
 };
 
+// The backward's chunk jobs [job0, job0 + n): part 1 and part 2, each job's handoff at
+// handoff + (job - job0) * BackwardHandoff::floats().
+struct BackwardProducts {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  const float* dO;
+  float *dqv, *dkv, *handoff;
+  std::int64_t job0;
+  int bv;  // 0: prepare's shape rule
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    const std::size_t n = rwalk::BackwardHandoff{a.K, a.V}.floats();
+    rwalk::backward_products(blk, a, dO, dqv, dkv, handoff + job * n, job0 + job, walk_smem);
+  }
+};
+struct BackwardWy {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  GdnGradView<float> gr;
+  float *dqv, *dkv, *handoff;
+  std::int64_t job0;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    const std::size_t n = rwalk::BackwardHandoff{a.K, a.V}.floats();
+    rwalk::backward_wy(blk, a, gr, dqv, dkv, handoff + job * n, job0 + job, walk_smem);
+  }
+};
+
 // One block per job, looping where the grid is smaller; each thread's accumulators are
 // its warp's share of the walked tile. The minimum blocks per SM must be said: without it
 // ptxas aimed at two for the walks and spilled the state walk at 128 registers.
@@ -185,6 +216,28 @@ bool launch(const Walk& walk, std::int64_t jobs, std::size_t smem, const float* 
 }
 
 }  // namespace
+
+bool register_backward_chunks(const PassArgs<float>& a, const float* dO,
+                              const GdnGradView<float>& gr, float* dqv, float* dkv) {
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  const std::size_t per_job = rwalk::BackwardHandoff{a.K, a.V}.floats();
+  const std::size_t products = rwalk::ProductsLayout{a.K, a.V}.bytes(),
+                    wy = rwalk::WyLayout{a.K, a.V}.bytes();
+  BackwardProducts part1{a, dO, dqv, dkv, a.workspace, 0, 0};
+  BackwardWy part2{a, gr, dqv, dkv, a.workspace, 0, 0};
+  if (jobs == 0 || !a.workspace || !usable(a, 0, dO, products, walk_kernel<BackwardProducts>) ||
+      !usable(a, 0, dO, wy, walk_kernel<BackwardWy>))
+    return false;
+  const std::int64_t batch = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(jobs, std::int64_t(workspace_elems(Cuda{}, a) / per_job)));
+  for (std::int64_t job0 = 0; job0 < jobs; job0 += batch) {
+    const std::int64_t n = std::min(batch, jobs - job0);
+    part1.job0 = part2.job0 = job0;
+    launch(part1, n, products, dO);
+    launch(part2, n, wy, dO);
+  }
+  return true;
+}
 
 bool register_state_walk(const PassArgs<float>& a, const float* h_in, float* ht, int bv) {
   return launch(StateWalk{a, h_in, ht, bv}, walk_jobs(a, bv), rwalk::StateLayout{a.K, bv}.bytes(),

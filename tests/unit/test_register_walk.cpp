@@ -16,6 +16,7 @@
 #include "gdn/pass_walks.h"
 #include "gdn/random_inputs.h"
 #include "gdn/register_adjoint_walk.h"
+#include "gdn/register_backward.h"
 #include "gdn/register_outputs.h"
 #include "gdn/register_prepare.h"
 #include "gdn/register_state_walk.h"
@@ -73,6 +74,15 @@ struct EmulatedBlock {
   void commit() {}
   void wait_all() {}
 };
+
+// C rows of n elements of src from offset at (row stride `stride`), rows past `rows` zero:
+// one chunk's rows as the chunk kernel takes them.
+std::vector<float> chunk_rows(const std::vector<float>& src, std::int64_t at, std::int64_t stride,
+                              int rows, int C, int n) {
+  std::vector<float> r(std::size_t(C) * n, 0.0f);
+  for (int i = 0; i < rows; ++i) std::copy_n(src.data() + at + i * stride, n, r.data() + i * n);
+  return r;
+}
 
 struct WalkCase {
   const char* name;
@@ -199,20 +209,14 @@ void check_walks(const WalkCase& c) {
   {
     std::vector<float> ws(ChunkKernel<float, Bf16GroupExec>::workspace_size(C, K, V));
     ChunkKernel<float, Bf16GroupExec> math(C, K, V, a.scale, ws.data());
-    std::vector<float> rq(std::size_t(C) * K), rk(rq.size()), rv(std::size_t(C) * V), rg(C), rb(C);
     for (int bh = 0; bh < BH; ++bh)
       for (std::int64_t ci = 0; ci < nc; ++ci) {
         const rwalk::RowsAt at = rwalk::rows_at(a, bh, ci);
-        for (int i = 0; i < C; ++i) {
-          const bool in = i < at.rows;
-          for (int d = 0; d < K; ++d) {
-            rq[i * K + d] = in ? q[at.qk + i * at.qk_stride + d] : 0.0f;
-            rk[i * K + d] = in ? k[at.qk + i * at.qk_stride + d] : 0.0f;
-          }
-          for (int d = 0; d < V; ++d) rv[i * V + d] = in ? v[at.v + i * at.v_stride + d] : 0.0f;
-          rg[i] = in ? g[at.gb + i * at.gb_stride] : 0.0f;
-          rb[i] = in ? beta[at.gb + i * at.gb_stride] : 0.0f;
-        }
+        const std::vector<float> rq = chunk_rows(q, at.qk, at.qk_stride, at.rows, C, K),
+                                 rk = chunk_rows(k, at.qk, at.qk_stride, at.rows, C, K),
+                                 rv = chunk_rows(v, at.v, at.v_stride, at.rows, C, V),
+                                 rg = chunk_rows(g, at.gb, at.gb_stride, at.rows, C, 1),
+                                 rb = chunk_rows(beta, at.gb, at.gb_stride, at.rows, C, 1);
         math.prepare({rq.data(), rk.data(), rv.data(), rg.data(), rb.data()},
                      want_f.data() + (std::size_t(bh) * nc + ci) * fsize);
       }
@@ -223,7 +227,69 @@ void check_walks(const WalkCase& c) {
     for (std::int64_t job = 0; job < BH * nc; ++job) rwalk::prepare(blk, r, job, smem.data());
   }
 
+  // The backward's chunk jobs: ChunkKernel::backward on the emulated GEMM, chunk by chunk,
+  // from the walks' entry states and exit adjoints, against the two register kernels. Both
+  // take the bf16 factors (ChunkKernel::backward makes them again; the kernels read them).
+  const std::int64_t qk_elems = std::int64_t(B) * Tl * p.Hk * K;
+  const std::size_t n_qkv = std::size_t(p.group()) * qk_elems, n_v = std::size_t(B) * Tl * Hv * V,
+                    n_gb = std::size_t(B) * Tl * Hv;
+  std::vector<float> want_dqv(n_qkv, NAN), want_dkv(n_qkv, NAN), want_dv(n_v, NAN),
+      want_dg(n_gb, NAN), want_dbeta(n_gb, NAN);
+  std::vector<float> got_dqv = want_dqv, got_dkv = want_dkv, got_dv = want_dv, got_dg = want_dg,
+                     got_dbeta = want_dbeta;
+  {
+    PassArgs<float> r = a;
+    r.factors = want_f.data();
+    std::vector<float> ws(ChunkKernel<float, Bf16GroupExec>::workspace_size(C, K, V));
+    ChunkKernel<float, Bf16GroupExec> math(C, K, V, a.scale, ws.data());
+    std::vector<float> dh(KV), dq(std::size_t(C) * K), dk(dq.size()), dv(std::size_t(C) * V), dg(C),
+        db(C);
+    for (int bh = 0; bh < BH; ++bh)
+      for (std::int64_t ci = 0; ci < nc; ++ci) {
+        const rwalk::RowsAt at = rwalk::rows_at(r, bh, ci);
+        const std::vector<float> rq = chunk_rows(q, at.qk, at.qk_stride, at.rows, C, K),
+                                 rk = chunk_rows(k, at.qk, at.qk_stride, at.rows, C, K),
+                                 rv = chunk_rows(v, at.v, at.v_stride, at.rows, C, V),
+                                 rdO = chunk_rows(dO, at.v, at.v_stride, at.rows, C, V),
+                                 rg = chunk_rows(g, at.gb, at.gb_stride, at.rows, C, 1),
+                                 rb = chunk_rows(beta, at.gb, at.gb_stride, at.rows, C, 1);
+        std::copy_n(r.exit_adjoint(bh, ci), KV, dh.data());
+        math.backward({rq.data(), rk.data(), rv.data(), rg.data(), rb.data()},
+                      r.entry_state(bh, ci), rdO.data(), dh.data(),
+                      {dq.data(), dk.data(), dv.data(), dg.data(), db.data()});
+        const std::int64_t head = rwalk::head_rows(r, bh, at);
+        for (int i = 0; i < at.rows; ++i) {
+          std::copy_n(dq.data() + i * K, K, want_dqv.data() + head + i * at.qk_stride);
+          std::copy_n(dk.data() + i * K, K, want_dkv.data() + head + i * at.qk_stride);
+          std::copy_n(dv.data() + i * V, V, want_dv.data() + at.v + i * at.v_stride);
+          want_dg[at.gb + i * at.gb_stride] = dg[i];
+          want_dbeta[at.gb + i * at.gb_stride] = db[i];
+        }
+      }
+    const rwalk::ProductsLayout l1{K, V};
+    const rwalk::WyLayout l2{K, V};
+    std::vector<unsigned char> smem(std::max(l1.bytes(), l2.bytes()), 0xff);
+    std::vector<float> handoff(rwalk::BackwardHandoff{K, V}.floats(), NAN);
+    GdnGradView<float> gr;
+    gr.dv = got_dv.data();
+    gr.dg = got_dg.data();
+    gr.dbeta = got_dbeta.data();
+    EmulatedBlock blk;
+    for (std::int64_t job = 0; job < BH * nc; ++job) {
+      rwalk::backward_products(blk, r, dO.data(), got_dqv.data(), got_dkv.data(), handoff.data(),
+                               job, smem.data());
+      std::fill(smem.begin(), smem.end(), 0xff);  // part 2 finds nothing of part 1's
+      rwalk::backward_wy(blk, r, gr, got_dqv.data(), got_dkv.data(), handoff.data(), job,
+                         smem.data());
+    }
+  }
+
   INFO(c.name);
+  CHECK(same_bits(got_dqv, want_dqv));
+  CHECK(same_bits(got_dkv, want_dkv));
+  CHECK(same_bits(got_dv, want_dv));
+  CHECK(same_bits(got_dg, want_dg));
+  CHECK(same_bits(got_dbeta, want_dbeta));
   CHECK(same_bits(got_f, want_f));
   CHECK(rel_l2(got_f.data(), factors.data(), factors.size()) < 3e-2);
   CHECK(same_bits(got_states, want_states));
@@ -251,6 +317,26 @@ void check_walks(const WalkCase& c) {
   CHECK(rel_l2(got_U.data(), host_U.data(), host_U.size()) < 3e-2);
   CHECK(rel_l2(got_o.data(), host_o.data(), host_o.size()) < 3e-2);
   CHECK(rel_l2(got_D.data(), host_D.data(), host_D.size()) < 3e-2);
+  // The whole fp32 backward on the host (its fused walk), from the same adjoints: dq and dk
+  // summed over each key head's value heads, as the CUDA pass sums dqv and dkv.
+  GdnGradView<float> hg;
+  std::vector<float> host_dq(qk_elems), host_dk(qk_elems), host_dv(n_v), host_dg(n_gb),
+      host_db(n_gb), host_dh0(n_ht), hqv(std::max<std::size_t>(1, n_qkv - qk_elems)),
+      hkv(hqv.size());
+  hg.dq = host_dq.data(), hg.dk = host_dk.data(), hg.dv = host_dv.data();
+  hg.dg = host_dg.data(), hg.dbeta = host_db.data(), hg.dh0 = host_dh0.data();
+  pass::backward(Host{}, h, lambda.data(), dO.data(), dht.data(), hg, hqv.data(), hkv.data());
+  std::vector<float> sum_dq(qk_elems, 0.0f), sum_dk(qk_elems, 0.0f);
+  for (int j = 0; j < p.group(); ++j)
+    for (std::int64_t x = 0; x < qk_elems; ++x) {
+      sum_dq[x] += got_dqv[j * qk_elems + x];
+      sum_dk[x] += got_dkv[j * qk_elems + x];
+    }
+  CHECK(rel_l2(sum_dq.data(), host_dq.data(), host_dq.size()) < 3e-2);
+  CHECK(rel_l2(sum_dk.data(), host_dk.data(), host_dk.size()) < 3e-2);
+  CHECK(rel_l2(got_dv.data(), host_dv.data(), host_dv.size()) < 3e-2);
+  CHECK(rel_l2(got_dg.data(), host_dg.data(), host_dg.size()) < 3e-2);
+  CHECK(rel_l2(got_dbeta.data(), host_db.data(), host_db.size()) < 3e-2);
 }
 
 }  // namespace
@@ -296,6 +382,8 @@ TEST_CASE("The register kernels take only the shapes they are written for", "[re
   CHECK(rwalk::AdjointLayout{128, 64}.bytes() <= 227 * 1024);
   CHECK(3 * rwalk::OutputLayout{128, 64}.bytes() <= 227 * 1024);  // three blocks per SM
   CHECK(2 * rwalk::PrepareLayout{128, 128}.bytes() <= 227 * 1024);
+  CHECK(rwalk::ProductsLayout{128, 128}.bytes() <= 227 * 1024);
+  CHECK(rwalk::WyLayout{128, 128}.bytes() <= 227 * 1024);
   CHECK(rwalk::prepare_supported(64, 128, 128));
   CHECK_FALSE(rwalk::prepare_supported(64, 128, 96));  // V not a multiple of 64
 }
