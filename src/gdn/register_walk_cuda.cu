@@ -230,7 +230,7 @@ bool register_backward_chunks(const PassArgs<float>& a, const float* dO,
     return false;
   const std::int64_t batch = std::max<std::int64_t>(
       1, std::min<std::int64_t>(jobs, std::int64_t(workspace_elems(Cuda{}, a) / per_job)));
-  for (std::int64_t job0 = 0; job0 < jobs; job0 += batch) {
+  for (std::int64_t job0 = 0; job0 < jobs; job0 += batch) {  // usable() held above
     const std::int64_t n = std::min(batch, jobs - job0);
     part1.job0 = part2.job0 = job0;
     launch(part1, n, products, dO);

@@ -1,11 +1,11 @@
 // The register walks of gdn/register_walk.h on the GPU, for float passes in the bf16 mode:
 // prepare() (gdn/register_prepare.h), LocalPass::output's state walk and its outputs
-// (gdn/register_outputs.h), transition(),
-// adjoint() and backward()'s adjoint walk (part (a)) and its chunk jobs (part (b),
-// gdn/register_backward.h), each with the arguments of the kernel it replaces. Each returns false,
-// launching nothing, where the shape, the buffers' alignment or GDN_CUDA_WALK=tiled rule it out;
-// the caller then runs the tiled walk. bv: the column tile width the caller's launch rule chose. A
-// translation unit of its own, compiled beside the passes' (local_pass_cuda.cu).
+// (gdn/register_outputs.h), transition(), adjoint(), and backward()'s adjoint walk (part
+// (a)) and chunk jobs (part (b), gdn/register_backward.h), each with the arguments of the
+// kernel it replaces. Each returns false, launching nothing, where the shape, the
+// buffers' alignment or GDN_CUDA_WALK=tiled rule it out; the caller then runs the tiled
+// kernel. bv: the column tile width the caller's launch rule chose. A translation unit of
+// its own, compiled beside the passes' (local_pass_cuda.cu).
 #pragma once
 
 #include "gdn/pass_args.h"
