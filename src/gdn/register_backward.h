@@ -368,7 +368,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     const float* kk = KK + i * ldt;
     const float b = beta[i];
     for (int j = 0; j < i; ++j) {
-      dD[i * ldt + j] += dl[j] * b * kk[j];
+      dD[i * ldt + j] = fused(dl[j] * b, kk[j], dD[i * ldt + j]);
       dl[j] *= gt.D(i, j);
     }
     dbeta[i] = row_dot(dl, kk, i);
@@ -406,13 +406,13 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     const float rv = in ? row_dot(v_in + i * at.v_stride, dVb + i * ldvf, V) : 0.0f;
     const float rk = in ? row_dot(ki, dKb + i * ldkf, K) : 0.0f;
     const float de = in ? row_dot(ki, dk + i * ld, K) : 0.0f;
-    dbeta[i] += rv + Gam[i] * rk;
-    dGam[i] += beta[i] * rk;
+    dbeta[i] += fused(Gam[i], rk, rv);
+    dGam[i] = fused(beta[i], rk, dGam[i]);
     const float rowsum = row_dot(dD + i * ldt, Dm + i * ldt, i + 1);
-    dg[i] = Gam[i] * dGam[i] + rowsum - e[i] * de;
+    dg[i] = fused(-e[i], de, fused(Gam[i], dGam[i], rowsum));
     redC[i] = e[i] * de;
     float colsum = 0.0f;
-    for (int r = i; r < kC; ++r) colsum += dD[r * ldt + i] * Dm[r * ldt + i];
+    for (int r = i; r < kC; ++r) colsum = fused(dD[r * ldt + i], Dm[r * ldt + i], colsum);
     dg[i] -= colsum;
   });
   blk.threads([&](int tid) {
@@ -426,7 +426,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     each_element(w, chunk_tiles(K, warp), st.h, [&](int i, int j, float& x) {
       if (i >= rows) return;
       float& out = dk[i * ld + j];
-      x += beta[i] * Gam[i] * dKb[i * ldkf + j] + e[i] * out;
+      x += fused(beta[i] * Gam[i], dKb[i * ldkf + j], e[i] * out);
       out = x;
     });
   });
@@ -434,7 +434,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     if (tid != 0) return;
     float sum_ede = 0.0f;
     for (int i = 0; i < kC; ++i) sum_ede += redC[i];
-    dg[kC - 1] += sum_ede + Gam[kC - 1] * *ho.dgamma(ho_block);
+    dg[kC - 1] += fused(Gam[kC - 1], *ho.dgamma(ho_block), sum_ede);
     const float* g = vec(kG);
     for (int i = kC - 1; i >= 0; --i) {
       if (hd::is_minus_inf(g[i]))

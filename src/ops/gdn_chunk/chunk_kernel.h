@@ -542,7 +542,7 @@ GDN_HD void ChunkKernel<T, Exec>::backward(const ChunkRows<T>& r, const T* h, co
     const T* kk = KK_ + i * C;
     const T b = r.beta[i];
     for (int j = 0; j < i; ++j) {
-      dD_[i * C + j] += dl[j] * b * kk[j];
+      dD_[i * C + j] = fused(dl[j] * b, kk[j], dD_[i * C + j]);
       dl[j] *= D_[i * C + j];  // now dL .* D
     }
     out.dbeta[i] = row_dot(dl, kk, i);
@@ -558,11 +558,11 @@ GDN_HD void ChunkKernel<T, Exec>::backward(const ChunkRows<T>& r, const T* h, co
   for (int i = ex_.tid(); i < C; i += ex_.nthreads()) {
     const T rv = row_dot(r.v + i * V, dVb_ + i * V, V), rk = row_dot(r.k + i * K, dKb_ + i * K, K);
     const T de = row_dot(r.k + i * K, dkt_ + i * K, K);
-    out.dbeta[i] += rv + Gam_[i] * rk;
-    dGam_[i] += r.beta[i] * rk;
+    out.dbeta[i] += fused(Gam_[i], rk, rv);
+    dGam_[i] = fused(r.beta[i], rk, dGam_[i]);
     // dG without the column sums of dD .* D, added below.
     const T rowsum = row_dot(dD_ + i * C, D_ + i * C, i + 1);
-    out.dg[i] = Gam_[i] * dGam_[i] + rowsum - e_[i] * de;
+    out.dg[i] = fused(-e_[i], de, fused(Gam_[i], dGam_[i], rowsum));
     redC_[i] = e_[i] * de;
   }
   // The column sums of dD .* D read the rows of every thread; each is summed over i in
@@ -571,17 +571,17 @@ GDN_HD void ChunkKernel<T, Exec>::backward(const ChunkRows<T>& r, const T* h, co
   if constexpr (Exec::serial) {
     for (int j = 0; j < C; ++j) csum_[j] = 0;
     for (int i = 0; i < C; ++i)
-      for (int j = 0; j <= i; ++j) csum_[j] += dD_[i * C + j] * D_[i * C + j];
+      for (int j = 0; j <= i; ++j) csum_[j] = fused(dD_[i * C + j], D_[i * C + j], csum_[j]);
   } else {
     for (int j = ex_.tid(); j < C; j += ex_.nthreads()) {
       T colsum = 0;
-      for (int i = j; i < C; ++i) colsum += dD_[i * C + j] * D_[i * C + j];
+      for (int i = j; i < C; ++i) colsum = fused(dD_[i * C + j], D_[i * C + j], colsum);
       csum_[j] = colsum;
     }
   }
   each2d(C, V, [&](int i, int d) { out.dv[i * V + d] = r.beta[i] * dVb_[i * V + d]; });
   each2d(C, K, [&](int i, int d) {
-    out.dk[i * K + d] += r.beta[i] * Gam_[i] * dKb_[i * K + d] + e_[i] * dkt_[i * K + d];
+    out.dk[i * K + d] += fused(r.beta[i] * Gam_[i], dKb_[i * K + d], e_[i] * dkt_[i * K + d]);
   });
   ex_.sync();
   for (int j = ex_.tid(); j < C; j += ex_.nthreads()) out.dg[j] -= csum_[j];
@@ -590,7 +590,7 @@ GDN_HD void ChunkKernel<T, Exec>::backward(const ChunkRows<T>& r, const T* h, co
     T sum_ede = 0, dgamma = 0;
     for (int i = 0; i < C; ++i) sum_ede += redC_[i];
     for (int i = 0; i < K; ++i) dgamma += redK_[i];
-    out.dg[C - 1] += sum_ede + gamma * dgamma;
+    out.dg[C - 1] += fused(gamma, dgamma, sum_ede);
     // The reverse cumulative sum, restarting where the forward's sum restarted: a g = -inf
     // row gets no gradient (exp(g) dg = 0 there) and cuts the rows before it off from the
     // rows after it.

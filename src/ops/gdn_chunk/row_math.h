@@ -3,6 +3,7 @@
 // on alignment or thread count). On the GPU each is one thread's plain loop or call.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -30,6 +31,24 @@ GDN_HD T row_dot(const T* a, const T* b, int n) {
   for (int w = W / 2; w >= 1; w /= 2)
     for (int l = 0; l < w; ++l) part[l] += part[l + w];
   return part[0];
+#endif
+}
+
+// a b + c rounded once, said outright. GCC at -O3 with FMA and nvcc fuse a b + c where
+// they see fit, and where two products meet one sum (x + a b + c d) either may be the one
+// fused, which C++ leaves open. The backward's elementwise sums, which ChunkKernel::backward
+// and the GPU's register backward (gdn/register_backward.h) must round alike in two
+// different kernels, say it with this instead. One FMA instruction on the GPU and on an
+// FMA host (the build's -march=native), in vectorised loops too.
+template <typename T>
+GDN_HD T fused(T a, T b, T c) {
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(T) == 4)
+    return fmaf(a, b, c);
+  else
+    return ::fma(a, b, c);
+#else
+  return std::fma(a, b, c);
 #endif
 }
 
