@@ -104,15 +104,6 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
   const float s = a.scale;
   const float* u = fl.u(f);
   Bf16* du_out = ho.du(ho_block);
-  auto b_rows = [](const Bf16* m, int ld) {  // B(p, j) = m[p][j]
-    return [m, ld](int p, int j) { return to_float(m[p * ld + j]); };
-  };
-  auto b_cols = [](const Bf16* m, int ld) {  // B(p, j) = m[j][p]: the product with m^T
-    return [m, ld](int p, int j) { return to_float(m[j * ld + p]); };
-  };
-  auto a_rows = [](const Bf16* m, int ld) {
-    return [m, ld](int i, int p) { return to_float(m[i * ld + p]); };
-  };
   // v_new = u - w h, and du = k~ dh + s P^T dO: 64 columns of V at a time.
   blk.warps([&](const auto& w, int warp, auto&) {
     using W = std::remove_cvref_t<decltype(w)>;
@@ -120,13 +111,12 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
       Owned o = chunk_tiles(64, warp);
       o.j0 += cb;
       Acc<W> wh[kMaxChunkTiles], kd[kMaxChunkTiles], pd[kMaxChunkTiles];
-      warp_gemm(w, o, K, wh, a_rows(wb, ldk), b_rows(hb, ldv));
+      warp_gemm(w, o, K, wh, Rows{wb, ldk}, Rows{hb, ldv});
       each_element(w, o, wh, [&](int i, int j, float& d) {
         vn[i * ldv + j] = to_bf16(mma::epilogue(-1.0f, d, 1.0f, u[i * V + j]));
       });
-      warp_gemm(w, o, K, kd, a_rows(ktb, ldk), b_rows(dhb, ldv));
-      warp_gemm(
-          w, o, kC, pd, [&](int i, int p) { return to_float(Pb[p * ldc + i]); }, b_rows(dOb, ldv));
+      warp_gemm(w, o, K, kd, Rows{ktb, ldk}, Rows{dhb, ldv});
+      warp_gemm(w, o, kC, pd, Cols{Pb, ldc}, Rows{dOb, ldv});
       each_pair(w, o, pd, kd, [&](int i, int j, float& pdo, float kdh) {
         const Bf16 x = to_bf16(mma::epilogue(s, pdo, 1.0f, mma::epilogue(1.0f, kdh, 0.0f, 0.0f)));
         dub[i * ldv + j] = x;
@@ -153,24 +143,24 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
       Owned o = chunk_tiles(64, warp);
       o.j0 += cb;
       Acc<W> acc[kMaxChunkTiles];
-      warp_gemm(w, o, V, acc, a_rows(vn, ldv), b_cols(dhb, ldv));
+      warp_gemm(w, o, V, acc, Rows{vn, ldv}, Cols{dhb, ldv});
       each_element(w, o, acc, [&](int i, int j, float& d) {
         if (i < rows) dkt[i * ld + j] = mma::epilogue(1.0f, d, 0.0f, 0.0f);
       });
       Acc<W> x[kMaxChunkTiles];
-      warp_gemm(w, o, V, x, a_rows(dOb, ldv), b_cols(hb, ldv));
+      warp_gemm(w, o, V, x, Rows{dOb, ldv}, Cols{hb, ldv});
       each_element(w, o, x, [&](int i, int j, float& d) {
         if (i < rows) X[i * ld + j] = mma::epilogue(s, d, 0.0f, 0.0f);
       });
       Acc<W> dw[kMaxChunkTiles];
-      warp_gemm(w, o, V, dw, a_rows(dub, ldv), b_cols(hb, ldv));
+      warp_gemm(w, o, V, dw, Rows{dub, ldv}, Cols{hb, ldv});
       each_element(w, o, dw, [&](int i, int j, float& d) {
         dw_out[i * K + j] = to_bf16(mma::epilogue(-1.0f, d, 0.0f, 0.0f));
       });
     }
     const Owned o = chunk_tiles(64, warp);
     Acc<W> acc[kMaxChunkTiles];
-    warp_gemm(w, o, V, acc, a_rows(dOb, ldv), b_cols(vn, ldv));
+    warp_gemm(w, o, V, acc, Rows{dOb, ldv}, Cols{vn, ldv});
     each_element(w, o, acc,
                  [&](int i, int j, float& d) { dP[i * kC + j] = mma::epilogue(s, d, 0.0f, 0.0f); });
   });
@@ -267,18 +257,15 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   blk.warps([&](const auto& w, int warp, auto&) {
     using W = std::remove_cvref_t<decltype(w)>;
     const Owned o = chunk_tiles(kC, warp);
-    auto k_row = [&](int p, int j) { return to_float(kb[j * ldk + p]); };
     Acc<W> acc[kMaxChunkTiles];
-    warp_gemm(
-        w, o, K, acc, [&](int i, int p) { return to_float(kb[i * ldk + p]); }, k_row);
+    warp_gemm(w, o, K, acc, Rows{kb, ldk}, Cols{kb, ldk});
     each_element(w, o, acc, [&](int i, int j, float& d) {
       const float kk = mma::epilogue(1.0f, d, 0.0f, 0.0f);
       KK[i * ldt + j] = kk;
       L[i * ldt + j] = j < i ? beta[i] * kk * gt.D(i, j) : 0.0f;
     });
     Acc<W> qk[kMaxChunkTiles];
-    warp_gemm(
-        w, o, K, qk, [&](int i, int p) { return to_float(qb[i * ldk + p]); }, k_row);
+    warp_gemm(w, o, K, qk, Rows{qb, ldk}, Cols{kb, ldk});
     each_element(w, o, qk, [&](int i, int j, float& d) {
       const bool in = j <= i;
       const float p = dP[i * kC + j];
@@ -288,15 +275,13 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   });
   blk.sync();
   // dq = Gamma X + (dP .* D) k; dk = (dP .* D)^T q, kept in the warps' accumulators.
-  auto k_at = [&](int p, int j) { return to_float(kb[p * ldk + j]); };
   blk.warps([&](const auto& w, int warp, auto& st) {
     using W = std::remove_cvref_t<decltype(w)>;
     for (int cb = 0; cb < K; cb += 64) {
       Owned o = chunk_tiles(64, warp);
       o.j0 += cb;
       Acc<W> acc[kMaxChunkTiles];
-      warp_gemm(
-          w, o, kC, acc, [&](int i, int p) { return to_float(cc[i * ldt + p]); }, k_at);
+      warp_gemm(w, o, kC, acc, Rows{cc, ldt}, Rows{kb, ldk});
       each_element(w, o, acc, [&](int i, int j, float& d) {
         if (i >= rows) return;
         float& x = dq[i * ld + j];
@@ -305,9 +290,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     }
     const Owned o = chunk_tiles(K, warp);
     each_element(w, o, st.h, [](int, int, float& x) { x = 0.0f; });
-    warp_gemm(
-        w, o, kC, st.h, [&](int i, int p) { return to_float(cc[p * ldt + i]); },
-        [&](int p, int j) { return to_float(qb[p * ldk + j]); });
+    warp_gemm(w, o, kC, st.h, Cols{cc, ldt}, Rows{qb, ldk});
     each_element(w, o, st.h, [](int, int, float& x) { x = mma::epilogue(1.0f, x, 0.0f, 0.0f); });
   });
   unit_lower_inverse(blk, L, T, ldt, Ly.merges(smem));  // L is visible since the last barrier
@@ -330,8 +313,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
       float* out = of_v ? dVb : dKb;
       Acc<W> acc[kMaxChunkTiles];
       warp_gemm(
-          w, o, kC, acc, [&](int i, int p) { return T[p * ldt + i]; },
-          [&](int p, int j) { return to_float(src[p * lds + j]); });
+          w, o, kC, acc, [&](int i, int p) { return T[p * ldt + i]; }, Rows{src, lds});
       each_element(w, o, acc, [&](int i, int j, float& d) {
         out[i * ldo + j] = mma::epilogue(1.0f, d, 0.0f, 0.0f);
       });
@@ -350,11 +332,9 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     const Owned o = chunk_tiles(kC, warp);
     Acc<W> vu[kMaxChunkTiles], kw[kMaxChunkTiles];
     warp_gemm(
-        w, o, V, vu, [&](int i, int p) { return dVb[i * ldvf + p]; },
-        [&](int p, int j) { return to_float(dvb[j * ldv + p]); });
+        w, o, V, vu, [&](int i, int p) { return dVb[i * ldvf + p]; }, Cols{dvb, ldv});
     warp_gemm(
-        w, o, K, kw, [&](int i, int p) { return dKb[i * ldkf + p]; },
-        [&](int p, int j) { return to_float(dkb[j * ldk + p]); });
+        w, o, K, kw, [&](int i, int p) { return dKb[i * ldkf + p]; }, Cols{dkb, ldk});
     each_pair(w, o, kw, vu, [&](int i, int j, float& x, float y) {
       dL[i * ldt + j] = mma::epilogue(-1.0f, x, 1.0f, mma::epilogue(-1.0f, y, 0.0f, 0.0f));
     });
@@ -392,8 +372,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     using W = std::remove_cvref_t<decltype(w)>;
     const Owned o = chunk_tiles(K, warp);
     Acc<W> acc[kMaxTiles];
-    warp_gemm(
-        w, o, kC, acc, [&](int i, int p) { return to_float(cc[i * ldt + p]); }, k_at);
+    warp_gemm(w, o, kC, acc, Rows{cc, ldt}, Rows{kb, ldk});
     each_pair(w, o, st.h, acc,
               [](int, int, float& x, float y) { x = mma::epilogue(1.0f, y, 1.0f, x); });
   });

@@ -90,6 +90,19 @@ GDN_HD void warp_gemm(const W& w, const Owned& o, int k, Acc<W> (&acc)[kTiles], 
   }
 }
 
+// A bf16 tile in shared memory as a warp_gemm operand: element (r, c) is m[r][c] (Rows),
+// or m[c][r] (Cols: the product with the tile's transpose).
+struct Rows {
+  const Bf16* m;
+  int ld;
+  GDN_HD float operator()(int r, int c) const { return to_float(m[r * ld + c]); }
+};
+struct Cols {
+  const Bf16* m;
+  int ld;
+  GDN_HD float operator()(int r, int c) const { return to_float(m[c * ld + r]); }
+};
+
 // f(i, j, value&) for every element of the warp's tiles o of acc, lane by lane.
 template <int kTiles, typename W, typename F>
 GDN_HD void each_element(const W& w, const Owned& o, Acc<W> (&acc)[kTiles], F f) {

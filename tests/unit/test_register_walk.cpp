@@ -106,6 +106,18 @@ void check_walks(const WalkCase& c) {
                            g = token_slice(d.g, c.t0, c.t1).data,
                            beta = token_slice(d.beta, c.t0, c.t1).data;
   const SliceLayout L(p, c.t0, c.t1);
+  // Chunk ci of bh's rows, zero-padded to C, as ChunkKernel takes them.
+  struct Rows {
+    std::vector<float> q, k, v, g, beta;
+    ChunkRows<float> view() const { return {q.data(), k.data(), v.data(), g.data(), beta.data()}; }
+  };
+  auto rows_of = [&](const rwalk::RowsAt& at) {
+    return Rows{chunk_rows(q, at.qk, at.qk_stride, at.rows, C, K),
+                chunk_rows(k, at.qk, at.qk_stride, at.rows, C, K),
+                chunk_rows(v, at.v, at.v_stride, at.rows, C, V),
+                chunk_rows(g, at.gb, at.gb_stride, at.rows, C, 1),
+                chunk_rows(beta, at.gb, at.gb_stride, at.rows, C, 1)};
+  };
   const std::int64_t nc = std::int64_t(L.chunks.size()), BH = std::int64_t(B) * Hv;
   const std::size_t fsize = ChunkFactors<float>{C, K, V}.size(), KV = std::size_t(K) * V;
   std::vector<float> factors(BH * nc * fsize), want_states(BH * nc * KV, NAN);
@@ -212,13 +224,7 @@ void check_walks(const WalkCase& c) {
     for (int bh = 0; bh < BH; ++bh)
       for (std::int64_t ci = 0; ci < nc; ++ci) {
         const rwalk::RowsAt at = rwalk::rows_at(a, bh, ci);
-        const std::vector<float> rq = chunk_rows(q, at.qk, at.qk_stride, at.rows, C, K),
-                                 rk = chunk_rows(k, at.qk, at.qk_stride, at.rows, C, K),
-                                 rv = chunk_rows(v, at.v, at.v_stride, at.rows, C, V),
-                                 rg = chunk_rows(g, at.gb, at.gb_stride, at.rows, C, 1),
-                                 rb = chunk_rows(beta, at.gb, at.gb_stride, at.rows, C, 1);
-        math.prepare({rq.data(), rk.data(), rv.data(), rg.data(), rb.data()},
-                     want_f.data() + (std::size_t(bh) * nc + ci) * fsize);
+        math.prepare(rows_of(at).view(), want_f.data() + (std::size_t(bh) * nc + ci) * fsize);
       }
     PassArgs<float> r = a;
     r.factors = got_f.data();
@@ -247,15 +253,9 @@ void check_walks(const WalkCase& c) {
     for (int bh = 0; bh < BH; ++bh)
       for (std::int64_t ci = 0; ci < nc; ++ci) {
         const rwalk::RowsAt at = rwalk::rows_at(r, bh, ci);
-        const std::vector<float> rq = chunk_rows(q, at.qk, at.qk_stride, at.rows, C, K),
-                                 rk = chunk_rows(k, at.qk, at.qk_stride, at.rows, C, K),
-                                 rv = chunk_rows(v, at.v, at.v_stride, at.rows, C, V),
-                                 rdO = chunk_rows(dO, at.v, at.v_stride, at.rows, C, V),
-                                 rg = chunk_rows(g, at.gb, at.gb_stride, at.rows, C, 1),
-                                 rb = chunk_rows(beta, at.gb, at.gb_stride, at.rows, C, 1);
+        const std::vector<float> rdO = chunk_rows(dO, at.v, at.v_stride, at.rows, C, V);
         std::copy_n(r.exit_adjoint(bh, ci), KV, dh.data());
-        math.backward({rq.data(), rk.data(), rv.data(), rg.data(), rb.data()},
-                      r.entry_state(bh, ci), rdO.data(), dh.data(),
+        math.backward(rows_of(at).view(), r.entry_state(bh, ci), rdO.data(), dh.data(),
                       {dq.data(), dk.data(), dv.data(), dg.data(), db.data()});
         const std::int64_t head = rwalk::head_rows(r, bh, at);
         for (int i = 0; i < at.rows; ++i) {
