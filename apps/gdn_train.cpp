@@ -9,11 +9,15 @@
 // rank and the ranks agree on the outcome before training, so bad input gives one message
 // and exit code 1 everywhere. A non-finite loss stops the run on every rank at that step
 // (exit 1); any other failure during training, or a rank that stops making progress
-// (--watchdog-s), ends the whole job.
+// (--watchdog-s), ends the whole job. SIGTERM or SIGUSR1 (--stop-signals) stops every
+// rank at the same step boundary, saves a checkpoint there and exits with 75 (preempted,
+// resumable). Rank 0 holds the checkpoint directory's lock (train/run_lock.h) for the
+// whole run.
 #include <spdlog/spdlog.h>
 
 #include <cxxopts.hpp>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "comm/call_sites.h"
@@ -23,12 +27,16 @@
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "core/stop_signal.h"
 #include "core/watchdog.h"
-#include "core/writable_dir.h"
 #include "cp/shard.h"
 #include "model/hf_weights.h"
+#include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/hf_export.h"
 #include "train/run_config.h"
+#include "train/run_identity.h"
+#include "train/run_lock.h"
 #include "train/trainer.h"
 #if GDN_HAVE_CUDA
 #include "comm/device_communicator.h"
@@ -84,9 +92,31 @@ cxxopts::Options make_options() {
       if (std::holds_alternative<bool TrainConfig::*>(f.member)) value->implicit_value("true");
       o.add_options()(f.flag, std::string(f.help) + " [train." + f.key + "]", value);
     }
-  o.add_options()("resume",
-                  "continue from the newest complete checkpoint in the checkpoint directory; "
-                  "refused when it was written by another architecture")(
+  o.add_options()(
+      "resume",
+      "continue from the newest complete checkpoint in the checkpoint directory; refused when "
+      "it was written by another architecture, or by another run (its seed, data and size, "
+      "seq_len, batch, documents, or model and optimizer settings differ: each difference "
+      "is named)")(
+      "accept-changes",
+      "with --resume: continue a checkpoint whose run differed in these keys, as intended "
+      "(comma-separated: seed, data, data_bytes, seq_len, batch_size, documents, config). "
+      "None of them continues the same curve: a new seed or data file is another run. Safe "
+      "without this flag: a longer or shorter --steps, another layout (dp, cp, ep, shard), "
+      "dtype, recompute",
+      cxxopts::value<std::string>())(
+      "stop-signals",
+      "signals that stop the run gracefully (comma-separated of TERM, INT, HUP, USR1, USR2, "
+      "QUIT, XCPU; or none): at the next step boundary every rank stops at the same step, "
+      "writes a checkpoint and exits with status 75 (preempted, resumable); a second signal "
+      "does not interrupt the save. Slurm sends SIGTERM on scancel, preemption and the time "
+      "limit, KillWait (30 s) before SIGKILL",
+      cxxopts::value<std::string>()->default_value("TERM,USR1"))(
+      "lock-stale-s",
+      "the checkpoint directory's lock (held by rank 0 for the whole run, with a heartbeat): "
+      "a lock whose heartbeat is older than this many seconds is taken over with a warning; "
+      "one whose run was on this host and has ended is taken over at once",
+      cxxopts::value<std::string>()->default_value("300"))(
       "overwrite-checkpoints",
       "a run without --resume refuses a checkpoint directory that holds checkpoints of an "
       "earlier run (it would overwrite some and leave the rest for a later --resume); this "
@@ -111,6 +141,9 @@ struct Setup {
   std::optional<DType> export_dtype;  // unset: the run's dtype
   std::string tie_note;  // a tied head the --init-from checkpoint unties (warned about)
   bool resume = false, overwrite_checkpoints = false;
+  std::vector<std::string> accepted_changes;  // --accept-changes
+  std::vector<int> stop_signals;              // --stop-signals
+  double lock_stale_s = 300;
   app::Device device = app::Device::cpu;
   std::shared_ptr<const TokenSource> data;  // train.data, opened once for the whole run
 };
@@ -138,6 +171,14 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
   if (res.count("export-dtype"))
     s.export_dtype = parse_run_dtype(res["export-dtype"].as<std::string>(), "--export-dtype");
   if (res.count("exchange-out")) s.exchange_out = res["exchange-out"].as<std::string>();
+  s.stop_signals = stop_signal::parse(res["stop-signals"].as<std::string>(), "--stop-signals");
+  {
+    const std::string v = res["lock-stale-s"].as<std::string>();
+    char* end = nullptr;
+    s.lock_stale_s = std::strtod(v.c_str(), &end);
+    GDN_CHECK(!v.empty() && end && *end == '\0' && s.lock_stale_s >= 1 && s.lock_stale_s <= 1e6,
+              "--lock-stale-s ", v, ": expected a number of seconds in [1, 1e6]");
+  }
   if (res.count("config")) {
     s.cfg = load_config(res["config"].as<std::string>(), train_file);
   }
@@ -168,6 +209,10 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
   GDN_CHECK(!s.overwrite_checkpoints || !t.checkpoint_dir.empty(),
             "--overwrite-checkpoints needs a checkpoint directory (--checkpoint-dir or "
             "train.checkpoint_dir)");
+  if (res.count("accept-changes")) {
+    GDN_CHECK(s.resume, "--accept-changes applies to --resume, which is not given");
+    s.accepted_changes = parse_accepted_changes(res["accept-changes"].as<std::string>());
+  }
   GDN_CHECK(!(s.resume && s.overwrite_checkpoints),
             "--resume continues the run in the checkpoint directory and --overwrite-checkpoints "
             "deletes its checkpoints: pass one of them");
@@ -175,6 +220,15 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
   // Opening the data now makes a missing, too-short or out-of-range file a set-up error;
   // the trainer and the start-up line use this source (a token file is scanned once).
   s.data = make_token_source(t.data, s.cfg.model.vocab_size, t.seed, t.seq_len);
+  GDN_CHECK(
+      t.documents != DocumentSplit::eos || s.data->can_count_targets(s.cfg.model.eos_token_id),
+      "train.data ", t.data, t.origin("data"), " with train.documents eos", t.origin("documents"),
+      " gives no counted target at all: ",
+      is_indexed_dataset(t.data)
+          ? std::string("every document of its index is one token long")
+          : "every token is the EOS id " + std::to_string(s.cfg.model.eos_token_id) +
+                " (model.eos_token_id)",
+      ", so each document is a lone EOS and every target is masked: nothing to train on");
   return s;
 }
 
@@ -199,12 +253,16 @@ template <typename T, typename Dev>
 int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   std::unique_ptr<Communicator> device_world;
   std::unique_ptr<Trainer<T, Dev>> trainer;
+  std::unique_ptr<RunLock> lock;  // released last, after the export
   const int on_node = ranks_on_this_node(MPI_COMM_WORLD);
-  // Rank 0 writes the export after the last step: it checks now that it can (apart from
-  // the trainer's set-up, which holds collectives that every rank must reach).
+  // Rank 0 takes the checkpoint directory before anything is written there, and checks
+  // that it can write the export after the last step (apart from the trainer's set-up,
+  // which holds collectives that every rank must reach).
   if (!app::run_setup_collectively(world, [&] {
-        if (world.rank() == 0 && !s.export_hf.empty())
-          require_writable_dir(s.export_hf, "the --export-hf directory");
+        if (world.rank() != 0) return;
+        if (!s.cfg.train.checkpoint_dir.empty())
+          lock = std::make_unique<RunLock>(s.cfg.train.checkpoint_dir, s.lock_stale_s);
+        if (!s.export_hf.empty()) check_export_dir(s.export_hf);
       }))
     return 1;
   // Building the mesh and loading a checkpoint can fail too: agree before training.
@@ -222,6 +280,8 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
         opt.init_from = s.init_from;
         opt.data = s.data;
         opt.exchange_out = s.exchange_out;
+        opt.accepted_changes = s.accepted_changes;
+        opt.stop_requested = [] { return stop_signal::received(); };
         trainer = std::make_unique<Trainer<T, Dev>>(s.cfg, world,
                                                     device_world ? *device_world : world, opt);
       }))
@@ -234,6 +294,20 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
     if (world.rank() == 0) spdlog::error("{}", result.stopped);
     return 1;
   }
+  if (result.stop_signal) {
+    const std::int64_t at = trainer->next_step();
+    const std::string& dir = s.cfg.train.checkpoint_dir;
+    if (world.rank() == 0)
+      spdlog::warn(
+          "{}: preempted at step {} of {}: {}; exiting with status {} (preempted, "
+          "resumable)",
+          stop_signal::name(result.stop_signal), at, s.cfg.train.steps,
+          dir.empty() ? std::string("no --checkpoint-dir, so this run's steps are lost")
+          : at == 0   ? std::string("no step had run, nothing to save")
+                    : "checkpoint " + checkpoint_path(dir, at) + " written; continue with --resume",
+          stop_signal::kPreemptedExit);
+    return stop_signal::kPreemptedExit;
+  }
   if (!s.export_hf.empty())
     trainer->export_hf(s.export_hf, s.export_max_bytes, s.export_dtype.value_or(s.cfg.train.dtype));
   // Each rank's CPU time in the steps: the largest and the mean over the ranks.
@@ -241,16 +315,20 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   world.all_reduce_max(&cpu_max, 1, app_sites::kCpuTime);
   world.all_reduce_sum(&cpu_sum, 1, app_sites::kCpuTime);
   if (world.rank() != 0 || result.steps.empty()) return 0;
-  double tokens = 0, ms = 0;
+  double tokens = 0, ms = 0, loss = std::numeric_limits<double>::quiet_NaN();
   for (const StepRecord& r : result.steps) {
     tokens += double(r.tokens);
     ms += r.step_ms;
+    if (!r.skipped) loss = r.loss;
   }
+  if (result.skipped_steps > 0)
+    spdlog::warn("{} of {} steps were skipped: their batches had no counted target",
+                 result.skipped_steps, result.steps.size());
   spdlog::info(
       "done: {} steps, final loss {:.6f}, {:.0f} tokens/s on {} ranks (dp={} cp={}), peak RSS of "
       "the largest rank {}, CPU time in the steps per rank: max {:.3f} s, mean {:.3f} s",
-      result.steps.size(), result.steps.back().loss, tokens / (ms / 1000.0), world.size(),
-      s.cfg.train.dp, s.cfg.train.cp, format_bytes(double(result.steps.back().peak_rss)), cpu_max,
+      result.steps.size(), loss, tokens / (ms / 1000.0), world.size(), s.cfg.train.dp,
+      s.cfg.train.cp, format_bytes(double(result.steps.back().peak_rss)), cpu_max,
       cpu_sum / world.size());
   return 0;
 }
@@ -295,8 +373,14 @@ void announce(const Setup& s, int world_size) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // From the start, so that a signal during set-up (a long data scan, say) stops the run
+  // before its first step instead of killing it; --stop-signals narrows the set later.
+  const std::vector<int> defaults = stop_signal::parse("TERM,USR1", "the default stop signals");
+  stop_signal::install(defaults);
   return app::mpi_main<Setup>(
-      argc, argv, "gdn_train", make_options(), parse, [](Communicator& world, const Setup& s) {
+      argc, argv, "gdn_train", make_options(), parse, [&](Communicator& world, const Setup& s) {
+        stop_signal::restore_defaults(defaults);
+        stop_signal::install(s.stop_signals);
         const std::string heartbeats =
             s.cfg.train.watchdog_s > 0 ? app::make_heartbeat_dir(world) : std::string();
         Watchdog watchdog(s.cfg.train.watchdog_s, world.rank(), world.size(), heartbeats);

@@ -94,6 +94,9 @@ inline constexpr const char* kTargetCount = "train.target_count";
 // Max and sum of the attention work per rank, and the documents of the first step, for
 // the log.
 inline constexpr const char* kStats = "train.stats";
+// At each step boundary, outside the step: the largest stop signal any rank received
+// (one int), and after the stop's checkpoint, that every part is written.
+inline constexpr const char* kStopAgree = "train.stop_agree";
 // All-gather of every rank's counters for --exchange-out (its length first, as a max).
 inline constexpr const char* kExchangeRecord = "train.exchange_record";
 }  // namespace train_sites

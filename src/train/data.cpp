@@ -205,6 +205,9 @@ class TextFileSource final : public PartSource {
     std::array<double, 256> prob{};
     for (std::size_t b = 0; b < 256; ++b) prob[b] = double(count[b]) / double(file_.size());
     unigram_entropy_ = entropy_nats(prob);
+    all_one_byte_ = *std::max_element(count.begin(), count.end()) == file_.size()
+                        ? int(std::max_element(count.begin(), count.end()) - count.begin())
+                        : -1;
   }
 
   void window_part(std::int64_t step, std::int64_t index, std::int64_t len, std::int64_t begin,
@@ -219,6 +222,8 @@ class TextFileSource final : public PartSource {
   }
 
   double unigram_entropy() const override { return unigram_entropy_; }
+  std::int64_t stored_bytes() const override { return file_.size(); }
+  bool can_count_targets(std::int32_t eos) const override { return all_one_byte_ != eos; }
 
   std::string describe() const override {
     std::ostringstream os;
@@ -246,6 +251,7 @@ class TextFileSource final : public PartSource {
   std::uint64_t seed_;
   PositionalFile file_;
   double unigram_entropy_ = 0;
+  int all_one_byte_ = -1;  // the byte every byte of the file is, else -1
 };
 
 // The element types of token files.
@@ -332,6 +338,8 @@ class TokenFileSource final : public PartSource {
   }
 
   double unigram_entropy() const override { return unigram_entropy_; }
+  std::int64_t stored_bytes() const override { return file_.size(); }
+  bool can_count_targets(std::int32_t eos) const override { return all_one_id_ != eos; }
   std::int64_t tokens() const { return n_; }
   // Where window (step, index, len) starts in the stream.
   std::int64_t window_start(std::int64_t step, std::int64_t index, std::int64_t len) const {
@@ -390,6 +398,8 @@ class TokenFileSource final : public PartSource {
     std::vector<double> prob(count.size());
     for (std::size_t t = 0; t < count.size(); ++t) prob[t] = double(count[t]) / double(n_);
     unigram_entropy_ = entropy_nats(prob);
+    const auto top = std::max_element(count.begin(), count.end());
+    all_one_id_ = *top == n_ ? std::int32_t(top - count.begin()) : -1;
   }
 
   std::string path_;
@@ -399,6 +409,7 @@ class TokenFileSource final : public PartSource {
   std::int64_t begin_ = 0;  // byte offset of token 0 in the file
   std::int64_t n_ = 0;      // tokens in the stream
   double unigram_entropy_ = 0;
+  std::int32_t all_one_id_ = -1;  // the id every token of the file is, else -1
 };
 
 // A Megatron-LM indexed dataset: the .bin's tokens as a raw token file of the index's
@@ -426,6 +437,9 @@ class MegatronSource final : public PartSource {
     return out;
   }
   double unigram_entropy() const override { return tokens_.unigram_entropy(); }
+  std::int64_t stored_bytes() const override { return tokens_.stored_bytes(); }
+  // The index says where documents end, whatever the tokens.
+  bool can_count_targets(std::int32_t) const override { return index_.has_multi_token_document(); }
   std::string describe() const override {
     std::ostringstream os;
     os << "Megatron dataset " << index_.path() << " (" << index_.documents() << " documents), "

@@ -34,6 +34,15 @@ class TokenSource {
   // learns anything beyond frequencies gets its loss below this.
   virtual double unigram_entropy() const = 0;
   virtual std::string describe() const = 0;
+  // The size of the data's file in bytes (0 for synthetic data): part of a run's identity.
+  virtual std::int64_t stored_bytes() const { return 0; }
+  // Whether a document split at `eos` (or the source's own record) can have a counted
+  // target: some document of two tokens or more. False for data that is all EOS, whose
+  // every target train.documents eos would mask: nothing to train on.
+  virtual bool can_count_targets(std::int32_t eos) const {
+    (void)eos;
+    return true;
+  }
 };
 
 // data = "synthetic": a seeded random Markov chain over vocab_size tokens (each token has

@@ -1,15 +1,23 @@
 #include "train/hf_export.h"
 
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "comm/call_sites.h"
 #include "core/atomic_file.h"
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/writable_dir.h"
 #include "model/hf_weights.h"
 
 namespace gdn {
@@ -59,7 +67,116 @@ const char* torch_dtype_name(DType t) {
   return t == DType::bf16 ? "bfloat16" : t == DType::f32 ? "float32" : "float64";
 }
 
+namespace fs = std::filesystem;
+
+// The names an export writes.
+bool is_export_file(const std::string& name) {
+  static const std::regex shard(R"(model-[0-9]{5}-of-[0-9]{5}\.safetensors)");
+  return name == "config.json" || name == "model.safetensors" ||
+         name == "model.safetensors.index.json" || std::regex_match(name, shard);
+}
+
+// DIR as an absolute path through its links ("." and a link to a directory work: the
+// directory they name is swapped, a link stays a link).
+fs::path export_path(const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  if (!p.has_filename()) p = p.parent_path();
+  return p;
+}
+
+// The regular files of dir an export does not write; the other entries it does not
+// write go to `refused`.
+std::vector<std::string> foreign_entries(const fs::path& dir, std::vector<std::string>* refused) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (is_export_file(name)) continue;
+    if (e.is_regular_file(ec) && !e.is_symlink(ec))
+      files.push_back(name);
+    else if (refused)
+      refused->push_back(name);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void sync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+// Puts the export written in `fresh` in place of dir (see the header), carrying dir's
+// files that an export does not write.
+void swap_in(const fs::path& fresh, const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    fs::rename(fresh, dir, ec);
+    GDN_CHECK(!ec, "--export-hf: cannot move the export into '", dir.string(), "': ", ec.message());
+    sync_dir(dir.parent_path());
+    return;
+  }
+  std::vector<std::string> refused;
+  const std::vector<std::string> carried = foreign_entries(dir, &refused);
+  std::string list;
+  for (const std::string& x : refused) list += (list.empty() ? "" : ", ") + x;
+  GDN_CHECK(refused.empty(), "--export-hf: '", dir.string(), "' now holds entries an export does ",
+            "not write and cannot carry over (", list, "); the new export is left in '",
+            fresh.string(), "'");
+  for (const std::string& name : carried) {
+    const fs::path from = dir / name, to = fresh / name;
+    if (::link(from.c_str(), to.c_str()) != 0) fs::copy_file(from, to, ec);
+    GDN_CHECK(!ec, "--export-hf: cannot carry '", from.string(),
+              "' into the new export: ", ec.message());
+  }
+  if (!carried.empty()) {
+    std::string names;
+    for (const std::string& x : carried) names += (names.empty() ? "" : ", ") + x;
+    spdlog::warn(
+        "--export-hf: {} holds files an export does not write, kept beside the new "
+        "export: {}",
+        dir.string(), names);
+  }
+  sync_dir(fresh);
+  if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+    const int err = errno;
+    GDN_CHECK(err == EINVAL || err == ENOSYS || err == EOPNOTSUPP, "--export-hf: cannot swap '",
+              fresh.string(), "' with '", dir.string(), "': ", std::strerror(err));
+    // No exchange here: the old export aside, then the new one in, in two renames.
+    const fs::path old = fs::path(fresh.string() + ".old");
+    fs::rename(dir, old, ec);
+    GDN_CHECK(!ec, "--export-hf: cannot move the old export '", dir.string(),
+              "' aside: ", ec.message());
+    fs::rename(fresh, dir, ec);
+    GDN_CHECK(!ec, "--export-hf: cannot move the new export into '", dir.string(),
+              "': ", ec.message(), " (the old one is in '", old.string(), "')");
+    fs::remove_all(old, ec);
+  } else {
+    fs::remove_all(fresh, ec);  // the old export, now
+  }
+  sync_dir(dir.parent_path());
+}
+
 }  // namespace
+
+void check_export_dir(const std::string& dir) {
+  require_writable_dir(dir, "the --export-hf directory");
+  const fs::path p = export_path(dir);
+  require_writable_dir(p.parent_path().string(),
+                       "the parent of the --export-hf directory (the new "
+                       "export is written beside it, then swapped in)");
+  std::vector<std::string> refused;
+  (void)foreign_entries(p, &refused);
+  std::string list;
+  for (const std::string& x : refused) list += (list.empty() ? "" : ", ") + x;
+  GDN_CHECK(refused.empty(), "--export-hf '", dir, "' holds entries an export does not write (",
+            list,
+            "): the export replaces the directory as a whole and carries only plain files; "
+            "move them or export to another directory");
+}
 
 template <typename T>
 void write_hf_export(Communicator& comm, const std::string& dir, const ModelConfig& c,
@@ -72,13 +189,30 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
   ModelConfig text = c;  // the text model only, under "model."
   text.multimodal = false;
   const bool root = comm.rank() == 0;
+  // The new export is written beside dir, then swapped in whole.
+  const fs::path target = export_path(dir);
+  std::string hidden(".");  // appended, not "." + ...: GCC 12 warns there (-Wrestrict)
+  hidden += target.filename().string();
+  hidden += ".gdn-export-" + std::to_string(::getpid());
+  const fs::path fresh = target.parent_path() / hidden;
+  const std::string out = fresh.string();
+  // A failed export leaves the previous one as it was, and nothing of its own.
+  struct Discard {
+    const fs::path& p;
+    bool on;
+    ~Discard() {
+      std::error_code ec;
+      if (on) fs::remove_all(p, ec);
+    }
+  } discard{fresh, root};
   if (root) {
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    GDN_CHECK(!ec, "--export-hf: cannot create directory '", dir, "': ", ec.message());
+    fs::remove_all(fresh, ec);  // a crashed export's, with the same pid
+    fs::create_directories(fresh, ec);
+    GDN_CHECK(!ec, "--export-hf: cannot create directory '", out, "': ", ec.message());
     nlohmann::json config = to_json(text);
     config["dtype"] = torch_dtype_name(file_dtype);
-    (void)write_file_atomically(dir + "/config.json", config.dump(2) + "\n", "--export-hf");
+    (void)write_file_atomically(out + "/config.json", config.dump(2) + "\n", "--export-hf");
   }
   const std::vector<HfTensorMap> maps = hf_tensor_maps(text, whole, false);
   std::vector<std::int64_t> bytes;
@@ -118,14 +252,17 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
                            stored.data() + base[i] * es);
       weight_map[m.name] = file_name(f);
     }
-    write_safetensors(dir + "/" + file_name(f), tensors, {{"format", "pt"}});
+    write_safetensors(out + "/" + file_name(f), tensors, {{"format", "pt"}});
     total += size * es;
   }
-  if (root && n_files > 1) {
+  if (!root) return;
+  if (n_files > 1) {
     const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    (void)write_file_atomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n",
+    (void)write_file_atomically(out + "/model.safetensors.index.json", index.dump(2) + "\n",
                                 "--export-hf");
   }
+  discard.on = false;  // written whole: kept, and named, if the swap fails
+  swap_in(fresh, target);
 }
 
 template void write_hf_export<float>(Communicator&, const std::string&, const ModelConfig&,

@@ -131,4 +131,12 @@ std::vector<std::int64_t> MegatronIndex::starts_in(std::int64_t begin, std::int6
   return out;
 }
 
+bool MegatronIndex::has_multi_token_document() const {
+  // Fewer documents than tokens: one of them has two (empty documents only lower the count).
+  if (documents() < tokens_) return true;
+  for (std::int64_t d = 0; d + 1 < doc_count_; ++d)
+    if (doc_start(d + 1) - doc_start(d) >= 2) return true;
+  return false;
+}
+
 }  // namespace gdn

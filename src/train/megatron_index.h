@@ -36,6 +36,8 @@ class MegatronIndex {
   // The token positions p of the stream with begin < p < end where a document starts,
   // ascending (documents without tokens give no position of their own).
   std::vector<std::int64_t> starts_in(std::int64_t begin, std::int64_t end) const;
+  // Whether some document holds two tokens or more (one has a target inside it).
+  bool has_multi_token_document() const;
 
  private:
   std::int64_t read_i64(std::int64_t offset) const;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <type_traits>
 
@@ -23,6 +24,7 @@
 #include "train/checkpoint_set.h"
 #include "train/hf_export.h"
 #include "train/replicated_state.h"
+#include "train/run_identity.h"
 #include "train/state_gather.h"
 #include "train/step_log.h"
 
@@ -117,6 +119,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
                                          cfg.train.seq_len)) {
   GDN_CHECK(dev_world.size() == world.size() && dev_world.rank() == world.rank(),
             "Trainer: the device communicator must hold the same ranks as the world");
+  identity_ = run_identity(cfg_, *data_);
   if (mesh_.ep > 1) {
     // The routed rows move in Dev's memory, their counts in the host's.
     if constexpr (std::is_same_v<Dev, Host>) {
@@ -383,6 +386,19 @@ void Trainer<T, Dev>::resume() {
           throw_error("--resume: checkpoint '", f.path, "' ", mismatch,
                       ". Resume with the config it was trained with, or use another "
                       "--checkpoint-dir");
+        const IdentityDifferences d =
+            compare_run_identity(nlohmann::json::parse(f.state.config_json, nullptr, false), cfg_,
+                                 identity_, opt_.accepted_changes);
+        if (!d.refused.empty()) {
+          std::string list, keys;
+          for (const std::string& x : d.refused) list += (list.empty() ? "" : "; ") + x;
+          for (const std::string& k : d.refused_keys) keys += (keys.empty() ? "" : ",") + k;
+          throw_error("--resume: checkpoint '", f.path,
+                      "' was written by another run (checkpoint vs this run): ", list,
+                      ". Resume with the settings it was written with, use another "
+                      "--checkpoint-dir, or pass --accept-changes ",
+                      keys, " to continue it with these changes");
+        }
       });
   if (!loaded) {
     if (world_.rank() == 0) {
@@ -399,9 +415,21 @@ void Trainer<T, Dev>::resume() {
     Dev::upload(adamw_.v().data(), v.data(), v.size());
   }
   const TrainingState& s = loaded->state;
-  step_ = s.step;
+  step_ = saved_step_ = s.step;
   if (world_.rank() != 0) return;
   spdlog::info("resumed from {} at step {}", loaded->path, step_);
+  const nlohmann::json saved = nlohmann::json::parse(s.config_json, nullptr, false);
+  if (!saved.is_object() || !saved.contains("run"))
+    spdlog::warn(
+        "--resume: checkpoint {} records no run identity (written before gdn-cp "
+        "recorded one): its seed, data and settings were not compared with this run's",
+        loaded->path);
+  for (const std::string& x :
+       compare_run_identity(saved, cfg_, identity_, opt_.accepted_changes).accepted)
+    spdlog::warn(
+        "--resume: continuing with a change accepted by --accept-changes "
+        "(checkpoint vs this run): {}",
+        x);
   const TrainConfig& t = cfg_.train;
   const DType stored = value_dtype(t.dtype);  // bf16 runs keep f32 values
   if (s.dtype != stored)
@@ -478,12 +506,13 @@ StepRecord Trainer<T, Dev>::step() {
                                   [](std::int32_t x) { return x != ops::kIgnoreTarget; });
     world_.all_reduce_sum(&global_tokens, 1, train_sites::kTargetCount);
     if (!documents_reported_) report_documents(*docs, global_tokens);
+    // The count is the same on every rank: all skip together.
+    if (global_tokens == 0) return skipped_step(t0);
   }
   const Buffer<Dev, std::int32_t> d_tokens = to_device<Dev>(tokens.data(), tokens.size());
   const Buffer<Dev, std::int32_t> d_targets = to_device<Dev>(targets.data(), targets.size());
   data_region.reset();
-  // A batch of one-token documents has no targets: its loss and gradients are 0.
-  const double grad_scale = 1.0 / double(std::max<std::int64_t>(global_tokens, 1));
+  const double grad_scale = 1.0 / double(global_tokens);
   ParamStore<T, Dev>& ps = model_.params();
   ps.zero_grad();
   if (sharded_) sharded_->zero_grad();
@@ -523,7 +552,7 @@ StepRecord Trainer<T, Dev>::step() {
   // Clipping is a factor AdamW applies as it reads the gradients (the bits of scaling them
   // first, without that pass); the gradients themselves stay unclipped.
   const double clip = clip_factor(r.grad_norm, t.grad_clip);
-  r.loss = loss / double(std::max<std::int64_t>(global_tokens, 1));
+  r.loss = loss / double(global_tokens);
   r.aux_loss = losses.aux;
   r.total = r.loss +
             (cfg_.model.output_router_logits ? cfg_.model.router_aux_loss_coef * r.aux_loss : 0.0);
@@ -556,10 +585,53 @@ StepRecord Trainer<T, Dev>::step() {
 }
 
 template <typename T, typename Dev>
+StepRecord Trainer<T, Dev>::skipped_step(std::chrono::steady_clock::time_point t0) {
+  // Training on it would still decay the weights and step the moments (and MoE's aux
+  // loss): a step on nothing. The data cursor moves on as for any step.
+  StepRecord r;
+  r.step = step_;
+  r.lr = learning_rate(adamw_.config(), step_);
+  r.skipped = true;
+  r.loss = r.total = std::numeric_limits<double>::quiet_NaN();
+  r.peak_rss = peak_resident_bytes();
+  world_.all_reduce_max(&r.peak_rss, 1, train_sites::kMemoryAllReduce);
+  r.step_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (cfg_.train.profile) (void)profile::take();
+  ++step_;
+  return r;
+}
+
+template <typename T, typename Dev>
+int Trainer<T, Dev>::agreed_stop_signal() {
+  if (!opt_.stop_requested) return 0;
+  int sig = opt_.stop_requested();
+  world_.all_reduce_max(&sig, 1, train_sites::kStopAgree);
+  return sig;
+}
+
+template <typename T, typename Dev>
 void Trainer<T, Dev>::log_step(const StepRecord& r, double seconds_per_step) {
   if (world_.rank() != 0) return;
   const double remaining = double(cfg_.train.steps - (r.step + 1));
   const bool moe = cfg_.model.num_moe_layers() > 0;
+  if (r.skipped) {
+    ++skipped_logged_;
+    spdlog::warn(
+        "step {:>5}/{} | skipped: no counted target in the batch (train.documents "
+        "masked every one), no update | {} skipped so far",
+        r.step + 1, cfg_.train.steps, skipped_logged_);
+    if (log_.is_open()) {
+      log_ << nlohmann::json{{"step", r.step},      {"loss", nullptr},
+                             {"skipped", true},     {"skipped_steps", skipped_logged_},
+                             {"tokens", 0},         {"lr", r.lr},
+                             {"step_ms", r.step_ms}}
+                  .dump()
+           << '\n';
+      log_.flush();
+    }
+    return;
+  }
   const std::string aux = moe ? fmt::format(" | aux {:.6f}", r.aux_loss) : "";
   spdlog::info(
       "step {:>5}/{} | loss {:.6f}{} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | "
@@ -571,6 +643,7 @@ void Trainer<T, Dev>::log_step(const StepRecord& r, double seconds_per_step) {
     nlohmann::json j{
         {"step", r.step},     {"loss", r.loss},       {"grad_norm", r.grad_norm}, {"lr", r.lr},
         {"tokens", r.tokens}, {"step_ms", r.step_ms}, {"peak_rss", r.peak_rss}};
+    if (skipped_logged_ > 0) j["skipped_steps"] = skipped_logged_;
     if (moe) {
       j["aux_loss"] = r.aux_loss;
       j["total"] = r.total;
@@ -602,7 +675,9 @@ void Trainer<T, Dev>::save() {
   progress("writing a checkpoint");
   TrainingState s;
   s.step = step_;
-  s.config_json = to_json(cfg_).dump();
+  nlohmann::json config = to_json(cfg_);
+  config["run"] = identity_;
+  s.config_json = config.dump();
   const std::vector<GlobalRun> runs = my_runs();
   std::vector<T> values, m, v;
   if (!runs.empty()) {
@@ -612,6 +687,7 @@ void Trainer<T, Dev>::save() {
   }
   save_checkpoint_set(world_, cfg_.train.checkpoint_dir, s, whole_, runs, values.data(), m.data(),
                       v.data());
+  saved_step_ = step_;
   if (world_.rank() != 0) return;
   if (rotation_) rotation_->saved(step_);
   spdlog::info("checkpoint at step {} in {}", step_, cfg_.train.checkpoint_dir);
@@ -626,9 +702,12 @@ RunResult Trainer<T, Dev>::run() {
   for (auto* c : {mesh_.ep_comm.get(), mesh_.expert_comm.get(), host_ep_comm_.get()})
     if (c) c->reset_counters();
   // Readings of the world's counters before the first step (write_exchange_record).
+  // A signal during set-up stops the run before its first step (outside the first step's
+  // counters, which gdn_plan predicts).
+  int stop = step_ < cfg_.train.steps ? agreed_stop_signal() : 0;
   const std::map<std::string, CommCounter> world_before = world_.counters(),
                                            dev_before = mesh_.world->counters();
-  while (step_ < cfg_.train.steps) {
+  while (!stop && step_ < cfg_.train.steps) {
     out.steps.push_back(step());
     const StepRecord& r = out.steps.back();
     if (out.steps.size() == 1 && !opt_.exchange_out.empty())
@@ -643,8 +722,19 @@ RunResult Trainer<T, Dev>::run() {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     log_step(r, elapsed / double(out.steps.size()));
     report_profile(out.steps);
+    if (r.skipped) ++out.skipped_steps;
     const int every = cfg_.train.checkpoint_every;
     if ((every > 0 && step_ % every == 0) || step_ == cfg_.train.steps) save();
+    // A run that has done its last step ends as usual, whatever came meanwhile.
+    if (step_ < cfg_.train.steps) stop = agreed_stop_signal();
+  }
+  if (stop) {
+    out.stop_signal = stop;
+    if (saved_step_ != step_ && step_ > 0) save();
+    // Every rank's part is in place before any rank exits with "preempted", which makes
+    // mpirun or srun end the others.
+    int done = 0;
+    world_.all_reduce_max(&done, 1, train_sites::kStopAgree);
   }
   out.cpu_seconds = process_cpu_seconds() - cpu_start;
   progress("done");

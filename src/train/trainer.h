@@ -7,8 +7,10 @@
 // on every rank, before anything non-finite can reach a checkpoint.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +45,9 @@ struct StepRecord {
   // Non-empty when the step found a non-finite value (the same on every rank): the run
   // stops there; the message names the step and the first non-finite tensor.
   std::string diverged;
+  // No counted target in the global batch (train.documents masked them all): the step
+  // ran no forward or update; its loss is undefined (logged as null).
+  bool skipped = false;
 };
 
 struct RunResult {
@@ -51,6 +56,10 @@ struct RunResult {
   // CPU time (user + system, all threads) this rank spent in the steps: its share of the
   // work, comparable across cp degrees where wall time on a shared machine is not.
   double cpu_seconds = 0;
+  // The signal that stopped the run at a step boundary (0: none): the ranks agreed to
+  // stop at the same step and saved a checkpoint there (with a checkpoint directory).
+  int stop_signal = 0;
+  std::int64_t skipped_steps = 0;  // steps with no counted target (StepRecord::skipped)
 };
 
 struct TrainerOptions {
@@ -70,6 +79,13 @@ struct TrainerOptions {
   // A fresh run (no resume) into a checkpoint directory that holds another run's
   // checkpoints is refused; with this, they are deleted first.
   bool overwrite_checkpoints = false;
+  // Read at every step boundary (and before the first step): a signal asking the run to
+  // stop, 0 for none (core/stop_signal.h's received). The ranks agree on it, so a signal
+  // that reaches one rank first stops them all at the same step. Null: never asked.
+  std::function<int()> stop_requested;
+  // The keys of the run's identity (train/run_identity.h) in which a resumed checkpoint
+  // may differ from this run (--accept-changes).
+  std::vector<std::string> accepted_changes;
 };
 
 template <typename T, typename Dev>
@@ -109,6 +125,10 @@ class Trainer {
   // --profile: rank 0 prints the mean profile after step 3 and after the last step.
   void report_profile(const std::vector<StepRecord>& steps) const;
   void save();
+  // Collective: the largest stop signal any rank received (opt_.stop_requested).
+  int agreed_stop_signal();
+  // The step a batch with no counted target gives: logged, not trained on.
+  StepRecord skipped_step(std::chrono::steady_clock::time_point t0);
   void prepare_checkpoint_dir();
   void resume();
   void drop_logged_steps();
@@ -144,7 +164,10 @@ class Trainer {
   std::unique_ptr<ShardedState<T, Dev>> sharded_;  // train.shard optimizer or full
   std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
+  std::int64_t saved_step_ = -1;  // the step of the last checkpoint written or loaded
   bool documents_reported_ = false;
+  std::int64_t skipped_logged_ = 0;  // rank 0: the skipped steps logged by this process
+  nlohmann::json identity_;          // this run's (train/run_identity.h), recorded in checkpoints
 
   std::ofstream log_;
   std::unique_ptr<CheckpointRotation> rotation_;  // rank 0, with a checkpoint directory

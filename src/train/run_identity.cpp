@@ -1,0 +1,124 @@
+#include "train/run_identity.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+
+#include "core/enum_names.h"
+#include "core/error.h"
+
+namespace gdn {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kOptimizerKeys[] = {"lr", "warmup_steps", "weight_decay", "grad_clip"};
+
+// What the config hash covers: the model, and the optimizer settings of "train".
+json hashed_config(const json& config) {
+  json out{{"model", config.value("model", json::object())}, {"train", json::object()}};
+  const json train = config.value("train", json::object());
+  for (const char* k : kOptimizerKeys)
+    if (train.contains(k)) out["train"][k] = train[k];
+  return out;
+}
+
+// FNV-1a over the canonical text (nlohmann's objects keep their keys sorted).
+std::string hash_text(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string value_text(const json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// The keys under which two configs' hashed parts differ: "model.rope_theta 10000 vs 1e6".
+void config_differences(const json& a, const json& b, const std::string& prefix,
+                        std::vector<std::string>& out) {
+  if (a.is_object() && b.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it)
+      config_differences(it.value(), b.contains(it.key()) ? b[it.key()] : json(),
+                         prefix + (prefix.empty() ? "" : ".") + it.key(), out);
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key()))
+        config_differences(json(), it.value(), prefix + (prefix.empty() ? "" : ".") + it.key(),
+                           out);
+  } else if (a != b) {
+    out.push_back(prefix + " " + (a.is_null() ? "(none)" : value_text(a)) + " vs " +
+                  (b.is_null() ? "(none)" : value_text(b)));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& run_identity_keys() {
+  static const std::vector<std::string> keys{"seed",       "data",      "data_bytes", "seq_len",
+                                             "batch_size", "documents", "config"};
+  return keys;
+}
+
+json run_identity(const RunConfig& cfg, const TokenSource& data) {
+  const TrainConfig& t = cfg.train;
+  return json{{"seed", t.seed},
+              {"data", t.data},
+              {"data_bytes", data.stored_bytes()},
+              {"seq_len", t.seq_len},
+              {"batch_size", t.batch_size},
+              {"documents", name_of(t.documents)},
+              {"config", hash_text(hashed_config(to_json(cfg)).dump())}};
+}
+
+IdentityDifferences compare_run_identity(const json& saved_config, const RunConfig& cfg,
+                                         const json& identity,
+                                         const std::vector<std::string>& accepted) {
+  IdentityDifferences out;
+  if (!saved_config.is_object() || !saved_config.contains("run")) return out;
+  const json& saved = saved_config["run"];
+  for (const std::string& k : run_identity_keys()) {
+    const json a = saved.value(k, json()), b = identity.value(k, json());
+    if (a == b) continue;
+    std::vector<std::string> lines;
+    if (k == "config") {
+      std::vector<std::string> keys;
+      config_differences(hashed_config(saved_config), hashed_config(to_json(cfg)), "", keys);
+      std::string list;
+      for (const std::string& x : keys) list += (list.empty() ? "" : ", ") + x;
+      lines.push_back("config (" +
+                      (list.empty() ? "hash " + value_text(a) + " vs " + value_text(b) : list) +
+                      ")");
+    } else {
+      lines.push_back(k + " " + value_text(a) + " vs " + value_text(b));
+    }
+    const bool ok = std::find(accepted.begin(), accepted.end(), k) != accepted.end();
+    for (std::string& l : lines) (ok ? out.accepted : out.refused).push_back(std::move(l));
+    if (!ok) out.refused_keys.push_back(k);
+  }
+  return out;
+}
+
+std::vector<std::string> parse_accepted_changes(const std::string& list) {
+  std::vector<std::string> out;
+  std::string keys;
+  for (const std::string& k : run_identity_keys()) keys += (keys.empty() ? "" : ", ") + k;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    const std::size_t end = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, end - pos);
+    const auto& all = run_identity_keys();
+    GDN_CHECK(std::find(all.begin(), all.end(), item) != all.end(), "--accept-changes '", list,
+              "': '", item,
+              "' is not a key of a run's identity; expected a comma-separated list "
+              "of ",
+              keys);
+    out.push_back(item);
+    pos = end + 1;
+  }
+  return out;
+}
+
+}  // namespace gdn
