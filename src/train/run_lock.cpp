@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -21,6 +20,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "train/checkpoint.h"
 
 namespace gdn {
 
@@ -158,9 +158,7 @@ double RunLock::heartbeat_s(double stale_s) {
 
 RunLock::RunLock(const std::string& dir, double stale_s) : dir_(dir), stale_s_(stale_s) {
   GDN_CHECK(stale_s > 0, "--lock-stale-s ", stale_s, ": expected a number of seconds > 0");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  GDN_CHECK(!ec, "cannot create the checkpoint directory '", dir, "': ", ec.message());
+  check_checkpoint_dir(dir);  // creates it, with the errors every run gives
   path_ = dir + "/gdn-run.lock";
   LockHolder me;
   me.host = host_name();
