@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Installs what gdn-cp needs to build and test, from Debian's packages.
-# Safe to run again: it installs only what is missing.
+# Installs what gdn-cp needs to build and test, from Debian's packages, and the tools'
+# venv .venv-tools/ (scripts/lib/tools_venv.sh: tokenizers from PyPI, for
+# tests/cli/test_tokenize.sh). Safe to run again: it installs only what is missing.
 set -euo pipefail
 . "$(dirname "$0")/lib/help.sh"
 no_arguments "$0" "$@"
 # jq reads the JSON-lines logs and stats.json in the scripts and CLI tests (rather than a
 # hand-rolled parser in shell); gnuplot-nox draws the loss-curve PNG of the reproduction;
 # python3 (standard library only) runs tests/cli/npy_tool.py, which edits .npy files and
-# checkpoints for the CLI tests. libopenblas-dev is for gdn_bench alone (optional there):
-# its GEMM ceiling line times a library's GEMM beside ours (docs/design.md §2d).
+# checkpoints for the CLI tests, and python3-venv the tools' venv. libopenblas-dev is for
+# gdn_bench alone (optional there): its GEMM ceiling line times a library's GEMM beside
+# ours (docs/design.md §2d).
 pkgs=(build-essential cmake g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspdlog-dev
-      nlohmann-json3-dev catch2 jq gnuplot-nox python3 libopenblas-dev)
+      nlohmann-json3-dev catch2 jq gnuplot-nox python3 python3-venv libopenblas-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -20,4 +22,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# Only the tokenizer test needs the venv (it skips, saying why, without it): a machine
+# without PyPI still builds.
+. "$(dirname "$0")/lib/tools_venv.sh"
+venv=$(tools_venv_dir)
+if ! tools_venv_ok "$venv"; then
+  echo "setup: making $venv (tokenizers==$TOOLS_VENV_TOKENIZERS)"
+  tools_venv_make "$venv" | sed 's/^/setup: warning: /' || true
 fi
