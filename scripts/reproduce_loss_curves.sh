@@ -43,7 +43,9 @@ if [ -z "$TOL" ]; then
   case "$DTYPE" in f64) TOL=1e-10 ;; bf16) TOL=1e-2 ;; *) TOL=1e-4 ;; esac
 fi
 
-bash scripts/build.sh >/dev/null
+# The build (~9 min from scratch on 2 cores) shows its stage, percent and time on stderr;
+# its whole output goes to build/build.log (scripts/build.sh).
+bash scripts/build.sh
 . scripts/lib/mpi.sh
 EXTRA=()
 [ -n "$STEPS" ] && EXTRA+=(--steps "$STEPS")
