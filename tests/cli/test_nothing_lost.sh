@@ -120,7 +120,7 @@ case_lock() {
     mkdir -p "$WORK/$name"
     # shellcheck disable=SC2086
     start "$np" "$WORK/$name/a.out" "${SMALL[@]}" $flags --steps 100000 --checkpoint-dir "$D" \
-      --log "$L" --stop-signals none
+      --log "$L"
     local a=$bg
     if ! wait_for 120 logged "$L" 2; then
       cat "$WORK/$name/a.out"
