@@ -35,3 +35,19 @@ rank_pid() {
       echo "$pid" && return
   done
 }
+# kill_work_processes: kills (SIGKILL) every process but this shell whose command line
+# names a path under $WORK: the tools a test started and left running when it fails.
+kill_work_processes() {
+  local pid
+  for pid in $(pgrep -f -- "$WORK/" 2>/dev/null); do
+    [ "$pid" != "$$" ] && kill -KILL "$pid" 2>/dev/null
+  done
+}
+# make_work_dir: a fresh $WORK, also $TMPDIR (the watchdog's heartbeat directories), whose
+# processes are killed and which is removed when the test exits, however it exits.
+make_work_dir() {
+  WORK=$(mktemp -d)
+  export TMPDIR="$WORK"
+  trap 'kill_work_processes; rm -rf "$WORK"' EXIT
+  trap 'exit 1' INT TERM HUP
+}

@@ -36,10 +36,7 @@ cleanup() {
     sleep 1
     kill -KILL "$KILL_PID" 2>/dev/null
   fi
-  local pid
-  for pid in $(pgrep -f -- "$WORK/" 2>/dev/null); do
-    [ "$pid" != "$$" ] && kill -KILL "$pid" 2>/dev/null
-  done
+  kill_work_processes
   rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -31,17 +31,7 @@ BIN=$1 MPIRUN=$2 SRC=$3 CASE=$4
 TRAIN=$BIN/gdn_train
 source "$(dirname "$0")/common.sh"
 CONFIG=$SRC/configs/tiny-qwen3-next.json  # MoE (8 experts), eos_token_id 10
-WORK=$(mktemp -d)
-cleanup() {
-  local pid
-  for pid in $(pgrep -f -- "$WORK/" 2>/dev/null); do
-    [ "$pid" != "$$" ] && kill -KILL "$pid" 2>/dev/null
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-export TMPDIR="$WORK"
+make_work_dir
 
 # The layouts: name, ranks, flags.
 LAYOUTS=("cp1|1|--cp 1" "cp2|2|--cp 2" "dp2xcp2-full-ep2|4|--dp 2 --cp 2 --shard full --ep 2")

@@ -23,17 +23,7 @@ TRAIN="$BIN/gdn_train"
 CONFIG="$SRC/configs/tiny-qwen3-next.json"
 source "$(dirname "$0")/common.sh"
 
-WORK=$(mktemp -d)
-cleanup() {
-  local pid
-  for pid in $(pgrep -f -- "$WORK/" 2>/dev/null); do
-    [ "$pid" != "$$" ] && kill -KILL "$pid" 2>/dev/null
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-export TMPDIR="$WORK"  # the watchdog's heartbeat directories, removed with $WORK
+make_work_dir
 SEQ=90  # not a multiple of cp * chunk_size for any cp here
 
 # run_log NAME NP ARGS...: a run logging to $WORK/NAME.jsonl; shows its output and returns 1
