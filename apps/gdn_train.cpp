@@ -160,25 +160,15 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
       res.count("train-config") ? res["train-config"].as<std::string>() : "";
   if (res.count("init-from")) s.init_from = res["init-from"].as<std::string>();
   if (res.count("export-hf")) s.export_hf = res["export-hf"].as<std::string>();
-  {
-    const std::string mb = res["export-hf-max-mb"].as<std::string>();
-    char* end = nullptr;
-    const double v = std::strtod(mb.c_str(), &end);
-    GDN_CHECK(!mb.empty() && end && *end == '\0' && v >= 1e-3 && v <= 1e9, "--export-hf-max-mb ",
-              mb, ": expected a number of MB in [0.001, 1e9]");
-    s.export_max_bytes = std::int64_t(v * 1e6);
-  }
+  s.export_max_bytes = std::int64_t(app::number_in_range(res["export-hf-max-mb"].as<std::string>(),
+                                                         "export-hf-max-mb", 1e-3, 1e9, "MB") *
+                                    1e6);
   if (res.count("export-dtype"))
     s.export_dtype = parse_run_dtype(res["export-dtype"].as<std::string>(), "--export-dtype");
   if (res.count("exchange-out")) s.exchange_out = res["exchange-out"].as<std::string>();
   s.stop_signals = stop_signal::parse(res["stop-signals"].as<std::string>(), "--stop-signals");
-  {
-    const std::string v = res["lock-stale-s"].as<std::string>();
-    char* end = nullptr;
-    s.lock_stale_s = std::strtod(v.c_str(), &end);
-    GDN_CHECK(!v.empty() && end && *end == '\0' && s.lock_stale_s >= 1 && s.lock_stale_s <= 1e6,
-              "--lock-stale-s ", v, ": expected a number of seconds in [1, 1e6]");
-  }
+  s.lock_stale_s = app::number_in_range(res["lock-stale-s"].as<std::string>(), "lock-stale-s", 1,
+                                        1e6, "seconds");
   if (res.count("config")) {
     s.cfg = load_config(res["config"].as<std::string>(), train_file);
   }

@@ -112,6 +112,15 @@ std::string make_heartbeat_dir(Communicator& comm) {
   return dir;
 }
 
+double number_in_range(const std::string& text, const std::string& flag, double lo, double hi,
+                       const std::string& unit) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  GDN_CHECK(!text.empty() && end && *end == '\0' && v >= lo && v <= hi, "--", flag, " ", text,
+            ": expected a number of ", unit, " in [", lo, ", ", hi, "]");
+  return v;
+}
+
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what) {
   std::vector<std::int64_t> out;
   std::size_t pos = 0;

@@ -43,6 +43,11 @@ void run_or_abort_job(Communicator& comm, const std::function<void()>& fn);
 // one (the watchdog then names only its own rank). Collective over comm.
 std::string make_heartbeat_dir(Communicator& comm);
 
+// The number a flag's text gives, in [lo, hi]; errors name --flag, the text and the
+// range with `unit` ("MB", "seconds").
+double number_in_range(const std::string& text, const std::string& flag, double lo, double hi,
+                       const std::string& unit);
+
 // "0,100,250" -> {0, 100, 250}. Errors name `what` and the bad item.
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what);
 
