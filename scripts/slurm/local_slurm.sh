@@ -99,9 +99,9 @@ install() {
 
 # A TCP port nobody listens on (from /proc/net/tcp*), away from Slurm's defaults.
 free_port() {
-  local used p
-  used=$(awk 'NR > 1 && $4 == "0A" { split($2, a, ":"); print strtonum("0x" a[2]) }' \
-    /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+  local used p h
+  used=$(awk 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); print a[n] }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null | while read -r h; do echo $((16#$h)); done)
   for _ in $(seq 100); do
     p=$((20000 + RANDOM % 20000))
     grep -qx "$p" <<<"$used" || [ "$p" = "${1:-}" ] || { echo "$p"; return; }
