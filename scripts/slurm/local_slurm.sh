@@ -136,8 +136,9 @@ start() {
 
   dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none &&
     chmod 400 "$DIR/munge/munge.key" || exit 1
-  GDN_LOCAL_SLURM=$DIR munged --socket="$SOCK" --key-file="$DIR/munge/munge.key" --pid-file="$DIR/run/munged.pid" \
-    --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed" || {
+  GDN_LOCAL_SLURM=$DIR munged --socket="$SOCK" --key-file="$DIR/munge/munge.key" \
+    --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
+    --seed-file="$DIR/munge/munged.seed" || {
     logs
     say "munged did not start"
     stop
@@ -154,7 +155,8 @@ start() {
     exit 1
   fi
   : >"$DIR/plugstack.conf"  # not /etc/slurm's
-  # ProctrackType=linuxproc and TaskPlugin=task/none: no cgroups needed (containers).
+  # proctrack/linuxproc and task/affinity (sched_setaffinity, for srun --cpu-bind): no
+  # cgroups needed, so it runs in containers.
   # KillWait=30: the seconds between SIGTERM and SIGKILL, gdn_train's time to save.
   # cred_expire (120 s by default) and the scheduling intervals set how long a requeued
   # job waits before it starts again.
