@@ -63,6 +63,9 @@ wait_for() {
     sleep 0.1
   done
 }
+# none_left PATTERN: no process's command line holds PATTERN (pgrep leaves itself out;
+# a `bash -c` holding the pattern would not be).
+none_left() { ! pgrep -f -- "$1" >/dev/null; }
 logged() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
 check() {
   local name=$1
@@ -130,7 +133,7 @@ case_lock() {
     # Run A dies without releasing its lock (SIGKILL: nothing runs on the way out).
     pkill -KILL -f -- "--checkpoint-dir $D" 2>/dev/null
     wait "$a" 2>/dev/null
-    wait_for 30 bash -c "! pgrep -f -- '--checkpoint-dir $D' >/dev/null"
+    wait_for 30 none_left "--checkpoint-dir $D"
     check "$name: the killed run A left its lock" [ -f "$D/gdn-run.lock" ]
     take_run "$np" "$flags" "$D"
     ok_run "$name: a run after the killed one" "$WORK/take.out" &&
