@@ -1,6 +1,11 @@
 #include "train/step_log.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +13,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "model/memory_estimate.h"
 
 namespace gdn {
 
@@ -20,7 +26,79 @@ bool before(const std::string& line, std::int64_t step) {
   return j["step"].get<std::int64_t>() < step;
 }
 
+std::string format_eta(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
 }  // namespace
+
+StepLog::StepLog(const TrainConfig& t, const ModelConfig& m, bool root)
+    : t_(t), moe_(m.num_moe_layers() > 0), root_(root) {
+  if (!root || t.log.empty()) return;
+  file_.open(t.log, std::ios::app);
+  GDN_CHECK(file_.good(), "cannot open the log file '", t.log, "'", t.origin("log"), ": ",
+            std::strerror(errno));
+}
+
+void StepLog::write(const StepRecord& r, double seconds_per_step) {
+  if (!root_) return;
+  const double remaining = double(t_.steps - (r.step + 1));
+  const bool moe = moe_;
+  if (r.skipped) {
+    ++skipped_;
+    spdlog::warn(
+        "step {:>5}/{} | skipped: no counted target in the batch (train.documents "
+        "masked every one), no update | {} skipped so far",
+        r.step + 1, t_.steps, skipped_);
+    if (file_.is_open()) {
+      file_ << nlohmann::json{{"step", r.step},      {"loss", nullptr},
+                              {"skipped", true},     {"skipped_steps", skipped_},
+                              {"tokens", 0},         {"lr", r.lr},
+                              {"step_ms", r.step_ms}}
+                   .dump()
+            << '\n';
+      file_.flush();
+    }
+    return;
+  }
+  const std::string aux = moe ? fmt::format(" | aux {:.6f}", r.aux_loss) : "";
+  spdlog::info(
+      "step {:>5}/{} | loss {:.6f}{} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | "
+      "peak RSS {} | ETA {}",
+      r.step + 1, t_.steps, r.loss, aux, r.grad_norm, r.lr, r.step_ms,
+      double(r.tokens) / (r.step_ms / 1000.0), format_bytes(double(r.peak_rss)),
+      format_eta(seconds_per_step * remaining));
+  if (file_.is_open()) {
+    nlohmann::json j{
+        {"step", r.step},     {"loss", r.loss},       {"grad_norm", r.grad_norm}, {"lr", r.lr},
+        {"tokens", r.tokens}, {"step_ms", r.step_ms}, {"peak_rss", r.peak_rss}};
+    if (skipped_ > 0) j["skipped_steps"] = skipped_;
+    if (moe) {
+      j["aux_loss"] = r.aux_loss;
+      j["total"] = r.total;
+    }
+    if (!r.profile.empty()) j["profile"] = r.profile;
+    file_ << j.dump() << '\n';
+    file_.flush();
+  }
+}
+
+void StepLog::profile(const std::vector<StepRecord>& steps) const {
+  if (!t_.profile || !root_ || steps.empty()) return;
+  const std::size_t n = steps.size(), first = std::min<std::size_t>(3, t_.steps);
+  const bool last = steps.back().step + 1 == t_.steps;
+  if (n != first && !(last && n > first)) return;
+  // The first step pays for first touches and warm-up: left out once there are others.
+  const std::size_t from = n > 1 ? 1 : 0;
+  std::vector<StepProfile> ps;
+  for (std::size_t i = from; i < n; ++i) ps.push_back(steps[i].profile);
+  spdlog::info("profile of rank 0, mean of steps {}-{} (wall time by component):",
+               steps[from].step + 1, steps.back().step + 1);
+  for (const std::string& line : profile_table(ps)) spdlog::info("{}", line);
+}
 
 std::int64_t truncate_step_log(const std::string& path, std::int64_t step) {
   namespace fs = std::filesystem;

@@ -4,9 +4,52 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "train/step_profile.h"
+#include "train/train_config.h"
 
 namespace gdn {
+
+struct StepRecord {
+  std::int64_t step = 0;                   // 0-based
+  double loss = 0, grad_norm = 0, lr = 0;  // loss: the mean token cross-entropy
+  double aux_loss = 0;                     // the MoE load-balancing loss (0 without MoE)
+  double total = 0;           // the objective: loss + router_aux_loss_coef * aux_loss when trained
+  std::int64_t tokens = 0;    // targets in the global batch (inside documents, with them)
+  std::int64_t peak_rss = 0;  // the largest peak resident memory of any rank so far, bytes
+  double step_ms = 0;
+  StepProfile profile;  // --profile only: ms per component (train/step_profile.h)
+  // Non-empty when the step found a non-finite value (the same on every rank): the run
+  // stops there; the message names the step and the first non-finite tensor.
+  std::string diverged;
+  // No counted target in the global batch (train.documents masked them all): the step
+  // ran no forward or update; its loss is undefined (logged as null).
+  bool skipped = false;
+};
+
+// What rank 0 prints and writes of each step: one line on stderr (loss, gradient norm, lr,
+// time, tokens/s, peak RSS, ETA), one JSON object in train.log, and with --profile the
+// mean profile after step 3 and after the last step. On other ranks it does nothing.
+class StepLog {
+ public:
+  // Opens train.log for appending (rank 0, when t.log is set); errors name the file.
+  StepLog(const TrainConfig& t, const ModelConfig& m, bool root);
+  // One step; seconds_per_step gives the ETA.
+  void write(const StepRecord& r, double seconds_per_step);
+  // --profile: the mean profile of `steps` (the first one left out), after step 3 and
+  // after the last step.
+  void profile(const std::vector<StepRecord>& steps) const;
+
+ private:
+  const TrainConfig& t_;
+  bool moe_, root_;
+  std::ofstream file_;
+  std::int64_t skipped_ = 0;  // the skipped steps written so far
+};
 
 // Keeps the lines of steps < `step` (the checkpoint's step: the next step to run) and
 // drops the rest, and any line that is not a step record (one torn by the kill), by

@@ -20,11 +20,13 @@
 #include "ops/adamw/adamw.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "runtime/devices.h"
+#include "train/batch.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_set.h"
 #include "train/hf_export.h"
 #include "train/replicated_state.h"
 #include "train/run_identity.h"
+#include "train/run_report.h"
 #include "train/state_gather.h"
 #include "train/step_log.h"
 
@@ -39,13 +41,6 @@ AdamWConfig adamw_config(const TrainConfig& t) {
   a.warmup_steps = t.warmup_steps;
   a.total_steps = t.steps;
   return a;
-}
-
-std::string format_eta(double seconds) {
-  const long s = std::lround(std::max(0.0, seconds));
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-  return buf;
 }
 
 // This rank's memory estimate; throws, with the numbers, when it exceeds `available`.
@@ -168,108 +163,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
     GDN_CHECK(f.good(), "cannot write the exchange record '", opt.exchange_out,
               "' (--exchange-out): ", std::strerror(errno));
   }
-  if (world.rank() == 0 && !t.log.empty()) {
-    log_.open(t.log, std::ios::app);
-    GDN_CHECK(log_.good(), "cannot open the log file '", t.log, "'", t.origin("log"), ": ",
-              std::strerror(errno));
-  }
-}
-
-template <typename T, typename Dev>
-void Trainer<T, Dev>::report_documents(const Documents& docs, std::int64_t targets) {
-  // Every cp rank of a group holds the same rows: the first one counts them.
-  const Documents::Summary s = docs.summary();
-  const bool counts = mesh_.cp_rank == 0;
-  std::int64_t sums[2] = {counts ? s.documents : 0, counts ? docs.rows() : 0};
-  std::int64_t longest = s.longest;
-  world_.all_reduce_sum(sums, 2, train_sites::kStats);
-  world_.all_reduce_max(&longest, 1, train_sites::kStats);
-  documents_reported_ = true;
-  if (world_.rank() != 0) return;
-  const TrainConfig& t = cfg_.train;
-  const std::int64_t all = std::int64_t(t.batch_size) * t.seq_len;
-  spdlog::info(
-      "documents ({}): step {} has {:.2f} per window of {} tokens, mean length {:.1f}, longest "
-      "{}; {} of {} targets ({:.2f}%) follow a document's last token and are not counted",
-      data_->has_documents() ? "from the dataset's index"
-                             : fmt::format("ending with eos_token_id {}", cfg_.model.eos_token_id),
-      step_ + 1, double(sums[0]) / double(std::max<std::int64_t>(sums[1], 1)), t.seq_len,
-      double(sums[1]) * double(t.seq_len) / double(std::max<std::int64_t>(sums[0], 1)), longest,
-      all - targets, all, 100.0 * double(all - targets) / double(all));
-}
-
-template <typename T, typename Dev>
-void Trainer<T, Dev>::report_exchange() {
-  // Each rank's share of the causal triangles of the attention layers, and what one step
-  // exchanged over the cp group (rank 0's view): GDN's fixed-size pairs and conv halos
-  // beside attention's K, V, which grow with the sequence.
-  const double pairs = double(model_.attention_pairs());
-  double hi = pairs, sum = pairs;
-  world_.all_reduce_max(&hi, 1, train_sites::kStats);
-  world_.all_reduce_sum(&sum, 1, train_sites::kStats);
-  if (world_.rank() != 0) return;
-  if (sum > 0)
-    spdlog::info("attention work per rank (query-key pairs, {}): max/mean {:.3f}",
-                 name_of(cfg_.train.attention_load_balance), hi / (sum / world_.size()));
-  for (const auto& [site, c] : mesh_.cp_comm->counters())
-    spdlog::info("exchange per step on rank 0, {}: {} calls, {} sent, {} received", site, c.calls,
-                 format_bytes(double(c.bytes_sent)), format_bytes(double(c.bytes_received)));
-}
-
-namespace {
-
-// The calls and bytes of each site between two readings of one communicator's counters.
-void add_counter_delta(const std::map<std::string, CommCounter>& before,
-                       const std::map<std::string, CommCounter>& after,
-                       std::map<std::string, CommCounter>& out) {
-  for (const auto& [site, c] : after) {
-    const auto it = before.find(site);
-    const CommCounter b = it == before.end() ? CommCounter{} : it->second;
-    if (c.calls == b.calls) continue;
-    CommCounter& o = out[site];
-    o.calls += c.calls - b.calls;
-    o.bytes_sent += c.bytes_sent - b.bytes_sent;
-    o.bytes_received += c.bytes_received - b.bytes_received;
-  }
-}
-
-}  // namespace
-
-template <typename T, typename Dev>
-void Trainer<T, Dev>::write_exchange_record(const std::map<std::string, CommCounter>& world_before,
-                                            const std::map<std::string, CommCounter>& dev_before) {
-  // This rank's sites of the step: the cp group's (reset before it) and the world's (and
-  // the device world's, when it is another communicator), as differences of readings
-  // taken around the step, so that set-up and reporting traffic stay out.
-  std::map<std::string, CommCounter> sites;
-  add_counter_delta({}, mesh_.cp_comm->counters(), sites);
-  for (const auto* c : {mesh_.ep_comm.get(), mesh_.expert_comm.get(), host_ep_comm_.get()})
-    if (c) add_counter_delta({}, c->counters(), sites);
-  add_counter_delta(world_before, world_.counters(), sites);
-  if (mesh_.world != &world_) add_counter_delta(dev_before, mesh_.world->counters(), sites);
-  nlohmann::json mine{{"rank", world_.rank()},
-                      {"dp_rank", mesh_.dp_rank},
-                      {"cp_rank", mesh_.cp_rank},
-                      {"sites", nlohmann::json::object()}};
-  for (const auto& [site, c] : sites)
-    mine["sites"][site] = {
-        {"calls", c.calls}, {"bytes_sent", c.bytes_sent}, {"bytes_received", c.bytes_received}};
-  // Every rank's record to rank 0: the texts padded with spaces to the longest one.
-  std::string text = mine.dump();
-  std::int64_t len = std::int64_t(text.size());
-  world_.all_reduce_max(&len, 1, train_sites::kExchangeRecord);
-  text.resize(std::size_t(len), ' ');
-  std::string all(std::size_t(len) * std::size_t(world_.size()), ' ');
-  world_.all_gather(text.data(), all.data(), std::size_t(len), train_sites::kExchangeRecord);
-  if (world_.rank() != 0) return;
-  nlohmann::json doc{{"step", step_}, {"ranks", nlohmann::json::array()}};
-  for (int r = 0; r < world_.size(); ++r)
-    doc["ranks"].push_back(
-        nlohmann::json::parse(all.substr(std::size_t(r * len), std::size_t(len))));
-  std::ofstream f(opt_.exchange_out);
-  f << doc.dump(1) << '\n';
-  GDN_CHECK(f.good(), "cannot write the exchange record '", opt_.exchange_out,
-            "': ", std::strerror(errno));
+  log_ = std::make_unique<StepLog>(cfg_.train, cfg_.model, world.rank() == 0);
 }
 
 template <typename T, typename Dev>
@@ -473,39 +367,21 @@ StepRecord Trainer<T, Dev>::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const TrainConfig& t = cfg_.train;
   if (t.profile) profile::take();  // what ran between the steps is not this step's
-  const int Bl = t.batch_size / t.dp;
   progress("reading data");
   std::optional<profile::Region> data_region;
   data_region.emplace("data");
-  // This rank's shard of its dp group's sequences: inputs [t0, t1), targets shifted by one,
-  // from tokens [t0, t1 + 1) of each window (only those are read; when documents end at
-  // EOS tokens, the whole window, where any rank finds every boundary; a Megatron index
-  // says where they start).
-  const std::int64_t n = shard_.size();
-  const bool packed = t.documents != DocumentSplit::none;
-  const bool whole = packed && !data_->has_documents();
-  const std::int64_t first = whole ? 0 : shard_.begin, len = whole ? t.seq_len + 1 : n + 1;
-  std::vector<std::int32_t> seq(len), tokens(Bl * n), targets(Bl * n);
-  std::vector<std::vector<std::int64_t>> starts(packed ? Bl : 0);
-  for (int b = 0; b < Bl; ++b) {
-    const std::int64_t index = std::int64_t(mesh_.dp_rank) * Bl + b;
-    data_->window_part(step_, index, t.seq_len + 1, first, len, seq.data());
-    std::copy_n(seq.data() + shard_.begin - first, n, tokens.data() + b * n);
-    std::copy_n(seq.data() + shard_.begin - first + 1, n, targets.data() + b * n);
-    if (packed)
-      starts[b] = window_document_starts(*data_, step_, index, t.seq_len,
-                                         whole ? seq.data() : nullptr, cfg_.model.eos_token_id);
-  }
-  std::optional<Documents> docs;
-  std::int64_t global_tokens = std::int64_t(t.batch_size) * t.seq_len;
-  if (packed) {
-    docs = Documents::from_starts(starts, t.seq_len);
-    docs->mask_targets(shard_, targets.data());
-    // The loss is the mean over the targets inside documents, counted over the whole batch.
-    global_tokens = std::count_if(targets.begin(), targets.end(),
-                                  [](std::int32_t x) { return x != ops::kIgnoreTarget; });
-    world_.all_reduce_sum(&global_tokens, 1, train_sites::kTargetCount);
-    if (!documents_reported_) report_documents(*docs, global_tokens);
+  const Batch batch =
+      next_batch(*data_, t, cfg_.model.eos_token_id, shard_, mesh_.dp_rank, step_, world_);
+  const int Bl = batch.rows;
+  const std::vector<std::int32_t>& tokens = batch.tokens;
+  const std::vector<std::int32_t>& targets = batch.targets;
+  const std::optional<Documents>& docs = batch.documents;
+  const std::int64_t global_tokens = batch.global_targets;
+  if (docs) {
+    if (!documents_reported_)
+      report_documents(world_, mesh_.cp_rank, t, *data_, cfg_.model.eos_token_id, *docs,
+                       global_tokens, step_);
+    documents_reported_ = true;
     // The count is the same on every rank: all skip together.
     if (global_tokens == 0) return skipped_step(t0);
   }
@@ -611,65 +487,6 @@ int Trainer<T, Dev>::agreed_stop_signal() {
 }
 
 template <typename T, typename Dev>
-void Trainer<T, Dev>::log_step(const StepRecord& r, double seconds_per_step) {
-  if (world_.rank() != 0) return;
-  const double remaining = double(cfg_.train.steps - (r.step + 1));
-  const bool moe = cfg_.model.num_moe_layers() > 0;
-  if (r.skipped) {
-    ++skipped_logged_;
-    spdlog::warn(
-        "step {:>5}/{} | skipped: no counted target in the batch (train.documents "
-        "masked every one), no update | {} skipped so far",
-        r.step + 1, cfg_.train.steps, skipped_logged_);
-    if (log_.is_open()) {
-      log_ << nlohmann::json{{"step", r.step},      {"loss", nullptr},
-                             {"skipped", true},     {"skipped_steps", skipped_logged_},
-                             {"tokens", 0},         {"lr", r.lr},
-                             {"step_ms", r.step_ms}}
-                  .dump()
-           << '\n';
-      log_.flush();
-    }
-    return;
-  }
-  const std::string aux = moe ? fmt::format(" | aux {:.6f}", r.aux_loss) : "";
-  spdlog::info(
-      "step {:>5}/{} | loss {:.6f}{} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | "
-      "peak RSS {} | ETA {}",
-      r.step + 1, cfg_.train.steps, r.loss, aux, r.grad_norm, r.lr, r.step_ms,
-      double(r.tokens) / (r.step_ms / 1000.0), format_bytes(double(r.peak_rss)),
-      format_eta(seconds_per_step * remaining));
-  if (log_.is_open()) {
-    nlohmann::json j{
-        {"step", r.step},     {"loss", r.loss},       {"grad_norm", r.grad_norm}, {"lr", r.lr},
-        {"tokens", r.tokens}, {"step_ms", r.step_ms}, {"peak_rss", r.peak_rss}};
-    if (skipped_logged_ > 0) j["skipped_steps"] = skipped_logged_;
-    if (moe) {
-      j["aux_loss"] = r.aux_loss;
-      j["total"] = r.total;
-    }
-    if (!r.profile.empty()) j["profile"] = r.profile;
-    log_ << j.dump() << '\n';
-    log_.flush();
-  }
-}
-
-template <typename T, typename Dev>
-void Trainer<T, Dev>::report_profile(const std::vector<StepRecord>& steps) const {
-  if (!cfg_.train.profile || world_.rank() != 0 || steps.empty()) return;
-  const std::size_t n = steps.size(), first = std::min<std::size_t>(3, cfg_.train.steps);
-  const bool last = steps.back().step + 1 == cfg_.train.steps;
-  if (n != first && !(last && n > first)) return;
-  // The first step pays for first touches and warm-up: left out once there are others.
-  const std::size_t from = n > 1 ? 1 : 0;
-  std::vector<StepProfile> ps;
-  for (std::size_t i = from; i < n; ++i) ps.push_back(steps[i].profile);
-  spdlog::info("profile of rank 0, mean of steps {}-{} (wall time by component):",
-               steps[from].step + 1, steps.back().step + 1);
-  for (const std::string& line : profile_table(ps)) spdlog::info("{}", line);
-}
-
-template <typename T, typename Dev>
 void Trainer<T, Dev>::save() {
   if (cfg_.train.checkpoint_dir.empty()) return;
   progress("writing a checkpoint");
@@ -705,14 +522,18 @@ RunResult Trainer<T, Dev>::run() {
   // A signal during set-up stops the run before its first step (outside the first step's
   // counters, which gdn_plan predicts).
   int stop = step_ < cfg_.train.steps ? agreed_stop_signal() : 0;
-  const std::map<std::string, CommCounter> world_before = world_.counters(),
-                                           dev_before = mesh_.world->counters();
+  const CounterReadings before{world_.counters(), mesh_.world->counters()};
   while (!stop && step_ < cfg_.train.steps) {
     out.steps.push_back(step());
     const StepRecord& r = out.steps.back();
     if (out.steps.size() == 1 && !opt_.exchange_out.empty())
-      write_exchange_record(world_before, dev_before);
-    if (out.steps.size() == 1) report_exchange();
+      write_exchange_record(
+          world_, *mesh_.world,
+          {mesh_.cp_comm.get(), mesh_.ep_comm.get(), mesh_.expert_comm.get(), host_ep_comm_.get()},
+          before, mesh_, step_, opt_.exchange_out);
+    if (out.steps.size() == 1)
+      report_exchange(world_, *mesh_.cp_comm, double(model_.attention_pairs()),
+                      cfg_.train.attention_load_balance);
     if (!r.diverged.empty()) {
       out.stopped = r.diverged + ": stopping; no checkpoint was written for this step";
       break;
@@ -720,8 +541,8 @@ RunResult Trainer<T, Dev>::run() {
     // ETA from the mean step time of this process (a resumed run starts its clock anew).
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    log_step(r, elapsed / double(out.steps.size()));
-    report_profile(out.steps);
+    log_->write(r, elapsed / double(out.steps.size()));
+    log_->profile(out.steps);
     if (r.skipped) ++out.skipped_steps;
     const int every = cfg_.train.checkpoint_every;
     if ((every > 0 && step_ % every == 0) || step_ == cfg_.train.steps) save();

@@ -29,26 +29,10 @@
 #include "train/run_config.h"
 #include "train/sharded_state.h"
 #include "train/state_gather.h"
+#include "train/step_log.h"
 #include "train/step_profile.h"
 
 namespace gdn {
-
-struct StepRecord {
-  std::int64_t step = 0;                   // 0-based
-  double loss = 0, grad_norm = 0, lr = 0;  // loss: the mean token cross-entropy
-  double aux_loss = 0;                     // the MoE load-balancing loss (0 without MoE)
-  double total = 0;           // the objective: loss + router_aux_loss_coef * aux_loss when trained
-  std::int64_t tokens = 0;    // targets in the global batch (inside documents, with them)
-  std::int64_t peak_rss = 0;  // the largest peak resident memory of any rank so far, bytes
-  double step_ms = 0;
-  StepProfile profile;  // --profile only: ms per component (train/step_profile.h)
-  // Non-empty when the step found a non-finite value (the same on every rank): the run
-  // stops there; the message names the step and the first non-finite tensor.
-  std::string diverged;
-  // No counted target in the global batch (train.documents masked them all): the step
-  // ran no forward or update; its loss is undefined (logged as null).
-  bool skipped = false;
-};
 
 struct RunResult {
   std::vector<StepRecord> steps;  // the steps that ran (the last one may have diverged)
@@ -115,15 +99,6 @@ class Trainer {
 
  private:
   void progress(const char* phase);
-  void report_exchange();
-  // The first step with documents: rank 0 logs how many per window, their lengths and the
-  // targets left out (collective).
-  void report_documents(const Documents& docs, std::int64_t targets);
-  void write_exchange_record(const std::map<std::string, CommCounter>& world_before,
-                             const std::map<std::string, CommCounter>& dev_before);
-  void log_step(const StepRecord& r, double seconds_per_step);
-  // --profile: rank 0 prints the mean profile after step 3 and after the last step.
-  void report_profile(const std::vector<StepRecord>& steps) const;
   void save();
   // Collective: the largest stop signal any rank received (opt_.stop_requested).
   int agreed_stop_signal();
@@ -166,10 +141,9 @@ class Trainer {
   std::int64_t step_ = 0;
   std::int64_t saved_step_ = -1;  // the step of the last checkpoint written or loaded
   bool documents_reported_ = false;
-  std::int64_t skipped_logged_ = 0;  // rank 0: the skipped steps logged by this process
-  nlohmann::json identity_;          // this run's (train/run_identity.h), recorded in checkpoints
+  nlohmann::json identity_;  // this run's (train/run_identity.h), recorded in checkpoints
 
-  std::ofstream log_;
+  std::unique_ptr<StepLog> log_;
   std::unique_ptr<CheckpointRotation> rotation_;  // rank 0, with a checkpoint directory
 };
 
