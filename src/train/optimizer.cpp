@@ -10,6 +10,15 @@
 
 namespace gdn {
 
+AdamWConfig adamw_config(const TrainConfig& t) {
+  AdamWConfig a;
+  a.lr = t.lr;
+  a.weight_decay = t.weight_decay;
+  a.warmup_steps = t.warmup_steps;
+  a.total_steps = t.steps;
+  return a;
+}
+
 double learning_rate(const AdamWConfig& c, std::int64_t step) {
   if (step < c.warmup_steps) return double(step + 1) / double(c.warmup_steps) * c.lr;
   const double min_lr = c.min_lr_ratio * c.lr;

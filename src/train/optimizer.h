@@ -6,6 +6,7 @@
 
 #include "core/device.h"
 #include "model/params.h"
+#include "train/train_config.h"
 
 namespace gdn {
 
@@ -19,6 +20,9 @@ struct AdamWConfig {
   int total_steps = 1;        // cosine decay from lr to min_lr_ratio * lr at total_steps
   double min_lr_ratio = 0.1;
 };
+
+// The AdamW settings of a run's train config (lr, weight decay, warmup, steps).
+AdamWConfig adamw_config(const TrainConfig& t);
 
 // Learning rate for 0-based `step`: (step + 1) / warmup * lr during warmup, then cosine.
 double learning_rate(const AdamWConfig& c, std::int64_t step);

@@ -1,5 +1,7 @@
 #include "train/replicated_state.h"
 
+#include <cmath>
+
 #include "comm/call_sites.h"
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
@@ -38,7 +40,91 @@ double whole_sum_squares(const ParamStore<T, Dev>& ps, const T* flat, const Mesh
   return dense + experts;
 }
 
+template <typename T, typename Dev>
+ReplicatedState<T, Dev>::ReplicatedState(Model<T, Dev>& model, Mesh& mesh, Communicator& world,
+                                         Communicator* host_ep, const AdamWConfig& c)
+    : model_(model),
+      mesh_(mesh),
+      world_(world),
+      host_ep_(host_ep),
+      adamw_(c, model.params().num_elements()) {}
+
+template <typename T, typename Dev>
+const char* ReplicatedState<T, Dev>::reduce_phase() const {
+  return train_sites::kGradAllReduce;
+}
+
+template <typename T, typename Dev>
+double ReplicatedState<T, Dev>::grad_norm() {
+  if (mesh_.ep == 1) return gdn::grad_norm(model_.params());  // as it always was: the same bits
+  return std::sqrt(sum_squares(model_.params().grads()));
+}
+
+template <typename T, typename Dev>
+double ReplicatedState<T, Dev>::update(const AdamWConfig&, std::int64_t step, double lr,
+                                       double clip) {
+  adamw_.step(model_.params(), step, lr, clip);
+  return sum_squares(model_.params().values());
+}
+
+template <typename T, typename Dev>
+std::string ReplicatedState<T, Dev>::first_nonfinite(bool grads) {
+  const ParamStore<T, Dev>& ps = model_.params();
+  const std::vector<T> host = grads ? ps.host_grads() : ps.host_values();
+  for (const ParamInfo& p : ps.infos())
+    for (std::int64_t i = 0; i < p.size; ++i)
+      if (!std::isfinite(double(host[std::size_t(p.offset + i)]))) return p.name;
+  return "(none)";
+}
+
+template <typename T, typename Dev>
+std::size_t ReplicatedState<T, Dev>::local_count() const {
+  return std::size_t(model_.params().num_elements());
+}
+
+template <typename T, typename Dev>
+void ReplicatedState<T, Dev>::set_local_values(const std::vector<T>& values) {
+  model_.params().set_values(values);
+}
+
+template <typename T, typename Dev>
+std::vector<T> ReplicatedState<T, Dev>::local_moments(bool second) const {
+  return to_host<Dev>(second ? adamw_.v() : adamw_.m());
+}
+
+template <typename T, typename Dev>
+void ReplicatedState<T, Dev>::set_local_moments(const std::vector<T>& m, const std::vector<T>& v) {
+  Dev::upload(adamw_.m().data(), m.data(), m.size());
+  Dev::upload(adamw_.v().data(), v.data(), v.size());
+}
+
+template <typename T, typename Dev>
+std::vector<GlobalRun> ReplicatedState<T, Dev>::written_runs() const {
+  // Rank 0 all but the experts, each rank of the first ep group its experts.
+  const ParamStore<T, Dev>& ps = model_.params();
+  std::vector<GlobalRun> runs;
+  for (const ParamUnit& u : ps.units())
+    if (u.expert ? world_.rank() < mesh_.ep : world_.rank() == 0)
+      for_each_global_run(ps.infos(), u.begin, u.end,
+                          [&](std::int64_t local, std::int64_t g, std::int64_t n) {
+                            runs.push_back({g, local, n});
+                          });
+  return runs;
+}
+
+template <typename T, typename Dev>
+std::vector<GlobalRun> ReplicatedState<T, Dev>::read_runs() const {
+  const ParamStore<T, Dev>& ps = model_.params();
+  std::vector<GlobalRun> runs;
+  for_each_global_run(ps.infos(), 0, ps.num_elements(),
+                      [&](std::int64_t local, std::int64_t g, std::int64_t n) {
+                        runs.push_back({g, local, n});
+                      });
+  return runs;
+}
+
 #define GDN_INSTANTIATE(T, Dev)                                                               \
+  template class ReplicatedState<T, Dev>;                                                     \
   template void reduce_grads<T, Dev>(ParamStore<T, Dev>&, Mesh&);                             \
   template double whole_sum_squares<T, Dev>(const ParamStore<T, Dev>&, const T*, const Mesh&, \
                                             Communicator*);

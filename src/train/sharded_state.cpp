@@ -211,6 +211,22 @@ std::string ShardedState<T, Dev>::first_nonfinite(bool grads) {
   return found == 0 ? "(none)" : infos[infos.size() - std::size_t(found)].name;
 }
 
+template <typename T, typename Dev>
+const char* ShardedState<T, Dev>::reduce_phase() const {
+  return mode_ == Sharding::optimizer ? train_sites::kGradReduceScatter : nullptr;
+}
+
+template <typename T, typename Dev>
+std::vector<GlobalRun> ShardedState<T, Dev>::written_runs() const {
+  std::vector<GlobalRun> runs;
+  for (const OwnedPart& o : partition_.parts())
+    for_each_global_run(ps_.infos(), o.begin, o.begin + o.size,
+                        [&](std::int64_t local, std::int64_t g, std::int64_t n) {
+                          runs.push_back({g, o.at + (local - o.begin), n});
+                        });
+  return runs;
+}
+
 #define GDN_INSTANTIATE(T, Dev) template class ShardedState<T, Dev>;
 GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
 #undef GDN_INSTANTIATE

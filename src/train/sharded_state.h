@@ -23,12 +23,13 @@
 #include "model/model.h"
 #include "model/param_partition.h"
 #include "train/optimizer.h"
+#include "train/param_state.h"
 #include "train/train_config.h"
 
 namespace gdn {
 
 template <typename T, typename Dev>
-class ShardedState : public UnitGather {
+class ShardedState final : public UnitGather, public ParamState<T, Dev> {
  public:
   // Collective over world (Dev's communicator of every rank, which moves the gradients and
   // values) and host_world (the same ranks on the host: norms, flags, checkpoints).
@@ -37,20 +38,22 @@ class ShardedState : public UnitGather {
   ShardedState(Sharding mode, Model<T, Dev>& model, Communicator& world, Communicator& host_world,
                Communicator* expert_group = nullptr);
 
-  // The owned values from the model's seeded initialisation (full: drawn one unit at a
-  // time; optimizer: taken from the resident values).
-  void init(std::uint64_t seed);
+  // init(seed): the owned values from the model's seeded initialisation (full: drawn one
+  // unit at a time; optimizer: taken from the resident values).
   // The owned values from the whole model's host values in its flat order (checkpoints, weights
   // read from a file); optimizer: the resident values as well.
   void set_values(const std::vector<T>& whole);
 
+  // The owned values from the seeded initialisation (ParamState).
+  void init(std::uint64_t seed) override;
   // Before a step: the owned gradients to zero.
-  void zero_grad();
+  void zero_grad() override;
   // optimizer: after the backward, each unit's resident gradients reduce-scattered into
-  // the owned gradients (full: done by release()).
-  void reduce_gradients();
+  // the owned gradients (full: done by release(); reduce_phase() is null).
+  const char* reduce_phase() const override;
+  void reduce_gradients() override;
   // The global gradient norm (one all-reduce).
-  double grad_norm();
+  double grad_norm() override;
   // One AdamW update of the owned values with the gradients times grad_scale (the clip
   // factor, train/optimizer.h); optimizer: then all-gathered into the model's.
   void adamw_step(const AdamWConfig& c, std::int64_t step, double lr, double grad_scale = 1.0);
@@ -58,7 +61,25 @@ class ShardedState : public UnitGather {
   double values_sum_squares();
   // The name of the first parameter with a non-finite owned gradient (or value), agreed
   // over the ranks; "(none)".
-  std::string first_nonfinite(bool grads);
+  std::string first_nonfinite(bool grads) override;
+  // ParamState: AdamW, then the sum of squares of every value.
+  double update(const AdamWConfig& c, std::int64_t step, double lr, double clip) override {
+    adamw_step(c, step, lr, clip);
+    return values_sum_squares();
+  }
+  // ParamState: the owned part and its moments on the host, and their runs of the whole
+  // model (written and read alike).
+  std::vector<T> local_values() const override { return to_host<Dev>(values_); }
+  std::size_t local_count() const override { return std::size_t(partition_.owned()); }
+  void set_local_values(const std::vector<T>& values) override { set_owned_values(values); }
+  std::vector<T> local_moments(bool second) const override {
+    return to_host<Dev>(second ? v_ : m_);
+  }
+  void set_local_moments(const std::vector<T>& m, const std::vector<T>& v) override {
+    set_owned_moments(m, v);
+  }
+  std::vector<GlobalRun> written_runs() const override;
+  std::vector<GlobalRun> read_runs() const override { return written_runs(); }
 
   // The owned values from a host array in the owned order (a checkpoint's or a Hugging
   // Face checkpoint's runs); optimizer: then all-gathered into the resident ones.

@@ -34,15 +34,6 @@ namespace gdn {
 
 namespace {
 
-AdamWConfig adamw_config(const TrainConfig& t) {
-  AdamWConfig a;
-  a.lr = t.lr;
-  a.weight_decay = t.weight_decay;
-  a.warmup_steps = t.warmup_steps;
-  a.total_steps = t.steps;
-  return a;
-}
-
 // This rank's memory estimate; throws, with the numbers, when it exceeds `available`.
 MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64_t available) {
   const TrainConfig& t = cfg.train;
@@ -81,16 +72,6 @@ std::string model_mismatch(const std::string& config_json, const ModelConfig& m)
   return list.empty() ? "" : "was written by a different model (checkpoint vs this run): " + list;
 }
 
-// The name of the first parameter whose values (or gradients) hold a non-finite number.
-template <typename T, typename Dev>
-std::string first_nonfinite(const ParamStore<T, Dev>& ps, bool grads) {
-  const std::vector<T> host = grads ? ps.host_grads() : ps.host_values();
-  for (const ParamInfo& p : ps.infos())
-    for (std::int64_t i = 0; i < p.size; ++i)
-      if (!std::isfinite(double(host[std::size_t(p.offset + i)]))) return p.name;
-  return "(none)";
-}
-
 }  // namespace
 
 template <typename T, typename Dev>
@@ -107,8 +88,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
                  cfg.train.recompute == Recompute::layer, 0, cfg.train.shard == Sharding::full,
                  ExpertSplit{cfg.train.ep, mesh_.ep_rank}, cfg.train.dtype == DType::bf16}),
       whole_(parameter_infos(cfg.model)),
-      adamw_(adamw_config(cfg.train),
-             cfg.train.shard == Sharding::none ? model_.params().num_elements() : 0),
+      adamw_config_(adamw_config(cfg.train)),
       data_(opt.data ? opt.data
                      : make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
                                          cfg.train.seq_len)) {
@@ -126,22 +106,17 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   }
   progress("initialising the model");
   profile::enable(cfg.train.profile);  // this thread runs the steps
-  if (cfg.train.shard != Sharding::none) {
-    sharded_ = std::make_unique<ShardedState<T, Dev>>(cfg.train.shard, model_, *mesh_.world, world,
-                                                      mesh_.expert_comm.get());
-    if (cfg.train.shard == Sharding::full) model_.set_unit_gather(sharded_.get());
-    sharded_->init(cfg.train.seed);
-  } else {
-    model_.init(cfg.train.seed);
-  }
+  state_ = make_param_state<T, Dev>(cfg.train, model_, mesh_, world,
+                                    host_ep_comm_ ? host_ep_comm_.get() : mesh_.ep_comm.get());
+  state_->init(cfg.train.seed);
   if (!opt.init_from.empty()) {
     progress("reading the Hugging Face weights");
     // Each rank reads its elements of each tensor (its owned parts, or every parameter
     // it holds), all of them, so the seeded values are not needed here.
-    std::vector<T> mine(local_count());
+    std::vector<T> mine(state_->local_count());
     std::vector<std::string> skipped;
-    read_hf_weights(opt.init_from, cfg.model, whole_, needed_runs(), mine.data(), skipped);
-    set_local_values(mine);
+    read_hf_weights(opt.init_from, cfg.model, whole_, state_->read_runs(), mine.data(), skipped);
+    state_->set_local_values(mine);
     if (world.rank() == 0)
       spdlog::info("initial weights from {}{}", opt.init_from,
                    skipped.empty()
@@ -167,61 +142,11 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
 }
 
 template <typename T, typename Dev>
-std::vector<GlobalRun> Trainer<T, Dev>::my_runs() const {
-  const ParamStore<T, Dev>& ps = model_.params();
-  std::vector<GlobalRun> runs;
-  auto add = [&](std::int64_t lo, std::int64_t hi, std::int64_t at) {
-    for_each_global_run(ps.infos(), lo, hi,
-                        [&](std::int64_t local, std::int64_t g, std::int64_t n) {
-                          runs.push_back({g, at + (local - lo), n});
-                        });
-  };
-  if (sharded_) {
-    for (const OwnedPart& o : sharded_->partition().parts()) add(o.begin, o.begin + o.size, o.at);
-  } else {
-    // Rank 0 all but the experts, each rank of the first ep group its experts.
-    for (const ParamUnit& u : ps.units())
-      if (u.expert ? world_.rank() < mesh_.ep : world_.rank() == 0) add(u.begin, u.end, u.begin);
-  }
-  return runs;
-}
-
-template <typename T, typename Dev>
-std::vector<T> Trainer<T, Dev>::local_values() const {
-  return sharded_ ? to_host<Dev>(sharded_->owned_values()) : model_.params().host_values();
-}
-
-template <typename T, typename Dev>
-std::size_t Trainer<T, Dev>::local_count() const {
-  return std::size_t(sharded_ ? sharded_->partition().owned() : model_.params().num_elements());
-}
-
-template <typename T, typename Dev>
-void Trainer<T, Dev>::set_local_values(const std::vector<T>& values) {
-  if (sharded_)
-    sharded_->set_owned_values(values);
-  else
-    model_.params().set_values(values);
-}
-
-template <typename T, typename Dev>
-std::vector<GlobalRun> Trainer<T, Dev>::needed_runs() const {
-  if (sharded_) return my_runs();
-  const ParamStore<T, Dev>& ps = model_.params();
-  std::vector<GlobalRun> runs;
-  for_each_global_run(ps.infos(), 0, ps.num_elements(),
-                      [&](std::int64_t local, std::int64_t g, std::int64_t n) {
-                        runs.push_back({g, local, n});
-                      });
-  return runs;
-}
-
-template <typename T, typename Dev>
 void Trainer<T, Dev>::export_hf(const std::string& dir, std::int64_t max_file_bytes,
                                 DType file_dtype) const {
-  const std::vector<T> values = local_values();
-  write_hf_export(world_, dir, cfg_.model, whole_, my_runs(), values.data(), max_file_bytes,
-                  file_dtype);
+  const std::vector<T> values = state_->local_values();
+  write_hf_export(world_, dir, cfg_.model, whole_, state_->written_runs(), values.data(),
+                  max_file_bytes, file_dtype);
   if (world_.rank() == 0)
     spdlog::info("wrote a Hugging Face checkpoint of the weights ({}) to {}",
                  dtype_name(file_dtype), dir);
@@ -268,10 +193,10 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::resume() {
   progress("loading the checkpoint");
   const std::string& dir = cfg_.train.checkpoint_dir;
-  const std::size_t n = local_count();
+  const std::size_t n = state_->local_count();
   std::vector<T> values(n), m(n), v(n);
   const std::optional<LoadedCheckpoint> loaded = load_newest_checkpoint<T>(
-      world_, dir, whole_, needed_runs(), values.data(), m.data(), v.data(),
+      world_, dir, whole_, state_->read_runs(), values.data(), m.data(), v.data(),
       [&](const CheckpointFile& f) {
         // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8):
         // compare the architecture the checkpoint was written by.
@@ -301,13 +226,8 @@ void Trainer<T, Dev>::resume() {
     }
     return;
   }
-  set_local_values(values);
-  if (sharded_) {
-    sharded_->set_owned_moments(m, v);
-  } else {
-    Dev::upload(adamw_.m().data(), m.data(), m.size());
-    Dev::upload(adamw_.v().data(), v.data(), v.size());
-  }
+  state_->set_local_values(values);
+  state_->set_local_moments(m, v);
   const TrainingState& s = loaded->state;
   step_ = saved_step_ = s.step;
   if (world_.rank() != 0) return;
@@ -352,17 +272,6 @@ void Trainer<T, Dev>::progress(const char* phase) {
 }
 
 template <typename T, typename Dev>
-double Trainer<T, Dev>::replicated_sum_squares(const T* flat) {
-  return whole_sum_squares(model_.params(), flat, mesh_,
-                           host_ep_comm_ ? host_ep_comm_.get() : mesh_.ep_comm.get());
-}
-
-template <typename T, typename Dev>
-std::string Trainer<T, Dev>::first_nonfinite_param(bool grads) {
-  return sharded_ ? sharded_->first_nonfinite(grads) : first_nonfinite(model_.params(), grads);
-}
-
-template <typename T, typename Dev>
 StepRecord Trainer<T, Dev>::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const TrainConfig& t = cfg_.train;
@@ -391,10 +300,10 @@ StepRecord Trainer<T, Dev>::step() {
   const double grad_scale = 1.0 / double(global_tokens);
   ParamStore<T, Dev>& ps = model_.params();
   ps.zero_grad();
-  if (sharded_) sharded_->zero_grad();
+  state_->zero_grad();
   StepRecord r;
   r.step = step_;
-  r.lr = learning_rate(adamw_.config(), step_);
+  r.lr = learning_rate(adamw_config_, step_);
   progress("forward and backward");
   CpOptions cp_options;
   cp_options.attention_layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
@@ -405,12 +314,9 @@ StepRecord Trainer<T, Dev>::step() {
   double loss = losses.ce_sum;
   // Sum the gradients over every rank (dp and cp alike): replicated, by one all-reduce;
   // sharded, each rank gets its part's sums (full: done as the backward went).
-  if (t.shard == Sharding::none) {
-    progress(train_sites::kGradAllReduce);
-    reduce_grads(model_.params(), mesh_);
-  } else if (t.shard == Sharding::optimizer) {
-    progress(train_sites::kGradReduceScatter);
-    sharded_->reduce_gradients();
+  if (const char* phase = state_->reduce_phase()) {
+    progress(phase);
+    state_->reduce_gradients();
   }
   progress(train_sites::kLossAllReduce);
   world_.all_reduce_sum(&loss, 1, train_sites::kLossAllReduce);
@@ -419,12 +325,7 @@ StepRecord Trainer<T, Dev>::step() {
   progress("optimizer");
   std::optional<profile::Region> optimizer_region;
   optimizer_region.emplace("optimizer");
-  if (sharded_)
-    r.grad_norm = sharded_->grad_norm();
-  else if (mesh_.ep == 1)
-    r.grad_norm = grad_norm(ps);  // as it always was: the same bits
-  else
-    r.grad_norm = std::sqrt(replicated_sum_squares(ps.grads()));
+  r.grad_norm = state_->grad_norm();
   // Clipping is a factor AdamW applies as it reads the gradients (the bits of scaling them
   // first, without that pass); the gradients themselves stay unclipped.
   const double clip = clip_factor(r.grad_norm, t.grad_clip);
@@ -437,19 +338,12 @@ StepRecord Trainer<T, Dev>::step() {
   if (!std::isfinite(r.total) || !std::isfinite(r.grad_norm)) {
     r.diverged = "step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(r.loss) +
                  " and the gradient norm " + std::to_string(r.grad_norm) +
-                 "; the first non-finite gradient is '" + first_nonfinite_param(true) + "'";
+                 "; the first non-finite gradient is '" + state_->first_nonfinite(true) + "'";
   } else {
-    double sq = 0;
-    if (sharded_) {
-      sharded_->adamw_step(adamw_.config(), step_, r.lr, clip);
-      sq = sharded_->values_sum_squares();
-    } else {
-      adamw_.step(ps, step_, r.lr, clip);
-      sq = replicated_sum_squares(ps.values());
-    }
+    const double sq = state_->update(adamw_config_, step_, r.lr, clip);
     if (!std::isfinite(sq))
       r.diverged = "step " + std::to_string(step_ + 1) + ": the update made parameter '" +
-                   first_nonfinite_param(false) + "' non-finite";
+                   state_->first_nonfinite(false) + "' non-finite";
   }
   optimizer_region.reset();
   r.tokens = global_tokens;
@@ -466,7 +360,7 @@ StepRecord Trainer<T, Dev>::skipped_step(std::chrono::steady_clock::time_point t
   // loss): a step on nothing. The data cursor moves on as for any step.
   StepRecord r;
   r.step = step_;
-  r.lr = learning_rate(adamw_.config(), step_);
+  r.lr = learning_rate(adamw_config_, step_);
   r.skipped = true;
   r.loss = r.total = std::numeric_limits<double>::quiet_NaN();
   r.peak_rss = peak_resident_bytes();
@@ -495,12 +389,12 @@ void Trainer<T, Dev>::save() {
   nlohmann::json config = to_json(cfg_);
   config["run"] = identity_;
   s.config_json = config.dump();
-  const std::vector<GlobalRun> runs = my_runs();
+  const std::vector<GlobalRun> runs = state_->written_runs();
   std::vector<T> values, m, v;
   if (!runs.empty()) {
-    values = local_values();
-    m = to_host<Dev>(sharded_ ? sharded_->owned_m() : adamw_.m());
-    v = to_host<Dev>(sharded_ ? sharded_->owned_v() : adamw_.v());
+    values = state_->local_values();
+    m = state_->local_moments(false);
+    v = state_->local_moments(true);
   }
   save_checkpoint_set(world_, cfg_.train.checkpoint_dir, s, whole_, runs, values.data(), m.data(),
                       v.data());

@@ -26,8 +26,8 @@
 #include "train/data.h"
 #include "train/mesh.h"
 #include "train/optimizer.h"
+#include "train/param_state.h"
 #include "train/run_config.h"
-#include "train/sharded_state.h"
 #include "train/state_gather.h"
 #include "train/step_log.h"
 #include "train/step_profile.h"
@@ -107,23 +107,6 @@ class Trainer {
   void prepare_checkpoint_dir();
   void resume();
   void drop_logged_steps();
-  // Collective when sharded (the values are agreed): the name of the first parameter with
-  // a non-finite gradient, or value.
-  std::string first_nonfinite_param(bool grads);
-  // The runs of the whole model's flat order this rank writes to a checkpoint or an
-  // export (its owned parts; replicated, rank 0 all but the experts and the first ep
-  // group its experts), at places of `local_values()` and the moments.
-  std::vector<GlobalRun> my_runs() const;
-  // The runs this rank reads on resume: its owned parts, or every parameter it holds.
-  std::vector<GlobalRun> needed_runs() const;
-  // The values this rank holds: its owned parts (sharded) or its whole parameter store,
-  // in needed_runs()'s places; their count; and setting them (collective when sharded).
-  std::vector<T> local_values() const;
-  std::size_t local_count() const;
-  void set_local_values(const std::vector<T>& values);
-  // train.shard none: the sum of squares of the whole model's gradients or values from
-  // this rank's flat buffer (one all-reduce; with ep > 1 the experts counted once).
-  double replicated_sum_squares(const T* flat);
   std::int64_t whole_count() const { return whole_.back().offset + whole_.back().size; }
 
   RunConfig cfg_;
@@ -134,9 +117,9 @@ class Trainer {
   Shard shard_;
   Model<T, Dev> model_;
   std::vector<ParamInfo> whole_;  // the parameters of the whole model (ep = 1): checkpoints
-  std::unique_ptr<Communicator> host_ep_comm_;     // the ep group on the host, when Dev is not
-  AdamW<T, Dev> adamw_;                            // its moments when train.shard is none
-  std::unique_ptr<ShardedState<T, Dev>> sharded_;  // train.shard optimizer or full
+  std::unique_ptr<Communicator> host_ep_comm_;  // the ep group on the host, when Dev is not
+  AdamWConfig adamw_config_;
+  std::unique_ptr<ParamState<T, Dev>> state_;  // replicated or sharded (train/param_state.h)
   std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
   std::int64_t saved_step_ = -1;  // the step of the last checkpoint written or loaded
