@@ -272,84 +272,90 @@ void Trainer<T, Dev>::progress(const char* phase) {
 }
 
 template <typename T, typename Dev>
-StepRecord Trainer<T, Dev>::step() {
-  const auto t0 = std::chrono::steady_clock::now();
-  const TrainConfig& t = cfg_.train;
-  if (t.profile) profile::take();  // what ran between the steps is not this step's
+Batch Trainer<T, Dev>::read_batch() {
   progress("reading data");
+  profile::Region region("data");
+  Batch b =
+      next_batch(*data_, cfg_.train, cfg_.model.eos_token_id, shard_, mesh_.dp_rank, step_, world_);
+  if (b.documents && !documents_reported_)
+    report_documents(world_, mesh_.cp_rank, cfg_.train, *data_, cfg_.model.eos_token_id,
+                     *b.documents, b.global_targets, step_);
+  documents_reported_ = documents_reported_ || b.documents.has_value();
+  return b;
+}
+
+template <typename T, typename Dev>
+StepRecord Trainer<T, Dev>::forward_backward(const Batch& b) {
+  const TrainConfig& t = cfg_.train;
   std::optional<profile::Region> data_region;
   data_region.emplace("data");
-  const Batch batch =
-      next_batch(*data_, t, cfg_.model.eos_token_id, shard_, mesh_.dp_rank, step_, world_);
-  const int Bl = batch.rows;
-  const std::vector<std::int32_t>& tokens = batch.tokens;
-  const std::vector<std::int32_t>& targets = batch.targets;
-  const std::optional<Documents>& docs = batch.documents;
-  const std::int64_t global_tokens = batch.global_targets;
-  if (docs) {
-    if (!documents_reported_)
-      report_documents(world_, mesh_.cp_rank, t, *data_, cfg_.model.eos_token_id, *docs,
-                       global_tokens, step_);
-    documents_reported_ = true;
-    // The count is the same on every rank: all skip together.
-    if (global_tokens == 0) return skipped_step(t0);
-  }
-  const Buffer<Dev, std::int32_t> d_tokens = to_device<Dev>(tokens.data(), tokens.size());
-  const Buffer<Dev, std::int32_t> d_targets = to_device<Dev>(targets.data(), targets.size());
+  const Buffer<Dev, std::int32_t> tokens = to_device<Dev>(b.tokens.data(), b.tokens.size());
+  const Buffer<Dev, std::int32_t> targets = to_device<Dev>(b.targets.data(), b.targets.size());
   data_region.reset();
-  const double grad_scale = 1.0 / double(global_tokens);
-  ParamStore<T, Dev>& ps = model_.params();
-  ps.zero_grad();
+  model_.params().zero_grad();
   state_->zero_grad();
   StepRecord r;
   r.step = step_;
   r.lr = learning_rate(adamw_config_, step_);
+  r.tokens = b.global_targets;
   progress("forward and backward");
   CpOptions cp_options;
   cp_options.attention_layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
   CpContext cp{*mesh_.cp_comm, shard_, t.seq_len, cp_options};
-  if (docs) cp.documents = &*docs;
-  const auto losses =
-      model_.forward_backward(cp, *mesh_.world, d_tokens.data(), d_targets.data(), Bl, grad_scale);
-  double loss = losses.ce_sum;
+  if (b.documents) cp.documents = &*b.documents;
+  const auto losses = model_.forward_backward(cp, *mesh_.world, tokens.data(), targets.data(),
+                                              b.rows, 1.0 / double(b.global_targets));
   // Sum the gradients over every rank (dp and cp alike): replicated, by one all-reduce;
   // sharded, each rank gets its part's sums (full: done as the backward went).
   if (const char* phase = state_->reduce_phase()) {
     progress(phase);
     state_->reduce_gradients();
   }
+  double loss = losses.ce_sum;
   progress(train_sites::kLossAllReduce);
   world_.all_reduce_sum(&loss, 1, train_sites::kLossAllReduce);
   r.peak_rss = peak_resident_bytes();
   world_.all_reduce_max(&r.peak_rss, 1, train_sites::kMemoryAllReduce);
-  progress("optimizer");
-  std::optional<profile::Region> optimizer_region;
-  optimizer_region.emplace("optimizer");
-  r.grad_norm = state_->grad_norm();
-  // Clipping is a factor AdamW applies as it reads the gradients (the bits of scaling them
-  // first, without that pass); the gradients themselves stay unclipped.
-  const double clip = clip_factor(r.grad_norm, t.grad_clip);
-  r.loss = loss / double(global_tokens);
+  r.loss = loss / double(b.global_targets);
   r.aux_loss = losses.aux;
   r.total = r.loss +
             (cfg_.model.output_router_logits ? cfg_.model.router_aux_loss_coef * r.aux_loss : 0.0);
+  return r;
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::update(StepRecord& r) {
+  progress("optimizer");
+  profile::Region region("optimizer");
+  r.grad_norm = state_->grad_norm();
   // After the all-reduces every rank holds the same loss and gradients, so every rank
   // takes the same decision here.
   if (!std::isfinite(r.total) || !std::isfinite(r.grad_norm)) {
     r.diverged = "step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(r.loss) +
                  " and the gradient norm " + std::to_string(r.grad_norm) +
                  "; the first non-finite gradient is '" + state_->first_nonfinite(true) + "'";
-  } else {
-    const double sq = state_->update(adamw_config_, step_, r.lr, clip);
-    if (!std::isfinite(sq))
-      r.diverged = "step " + std::to_string(step_ + 1) + ": the update made parameter '" +
-                   state_->first_nonfinite(false) + "' non-finite";
+    return;
   }
-  optimizer_region.reset();
-  r.tokens = global_tokens;
+  // Clipping is a factor AdamW applies as it reads the gradients (the bits of scaling them
+  // first, without that pass); the gradients themselves stay unclipped.
+  const double clip = clip_factor(r.grad_norm, cfg_.train.grad_clip);
+  if (!std::isfinite(state_->update(adamw_config_, step_, r.lr, clip)))
+    r.diverged = "step " + std::to_string(step_ + 1) + ": the update made parameter '" +
+                 state_->first_nonfinite(false) + "' non-finite";
+}
+
+template <typename T, typename Dev>
+StepRecord Trainer<T, Dev>::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (cfg_.train.profile) profile::take();  // what ran between the steps is not this step's
+  const Batch batch = read_batch();
+  // The count is the same on every rank: all skip together.
+  if (batch.global_targets == 0) return skipped_step(t0);
+  StepRecord r = forward_backward(batch);
+  update(r);
   r.step_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (t.profile) r.profile = to_step_profile(profile::take(), r.step_ms);
+  if (cfg_.train.profile) r.profile = to_step_profile(profile::take(), r.step_ms);
   ++step_;
   return r;
 }

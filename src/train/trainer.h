@@ -22,6 +22,7 @@
 #include "cp/shard.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
+#include "train/batch.h"
 #include "train/checkpoint_rotation.h"
 #include "train/data.h"
 #include "train/mesh.h"
@@ -99,6 +100,13 @@ class Trainer {
 
  private:
   void progress(const char* phase);
+  // The step's batch, read on every rank (the first documents reported).
+  Batch read_batch();
+  // Forward and backward of the batch, the gradients and the loss summed over the ranks:
+  // the step's record up to its gradient norm.
+  StepRecord forward_backward(const Batch& b);
+  // The gradient norm, then AdamW with clipping, or the divergence message.
+  void update(StepRecord& r);
   void save();
   // Collective: the largest stop signal any rank received (opt_.stop_requested).
   int agreed_stop_signal();
