@@ -15,6 +15,7 @@
 // whole run.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cxxopts.hpp>
 #include <iostream>
 #include <limits>
@@ -369,8 +370,13 @@ int main(int argc, char** argv) {
   stop_signal::install(defaults);
   return app::mpi_main<Setup>(
       argc, argv, "gdn_train", make_options(), parse, [&](Communicator& world, const Setup& s) {
-        stop_signal::restore_defaults(defaults);
+        // The new set first, then the defaults it leaves out: no signal meets neither.
         stop_signal::install(s.stop_signals);
+        std::vector<int> dropped;
+        for (int sig : defaults)
+          if (std::find(s.stop_signals.begin(), s.stop_signals.end(), sig) == s.stop_signals.end())
+            dropped.push_back(sig);
+        stop_signal::restore_defaults(dropped);
         const std::string heartbeats =
             s.cfg.train.watchdog_s > 0 ? app::make_heartbeat_dir(world) : std::string();
         Watchdog watchdog(s.cfg.train.watchdog_s, world.rank(), world.size(), heartbeats);

@@ -138,8 +138,11 @@ bool link_into_place(const std::string& mine, const std::string& path) {
   const int err = errno;
   struct stat st {};
   if (::stat(mine.c_str(), &st) == 0 && st.st_nlink == 2) return true;
-  GDN_CHECK(err == EEXIST, "cannot take the run lock '", path, "' (link: ", std::strerror(err),
-            "): the checkpoint directory's file system must support hard links");
+  if (err != EEXIST) {
+    ::unlink(mine.c_str());
+    throw_error("cannot take the run lock '", path, "' (link: ", std::strerror(err),
+                "): the checkpoint directory's file system must support hard links");
+  }
   return false;
 }
 
