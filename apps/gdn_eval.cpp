@@ -212,7 +212,12 @@ int evaluate(const Setup& s, Communicator& world) {
       }))
     return 1;
   mesh = make_mesh(world, s.dp, s.cp, s.ep);
-  if (s.ep > 1) model->set_expert_comm(mesh.ep_comm.get(), mesh.ep_comm.get());
+  CpOptions opt;
+  opt.attention_layer_local = s.layer_local;
+  ModelComms comms = ModelComms::single(*mesh.cp_comm, opt);
+  comms.batch = &world;
+  if (s.ep > 1) comms.expert_rows = comms.expert_counts = mesh.ep_comm.get();
+  model->set_comms(comms);
   if (s.shard == Sharding::none) {
     model->params().set_values(local_from_global(model->params().infos(), weights));
   } else {
@@ -227,15 +232,13 @@ int evaluate(const Setup& s, Communicator& world) {
     spdlog::warn("{}: {} tensors skipped (not part of the text model): {}{}", s.dir, skipped.size(),
                  skipped.front(), skipped.size() > 1 ? ", ..." : "");
   const std::int64_t B = s.tokens.shape[0], Tg = s.tokens.shape[1] - 1, Bl = B / s.dp;
-  CpOptions opt;
-  opt.attention_layer_local = s.layer_local;
-  CpContext cp{*mesh.cp_comm, contiguous_shard(Tg, s.cp, mesh.cp_rank), Tg, opt};
+  StepShard cp = StepShard::contiguous(Tg, s.cp, mesh.cp_rank);
   std::optional<Documents> group_docs;  // this dp group's rows
   if (s.documents) {
     group_docs = s.documents->slice(int(mesh.dp_rank * Bl), int(Bl));
     cp.documents = &*group_docs;
   }
-  const std::int64_t n = cp.tokens();
+  const std::int64_t n = cp.shard.size();
   std::vector<std::int32_t> tokens(std::size_t(Bl * n)), targets(std::size_t(Bl * n));
   for (std::int64_t b = 0; b < Bl; ++b)
     for (std::int64_t t = 0; t < n; ++t) {
@@ -251,7 +254,7 @@ int evaluate(const Setup& s, Communicator& world) {
   }
   auto& ps = model->params();
   ps.zero_grad();
-  const auto losses = model->forward_backward(cp, world, tokens.data(), targets.data(), int(Bl),
+  const auto losses = model->forward_backward(cp, tokens.data(), targets.data(), int(Bl),
                                               1.0 / double(std::max<std::int64_t>(counted, 1)));
   double ce = losses.ce_sum;
   world.all_reduce_sum(&ce, 1, app_sites::kEvalLoss);

@@ -1,4 +1,4 @@
-// gdn_split_bench: times the intra-rank sequence split (cp/split_pass.h, docs/design.md
+// gdn_split_bench: times the intra-rank sequence split (gdn/split/split_pass.h, docs/design.md
 // §4b) against the unsplit passes, side by side in one run, and prints JSON lines on stdout.
 // A benchmark, not a test: nothing is asserted.
 //
@@ -27,8 +27,8 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "cp/gdn_cp.h"
-#include "cp/split_scan.h"
 #include "gdn/random_inputs.h"
+#include "gdn/split/split_scan.h"
 
 using namespace gdn;
 using json = nlohmann::ordered_json;

@@ -6,8 +6,11 @@
 #   2. No file includes another folder's *_impl.h.
 #   3. Only src/comm and src/runtime talk to MPI (<mpi.h>); src/ops and src/gdn have no
 #      communication at all (no comm/): the exchanges that feed them (the conv halo, the
-#      pair scans) live in src/cp; everything else reaches other ranks through the
-#      Communicator.
+#      pair all-gather, the log-depth scan) live in src/cp; everything else reaches other
+#      ranks through the Communicator.
+#   4. src/cp holds only what exchanges: each of its .cpp / .cu files reaches the cp group
+#      (includes comm/, names a Communicator or takes a CpContext, which carries it), apart
+#      from shard and documents, the boundaries the exchanges are cut by.
 # Prints every violation with its file and line; exits 1 if there is one.
 set -uo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -55,7 +58,13 @@ for folder in "${order[@]}" apps; do
     fi
   done
 done
+# Rule 4: every translation unit in src/cp exchanges.
+while IFS= read -r file; do
+  case "$(basename "$file")" in shard.cpp | documents.cpp) continue ;; esac
+  grep -qE '#include "comm/|Communicator|CpContext' "$file" "${file%.*}.h" 2>/dev/null ||
+    violation "$file exchanges nothing (no comm/, Communicator or CpContext): it belongs in src/gdn"
+done < <(find src/cp -type f \( -name '*.cpp' -o -name '*.cu' \))
 if [ "$bad" -eq 0 ]; then
-  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn"
+  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn, every cp unit exchanges"
 fi
 exit "$bad"

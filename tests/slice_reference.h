@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "gdn/local_pass.h"
+#include "gdn/pass/local_pass.h"
 #include "gdn/random_inputs.h"
 #include "test_support.h"
 

@@ -179,14 +179,7 @@ inline void forget_at(GdnInputs<double>& d, const std::vector<std::int64_t>& tok
 
 inline GdnProblem make_problem(int B, std::int64_t T, int Hk, int Hv, int K, int V, int C = 64,
                                bool l2 = false, std::vector<std::int64_t> cu = {}) {
-  GdnProblem p;
-  p.B = B;
-  p.T = T;
-  p.Hk = Hk;
-  p.Hv = Hv;
-  p.K = K;
-  p.V = V;
-  p.chunk_size = C;
+  GdnProblem p(B, T, Hk, Hv, K, V, C);
   p.l2norm_qk = l2;
   p.cu_seqlens = std::move(cu);
   return p;

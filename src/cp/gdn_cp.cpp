@@ -27,8 +27,8 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   const int P = cp.comm.size(), r = cp.comm.rank();
   norm_.normalize(p_, cp.tokens(), local);
   if constexpr (std::is_same_v<Dev, Host>) {
-    split_ =
-        choose_piece_split(cp.options, p_, cp.shard.begin, cp.shard.end, omp_get_max_threads());
+    split_ = choose_piece_split({cp.options.split_pieces, cp.options.split_log_depth}, p_,
+                                cp.shard.begin, cp.shard.end, omp_get_max_threads());
     pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view(), split_);
   } else {
     pass_.reset(p_, cp.shard.begin, cp.shard.end, norm_.view());

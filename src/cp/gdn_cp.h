@@ -19,11 +19,11 @@
 #include "core/device.h"
 #include "core/lifecycle.h"
 #include "cp/cp_context.h"
-#include "cp/pair_scan.h"
-#include "cp/split_pass.h"
-#include "gdn/local_pass.h"
+#include "cp/log_depth_scan.h"
+#include "gdn/pass/local_pass.h"
 #include "gdn/problem.h"
 #include "gdn/qk_norm.h"
+#include "gdn/split/split_pass.h"
 
 namespace gdn {
 

@@ -15,7 +15,7 @@
 
 #include "core/bf16.h"
 #include "core/device.h"
-#include "gdn/local_pass.h"
+#include "gdn/pass/local_pass.h"
 #include "gdn/problem.h"
 #include "gdn/qk_norm.h"
 

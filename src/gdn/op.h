@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "core/device.h"
-#include "gdn/local_pass.h"
+#include "gdn/pass/local_pass.h"
 #include "gdn/problem.h"
 #include "gdn/qk_norm.h"
 

@@ -14,6 +14,11 @@ namespace gdn {
 inline constexpr int kDefaultChunkSize = 64;
 
 struct GdnProblem {
+  GdnProblem() = default;
+  GdnProblem(int B, std::int64_t T, int Hk, int Hv, int K, int V,
+             int chunk_size = kDefaultChunkSize)
+      : B(B), T(T), Hk(Hk), Hv(Hv), K(K), V(V), chunk_size(chunk_size) {}
+
   int B = 1;
   std::int64_t T = 0;
   int Hk = 1, Hv = 1, K = 64, V = 64;

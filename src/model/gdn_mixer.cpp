@@ -7,7 +7,6 @@
 
 #include "core/autocast.h"
 #include "cp/conv_halo.h"
-#include "cp/split_pass.h"
 #include "ops/conv/conv.h"
 #include "ops/convert/convert.h"
 #include "ops/elementwise/elementwise.h"
@@ -66,37 +65,24 @@ void GdnMixer<T, Dev>::init(Rng& rng, double std, const HostParams<T>& host) con
 
 template <typename T, typename Dev>
 ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardShape& s) {
-  const std::int64_t N = s.tokens(), Hv = c.linear_num_value_heads, G = Hv / c.linear_num_key_heads;
+  const std::int64_t N = s.tokens(), Hv = c.linear_num_value_heads;
   const std::int64_t qk = std::int64_t(c.linear_num_key_heads) * c.linear_key_head_dim;
   const std::int64_t vd = Hv * c.linear_value_head_dim, Cc = 2 * qk + vd;
-  const std::int64_t K = c.linear_key_head_dim, V = c.linear_value_head_dim, C = s.chunk_size;
-  const std::int64_t chunks = (s.Tl + C - 1) / C;
-  const std::int64_t factors = 1 + 3 * C * K + C * V + C * C;
   ActivationElems a;
   // z, o, normed, v; q, k; b, a, beta, g; conv_in (with the halo rows).
   a.kept = N * (4 * vd + 2 * qk + 4 * Hv) +
            (N + std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1)) * Cc;
-  // The CP core: normalised q, k; per-chunk entry states; the per value head dq, dk
-  // scratch of the backward (kept by the pass); gathered pairs. The WY factors, made when
-  // P > 1 or when the automatic intra-rank split cuts the shard at this thread count
-  // (cp/split_pass.h), live only while the layer's forward or backward runs.
-  a.kept += 2 * N * qk + s.B * Hv * chunks * K * V + 2 * G * N * qk;
-  GdnProblem core;
-  core.B = s.B, core.T = s.Tl, core.Hk = c.linear_num_key_heads, core.Hv = int(Hv);
-  core.K = int(K), core.V = int(V), core.chunk_size = s.chunk_size;
-  const bool split =
-      choose_piece_split(CpOptions{}, core, 0, s.Tl, omp_get_max_threads()).pieces > 1;
-  const std::int64_t wy = s.P > 1 || split ? s.B * Hv * chunks * factors : 0;
-  if (s.P > 1) a.kept += std::int64_t(s.P) * s.B * Hv * K * (K + V);
-  // Recomputing, the conv halo, the per-chunk entry states (the recomputed forward makes
-  // the outputs from them, cp/gdn_cp.h) and the gathered pairs stay (an overestimate with
-  // the log-depth scan, which keeps this rank's M only).
-  a.exchanged = std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1) * Cc +
-                s.B * Hv * chunks * K * V +
-                (s.P > 1 ? std::int64_t(s.P) * s.B * Hv * K * (K + V) : 0);
+  // The CP core (cp/gdn_layer_core.h), on the estimate's shard of Tl tokens per row.
+  const GdnCoreElems core =
+      gdn_core_elems(GdnProblem(s.B, s.Tl, c.linear_num_key_heads, c.linear_num_value_heads,
+                                c.linear_key_head_dim, c.linear_value_head_dim, s.chunk_size),
+                     s.P, omp_get_max_threads());
+  a.kept += core.kept;
+  // Recomputing, the conv halo and what the core replays from stay.
+  a.exchanged = std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1) * Cc + core.replayed;
   // Backward scratch: dnormed, d_o, dz, dv; dq, dk; dg, dbeta, db, da; dconv_out,
   // dconv_in, dmixed; dx_part.
-  a.transient = N * (4 * vd + 2 * qk + 4 * Hv + 3 * Cc + c.hidden_size) + wy;
+  a.transient = N * (4 * vd + 2 * qk + 4 * Hv + 3 * Cc + c.hidden_size) + core.transient;
   return a;
 }
 
@@ -146,14 +132,7 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   ops::gdn_gating_forward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_), N, Hv_,
                           beta_.data(), g_.data());
   // The GDN core with context parallelism; q and k are L2-normalised inside.
-  GdnProblem p;
-  p.B = B;
-  p.T = cp.T_global;
-  p.Hk = Hk_;
-  p.Hv = Hv_;
-  p.K = K_;
-  p.V = V_;
-  p.chunk_size = chunk_;
+  GdnProblem p(B, cp.T_global, Hk_, Hv_, K_, V_, chunk_);
   p.l2norm_qk = true;
   o_.resize(N * v_dim());
   const bool bf16 = bf16_autocast();  // the op's bf16 storage mode (gdn/bf16_op.h)
@@ -161,7 +140,8 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
     for (Buffer<Dev, T>* b : {&q_, &k_, &v_, &beta_}) ops::round_to_bf16(dev, b->data(), b->size());
   {
     const profile::Scope core_scope("gdn_core");
-    core_forward(cp, p);
+    core_.forward(cp, p, {q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
+                  o_.data());
   }
   if (bf16) ops::round_to_bf16(dev, o_.data(), o_.size());
   // Gated RMSNorm per value head, then out_proj.
@@ -188,7 +168,7 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   if (bf16_autocast()) ops::round_to_bf16(dev, d_o.data(), d_o.size());
   {
     const profile::Scope core_scope("gdn_core");
-    core_backward(cp, d_o.data(), cg);
+    core_.backward(cp, d_o.data(), cg);
   }
   Buffer<Dev, T> db(N * Hv_), da(N * Hv_);
   ops::gdn_gating_backward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_),
@@ -223,50 +203,6 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
 }
 
 template <typename T, typename Dev>
-void GdnMixer<T, Dev>::core_forward(const CpContext& cp, const GdnProblem& p) {
-  const GdnInputView<T> all{q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr};
-  const std::size_t n = cp.documents ? std::size_t(p.B) : 1;
-  GDN_CHECK(!cp.documents || (cp.documents->rows() == p.B && cp.documents->length() == p.T),
-            "GdnMixer: documents of ", cp.documents ? cp.documents->rows() : 0,
-            " rows for a batch of ", p.B, " rows");
-  if (cores_.size() != n) {
-    cores_.clear();
-    for (std::size_t i = 0; i < n; ++i)
-      cores_.push_back(std::make_unique<GdnContextParallel<T, Dev>>());
-  }
-  per_row_ = cp.documents != nullptr;
-  if (!per_row_) {
-    cores_[0]->forward(cp, p, all, o_.data(), nullptr);
-    return;
-  }
-  // Row b as a packed problem of its own: its documents are the sequences.
-  const std::int64_t Tl = cp.tokens(), qk = Tl * qk_dim(), vv = Tl * v_dim(), hh = Tl * Hv_;
-  GdnProblem row = p;
-  row.B = 1;
-  for (int b = 0; b < p.B; ++b) {
-    row.cu_seqlens = cp.documents->row(b);
-    const GdnInputView<T> in{all.q + b * qk, all.k + b * qk,    all.v + b * vv,
-                             all.g + b * hh, all.beta + b * hh, nullptr};
-    cores_[std::size_t(b)]->forward(cp, row, in, o_.data() + b * vv, nullptr);
-  }
-}
-
-template <typename T, typename Dev>
-void GdnMixer<T, Dev>::core_backward(const CpContext& cp, const T* d_o, GdnGradView<T>& g) {
-  if (!per_row_) {
-    cores_[0]->backward(cp, d_o, nullptr, g);
-    return;
-  }
-  const std::int64_t Tl = cp.tokens(), qk = Tl * qk_dim(), vv = Tl * v_dim(), hh = Tl * Hv_;
-  for (std::size_t b = 0; b < cores_.size(); ++b) {
-    const std::int64_t i = std::int64_t(b);
-    GdnGradView<T> row{g.dq + i * qk, g.dk + i * qk,    g.dv + i * vv,
-                       g.dg + i * hh, g.dbeta + i * hh, nullptr};
-    cores_[b]->backward(cp, d_o + i * vv, nullptr, row);
-  }
-}
-
-template <typename T, typename Dev>
 void GdnMixer<T, Dev>::do_release(Keep keep) {
   for (Buffer<Dev, T>* b : {&z_, &b_, &a_, &conv_in_, &q_, &k_, &v_, &beta_, &g_, &o_, &normed_})
     *b = Buffer<Dev, T>();
@@ -274,7 +210,7 @@ void GdnMixer<T, Dev>::do_release(Keep keep) {
     halo_ = Buffer<Dev, T>();
     pos_ = Buffer<Dev, std::int64_t>();
   }
-  for (auto& core : cores_) core->release(keep);
+  core_.release(keep);
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class GdnMixer<T, Dev>;

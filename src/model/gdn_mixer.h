@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "cp/gdn_cp.h"
+#include "cp/gdn_layer_core.h"
 #include "model/mixer.h"
 
 namespace gdn {
@@ -50,9 +50,6 @@ class GdnMixer final : public Mixer<T, Dev> {
   int qk_dim() const { return Hk_ * K_; }
   int v_dim() const { return Hv_ * V_; }
   int conv_dim() const { return 2 * qk_dim() + v_dim(); }
-  // The core's calls: one over the B rows, or with documents one packed problem per row.
-  void core_forward(const CpContext& cp, const GdnProblem& p);
-  void core_backward(const CpContext& cp, const T* d_o, GdnGradView<T>& g);
 
   ParamStore<T, Dev>& ps_;
   int d_, Hk_, Hv_, K_, V_, W_, chunk_;
@@ -68,10 +65,7 @@ class GdnMixer final : public Mixer<T, Dev> {
   // With documents: each row's tokens' positions in their documents [B, Tl] (the conv's
   // reach), else empty.
   Buffer<Dev, std::int64_t> pos_;
-  // The CP core: cores_[0] for the whole batch, or one per row with documents (kept for
-  // the run).
-  std::vector<std::unique_ptr<GdnContextParallel<T, Dev>>> cores_;
-  bool per_row_ = false;  // the last forward ran one core per row
+  GdnLayerCore<T, Dev> core_;  // the CP core, documents-aware (kept for the run)
 };
 
 }  // namespace gdn

@@ -193,8 +193,13 @@ void Model<T, Dev>::draw_group(std::size_t u, Rng& rng, const HostParams<T>& hos
 }
 
 template <typename T, typename Dev>
-void Model<T, Dev>::set_expert_comm(Communicator* rows, Communicator* counts) {
-  for (Block& b : blocks_) b.mlp->set_expert_comm(rows, counts);
+void Model<T, Dev>::set_comms(const ModelComms& comms) {
+  GDN_CHECK(comms.cp && comms.batch, "Model::set_comms: the cp and batch communicators are needed");
+  GDN_CHECK(options_.experts.ep == 1 || (comms.expert_rows && comms.expert_counts),
+            "Model::set_comms: experts over ep = ", options_.experts.ep,
+            " ranks need the ep group's communicators");
+  comms_ = comms;
+  for (Block& b : blocks_) b.mlp->set_expert_comm(comms.expert_rows, comms.expert_counts);
 }
 
 template <typename T, typename Dev>
@@ -210,10 +215,10 @@ std::int64_t Model<T, Dev>::attention_pairs() const {
 // `sums` holds this rank's [A, S, R]; returns aux; when `train`, hands each MoE layer
 // d(coef aux)/d p[e] = coef E A[e] / R^2.
 template <typename T, typename Dev>
-double Model<T, Dev>::router_loss(Communicator& batch, std::vector<double>& sums, bool train) {
+double Model<T, Dev>::router_loss(std::vector<double>& sums, bool train) {
   const int E = c_.num_experts;
   Buffer<Dev, double> d_sums = to_device<Dev>(sums.data(), sums.size());
-  batch.all_reduce_sum(d_sums.data(), sums.size(), model_sites::kRouterStats);
+  comms_.batch->all_reduce_sum(d_sums.data(), sums.size(), model_sites::kRouterStats);
   Dev::download(sums.data(), d_sums.data(), sums.size());
   const double R = sums[2 * std::size_t(E)];
   double aux = 0;
@@ -295,11 +300,12 @@ double Model<T, Dev>::lm_head_loss(const T* hf, const std::int32_t* targets, std
 }
 
 template <typename T, typename Dev>
-typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& cp,
-                                                               Communicator& batch,
+typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& s,
                                                                const std::int32_t* tokens,
                                                                const std::int32_t* targets, int B,
                                                                double grad_scale) {
+  GDN_CHECK(comms_.cp, "Model::forward_backward before set_comms");
+  const CpContext cp = CpContext::of(*comms_.cp, s, comms_.cp_options);
   const Dev dev{};
   const Bf16Autocast autocast(options_.bf16);
   const int d = c_.hidden_size, Vocab = c_.vocab_size;
@@ -353,7 +359,7 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const CpContext& 
   }
   if (c_.num_moe_layers() > 0) {
     const profile::Region region("moe");
-    losses.aux = router_loss(batch, router, c_.output_router_logits);
+    losses.aux = router_loss(router, c_.output_router_logits);
   }
 
   // Backward, mirroring the forward.

@@ -22,6 +22,7 @@
 #include "cp/cp_context.h"
 #include "model/mixer.h"
 #include "model/mlp.h"
+#include "model/model_comms.h"
 #include "model/model_config.h"
 #include "model/params.h"
 
@@ -100,8 +101,9 @@ class Model {
   // Null (the default): every parameter is resident.
   void set_unit_gather(UnitGather* g) { gather_ = g; }
   std::size_t head_unit() const { return params_.units().size() - 1; }
-  // With experts.ep > 1: the ep group's communicators (MoeMlp::set_expert_comm).
-  void set_expert_comm(Communicator* rows, Communicator* counts);
+  // The communicators of every layer (model_comms.h), set once before the first step;
+  // they must outlive the model's steps.
+  void set_comms(const ModelComms& comms);
 
   struct Losses {
     double ce_sum = 0;  // this shard's summed token cross-entropies (unscaled)
@@ -109,13 +111,13 @@ class Model {
     // rank; 0 without MoE layers). Its gradient is trained when output_router_logits.
     double aux = 0;
   };
-  // One shard: tokens and targets [B, Tl] (positions cp.shard of B sequences of
-  // cp.T_global tokens), in Dev's memory. Runs the forward and the backward,
-  // accumulating the parameter gradients of ce_sum * grad_scale (+ router_aux_loss_coef
-  // * aux when output_router_logits; each rank adds its tokens' part, so the gradients
-  // summed over `batch` are the whole batch's). `batch` holds every rank of the global
-  // batch (dp x cp; it reduces the router's sums). Collective over cp.comm and batch.
-  Losses forward_backward(const CpContext& cp, Communicator& batch, const std::int32_t* tokens,
+  // One shard: tokens and targets [B, Tl] (positions s.shard of B rows of s.T_global
+  // tokens), in Dev's memory. Runs the forward and the backward, accumulating the
+  // parameter gradients of ce_sum * grad_scale (+ router_aux_loss_coef * aux when
+  // output_router_logits; each rank adds its tokens' part, so the gradients summed over
+  // the batch group are the whole batch's). Collective over the communicators of
+  // set_comms, which must have been called.
+  Losses forward_backward(const StepShard& s, const std::int32_t* tokens,
                           const std::int32_t* targets, int B, double grad_scale);
 
   // The (query, key) pairs of the attention layers' last forward on this rank, summed over
@@ -160,7 +162,7 @@ class Model {
   // An invalid target throws after the last block, naming its row of `targets`.
   double lm_head_loss(const T* hf, const std::int32_t* targets, std::int64_t N, double grad_scale,
                       T* dh);
-  double router_loss(Communicator& batch, std::vector<double>& sums, bool train);
+  double router_loss(std::vector<double>& sums, bool train);
 
   ModelConfig c_;
   ModelOptions options_;
@@ -168,6 +170,7 @@ class Model {
   ParamId embed_ = 0, final_norm_ = 0, lm_head_ = 0;  // lm_head_ == embed_ when tied
   std::vector<Block> blocks_;
   UnitGather* gather_ = nullptr;
+  ModelComms comms_;
 };
 
 }  // namespace gdn

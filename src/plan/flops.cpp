@@ -62,10 +62,8 @@ RankWork rank_work(const PlanInput& in, int P, int r, bool balanced) {
       add(kGdnProj, proj, proj.fwd);
       const Flops conv = linear(W * Cc, n);
       add(kGdnConv, conv, conv.fwd);
-      GdnProblem p;
-      p.B = in.local_batch(), p.T = sh.size(), p.Hk = int(Hk), p.Hv = int(Hv);
-      p.K = int(K), p.V = int(V), p.chunk_size = in.chunk_size;
-      const ChunkFlops cf = chunk_flops(p);
+      const ChunkFlops cf = chunk_flops(
+          GdnProblem(in.local_batch(), sh.size(), int(Hk), int(Hv), int(K), int(V), in.chunk_size));
       // A replay at P > 1 starts from the kept entry state: prepare + output, no phase 1.
       add(kGdnCore, {cf.forward(), cf.backward}, cf.forward());
       if (P > 1) add(kGdnCp, {cf.transition, cf.prepare + cf.adjoint}, 0);

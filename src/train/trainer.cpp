@@ -95,15 +95,19 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   GDN_CHECK(dev_world.size() == world.size() && dev_world.rank() == world.rank(),
             "Trainer: the device communicator must hold the same ranks as the world");
   identity_ = run_identity(cfg_, *data_);
+  ModelComms comms;
+  comms.cp = mesh_.cp_comm.get();
+  comms.cp_options.attention_layer_local =
+      cfg.train.attention_load_balance == AttentionLoadBalance::layer_local;
+  comms.batch = mesh_.world;
   if (mesh_.ep > 1) {
     // The routed rows move in Dev's memory, their counts in the host's.
-    if constexpr (std::is_same_v<Dev, Host>) {
-      model_.set_expert_comm(mesh_.ep_comm.get(), mesh_.ep_comm.get());
-    } else {
+    if constexpr (!std::is_same_v<Dev, Host>)
       host_ep_comm_ = world.split(world.rank() / mesh_.ep, mesh_.ep_rank);
-      model_.set_expert_comm(mesh_.ep_comm.get(), host_ep_comm_.get());
-    }
+    comms.expert_rows = mesh_.ep_comm.get();
+    comms.expert_counts = host_ep_comm_ ? host_ep_comm_.get() : mesh_.ep_comm.get();
   }
+  model_.set_comms(comms);
   progress("initialising the model");
   profile::enable(cfg.train.profile);  // this thread runs the steps
   state_ = make_param_state<T, Dev>(cfg.train, model_, mesh_, world,
@@ -299,12 +303,9 @@ StepRecord Trainer<T, Dev>::forward_backward(const Batch& b) {
   r.lr = learning_rate(adamw_config_, step_);
   r.tokens = b.global_targets;
   progress("forward and backward");
-  CpOptions cp_options;
-  cp_options.attention_layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
-  CpContext cp{*mesh_.cp_comm, shard_, t.seq_len, cp_options};
-  if (b.documents) cp.documents = &*b.documents;
-  const auto losses = model_.forward_backward(cp, *mesh_.world, tokens.data(), targets.data(),
-                                              b.rows, 1.0 / double(b.global_targets));
+  const StepShard shard{shard_, t.seq_len, b.documents ? &*b.documents : nullptr};
+  const auto losses = model_.forward_backward(shard, tokens.data(), targets.data(), b.rows,
+                                              1.0 / double(b.global_targets));
   // Sum the gradients over every rank (dp and cp alike): replicated, by one all-reduce;
   // sharded, each rank gets its part's sums (full: done as the backward went).
   if (const char* phase = state_->reduce_phase()) {

@@ -82,19 +82,21 @@ void check_model_parity(const ModelConfig& c, int B, int Tl, int chunk, ModelOpt
   for (auto& t : targets) t = std::int32_t(rng.next_u64() % c.vocab_size);
   const double scale = 1.0 / (B * Tl);
   SingleCommunicator comm;
-  const CpContext cp = CpContext::contiguous(comm, Tl);
+  const StepShard cp = StepShard::contiguous(Tl);
 
   Model<T, Host> cpu(c, chunk);
   cpu.init(7);
+  cpu.set_comms(ModelComms::single(comm));
   cpu.params().zero_grad();
-  const auto want = cpu.forward_backward(cp, comm, tokens.data(), targets.data(), B, scale);
+  const auto want = cpu.forward_backward(cp, tokens.data(), targets.data(), B, scale);
 
   Model<T, Cuda> gpu(c, chunk, gpu_options);
   gpu.init(7);  // same seed: same host values, uploaded
+  gpu.set_comms(ModelComms::single(comm));
   gpu.params().zero_grad();
   const auto d_tokens = to_device<Cuda>(tokens.data(), tokens.size());
   const auto d_targets = to_device<Cuda>(targets.data(), targets.size());
-  const auto got = gpu.forward_backward(cp, comm, d_tokens.data(), d_targets.data(), B, scale);
+  const auto got = gpu.forward_backward(cp, d_tokens.data(), d_targets.data(), B, scale);
 
   CHECK(std::abs(got.ce_sum - want.ce_sum) <= tolerance<T>() * std::abs(want.ce_sum));
   CHECK(std::abs(got.aux - want.aux) <= tolerance<T>() * std::abs(want.aux));

@@ -1,7 +1,7 @@
 // Context parallelism across real MPI ranks (ctest runs this under mpirun with 2, 3, 4
 // ranks): every rank's shard of the outputs and gradients must equal the same slice of
 // the single-rank oracle, for the all-gather scan and the log-depth scan alike, with and
-// without the intra-rank split of each shard (cp/split_pass.h), and the cross-rank
+// without the intra-rank split of each shard (gdn/split/split_pass.h), and the cross-rank
 // payload must be exactly the fixed-size pairs.
 #include <mpi.h>
 
@@ -11,8 +11,8 @@
 #include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "cp/gdn_cp.h"
-#include "gdn/local_pass.h"
 #include "gdn/op.h"
+#include "gdn/pass/local_pass.h"
 #include "gdn/recurrent.h"
 #include "test_support.h"
 

@@ -98,11 +98,10 @@ Result run_packed(Communicator& world, const Batch& batch, const Documents* docs
   }
   CpOptions opt;
   opt.attention_layer_local = layer_local;
-  CpContext ctx{world, s, batch.T, opt};
-  ctx.documents = docs;
+  model.set_comms(ModelComms::single(world, opt));
   const double scale = 1.0 / double(n);
-  const auto losses =
-      model.forward_backward(ctx, world, part.tokens.data(), part.targets.data(), batch.B, scale);
+  const auto losses = model.forward_backward({s, batch.T, docs}, part.tokens.data(),
+                                             part.targets.data(), batch.B, scale);
   Result r;
   r.loss = losses.ce_sum * scale;
   world.all_reduce_sum(&r.loss, 1, "test.loss");
@@ -137,9 +136,9 @@ Result run_one_by_one(const Batch& batch, const Documents& docs) {
     Model<double, Host> model(c, kChunk);
     model.init(5);
     const std::int64_t T = std::int64_t(p.tokens.size());
-    const CpContext ctx{alone, Shard{0, T}, T, {}};
-    const auto losses =
-        model.forward_backward(ctx, alone, p.tokens.data(), p.targets.data(), 1, 1.0 / double(n));
+    model.set_comms(ModelComms::single(alone));
+    const auto losses = model.forward_backward(StepShard::contiguous(T), p.tokens.data(),
+                                               p.targets.data(), 1, 1.0 / double(n));
     r.loss += losses.ce_sum / double(n);
     const std::vector<double> g = model.params().host_grads();
     if (r.grads.empty()) r.grads.assign(g.size(), 0.0);

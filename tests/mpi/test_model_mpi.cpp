@@ -60,9 +60,11 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   CpOptions opt;
   opt.attention_layer_local = layer_local;
   opt.split_pieces = split_pieces;
-  const CpContext ctx{*mesh.cp_comm, s, batch.T, opt};
+  ModelComms comms = ModelComms::single(*mesh.cp_comm, opt);
+  comms.batch = &world;
+  model.set_comms(comms);
   const auto losses =
-      model.forward_backward(ctx, world, part.tokens.data(), part.targets.data(), Bl, scale);
+      model.forward_backward({s, batch.T}, part.tokens.data(), part.targets.data(), Bl, scale);
   r.loss = losses.ce_sum * scale;
   world.all_reduce_sum(&r.loss, 1, "test.loss");
   // The objective: aux is the same on every rank (reduced inside).
@@ -228,8 +230,10 @@ TEST_CASE("the conv halo moves exactly (W-1)(2 Hk K + Hv V) elements per rank pe
     std::vector<std::int32_t> targets(batch.seq.begin() + s.begin + 1,
                                       batch.seq.begin() + s.end + 1);
     mesh.cp_comm->reset_counters();
-    model.forward_backward(CpContext{*mesh.cp_comm, s, batch.T, {}}, world, tokens.data(),
-                           targets.data(), 1, 1.0);
+    ModelComms comms = ModelComms::single(*mesh.cp_comm);
+    comms.batch = &world;
+    model.set_comms(comms);
+    model.forward_backward({s, batch.T}, tokens.data(), targets.data(), 1, 1.0);
     const std::int64_t halo = std::int64_t(c.linear_conv_kernel_dim - 1) *
                               (2 * c.linear_num_key_heads * c.linear_key_head_dim +
                                c.linear_num_value_heads * c.linear_value_head_dim) *

@@ -62,7 +62,10 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   mo.by_unit = shard == Sharding::full;
   mo.experts = {ep, mesh.ep_rank};
   Model<double, Host> model(c, 16, mo);
-  if (ep > 1) model.set_expert_comm(mesh.ep_comm.get(), mesh.ep_comm.get());
+  ModelComms comms = ModelComms::single(*mesh.cp_comm);
+  comms.batch = &world;
+  if (ep > 1) comms.expert_rows = comms.expert_counts = mesh.ep_comm.get();
+  model.set_comms(comms);
   std::unique_ptr<ShardedState<double, Host>> state;
   if (shard == Sharding::none) {
     model.init(5);
@@ -77,10 +80,9 @@ Result run_layout(Communicator& world, const ModelConfig& c, const Batch& batch,
   const Shard s = contiguous_shard(batch.T, cp, mesh.cp_rank);
   const ShardTokens part = shard_tokens(batch, dp, mesh.dp_rank, s);
   const double scale = 1.0 / double(batch.B * batch.T);
-  const CpContext ctx{*mesh.cp_comm, s, batch.T, CpOptions{}};
   world.reset_counters();
   const auto losses =
-      model.forward_backward(ctx, world, part.tokens.data(), part.targets.data(), Bl, scale);
+      model.forward_backward({s, batch.T}, part.tokens.data(), part.targets.data(), Bl, scale);
   Result r;
   r.loss = losses.ce_sum * scale;
   world.all_reduce_sum(&r.loss, 1, "test.loss");

@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "gdn/local_pass.h"
-#include "gdn/pass_walks.h"
+#include "gdn/adjoint_walk/adjoint_walk_tiled.h"
+#include "gdn/chunk/host_exec.h"
+#include "gdn/chunk/tiled_gemm.h"
+#include "gdn/pass/local_pass.h"
 #include "gdn/random_inputs.h"
 #include "gdn/slice_layout.h"
+#include "gdn/state_walk/state_walk_tiled.h"
 #include "mma_emulation.h"
-#include "ops/gdn_chunk/host_exec.h"
-#include "ops/gdn_chunk/tiled_gemm.h"
 #include "slice_reference.h"
 #include "test_support.h"
 
@@ -544,11 +545,12 @@ TEST_CASE("ChunkKernel::outputs is step's o without the state update, same bits"
 
 namespace {
 
-// The CUDA passes (local_pass_cuda.cu) on the CPU: their walk job bodies (gdn/pass_walks.h,
-// the same source the kernels run) on the policy of RunJob, each (b, h, column tile) job
-// after the other, and their chunk jobs (ChunkKernel::outputs, ChunkKernel::backward from
-// the stored entry states and exit adjoints) written out here as the kernels do them;
-// against LocalPass<double, Host>, every output and gradient.
+// The CUDA passes (local_pass_cuda.cu) on the CPU: their walk job bodies (gdn/pass/walk_tiles.h,
+// gdn/state_walk/state_walk_tiled.h, gdn/adjoint_walk/adjoint_walk_tiled.h, the same source the
+// kernels run) on the policy of RunJob, each (b, h, column tile) job after the other, and their
+// chunk jobs (ChunkKernel::outputs, ChunkKernel::backward from the stored entry states and exit
+// adjoints) written out here as the kernels do them; against LocalPass<double, Host>, every output
+// and gradient.
 struct SerialJobs {  // every job on one thread (HostExec)
   template <typename F>
   void operator()(int C, int K, int V, double scale, F job) const {

@@ -74,8 +74,9 @@ TEST_CASE("whole-model gradients match finite differences (fp64, every parameter
     c.tie_word_embeddings = tied;
     Model<double, Host> model(c, 16);
     model.init(7);
+    model.set_comms(ModelComms::single(comm));
     const int B = 2, T = 9;
-    const CpContext cp = CpContext::contiguous(comm, T);
+    const StepShard cp = StepShard::contiguous(T);
     std::vector<std::int32_t> tokens(B * T), targets(B * T);
     Rng rng(8);
     for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
@@ -83,8 +84,7 @@ TEST_CASE("whole-model gradients match finite differences (fp64, every parameter
     const double scale = 1.0 / (B * T);
     ParamStore<double, Host>& ps = model.params();
     auto loss = [&] {
-      const double s =
-          model.forward_backward(cp, comm, tokens.data(), targets.data(), B, scale).ce_sum;
+      const double s = model.forward_backward(cp, tokens.data(), targets.data(), B, scale).ce_sum;
       return s * scale;
     };
     ps.zero_grad();
@@ -123,16 +123,17 @@ TEST_CASE("pad_token_id: its embedding row starts at zero and gets no embedding 
     c.pad_token_id = 3;
     Model<double, Host> model(c, 16);
     model.init(7);
+    model.set_comms(ModelComms::single(comm));
     ParamStore<double, Host>& ps = model.params();
     const ParamId embed = ps.find("model.embed_tokens.weight");
     const int d = c.hidden_size;
     const double* row = ps.value(embed) + 3 * d;
     CHECK(std::all_of(row, row + d, [](double x) { return x == 0.0; }));
     const int B = 1, T = 8;
-    const CpContext cp = CpContext::contiguous(comm, T);
+    const StepShard cp = StepShard::contiguous(T);
     std::vector<std::int32_t> tokens{3, 1, 3, 2, 5, 3, 0, 4}, targets{1, 3, 2, 5, 3, 0, 4, 3};
     ps.zero_grad();
-    model.forward_backward(cp, comm, tokens.data(), targets.data(), B, 1.0 / T);
+    model.forward_backward(cp, tokens.data(), targets.data(), B, 1.0 / T);
     const std::vector<double> g = ps.host_grads();
     const double* grow = g.data() + ps.info(embed).offset + 3 * d;
     double norm = 0;
@@ -180,7 +181,7 @@ TEST_CASE("the LM head in blocks: the one-block loss and gradients; a bad target
   SingleCommunicator comm;
   const ModelConfig c = tiny_model();
   const int B = 2, T = 9;
-  const CpContext cp = CpContext::contiguous(comm, T);
+  const StepShard cp = StepShard::contiguous(T);
   std::vector<std::int32_t> tokens(B * T), targets(B * T);
   Rng rng(12);
   for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
@@ -190,9 +191,10 @@ TEST_CASE("the LM head in blocks: the one-block loss and gradients; a bad target
     o.loss_block_tokens = block;
     Model<double, Host> model(c, 16, o);
     model.init(7);
+    model.set_comms(ModelComms::single(comm));
     model.params().zero_grad();
     const double loss =
-        model.forward_backward(cp, comm, tokens.data(), targets.data(), B, 1.0 / (B * T)).ce_sum;
+        model.forward_backward(cp, tokens.data(), targets.data(), B, 1.0 / (B * T)).ce_sum;
     grads = model.params().host_grads();
     return loss;
   };

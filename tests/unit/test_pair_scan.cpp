@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "cp/shard.h"
-#include "gdn/local_pass.h"
+#include "gdn/pass/local_pass.h"
 #include "test_support.h"
 
 using namespace gdn;

@@ -12,8 +12,8 @@
 
 #include "comm/single_communicator.h"
 #include "cp/gdn_cp.h"
-#include "cp/split_pass.h"
-#include "gdn/local_pass.h"
+#include "gdn/pass/local_pass.h"
+#include "gdn/split/split_pass.h"
 #include "test_support.h"
 
 using namespace gdn;

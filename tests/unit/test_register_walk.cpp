@@ -13,14 +13,15 @@
 #include <limits>
 #include <vector>
 
-#include "gdn/pass_walks.h"
+#include "gdn/adjoint_walk/adjoint_walk_bf16.h"
+#include "gdn/adjoint_walk/adjoint_walk_tiled.h"
+#include "gdn/backward/backward_bf16.h"
+#include "gdn/outputs/outputs_bf16.h"
+#include "gdn/prepare/prepare_bf16.h"
 #include "gdn/random_inputs.h"
-#include "gdn/register_adjoint_walk.h"
-#include "gdn/register_backward.h"
-#include "gdn/register_outputs.h"
-#include "gdn/register_prepare.h"
-#include "gdn/register_state_walk.h"
 #include "gdn/slice_layout.h"
+#include "gdn/state_walk/state_walk_bf16.h"
+#include "gdn/state_walk/state_walk_tiled.h"
 #include "mma_emulation.h"
 #include "test_support.h"
 

@@ -1,4 +1,4 @@
-// The intra-rank sequence split (cp/split_pass.h, docs/design.md §4b): a slice cut into S
+// The intra-rank sequence split (gdn/split/split_pass.h, docs/design.md §4b): a slice cut into S
 // pieces that run as virtual ranks must give the unsplit op's results (fp64, 1e-12
 // relative) for every S, scan kind and layout (varlen, h0, -inf, slices that are not a
 // multiple of C, B * Hv = 1 and 2), phase by phase on an interior slice (the P > 1
@@ -12,11 +12,11 @@
 
 #include "comm/single_communicator.h"
 #include "cp/gdn_cp.h"
-#include "cp/split_jobs.h"
-#include "cp/split_pass.h"
-#include "cp/split_scan.h"
-#include "gdn/local_pass.h"
 #include "gdn/op.h"
+#include "gdn/pass/local_pass.h"
+#include "gdn/split/split_jobs.h"
+#include "gdn/split/split_pass.h"
+#include "gdn/split/split_scan.h"
 #include "test_support.h"
 
 using namespace gdn;
@@ -145,7 +145,7 @@ TEST_CASE("split points are chunk starts of the slice, never an empty piece", "[
 }
 
 TEST_CASE("the automatic plan splits only when B*Hv leaves threads idle", "[split]") {
-  const CpOptions autom;
+  const PieceSplit autom{0, false};                              // 0: the plan decides
   const GdnProblem one = make_problem(1, 4096, 1, 1, 8, 8, 64);  // 64 chunks
   CHECK(choose_piece_split(autom, one, 0, one.T, 2).pieces == 2);
   CHECK(choose_piece_split(autom, one, 0, one.T, 8).pieces == 8);
@@ -159,8 +159,8 @@ TEST_CASE("the automatic plan splits only when B*Hv leaves threads idle", "[spli
   const GdnProblem rows = make_problem(2, 4096, 1, 1, 8, 8, 64);
   CHECK(choose_piece_split(autom, rows, 0, rows.T, 4).pieces == 2);  // B x S = 4 jobs
   CHECK(choose_piece_split(autom, rows, 0, rows.T, 3).pieces == 1);
-  CHECK(choose_piece_split(split_options(1, false), one, 0, one.T, 8).pieces == 1);
-  const PieceSplit forced = choose_piece_split(split_options(5, true), two, 0, two.T, 1);
+  CHECK(choose_piece_split(PieceSplit{1, false}, one, 0, one.T, 8).pieces == 1);
+  const PieceSplit forced = choose_piece_split(PieceSplit{5, true}, two, 0, two.T, 1);
   CHECK(forced.pieces == 5);
   CHECK(forced.log_depth);
 }

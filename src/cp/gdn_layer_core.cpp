@@ -1,0 +1,75 @@
+#include "cp/gdn_layer_core.h"
+
+#include "core/error.h"
+#include "gdn/split/split_pass.h"
+#include "runtime/devices.h"
+
+namespace gdn {
+
+template <typename T, typename Dev>
+void GdnLayerCore<T, Dev>::forward(const CpContext& cp, const GdnProblem& p,
+                                   const GdnInputView<T>& in, T* o) {
+  const std::size_t n = cp.documents ? std::size_t(p.B) : 1;
+  GDN_CHECK(!cp.documents || (cp.documents->rows() == p.B && cp.documents->length() == p.T),
+            "GdnLayerCore: documents of ", cp.documents ? cp.documents->rows() : 0,
+            " rows for a batch of ", p.B, " rows");
+  if (cores_.size() != n) {
+    cores_.clear();
+    for (std::size_t i = 0; i < n; ++i)
+      cores_.push_back(std::make_unique<GdnContextParallel<T, Dev>>());
+  }
+  per_row_ = cp.documents != nullptr;
+  if (!per_row_) {
+    cores_[0]->forward(cp, p, in, o, nullptr);
+    return;
+  }
+  // Row b as a packed problem of its own: its documents are the sequences.
+  const std::int64_t Tl = cp.tokens();
+  row_ = {Tl * p.Hk * p.K, Tl * p.Hv * p.V, Tl * p.Hv};
+  const auto [qk, vv, hh] = row_;
+  GdnProblem row = p;
+  row.B = 1;
+  for (int b = 0; b < p.B; ++b) {
+    row.cu_seqlens = cp.documents->row(b);
+    const GdnInputView<T> r{in.q + b * qk, in.k + b * qk,    in.v + b * vv,
+                            in.g + b * hh, in.beta + b * hh, nullptr};
+    cores_[std::size_t(b)]->forward(cp, row, r, o + b * vv, nullptr);
+  }
+}
+
+template <typename T, typename Dev>
+void GdnLayerCore<T, Dev>::backward(const CpContext& cp, const T* d_o, GdnGradView<T>& g) {
+  if (!per_row_) {
+    cores_[0]->backward(cp, d_o, nullptr, g);
+    return;
+  }
+  const auto [qk, vv, hh] = row_;
+  for (std::size_t b = 0; b < cores_.size(); ++b) {
+    const std::int64_t i = std::int64_t(b);
+    GdnGradView<T> row{g.dq + i * qk, g.dk + i * qk,    g.dv + i * vv,
+                       g.dg + i * hh, g.dbeta + i * hh, nullptr};
+    cores_[b]->backward(cp, d_o + i * vv, nullptr, row);
+  }
+}
+
+GdnCoreElems gdn_core_elems(const GdnProblem& p, int P, int threads) {
+  const std::int64_t N = std::int64_t(p.B) * p.T, qk = std::int64_t(p.Hk) * p.K;
+  const std::int64_t B = p.B, Hv = p.Hv, K = p.K, V = p.V, C = p.chunk_size;
+  const std::int64_t chunks = (p.T + C - 1) / C, factors = 1 + 3 * C * K + C * V + C * C;
+  const std::int64_t states = B * Hv * chunks * K * V;
+  const std::int64_t pairs = P > 1 ? std::int64_t(P) * B * Hv * K * (K + V) : 0;
+  const bool split = choose_piece_split(PieceSplit{0, false}, p, 0, p.T, threads).pieces > 1;
+  GdnCoreElems e;
+  e.kept = 2 * N * qk + states + 2 * std::int64_t(p.group()) * N * qk + pairs;
+  // The entry states (the recomputed forward makes the outputs from them) and the gathered
+  // pairs stay (an overestimate with the log-depth scan, which keeps this rank's M only).
+  e.replayed = states + pairs;
+  e.transient = P > 1 || split ? B * Hv * chunks * factors : 0;
+  return e;
+}
+
+#define GDN_INSTANTIATE(T, Dev) template class GdnLayerCore<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
+
+}  // namespace gdn

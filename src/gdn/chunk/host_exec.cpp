@@ -1,0 +1,23 @@
+// The host instances of the chunk math: HostExec's gemm is the register-blocked
+// la::gemm, and ChunkKernel<T, HostExec> is compiled once here for the CPU passes.
+#include "gdn/chunk/host_exec.h"
+
+#include "ops/gemm/gemm.h"
+
+namespace gdn {
+
+template <typename T>
+void HostExec::gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B,
+                    int ldb, T beta, T* C, int ldc, Structure s) {
+  la::gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+}
+
+template void HostExec::gemm<float>(bool, bool, int, int, int, float, const float*, int,
+                                    const float*, int, float, float*, int, Structure);
+template void HostExec::gemm<double>(bool, bool, int, int, int, double, const double*, int,
+                                     const double*, int, double, double*, int, Structure);
+
+template class ChunkKernel<float, HostExec>;
+template class ChunkKernel<double, HostExec>;
+
+}  // namespace gdn

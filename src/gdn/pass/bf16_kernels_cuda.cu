@@ -1,0 +1,276 @@
+// The block policy of gdn/pass/bf16_walk.h on the GPU, and the register kernels and their
+// launches (prepare, four walks, outputs): a lane holds its own fragments, the mma is the
+// instruction, copies are 16-byte cp.async (sm_80 on).
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "gdn/adjoint_walk/adjoint_walk_bf16.h"
+#include "gdn/backward/backward_bf16.h"
+#include "gdn/outputs/outputs_bf16.h"
+#include "gdn/pass/bf16_kernels_cuda.h"
+#include "gdn/prepare/prepare_bf16.h"
+#include "gdn/state_walk/state_walk_bf16.h"
+#include "ops/mma/mma_bf16.cuh"
+#include "runtime/cuda_check.h"
+#include "runtime/cuda_device.h"
+
+namespace gdn::pass {
+
+namespace {
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+struct DeviceWarp {
+  int lane;
+  template <typename T>
+  using Reg = T;
+  template <typename F>
+  __device__ auto make(F f) const {
+    return f(lane);
+  }
+  template <typename F>
+  __device__ void each(F f) const {
+    f(lane);
+  }
+  template <typename T>
+  __device__ T& at(T& r, int) const {
+    return r;
+  }
+  __device__ void mma(mma::FragC& d, const mma::FragA& a, const mma::FragB& b) const {
+    mma::mma_bf16(d, a, b);
+  }
+};
+
+struct DeviceBlock {
+  rwalk::State<DeviceWarp>& st;
+  template <typename F>
+  __device__ void warps(F f) {
+    f(DeviceWarp{int(threadIdx.x) % mma::kWarp}, int(threadIdx.x) / mma::kWarp, st);
+  }
+  template <typename F>
+  __device__ void threads(F f) {
+    f(int(threadIdx.x));
+  }
+  __device__ void sync() { __syncthreads(); }
+  __device__ void copy16(float* dst, const float* src) {
+    const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
+  }
+  __device__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+  __device__ void wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+};
+#endif
+
+extern __shared__ __align__(16) unsigned char walk_smem[];
+
+// Jobs per walk: (batch * value head, column tile) pairs; transition's tiles cover M's K
+// columns and U's V.
+std::int64_t walk_jobs(const PassArgs<float>& a, int bv) {
+  return std::int64_t(a.B) * a.Hv * walk::tiles(a.V, bv);
+}
+std::int64_t transition_jobs(const PassArgs<float>& a, int bv) {
+  return std::int64_t(a.B) * a.Hv * (walk::tiles(a.K, bv) + walk::tiles(a.V, bv));
+}
+
+// Each kernel's arguments, calling its job body; kMinBlocks: the blocks per SM to keep
+// registers for (the walks' shared memory allows one).
+struct StateWalk {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  const float* h_in;
+  float* ht;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::state_walk(blk, a, h_in, ht, bv, job, walk_smem);
+  }
+};
+struct Transition {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  float *M, *U;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::transition(blk, a, M, U, bv, job, walk_smem);
+  }
+};
+struct Adjoint {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  const float *dO, *dht;
+  float* D;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::adjoint(blk, a, dO, dht, D, bv, job, walk_smem);
+  }
+};
+struct Prepare {
+  static constexpr int kMinBlocks = 2;
+  PassArgs<float> a;
+  int bv;  // 0: no column tiles, and usable() checks prepare's shape
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::prepare(blk, a, job, walk_smem);
+  }
+};
+struct Outputs {
+  static constexpr int kMinBlocks = 3;
+  PassArgs<float> a;
+  float* o;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::outputs(blk, a, o, bv, job, walk_smem);
+  }
+};
+struct BackwardWalk {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  const float *lambda, *dO, *dht;
+  float* dh0;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    rwalk::backward_walk(blk, a, lambda, dO, dht, dh0, bv, job, walk_smem);
+  }
+};
+
+// The backward's chunk jobs [job0, job0 + n): part 1 and part 2, each job's handoff at
+// handoff + (job - job0) * BackwardHandoff::floats().
+struct BackwardProducts {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  const float* dO;
+  float *dqv, *dkv, *handoff;
+  std::int64_t job0;
+  int bv;  // 0: prepare's shape rule
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    const std::size_t n = rwalk::BackwardHandoff{a.K, a.V}.floats();
+    rwalk::backward_products(blk, a, dO, dqv, dkv, handoff + job * n, job0 + job, walk_smem);
+  }
+};
+struct BackwardWy {
+  static constexpr int kMinBlocks = 1;
+  PassArgs<float> a;
+  GdnGradView<float> gr;
+  float *dqv, *dkv, *handoff;
+  std::int64_t job0;
+  int bv;
+  template <typename Blk>
+  __device__ void operator()(Blk& blk, std::int64_t job) const {
+    const std::size_t n = rwalk::BackwardHandoff{a.K, a.V}.floats();
+    rwalk::backward_wy(blk, a, gr, dqv, dkv, handoff + job * n, job0 + job, walk_smem);
+  }
+};
+
+// One block per job, looping where the grid is smaller; each thread's accumulators are
+// its warp's share of the walked tile. The minimum blocks per SM must be said: without it
+// ptxas aimed at two for the walks and spilled the state walk at 128 registers.
+template <typename Walk>
+__global__ void __launch_bounds__(rwalk::kThreads, Walk::kMinBlocks)
+    walk_kernel(Walk walk, std::int64_t jobs) {
+#if __CUDA_ARCH__ >= 800
+  rwalk::State<DeviceWarp> st;
+  DeviceBlock blk{st};
+  for (std::int64_t job = blockIdx.x; job < jobs; job += gridDim.x) walk(blk, job);
+#endif
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// Whether a register kernel runs here: the bf16 mode, a shape it takes (bv = 0: prepare's),
+// 16-byte aligned factors (and dO for the adjoints), a device with cp.async and room for
+// `smem` bytes, and no GDN_CUDA_WALK=tiled. Sets the kernel's shared memory where so.
+template <typename Kernel>
+bool usable(const PassArgs<float>& a, int bv, const float* dO, std::size_t smem, Kernel kernel) {
+  const char* env = std::getenv("GDN_CUDA_WALK");
+  if (env && std::string(env) == "tiled") return false;
+  const bool shape =
+      bv == 0 ? rwalk::prepare_supported(a.C, a.K, a.V) : rwalk::supported(a.C, a.K, a.V, bv);
+  if (a.gemm != ChunkGemm::kBf16 || !shape) return false;
+  if (!aligned16(a.factors) || a.fsize % 4 != 0 || (dO && !aligned16(dO))) return false;
+  int device = 0, major = 0, optin = 0;
+  GDN_CUDA_CHECK(cudaGetDevice(&device));
+  GDN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  GDN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (major < 8 || smem > std::size_t(optin)) return false;
+  GDN_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  return true;
+}
+
+// Launches `walk` over `jobs` jobs where usable(); false otherwise.
+template <typename Walk>
+bool launch(const Walk& walk, std::int64_t jobs, std::size_t smem, const float* dO) {
+  if (!usable(walk.a, walk.bv, dO, smem, walk_kernel<Walk>)) return false;
+  const int grid = int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, 1 << 30)));
+  walk_kernel<Walk><<<grid, rwalk::kThreads, smem>>>(walk, jobs);
+  GDN_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
+}  // namespace
+
+bool register_backward_chunks(const PassArgs<float>& a, const float* dO,
+                              const GdnGradView<float>& gr, float* dqv, float* dkv) {
+  const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
+  const std::size_t per_job = rwalk::BackwardHandoff{a.K, a.V}.floats();
+  const std::size_t products = rwalk::ProductsLayout{a.K, a.V}.bytes(),
+                    wy = rwalk::WyLayout{a.K, a.V}.bytes();
+  BackwardProducts part1{a, dO, dqv, dkv, a.workspace, 0, 0};
+  BackwardWy part2{a, gr, dqv, dkv, a.workspace, 0, 0};
+  if (jobs == 0 || !a.workspace || !usable(a, 0, dO, products, walk_kernel<BackwardProducts>) ||
+      !usable(a, 0, dO, wy, walk_kernel<BackwardWy>))
+    return false;
+  const std::int64_t batch = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(jobs, std::int64_t(workspace_elems(Cuda{}, a) / per_job)));
+  for (std::int64_t job0 = 0; job0 < jobs; job0 += batch) {  // usable() held above
+    const std::int64_t n = std::min(batch, jobs - job0);
+    part1.job0 = part2.job0 = job0;
+    launch(part1, n, products, dO);
+    launch(part2, n, wy, dO);
+  }
+  return true;
+}
+
+bool register_state_walk(const PassArgs<float>& a, const float* h_in, float* ht, int bv) {
+  return launch(StateWalk{a, h_in, ht, bv}, walk_jobs(a, bv), rwalk::StateLayout{a.K, bv}.bytes(),
+                nullptr);
+}
+
+bool register_transition(const PassArgs<float>& a, float* M, float* U, int bv) {
+  return launch(Transition{a, M, U, bv}, transition_jobs(a, bv),
+                rwalk::StateLayout{a.K, bv}.bytes(), nullptr);
+}
+
+bool register_adjoint(const PassArgs<float>& a, const float* dO, const float* dht, float* D,
+                      int bv) {
+  return launch(Adjoint{a, dO, dht, D, bv}, walk_jobs(a, bv), rwalk::AdjointLayout{a.K, bv}.bytes(),
+                dO);
+}
+
+bool register_prepare(const PassArgs<float>& a) {
+  return launch(Prepare{a, 0}, std::int64_t(a.B) * a.Hv * a.num_chunks,
+                rwalk::PrepareLayout{a.K, a.V}.bytes(), nullptr);
+}
+
+// Column tiles of 64 where V allows: every tile re-reads the chunk's w, q_g and P.
+bool register_outputs(const PassArgs<float>& a, float* o) {
+  const int bv = a.V % 64 == 0 ? 64 : 32;
+  return launch(Outputs{a, o, bv}, rwalk::output_jobs(a, bv), rwalk::OutputLayout{a.K, bv}.bytes(),
+                nullptr);
+}
+
+bool register_backward_walk(const PassArgs<float>& a, const float* lambda, const float* dO,
+                            const float* dht, float* dh0, int bv) {
+  return launch(BackwardWalk{a, lambda, dO, dht, dh0, bv}, walk_jobs(a, bv),
+                rwalk::AdjointLayout{a.K, bv}.bytes(), dO);
+}
+
+}  // namespace gdn::pass

@@ -1,0 +1,152 @@
+#include "gdn/pass/local_pass.h"
+
+#include "core/error.h"
+#include "gdn/chunk/chunk_kernel.h"
+#include "runtime/devices.h"
+
+namespace gdn {
+
+namespace {
+
+// The layout depends on the slice, the chunk size and the sequence boundaries only.
+bool same_layout(const GdnProblem& a, const GdnProblem& b) {
+  return a.T == b.T && a.chunk_size == b.chunk_size && a.cu_seqlens == b.cu_seqlens;
+}
+
+}  // namespace
+
+template <typename T, typename Dev>
+void LocalPass<T, Dev>::reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1,
+                              const GdnInputView<T>& in) {
+  const bool keep = layout_ && layout_->t0 == t0 && layout_->t1 == t1 && same_layout(p, p_);
+  p_ = p;
+  in_ = in;
+  prepared_ = false;
+  if (states_of_ == States::inputs) states_of_ = States::none;  // the inputs changed
+  if (keep) return;
+  states_of_ = States::none;  // another slice: the kept states are not its chunks'
+  layout_.emplace(p, t0, t1);
+  segments_ = to_device<Dev>(layout_->segments.data(), layout_->segments.size());
+  chunks_ = to_device<Dev>(layout_->chunks.data(), layout_->chunks.size());
+}
+
+template <typename T, typename Dev>
+PassArgs<T> LocalPass<T, Dev>::args() {
+  GDN_CHECK(layout_.has_value(), "LocalPass: reset() was not called");
+  const SliceLayout& l = *layout_;
+  PassArgs<T> a{p_.B,
+                p_.Hk,
+                p_.Hv,
+                p_.K,
+                p_.V,
+                p_.chunk_size,
+                p_.group(),
+                !p_.cu_seqlens.empty(),
+                l.tokens(),
+                std::int64_t(l.segments.size()),
+                std::int64_t(l.chunks.size()),
+                segments_.data(),
+                chunks_.data(),
+                in_,
+                T(p_.scale_value()),
+                ChunkFactors<T>{p_.chunk_size, p_.K, p_.V}.size(),
+                factors_.data(),
+                prepared_,
+                states_.data(),
+                nullptr,
+                nullptr,
+                ChunkGemm::kFp32};
+  const std::size_t ws = pass::workspace_elems(Dev{}, a);
+  if (workspace_.size() < ws) workspace_.resize(ws);
+  a.workspace = workspace_.data();
+  return a;
+}
+
+template <typename T, typename Dev>
+std::size_t LocalPass<T, Dev>::factor_elems() const {
+  return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() *
+         ChunkFactors<T>{p_.chunk_size, p_.K, p_.V}.size();
+}
+
+template <typename T, typename Dev>
+std::size_t LocalPass<T, Dev>::state_elems() const {
+  return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
+}
+
+template <typename T, typename Dev>
+void LocalPass<T, Dev>::prepare() {
+  const std::size_t n = factor_elems();
+  if (factors_.size() != n) factors_.resize(n);
+  pass::prepare(Dev{}, args());
+  prepared_ = true;
+}
+
+template <typename T, typename Dev>
+void LocalPass<T, Dev>::transition(T* M, T* U) {
+  if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
+  pass::transition(Dev{}, args(), M, U);
+}
+
+template <typename T, typename Dev>
+void LocalPass<T, Dev>::output(const T* h_in, T* o, T* ht) {
+  const std::size_t n = state_elems();
+  if (states_.size() != n) states_.resize(n);
+  if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
+  pass::output(Dev{}, args(), h_in, o, ht);
+  states_of_ = States::inputs;
+}
+
+template <typename T, typename Dev>
+void LocalPass<T, Dev>::output_from_states(T* o, T* ht) {
+  GDN_CHECK(layout_.has_value(), "LocalPass: reset() was not called");
+  GDN_CHECK(states_of_ != States::none,
+            "LocalPass::output_from_states without kept chunk entry states of slice [", layout_->t0,
+            ", ", layout_->t1, "): call output(), then release(Keep::replay)");
+  GDN_CHECK(states_.size() == state_elems(), "LocalPass::output_from_states: the kept states hold ",
+            states_.size(), " elements, but B = ", p_.B, ", Hv = ", p_.Hv, ", K = ", p_.K,
+            ", V = ", p_.V, " and ", layout_->chunks.size(), " chunks need ", state_elems());
+  // The CUDA pass makes the factors into the factor buffer as it goes (pass_args.h).
+  const bool makes_factors = !prepared_ && pass::needs_prepare(Dev{});
+  if (makes_factors && factors_.size() != factor_elems()) factors_.resize(factor_elems());
+  pass::output_from_states(Dev{}, args(), o, ht);
+  prepared_ = prepared_ || makes_factors;
+  states_of_ = States::inputs;
+}
+
+template <typename T, typename Dev>
+void LocalPass<T, Dev>::adjoint(const T* dO, const T* dht, T* D) {
+  GDN_CHECK(prepared_, "LocalPass::adjoint called before prepare()");
+  pass::adjoint(Dev{}, args(), dO, dht, D);
+}
+
+template <typename T, typename Dev>
+void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, GdnGradView<T>& g) {
+  GDN_CHECK(states_of_ == States::inputs,
+            "LocalPass::backward without an output() on this reset's inputs: the chunk entry "
+            "states are ",
+            states_of_ == States::none ? "missing" : "kept for output_from_states() only");
+  const std::size_t n =
+      std::size_t(p_.B) * tokens() * p_.Hk * p_.K * pass::grad_scratch_heads(Dev{}, p_.group());
+  if (dqv_.size() != n) {
+    dqv_.resize(n);
+    dkv_.resize(n);
+  }
+  // The CUDA backward walks the adjoint on the factors, keeps every chunk's exit adjoint
+  // (as many elements as the entry states) for the chunk-parallel part, and drops them on
+  // return: held only while this layer's backward runs (from the device's pool, so no
+  // cudaMalloc once the pool is warm).
+  PassBuffer<Dev, T> exits;
+  if (pass::chunk_parallel_backward(Dev{})) {
+    if (!prepared_) prepare();
+    exits.resize(state_elems());
+  }
+  PassArgs<T> a = args();
+  a.adjoints = exits.data();
+  pass::backward(Dev{}, a, lambda, dO, dht, g, dqv_.data(), dkv_.data());
+}
+
+#define GDN_INSTANTIATE(T, Dev) template class LocalPass<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
+
+}  // namespace gdn
