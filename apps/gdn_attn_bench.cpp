@@ -1,10 +1,17 @@
-// The attention op's speed, JSON lines (a benchmark, not a test): causal grouped-query
+// The attention op's speed (a benchmark, not a test): causal grouped-query
 // attention forward and forward + backward at one shape, in the bf16 mode (on CUDA the
 // flash kernels on bf16 tensor cores, ops/attention/flash_attention.h) or in float (the
 // exact kernels), and on CUDA the measured bf16 tensor-core peak: a cuBLAS bf16 x bf16 ->
 // fp32 GEMM of --peak-n cubed, the denominator of the model-FLOP fractions the device
 // check reports. scripts/bench_sdpa.py times torch's scaled_dot_product_attention (flash
 // backend) at the same shape, with the same FLOP count, for the ratio.
+//
+// Prints the benchmark table (common/bench_table.h), or with --json JSON lines. The
+// table's check column compares what each variant's last run wrote with exact attention
+// in fp64 on the same (unrounded) inputs, on a sample that costs O(T D) per row: the
+// outputs and dq of a few query rows (the first, some in between, the last 8) and dk, dv of
+// the last 8 keys, which only those last queries see; the GEMM peak's output with its
+// closed form (constant inputs). A wrong row makes the exit code 1.
 //
 //   gdn_attn_bench --device cuda --batch 1 --seq 32768 --heads 16 --kv-heads 2 --dim 256
 #include <algorithm>
@@ -14,9 +21,11 @@
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "common/app_common.h"
+#include "common/bench_table.h"
 #include "core/autocast.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -60,8 +69,19 @@ double forward_flops(const Shape& s) {
   return 4.0 * s.B * s.Hq * s.D * (double(s.T) * double(s.T + 1) / 2);
 }
 
+// The table's rows (null: JSON lines, --json).
+app::BenchTable* g_table = nullptr;
+
 void print(const Shape& s, const std::string& device, const std::string& variant, double ms,
-           double flops) {
+           double flops, const app::BenchCheck& check = app::unchecked()) {
+  const double tflops = flops > 0 ? flops / (ms * 1e-3) * 1e-12 : NAN;
+  if (g_table) {
+    g_table->row(
+        {std::to_string(s.B), std::to_string(s.T), std::to_string(s.Hq), std::to_string(s.Hkv),
+         std::to_string(s.D), variant, device, app::fixed(ms, 3), app::fixed(tflops, 3)},
+        check);
+    return;
+  }
   json line = {{"shape", {{"B", s.B}, {"T", s.T}, {"Hq", s.Hq}, {"Hkv", s.Hkv}, {"D", s.D}}},
                {"variant", variant},
                {"device", device},
@@ -70,14 +90,116 @@ void print(const Shape& s, const std::string& device, const std::string& variant
   std::cout << line.dump() << std::endl;
 }
 
+// The check's sample: exact attention in fp64 of query rows `rows` (ascending, the last
+// `tail` of them the sequence's last rows), and, from those, dk and dv of the last `tail`
+// keys. Host copies of the inputs and of what the op wrote; o and dq as the op lays them
+// out ([B, T, Hq, D]), dk and dv too ([B, T, Hkv, D]); `grads` false: o only.
+struct AttentionSample {
+  std::vector<std::int64_t> rows;
+  std::int64_t tail = 0;
+};
+
+AttentionSample attention_sample(std::int64_t T) {
+  AttentionSample a;
+  a.tail = std::min<std::int64_t>(T, 8);
+  for (std::int64_t t : {std::int64_t(0), T / 4, T / 2})
+    if (t < T - a.tail) a.rows.push_back(t);
+  for (std::int64_t t = T - a.tail; t < T; ++t) a.rows.push_back(t);
+  a.rows.erase(std::unique(a.rows.begin(), a.rows.end()), a.rows.end());
+  return a;
+}
+
+double attention_error(const Shape& s, const AttentionSample& a, const std::vector<float>& q,
+                       const std::vector<float>& k, const std::vector<float>& v,
+                       const std::vector<float>& dout, const std::vector<float>& o,
+                       const std::vector<float>& dq, const std::vector<float>& dk,
+                       const std::vector<float>& dv, bool grads) {
+  const double scale = 1 / std::sqrt(double(s.D));
+  const int D = s.D, group = s.Hq / s.Hkv;
+  auto qi = [&](int b, std::int64_t t, int h) {
+    return ((std::size_t(b) * s.T + t) * s.Hq + h) * D;
+  };
+  auto ki = [&](int b, std::int64_t t, int h) {
+    return ((std::size_t(b) * s.T + t) * s.Hkv + h) * D;
+  };
+  std::vector<double> got_o, want_o, got_dq, want_dq;
+  const std::int64_t first_key = s.T - a.tail;
+  // dk, dv of the last keys: [B, tail, Hkv, D]
+  std::vector<double> want_dk(std::size_t(s.B) * a.tail * s.Hkv * D), want_dv(want_dk.size()),
+      got_dk, got_dv;
+  for (int b = 0; b < s.B; ++b)
+    for (std::int64_t i : a.rows)
+      for (int h = 0; h < s.Hq; ++h) {
+        const int g = h / group;
+        const float* qr = q.data() + qi(b, i, h);
+        const float* dor = dout.data() + qi(b, i, h);
+        std::vector<double> p(std::size_t(i) + 1), dp(p.size());
+        double m = -INFINITY;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          double x = 0;
+          for (int d = 0; d < D; ++d) x += double(qr[d]) * double(k[ki(b, j, g) + d]);
+          p[std::size_t(j)] = scale * x;
+          m = std::max(m, scale * x);
+        }
+        double z = 0;
+        for (double& x : p) z += (x = std::exp(x - m));
+        std::vector<double> out(std::size_t(D), 0.0), dqr(std::size_t(D), 0.0);
+        double delta = 0;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          double& pj = p[std::size_t(j)];
+          pj /= z;
+          double x = 0;
+          for (int d = 0; d < D; ++d) {
+            out[std::size_t(d)] += pj * double(v[ki(b, j, g) + d]);
+            x += double(dor[d]) * double(v[ki(b, j, g) + d]);
+          }
+          dp[std::size_t(j)] = x;
+          delta += pj * x;
+        }
+        for (int d = 0; d < D; ++d) {
+          got_o.push_back(o[qi(b, i, h) + d]);
+          want_o.push_back(out[std::size_t(d)]);
+        }
+        if (!grads) continue;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          const double ds = p[std::size_t(j)] * (dp[std::size_t(j)] - delta);
+          for (int d = 0; d < D; ++d)
+            dqr[std::size_t(d)] += scale * ds * double(k[ki(b, j, g) + d]);
+          if (j < first_key) continue;
+          const std::size_t at = ((std::size_t(b) * a.tail + (j - first_key)) * s.Hkv + g) * D;
+          for (int d = 0; d < D; ++d) {
+            want_dk[at + d] += scale * ds * double(qr[d]);
+            want_dv[at + d] += p[std::size_t(j)] * double(dor[d]);
+          }
+        }
+        for (int d = 0; d < D; ++d) {
+          got_dq.push_back(dq[qi(b, i, h) + d]);
+          want_dq.push_back(dqr[std::size_t(d)]);
+        }
+      }
+  double e = app::rel_l2_error(got_o, want_o);
+  if (!grads) return e;
+  for (int b = 0; b < s.B; ++b)
+    for (std::int64_t j = first_key; j < s.T; ++j)
+      for (int g = 0; g < s.Hkv; ++g)
+        for (int d = 0; d < D; ++d) {
+          got_dk.push_back(dk[ki(b, j, g) + d]);
+          got_dv.push_back(dv[ki(b, j, g) + d]);
+        }
+  return std::max({e, app::rel_l2_error(got_dq, want_dq), app::rel_l2_error(got_dk, want_dk),
+                   app::rel_l2_error(got_dv, want_dv)});
+}
+
 template <typename Dev>
 void bench_attention(const Shape& s, bool bf16, int warmup, int reps, const std::string& device) {
   const std::size_t nq = std::size_t(s.B) * s.T * s.Hq * s.D,
                     nk = std::size_t(s.B) * s.T * s.Hkv * s.D;
   Rng rng(1);
-  auto random = [&rng](std::size_t n) {
+  std::vector<std::vector<float>> host;  // the inputs, for the table's check
+  auto random = [&rng, &host](std::size_t n) {
     std::vector<float> x(n);
     for (float& e : x) e = float(rng.normal());
+    host.push_back(x);
     return to_device<Dev>(x.data(), x.size());
   };
   const Buffer<Dev, float> q = random(nq), k = random(nk), v = random(nk), dout = random(nq);
@@ -99,10 +221,20 @@ void bench_attention(const Shape& s, bool bf16, int warmup, int reps, const std:
   };
   const std::string tag = bf16 ? "attn_bf16" : "attn_f32";
   const double f = forward_flops(s);
-  print(s, device, tag + "_fwd", median_ms([&] { forward(), Dev::synchronize(); }, warmup, reps),
-        f);
-  print(s, device, tag + "_fwd_bwd",
-        median_ms([&] { forward(), backward(), Dev::synchronize(); }, warmup, reps), 3.5 * f);
+  // bf16 inputs and products against fp64 on the unrounded inputs; float within 1e-4.
+  const AttentionSample sample = attention_sample(s.T);
+  auto check = [&](bool grads) {
+    if (!g_table) return app::unchecked();
+    return app::BenchCheck{
+        attention_error(s, sample, host[0], host[1], host[2], host[3], to_host<Dev>(o),
+                        to_host<Dev>(dq), to_host<Dev>(dk), to_host<Dev>(dv), grads),
+        bf16 ? 3e-2 : 1e-4};
+  };
+  const double fwd_ms = median_ms([&] { forward(), Dev::synchronize(); }, warmup, reps);
+  print(s, device, tag + "_fwd", fwd_ms, f, check(false));
+  const double fwd_bwd_ms =
+      median_ms([&] { forward(), backward(), Dev::synchronize(); }, warmup, reps);
+  print(s, device, tag + "_fwd_bwd", fwd_bwd_ms, 3.5 * f, check(true));
 }
 
 #if GDN_HAVE_CUDA
@@ -122,6 +254,17 @@ void bench_peak(int n, int warmup, int reps) {
     Cuda::synchronize();
   };
   const double ms = median_ms(gemm, warmup, reps);
+  if (g_table) {
+    // Every output is n x^2 for the constant input x (bf16 0x3c3c), rounded to bf16.
+    const float x = to_float(Bf16{0x3c3c});
+    const double want = double(n) * double(x) * double(x);
+    double err2 = 0;
+    for (const Bf16 e : to_host<Cuda>(c)) err2 += (to_float(e) - want) * (to_float(e) - want);
+    g_table->row({"-", "-", "-", "-", "-", "bf16_gemm_" + std::to_string(n), "cuda",
+                  app::fixed(ms, 3), app::fixed(2.0 * n * double(n) * n / (ms * 1e-3) * 1e-12, 3)},
+                 {std::sqrt(err2 / double(nn)) / want, 1e-2});
+    return;
+  }
   json line = {{"variant", "bf16_gemm_peak"},
                {"device", "cuda"},
                {"n", n},
@@ -149,6 +292,7 @@ int run(int argc, char** argv) {
       cxxopts::value<int>()->default_value("8192"))("warmup", "untimed runs first",
                                                     cxxopts::value<int>()->default_value("1"))(
       "reps", "timed runs (the median is reported)", cxxopts::value<int>()->default_value("5"))(
+      "json", "JSON lines instead of the table (no check against the fp64 reference)")(
       "h,help", "print this help");
   const auto parsed = app::parse_command_line(options, argc, argv);
   if (!parsed) {
@@ -170,6 +314,20 @@ int run(int argc, char** argv) {
   const int warmup = r["warmup"].as<int>(), reps = r["reps"].as<int>();
   GDN_CHECK(warmup >= 0 && reps > 0, "--warmup must be >= 0 and --reps > 0, got ", warmup, ", ",
             reps);
+  std::optional<app::BenchTable> table;
+  if (!r.count("json")) {
+    table.emplace(std::vector<app::BenchColumn>{{"B", "", 3},
+                                                {"T", "", 7},
+                                                {"Hq", "", 4},
+                                                {"Hkv", "", 4},
+                                                {"D", "", 4},
+                                                {"variant", "", 16},
+                                                {"device", "", 6},
+                                                {"time", "(ms)", 10},
+                                                {"rate", "(TFLOP/s)", 9}});
+    table->header();
+    g_table = &*table;
+  }
   for (const bool bf16 : {true, false}) {
     if ((bf16 && mode == "float") || (!bf16 && mode == "bf16")) continue;
     if (device == "cpu") {
@@ -187,7 +345,15 @@ int run(int argc, char** argv) {
 #if GDN_HAVE_CUDA
   if (device == "cuda" && r["peak-n"].as<int>() > 0) bench_peak(r["peak-n"].as<int>(), 2, reps);
 #endif
-  return 0;
+  if (!table) return 0;
+  return table->finish({"check: rel L2 against exact attention in fp64 on the same inputs, of o "
+                        "(fwd; with dq, and dk, dv of the last keys: fwd_bwd) at sampled query "
+                        "rows; tolerance 1e-4 (float), 3e-2 (bf16); the GEMM peak against its "
+                        "closed form, 1e-2",
+                        "rate: causal FLOPs, 4 B Hq D T (T + 1) / 2 forward, 3.5 times that "
+                        "forward + backward"}) > 0
+             ? 1
+             : 0;
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // gdn_bench: times the single-rank chunked gated delta rule against the token-by-token
-// recurrence, side by side in one run, and prints JSON lines on stdout:
+// recurrence, side by side in one run, and prints the benchmark table on stdout
+// (common/bench_table.h), or with --json the same measurements as JSON lines:
 //   first the FMA peak of this CPU in --dtype, measured in the same run (ops/gemm/fma_peak.h),
 //   then the practical ceiling: the best rate of a --ceiling-size square GEMM, ours and
 //   OpenBLAS's where the build found it (gdn_bench/gemm_ceiling.h); one per (shape,
 //   variant) with the median of --reps timed runs after --warmup and, for the chunked ones,
 //   the FLOPs of gdn/flop_count.h, the GFLOP/s and the percentage of that peak and of that
-//   ceiling; then one with the ratios recurrent / chunked (and CPU / CUDA when both ran). A
-//   benchmark, not a test: nothing is asserted.
+//   ceiling; then one with the ratios recurrent / chunked (and CPU / CUDA when both ran).
+// The table's check column compares each variant's outputs (and gradients) with the op in
+// fp64 on the same inputs: the token-by-token recurrence (the chunked op above
+// --skip-recurrent-above), from h_in for the phases; a wrong row makes the exit code 1.
+// The JSON lines assert nothing (and skip that reference).
 //
 // FLOPs (gdn/flop_count.h; multiply-add = 2, triangles count their nonzero half, matrix
 // products only), per chunk of C rows, times B Hv ceil(T / C) chunks:
@@ -30,17 +34,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <cxxopts.hpp>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "common/app_common.h"
+#include "common/bench_table.h"
+#include "common/gdn_reference.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "gdn/bf16_op.h"
@@ -67,10 +75,12 @@ struct Settings {
   int chunk_size = kDefaultChunkSize, reps = 5, recurrent_reps = 3, warmup = 1;
   int cpu_reps = 5, cpu_warmup = 1;  // the CPU chunked variants (default: --reps, --warmup)
   std::int64_t skip_recurrent_above = 16384;
-  bool cpu = true, cuda = false;  // which devices to time (from --device)
-  bool phases = true;             // time LocalPass's passes one by one (CPU)
-  double peak_gflops = 0;         // the FMA peak measured at start-up
-  double ceiling_gflops = 0;      // the best large GEMM rate, ours or the library's (0: none)
+  bool cpu = true, cuda = false;     // which devices to time (from --device)
+  bool phases = true;                // time LocalPass's passes one by one (CPU)
+  double peak_gflops = 0;            // the FMA peak measured at start-up
+  double ceiling_gflops = 0;         // the best large GEMM rate, ours or the library's (0: none)
+  app::BenchTable* table = nullptr;  // the table's rows; null: JSON lines (--json)
+  double tol = 0;                    // the check's tolerance in --dtype (rel L2)
 };
 
 json shape_json(const GdnProblem& p) {
@@ -100,11 +110,15 @@ Timing time_ms(const std::function<void()>& fn, int warmup, int reps) {
   return {app::median(ms), *std::min_element(ms.begin(), ms.end()), app::median(cpu)};
 }
 
-// A timed variant: its name, one run of it, and the FLOPs of one run (0: not counted).
+// A timed variant: its name, one run of it, and the FLOPs of one run (0: not counted);
+// for the table, the error of what the last run wrote against the fp64 reference (null:
+// nothing of its own to check) and its tolerance (0: Settings::tol).
 struct Variant {
   std::string name;
   std::function<void()> fn;
   double flops = 0;
+  std::function<double()> check = nullptr;
+  double tol = 0;
 };
 using Variants = std::vector<Variant>;
 
@@ -112,7 +126,7 @@ using Variants = std::vector<Variant>;
 template <typename T>
 void time_variants(const GdnProblem& p, const Settings& s, const char* device,
                    const Variants& variants, std::map<std::string, double>& out) {
-  for (const auto& [name, fn, flops] : variants) {
+  for (const auto& [name, fn, flops, check, tol] : variants) {
     const bool recurrent = name.rfind("recurrent", 0) == 0;
     const bool cpu = std::string(device) == "cpu";
     const int reps = recurrent ? s.recurrent_reps : cpu ? s.cpu_reps : s.reps;
@@ -120,6 +134,16 @@ void time_variants(const GdnProblem& p, const Settings& s, const char* device,
     const Timing t = time_ms(fn, warmup, reps);
     const double ms = t.median_ms;
     out[name] = ms;
+    if (s.table) {
+      const double gflops = flops > 0 ? flops / (ms * 1e-3) * 1e-9 : NAN;
+      s.table->row(
+          {std::to_string(p.B), std::to_string(p.T), std::to_string(p.Hk), std::to_string(p.Hv),
+           std::to_string(p.K), std::to_string(p.V), name, device, app::fixed(ms, 3),
+           app::fixed(t.min_ms, 3), app::fixed(double(p.B) * p.T / (ms * 1e-3) * 1e-6, 3),
+           app::fixed(gflops, 2), app::fixed(cpu ? 100 * gflops / s.peak_gflops : NAN, 1)},
+          check ? app::BenchCheck{check(), tol > 0 ? tol : s.tol} : app::unchecked());
+      continue;
+    }
     json line = {{"shape", shape_json(p)},
                  {"variant", name},
                  {"device", device},
@@ -145,10 +169,11 @@ void time_variants(const GdnProblem& p, const Settings& s, const char* device,
   }
 }
 
-// The CPU variants: the chunked op, and the recurrence up to --skip-recurrent-above.
+// The CPU variants: the chunked op, and the recurrence up to --skip-recurrent-above (in
+// fp64 it is the reference itself: not checked). `ref`: the table's reference (or null).
 template <typename T>
 void bench_cpu(const GdnProblem& p, const Settings& s, const GdnInputView<T>& in, const T* dO,
-               const T* dht, std::map<std::string, double>& out) {
+               const T* dht, const app::GdnReference* ref, std::map<std::string, double>& out) {
   const Shape state = {p.num_sequences(), p.Hv, p.K, p.V};
   Tensor<T> o({p.B, p.T, p.Hv, p.V}), ht(state);
   Tensor<T> dq({p.B, p.T, p.Hk, p.K}), dk(dq.shape), dv(o.shape), dg({p.B, p.T, p.Hv}),
@@ -158,28 +183,44 @@ void bench_cpu(const GdnProblem& p, const Settings& s, const GdnInputView<T>& in
   // The chunked variants include the constructor: it does the L2 norm and allocations
   // that a caller pays on every call.
   const ChunkFlops f = chunk_flops(p);
+  std::function<double()> fwd_check, fwd_bwd_check;
+  if (ref) {
+    fwd_check = [&] { return app::outputs_error(*ref, o.ptr(), ht.ptr()); };
+    fwd_bwd_check = [&] {
+      return std::max(app::outputs_error(*ref, o.ptr(), ht.ptr()),
+                      app::grads_error(*ref, grads, true));
+    };
+  }
   Variants variants = {
-      {"chunked_fwd", [&] { ChunkedGdn<T>(p, in).forward(o.ptr(), ht.ptr()); }, f.forward()},
+      {"chunked_fwd", [&] { ChunkedGdn<T>(p, in).forward(o.ptr(), ht.ptr()); }, f.forward(),
+       fwd_check},
       {"chunked_fwd_bwd",
        [&] {
          ChunkedGdn<T> op(p, in);
          op.forward(o.ptr(), ht.ptr());
          op.backward(dO, dht, grads);
        },
-       f.forward_backward()},
+       f.forward_backward(), fwd_bwd_check},
   };
   if (p.T <= s.skip_recurrent_above) {
-    variants.push_back({"recurrent_fwd", [&] { recurrent_forward(p, in, o.ptr(), ht.ptr()); }});
-    variants.push_back({"recurrent_fwd_bwd", [&] {
+    const bool own = !std::is_same_v<T, double>;  // not the reference itself
+    variants.push_back({"recurrent_fwd", [&] { recurrent_forward(p, in, o.ptr(), ht.ptr()); }, 0,
+                        own ? fwd_check : nullptr});
+    variants.push_back({"recurrent_fwd_bwd",
+                        [&] {
                           recurrent_forward(p, in, o.ptr(), ht.ptr());
                           recurrent_backward(p, in, dO, dht, grads);
-                        }});
+                        },
+                        0, own ? fwd_bwd_check : nullptr});
   }
   time_variants<T>(p, s, "cpu", variants, out);
 }
 
 // LocalPass's passes one by one, on the slice [T, 2T) of sequences 2T long (the file's
 // header says why), and phases 1 + 3 with the WY factors kept or recomputed.
+// The table's reference is the op from h_in on these T tokens (the slice ends its
+// sequences: dht is the exit adjoint, lambda is not used); phase_prepare writes nothing
+// of its own (phase_output reads its factors).
 template <typename T>
 void bench_phases(const GdnProblem& p, const Settings& s, const GdnInputView<T>& in, const T* dO,
                   const T* dht, std::map<std::string, double>& out) {
@@ -197,13 +238,36 @@ void bench_phases(const GdnProblem& p, const Settings& s, const GdnInputView<T>&
   const GdnInputView<T> slice{in.q, in.k, in.v, in.g, in.beta, nullptr};  // continues: no h0
   LocalPass<T, Host> pass(whole, p.T, whole.T, slice);
   const ChunkFlops f = chunk_flops(p);
+  std::function<double()> transition_check, output_check, backward_check, cp_fwd_check;
+  app::GdnReference ref;
+  if (s.table) {
+    ref = app::gdn_reference(p, in, h_in.ptr(), dO, dht, p.T <= s.skip_recurrent_above);
+    transition_check = [&] {  // h_out = M h_in + U against the reference's final state
+      std::vector<double> h(ref.ht.size());
+      const std::size_t K = std::size_t(p.K), V = std::size_t(p.V);
+      for (std::size_t bh = 0; bh < std::size_t(p.B) * p.Hv; ++bh)
+        for (std::size_t i = 0; i < K; ++i)
+          for (std::size_t j = 0; j < V; ++j) {
+            double x = double(U.data[(bh * K + i) * V + j]);
+            for (std::size_t l = 0; l < K; ++l)
+              x += double(M.data[(bh * K + i) * K + l]) * double(h_in.data[(bh * K + l) * V + j]);
+            h[(bh * K + i) * V + j] = x;
+          }
+      return app::rel_l2_error(h, ref.ht);
+    };
+    output_check = [&] { return app::outputs_error(ref, o.ptr(), ht.ptr()); };
+    backward_check = [&] { return app::grads_error(ref, grads, false); };
+    cp_fwd_check = [&] { return std::max(transition_check(), output_check()); };
+  }
   // In order: each pass needs the one before it (prepare: the factors; output: the chunk
   // entry states for backward); the two cp_fwd variants reset the pass and come last.
   const Variants variants = {
       {"phase_prepare", [&] { pass.prepare(); }, f.prepare},
-      {"phase_transition", [&] { pass.transition(M.ptr(), U.ptr()); }, f.transition},
-      {"phase_output", [&] { pass.output(h_in.ptr(), o.ptr(), ht.ptr()); }, f.output},
-      {"phase_backward", [&] { pass.backward(lambda.ptr(), dO, dht, grads); }, f.backward},
+      {"phase_transition", [&] { pass.transition(M.ptr(), U.ptr()); }, f.transition,
+       transition_check},
+      {"phase_output", [&] { pass.output(h_in.ptr(), o.ptr(), ht.ptr()); }, f.output, output_check},
+      {"phase_backward", [&] { pass.backward(lambda.ptr(), dO, dht, grads); }, f.backward,
+       backward_check},
       {"cp_fwd_reuse",
        [&] {
          pass.reset(whole, p.T, whole.T, slice);
@@ -211,21 +275,22 @@ void bench_phases(const GdnProblem& p, const Settings& s, const GdnInputView<T>&
          pass.transition(M.ptr(), U.ptr());
          pass.output(h_in.ptr(), o.ptr(), ht.ptr());
        },
-       f.prepare + f.transition + f.output},
+       f.prepare + f.transition + f.output, cp_fwd_check},
       {"cp_fwd_recompute",
        [&] {
          pass.reset(whole, p.T, whole.T, slice);
          pass.transition(M.ptr(), U.ptr());
          pass.output(h_in.ptr(), o.ptr(), ht.ptr());
        },
-       2 * f.prepare + f.transition + f.output},
+       2 * f.prepare + f.transition + f.output, cp_fwd_check},
   };
   time_variants<T>(p, s, "cpu", variants, out);
 }
 
 #if GDN_HAVE_CUDA
 // The bf16 storage mode on the GPU (ChunkedGdnBf16<Cuda>: q, k, v, beta, o and dO in bf16,
-// as fla's chunk_gated_delta_rule is timed), with f32 runs only.
+// as fla's chunk_gated_delta_rule is timed), with f32 runs only. Its backward has no dht:
+// the table's reference is made again without it.
 void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnInputs<float>& d,
                      const Tensor<float>& dO_h, std::map<std::string, double>& out) {
   auto up16 = [](const Tensor<float>& t) {
@@ -246,13 +311,34 @@ void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnInputs<flo
   GdnGradView<float> grads{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
   Cuda::synchronize();
   const ChunkFlops f = chunk_flops(p);
+  // bf16 inputs against the fp64 op on the unrounded ones: within 1e-2 (docs/gpu.md),
+  // 3e-2 as tests/gpu/test_cuda_bf16.cpp.
+  std::function<double()> fwd_check, fwd_bwd_check;
+  app::GdnReference ref;
+  if (s.table) {
+    const std::vector<float> no_dht(states, 0.0f);
+    ref = app::gdn_reference(p, d.view(), d.h0.ptr(), dO_h.ptr(), no_dht.data(),
+                             p.T <= s.skip_recurrent_above);
+    fwd_check = [&] {
+      std::vector<float> o32;
+      for (const Bf16 x : to_host<Cuda>(o)) o32.push_back(to_float(x));
+      return app::outputs_error(ref, o32.data(), to_host<Cuda>(ht).data());
+    };
+    fwd_bwd_check = [&] {
+      std::vector<float> hq = to_host<Cuda>(dq), hk = to_host<Cuda>(dk), hv = to_host<Cuda>(dv),
+                         hg = to_host<Cuda>(dg), hb = to_host<Cuda>(dbeta),
+                         hh0 = to_host<Cuda>(dh0);
+      const GdnGradView<float> g{hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), hh0.data()};
+      return std::max(fwd_check(), app::grads_error(ref, g, true));
+    };
+  }
   const Variants variants = {
       {"cuda_chunked_bf16_fwd",
        [&] {
          ChunkedGdnBf16<Cuda>(p, in).forward(o.data(), ht.data());
          Cuda::synchronize();
        },
-       f.forward()},
+       f.forward(), fwd_check, 3e-2},
       {"cuda_chunked_bf16_fwd_bwd",
        [&] {
          ChunkedGdnBf16<Cuda> op(p, in);
@@ -260,7 +346,7 @@ void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnInputs<flo
          op.backward(dO.data(), nullptr, grads);
          Cuda::synchronize();
        },
-       f.forward_backward()},
+       f.forward_backward(), fwd_bwd_check, 3e-2},
   };
   time_variants<float>(p, s, "cuda", variants, out);
 }
@@ -270,7 +356,8 @@ void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnInputs<flo
 // a device sync.
 template <typename T>
 void bench_cuda(const GdnProblem& p, const Settings& s, const GdnInputs<T>& d,
-                const Tensor<T>& dO_h, const Tensor<T>& dht_h, std::map<std::string, double>& out) {
+                const Tensor<T>& dO_h, const Tensor<T>& dht_h, const app::GdnReference* ref,
+                std::map<std::string, double>& out) {
   auto up = [](const Tensor<T>& t) { return to_device<Cuda>(t.ptr(), t.data.size()); };
   const DeviceBuffer<T> q = up(d.q), k = up(d.k), v = up(d.v), g = up(d.g), beta = up(d.beta),
                         h0 = up(d.h0), dO = up(dO_h), dht = up(dht_h);
@@ -284,13 +371,28 @@ void bench_cuda(const GdnProblem& p, const Settings& s, const GdnInputs<T>& d,
   Cuda::synchronize();
 
   const ChunkFlops f = chunk_flops(p);
+  // GDN_CUDA_TF32=1 runs the float GEMMs in TF32 (about 1e-3 relative, docs/gpu.md).
+  const char* tf32 = std::getenv("GDN_CUDA_TF32");
+  const double tol = std::is_same_v<T, float> && tf32 && std::string(tf32) == "1" ? 1e-2 : 0;
+  std::function<double()> fwd_check, fwd_bwd_check;
+  if (ref) {
+    fwd_check = [&] {
+      return app::outputs_error(*ref, to_host<Cuda>(o).data(), to_host<Cuda>(ht).data());
+    };
+    fwd_bwd_check = [&] {
+      std::vector<T> hq = to_host<Cuda>(dq), hk = to_host<Cuda>(dk), hv = to_host<Cuda>(dv),
+                     hg = to_host<Cuda>(dg), hb = to_host<Cuda>(dbeta), hh0 = to_host<Cuda>(dh0);
+      const GdnGradView<T> g{hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), hh0.data()};
+      return std::max(fwd_check(), app::grads_error(*ref, g, true));
+    };
+  }
   const Variants variants = {
       {"cuda_chunked_fwd",
        [&] {
          ChunkedGdn<T, Cuda>(p, in).forward(o.data(), ht.data());
          Cuda::synchronize();
        },
-       f.forward()},
+       f.forward(), fwd_check, tol},
       {"cuda_chunked_fwd_bwd",
        [&] {
          ChunkedGdn<T, Cuda> op(p, in);
@@ -298,7 +400,7 @@ void bench_cuda(const GdnProblem& p, const Settings& s, const GdnInputs<T>& d,
          op.backward(dO.data(), dht.data(), grads);
          Cuda::synchronize();
        },
-       f.forward_backward()},
+       f.forward_backward(), fwd_bwd_check, tol},
   };
   time_variants<T>(p, s, "cuda", variants, out);
   if constexpr (std::is_same_v<T, float>) bench_cuda_bf16(p, s, d, dO_h, out);
@@ -315,10 +417,15 @@ std::map<std::string, double> bench_shape(const GdnProblem& p, const Settings& s
   for (T& x : dO.data) x = T(rng.normal());
   for (T& x : dht.data) x = T(rng.normal());
   std::map<std::string, double> out;
-  if (s.cpu) bench_cpu<T>(p, s, d.view(), dO.ptr(), dht.ptr(), out);
+  std::optional<app::GdnReference> ref;  // the table's
+  if (s.table)
+    ref = app::gdn_reference(p, d.view(), d.h0.ptr(), dO.ptr(), dht.ptr(),
+                             p.T <= s.skip_recurrent_above);
+  const app::GdnReference* r = ref ? &*ref : nullptr;
+  if (s.cpu) bench_cpu<T>(p, s, d.view(), dO.ptr(), dht.ptr(), r, out);
   if (s.cpu && s.phases) bench_phases<T>(p, s, d.view(), dO.ptr(), dht.ptr(), out);
 #if GDN_HAVE_CUDA
-  if (s.cuda) bench_cuda<T>(p, s, d, dO, dht, out);
+  if (s.cuda) bench_cuda<T>(p, s, d, dO, dht, r, out);
 #endif
   return out;
 }
@@ -350,10 +457,12 @@ int run(int argc, char** argv) {
       "token-by-token recurrence\nat a few shapes in one run, on the CPU and (--device cuda|all) "
       "the GPU. Prints the CPU's FMA peak\n(measured first, in --dtype, by each thread's CPU "
       "time: one thread, then all at once), the GEMM\nceiling (the best rate of a "
-      "--ceiling-size square GEMM, ours and OpenBLAS's when built with it),\none JSON line per "
-      "(shape, variant) with the median of --reps runs and, for the chunked\nvariants, "
-      "GFLOP/s and percent of that peak and of that ceiling, then one line with the ratios\n"
-      "recurrent / chunked, CPU / CUDA and WY recompute / reuse. Threads: OMP_NUM_THREADS.\n\n"
+      "--ceiling-size square GEMM, ours and OpenBLAS's when built with it),\na table row per "
+      "(shape, variant) with the median of --reps runs, for the chunked variants\nGFLOP/s and "
+      "percent of that peak, and the error against the op in fp64 (exit 1 when one is\nbeyond "
+      "its tolerance), then the ratios recurrent / chunked, CPU / CUDA and WY recompute /\n"
+      "reuse. --json: JSON lines instead (with the percent of the ceiling; no check). Threads: "
+      "OMP_NUM_THREADS.\n\n"
       "FLOPs per chunk of C rows (multiply-add = 2, triangles count their nonzero half, matrix\n"
       "products only), times B Hv ceil(T / C) chunks:\n"
       "  prepare = 3 C^2 K + C^2 V + C^3/3   output = 6 C K V + C^2 V   "
@@ -392,7 +501,9 @@ int run(int argc, char** argv) {
       "ceiling-size", "n of the n x n x n GEMMs of the ceiling line (0: skip it)",
       cxxopts::value<int>()->default_value("1024"))(
       "ceiling-reps", "timed runs per ceiling GEMM (the fastest counts)",
-      cxxopts::value<int>()->default_value("3"))("h,help", "print this help");
+      cxxopts::value<int>()->default_value("3"))(
+      "json", "JSON lines instead of the table (no check against the fp64 reference)")(
+      "h,help", "print this help");
   auto res = o.parse(argc, argv);
   if (res.count("help")) {
     std::cout << o.help() << std::endl;
@@ -424,8 +535,11 @@ int run(int argc, char** argv) {
   const std::vector<GdnProblem> shapes =
       app::parse_gdn_shapes(res["shapes"].as<std::string>(), s.chunk_size);
 
+  const bool as_json = res.count("json") > 0;
   const std::string warning = resolve_devices(res["device"].as<std::string>(), s);
-  if (!warning.empty()) std::cout << json{{"warning", warning}}.dump() << std::endl;
+  if (!warning.empty())
+    std::cout << (as_json ? json{{"warning", warning}}.dump() : "# warning: " + warning)
+              << std::endl;
 
   // The peak in the same run as the timings, on the same threads, so that the percentages
   // compare like with like on a machine whose clock or neighbours vary.
@@ -434,20 +548,28 @@ int run(int argc, char** argv) {
   s.peak_gflops = peak.gflops;
   // gflops_wall below gflops: neighbours held the cores; all / one thread well below the
   // thread count: the threads share a core's FMA units (SMT siblings on the host).
-  std::cout << json{{"fma_peak",
-                     {{"dtype", dtype_name(dtype)},
-                      {"gflops", peak.gflops},
-                      {"gflops_median", peak.gflops_median},
-                      {"gflops_wall", peak.gflops_wall},
-                      {"gflops_one_thread", peak.gflops_one},
-                      {"all_over_one_thread", peak.gflops / peak.gflops_one},
-                      {"threads", peak.threads},
-                      {"pinned", peak.pinned},
-                      {"lanes", peak.lanes},
-                      {"windows", peak.windows},
-                      {"window_s", peak.window_seconds}}}}
-                   .dump()
-            << std::endl;
+  if (!as_json)
+    std::cout << fmt::format(
+                     "# gdn_bench {}, chunk size {}, {} threads; FMA peak {:.1f} GFLOP/s "
+                     "({:.1f} one thread, {:.1f} by wall time)",
+                     dtype_name(dtype), s.chunk_size, omp_get_max_threads(), peak.gflops,
+                     peak.gflops_one, peak.gflops_wall)
+              << std::endl;
+  else
+    std::cout << json{{"fma_peak",
+                       {{"dtype", dtype_name(dtype)},
+                        {"gflops", peak.gflops},
+                        {"gflops_median", peak.gflops_median},
+                        {"gflops_wall", peak.gflops_wall},
+                        {"gflops_one_thread", peak.gflops_one},
+                        {"all_over_one_thread", peak.gflops / peak.gflops_one},
+                        {"threads", peak.threads},
+                        {"pinned", peak.pinned},
+                        {"lanes", peak.lanes},
+                        {"windows", peak.windows},
+                        {"window_s", peak.window_seconds}}}}
+                     .dump()
+              << std::endl;
   if (ceiling_size > 0) {
     const bench::GemmCeiling c =
         dtype == DType::f64 ? bench::measure_gemm_ceiling<double>(ceiling_size, ceiling_reps)
@@ -472,7 +594,35 @@ int run(int argc, char** argv) {
       line["blas"] = nullptr;  // this build found no OpenBLAS (scripts/setup.sh installs it)
     }
     line["ceiling_gflops"] = c.best();
-    std::cout << json{{"gemm_ceiling", line}}.dump() << std::endl;
+    if (as_json)
+      std::cout << json{{"gemm_ceiling", line}}.dump() << std::endl;
+    else
+      std::cout << fmt::format("# GEMM ceiling {}^3: {:.1f} GFLOP/s ours{}", c.n, c.ours.gflops,
+                               c.blas.gflops > 0
+                                   ? fmt::format(", {:.1f} {}", c.blas.gflops, c.blas_name)
+                                   : std::string())
+                << std::endl;
+  }
+
+  // The table: one row per (shape, variant); the ratios and the check's reference below it.
+  std::optional<app::BenchTable> table;
+  if (!as_json) {
+    table.emplace(std::vector<app::BenchColumn>{{"B", "", 3},
+                                                {"T", "", 7},
+                                                {"Hk", "", 3},
+                                                {"Hv", "", 3},
+                                                {"K", "", 4},
+                                                {"V", "", 4},
+                                                {"variant", "", 25},
+                                                {"device", "", 6},
+                                                {"time", "(ms)", 10},
+                                                {"min", "(ms)", 10},
+                                                {"tokens", "(M/s)", 9},
+                                                {"rate", "(GFLOP/s)", 9},
+                                                {"peak", "(%)", 5}});
+    table->header();
+    s.table = &*table;
+    s.tol = dtype == DType::f64 ? 1e-10 : 1e-4;
   }
 
   json recurrent_ratios = json::array(), device_ratios = json::array(), wy_ratios = json::array();
@@ -498,8 +648,32 @@ int run(int argc, char** argv) {
   ratios["fma_peak_gflops"] = peak.gflops;
   if (s.ceiling_gflops > 0) ratios["gemm_ceiling_gflops"] = s.ceiling_gflops;
   ratios["dtype"] = dtype_name(dtype);
-  std::cout << ratios.dump() << std::endl;
-  return 0;
+  if (as_json) {
+    std::cout << ratios.dump() << std::endl;
+    return 0;
+  }
+  std::vector<std::string> notes = {
+      fmt::format(
+          "check: rel L2 against the op in fp64 on the same inputs (the recurrence; the "
+          "chunked op at T > {}), the largest over o, ht and the gradients; tolerance {:.0e}{}",
+          s.skip_recurrent_above, s.tol, s.cuda ? " (cuda bf16 3e-2, TF32 1e-2)" : ""),
+      "phases: the slice [T, 2T) from a random h_in; phase_transition checks M h_in + U; "
+      "phase_prepare writes nothing of its own"};
+  auto ratio_notes = [&](const char* what, const json& list) {
+    for (const json& r : list) {
+      const json& sh = r["shape"];
+      std::string line = fmt::format("{} at {},{},{},{},{},{}:", what, sh["B"].get<int>(),
+                                     sh["T"].get<std::int64_t>(), sh["Hk"].get<int>(),
+                                     sh["Hv"].get<int>(), sh["K"].get<int>(), sh["V"].get<int>());
+      for (const auto& [key, value] : r.items())
+        if (key != "shape") line += fmt::format(" {} {:.2f}", key, value.get<double>());
+      notes.push_back(line);
+    }
+  };
+  ratio_notes("recurrent / chunked", recurrent_ratios);
+  if (s.cpu && s.cuda) ratio_notes("cpu / cuda", device_ratios);
+  if (s.cpu && s.phases) ratio_notes("wy recompute / reuse", wy_ratios);
+  return table->finish(notes) > 0 ? 1 : 0;
 }
 
 }  // namespace

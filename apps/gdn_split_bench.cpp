@@ -1,6 +1,9 @@
 // gdn_split_bench: times the intra-rank sequence split (gdn/split/split_pass.h, docs/design.md
-// §4b) against the unsplit passes, side by side in one run, and prints JSON lines on stdout.
-// A benchmark, not a test: nothing is asserted.
+// §4b) against the unsplit passes, side by side in one run, and prints the benchmark table
+// on stdout (common/bench_table.h), or with --json JSON lines. The table's check column
+// compares each variant's outputs and gradients (of its last run) with the token-by-token
+// recurrence in fp64 on the same inputs, and each piece scan with the maps applied one by
+// one in fp64; a wrong row makes the exit code 1. The JSON lines assert nothing.
 //
 // Every variant is GdnContextParallel<T, Host> on one rank (what a GDN layer runs at
 // cp = 1), kept from run to run as a layer keeps it, with CpOptions::split_pieces = 1
@@ -19,11 +22,14 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/single_communicator.h"
 #include "common/app_common.h"
+#include "common/bench_table.h"
+#include "common/gdn_reference.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "cp/gdn_cp.h"
@@ -40,6 +46,8 @@ struct Settings {
   std::vector<int> pieces;
   std::vector<bool> log_depth;  // piece scans to time
   bool scan_only = false;
+  app::BenchTable* table = nullptr;  // the table's rows; null: JSON lines (--json)
+  double tol = 0;                    // the check's tolerance (rel L2)
 };
 
 json shape_json(const GdnProblem& p) {
@@ -128,6 +136,8 @@ void bench_shape(const GdnProblem& p, const Settings& s, const char* dtype) {
   // more to a neighbour than the unsplit pass's one, and the minimum is the least disturbed.
   auto least = [](const std::vector<double>& x) { return *std::min_element(x.begin(), x.end()); };
   std::map<std::string, std::pair<double, double>> medians, minima;
+  std::optional<app::GdnReference> ref;  // the table's, after the timed runs
+  if (s.table) ref = app::gdn_reference(p, in, in.h0, dO.ptr(), dht.ptr(), true);
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
     const double f = app::median(fwd[v.name]), fb = app::median(fwd_bwd[v.name]);
@@ -135,6 +145,26 @@ void bench_shape(const GdnProblem& p, const Settings& s, const char* dtype) {
     minima[v.name] = {least(fwd[v.name]), least(fwd_bwd[v.name])};
     for (const auto& [mode, ms, min] : {std::tuple{"fwd", f, minima[v.name].first},
                                         std::tuple{"fwd_bwd", fb, minima[v.name].second}}) {
+      if (s.table) {  // the last run was a forward + backward: o, ht and the gradients
+        Runner<T>& r = *runners[i];
+        const GdnGradView<T> g{r.dq.ptr(), r.dk.ptr(),    r.dv.ptr(),
+                               r.dg.ptr(), r.dbeta.ptr(), r.dh0.ptr()};
+        const bool fwd = std::string(mode) == "fwd";
+        // over the unsplit op (variants[0], done first): of the medians, of the minima
+        auto speedup = [&](const std::map<std::string, std::pair<double, double>>& m) {
+          const auto [u, mine] = std::pair{m.at("unsplit"), m.at(v.name)};
+          return v.pieces == 1 ? NAN : fwd ? u.first / mine.first : u.second / mine.second;
+        };
+        const double e =
+            fwd ? app::outputs_error(*ref, r.o.ptr(), r.ht.ptr()) : app::grads_error(*ref, g, true);
+        s.table->row({std::to_string(p.B), std::to_string(p.T), std::to_string(p.Hk),
+                      std::to_string(p.Hv), std::to_string(p.K), std::to_string(p.V), v.name, mode,
+                      std::to_string(r.op.piece_split().pieces), app::fixed(ms, 3),
+                      app::fixed(min, 3), app::fixed(double(p.B) * p.T / (ms * 1e-3) * 1e-6, 3),
+                      app::fixed(speedup(medians), 2), app::fixed(speedup(minima), 2)},
+                     {e, s.tol});
+        continue;
+      }
       const json line = {{"shape", shape_json(p)},
                          {"variant", v.name},
                          {"mode", mode},
@@ -152,6 +182,7 @@ void bench_shape(const GdnProblem& p, const Settings& s, const char* dtype) {
       std::cout << line.dump() << std::endl;
     }
   }
+  if (s.table) return;  // the speedups are the table's columns
   const auto [uf, ufb] = medians.at("unsplit");
   const auto [uf_min, ufb_min] = minima.at("unsplit");
   for (const Variant& v : variants) {
@@ -189,11 +220,38 @@ void bench_scans(const GdnProblem& p, const Settings& s, const char* dtype) {
       f.B.push_back(f.A.back() + dims.a_elems());
       outs.push_back(out.data() + j * dims.b_elems());
     }
+    // The check's reference: the maps applied one by one in fp64, x_{j+1} = A_j x_j + B_j.
+    std::vector<double> want(out.size());
+    if (s.table) {
+      const std::size_t K = std::size_t(p.K), V = std::size_t(p.V);
+      std::vector<double> x(x_in.begin(), x_in.end());
+      for (int j = 0; j < n; ++j) {
+        double* y = want.data() + std::size_t(j) * dims.b_elems();
+        for (std::size_t bh = 0; bh < std::size_t(dims.BH); ++bh)
+          for (std::size_t r = 0; r < K; ++r)
+            for (std::size_t c = 0; c < V; ++c) {
+              double acc = double(f.B[j][(bh * K + r) * V + c]);
+              for (std::size_t l = 0; l < K; ++l)
+                acc += double(f.A[j][(bh * K + r) * K + l]) * x[(bh * K + l) * V + c];
+              y[(bh * K + r) * V + c] = acc;
+            }
+        x.assign(y, y + dims.b_elems());
+      }
+    }
     for (bool log_depth : s.log_depth) {
       std::vector<double> ms;  // reported: the minimum (one short call is easily preempted)
       for (int rep = -s.warmup; rep < s.reps; ++rep) {
         const double t = elapsed_ms([&] { scan_pieces(f, dims, log_depth, x_in.data(), outs); });
         if (rep >= 0) ms.push_back(t);
+      }
+      if (s.table) {
+        const double mid = app::median(ms), least = *std::min_element(ms.begin(), ms.end());
+        s.table->row({std::to_string(p.B), std::to_string(p.T), std::to_string(p.Hk),
+                      std::to_string(p.Hv), std::to_string(p.K), std::to_string(p.V),
+                      std::string("scan_only_") + (log_depth ? "log_depth" : "serial"), "scan",
+                      std::to_string(S), app::fixed(mid, 3), app::fixed(least, 3), "-", "-", "-"},
+                     {app::rel_l2_error(out, want), s.tol});
+        continue;
       }
       std::cout << json{{"shape", shape_json(p)},
                         {"scan_only", log_depth ? "log_depth" : "serial"},
@@ -229,7 +287,9 @@ int run(int argc, char** argv) {
       "reps", "timed runs per variant (the median is reported)",
       cxxopts::value<int>()->default_value("5"))("warmup", "untimed runs per variant first",
                                                  cxxopts::value<int>()->default_value("1"))(
-      "scan-only", "also time the piece scans alone at each S")("h,help", "print this help");
+      "scan-only", "also time the piece scans alone at each S")(
+      "json", "JSON lines instead of the table (no check against the fp64 reference)")(
+      "h,help", "print this help");
   const auto res = app::parse_command_line(o, argc, argv);
   if (!res) {
     std::cout << o.help() << std::endl;
@@ -251,6 +311,29 @@ int run(int argc, char** argv) {
   if (scans != "log_depth") s.log_depth.push_back(false);
   if (scans != "serial") s.log_depth.push_back(true);
   const DType dtype = parse_real_dtype((*res)["dtype"].as<std::string>(), "--dtype");
+  std::optional<app::BenchTable> table;
+  if (!res->count("json")) {
+    std::cout << "# gdn_split_bench " << dtype_name(dtype) << ", chunk size " << s.chunk_size
+              << ", " << omp_get_max_threads() << " threads, " << s.reps
+              << " interleaved reps after " << s.warmup << " warm-up" << std::endl;
+    table.emplace(std::vector<app::BenchColumn>{{"B", "", 3},
+                                                {"T", "", 7},
+                                                {"Hk", "", 3},
+                                                {"Hv", "", 3},
+                                                {"K", "", 4},
+                                                {"V", "", 4},
+                                                {"variant", "", 20},
+                                                {"mode", "", 7},
+                                                {"S", "", 4},
+                                                {"time", "(ms)", 10},
+                                                {"min", "(ms)", 10},
+                                                {"tokens", "(M/s)", 9},
+                                                {"speedup", "(x)", 7},
+                                                {"min_sp", "(x)", 7}});
+    table->header();
+    s.table = &*table;
+    s.tol = dtype == DType::f64 ? 1e-10 : 1e-4;
+  }
 
   for (const GdnProblem& p :
        app::parse_gdn_shapes((*res)["shapes"].as<std::string>(), s.chunk_size)) {
@@ -262,7 +345,15 @@ int run(int argc, char** argv) {
       if (s.scan_only) bench_scans<float>(p, s, "f32");
     }
   }
-  return 0;
+  if (!table) return 0;
+  return table->finish({"check: rel L2 of o and ht (fwd), of every gradient (fwd_bwd) against "
+                        "the recurrence in fp64 on the same inputs, of a scan's outputs against "
+                        "its maps applied one by one in fp64; tolerance " +
+                            app::sci(s.tol, 0),
+                        "S: the pieces the op cut; speedup: over the unsplit op, of the medians "
+                        "(min_sp: of the minima)"}) > 0
+             ? 1
+             : 0;
 }
 
 }  // namespace

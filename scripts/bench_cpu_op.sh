@@ -45,7 +45,7 @@ torch_venv_usable "$VENV" || TORCH=0
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 for _ in $(seq "$ROUNDS"); do
-  OMP_NUM_THREADS=$THREADS "$BENCH" --shapes "$SHAPES" --dtype f32 --reps "$REPS" \
+  OMP_NUM_THREADS=$THREADS "$BENCH" --json --shapes "$SHAPES" --dtype f32 --reps "$REPS" \
     --skip-recurrent-above 0 --ceiling-size "$CEILING" >>"$OUT"
   if [ "$TORCH" -eq 1 ]; then
     OMP_NUM_THREADS=$THREADS "$VENV/bin/python" scripts/bench_torch_reference.py \

@@ -37,7 +37,7 @@ for D in $DIMS; do
     # B x Hv = 1 (one head) and 2 (two value heads of one key head).
     shapes="1,$T,1,1,$D,$D;1,$T,1,2,$D,$D"
     echo "  K = V = $D, T = $T" >&2
-    OMP_NUM_THREADS=$THREADS "$BIN" --shapes "$shapes" --pieces "$PIECES" --reps "$REPS" \
+    OMP_NUM_THREADS=$THREADS "$BIN" --json --shapes "$shapes" --pieces "$PIECES" --reps "$REPS" \
       --scan-only | tee -a "$OUT"
   done
 done

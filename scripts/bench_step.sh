@@ -50,8 +50,8 @@ trap 'rm -rf "$WORK"' EXIT
 for r in $(seq "$ROUNDS"); do
   # The peak and the ceiling each round, beside the steps (a tiny op shape: only its lines
   # of peak and ceiling are used).
-  OMP_NUM_THREADS=$THREADS "$BIN/gdn_bench" --shapes "1,64,1,1,16,16" --reps 1 --cpu-reps 1 \
-    --skip-recurrent-above 0 >>"$WORK/bench.jsonl"
+  OMP_NUM_THREADS=$THREADS "$BIN/gdn_bench" --json --shapes "1,64,1,1,16,16" --reps 1 \
+    --cpu-reps 1 --skip-recurrent-above 0 >>"$WORK/bench.jsonl"
   for dt in f32 $([ "$BF16" -eq 1 ] && echo bf16); do
     mpi_run 1 "$THREADS" gdn_train --config "$CONFIG" --steps "$STEPS" --profile --dtype "$dt" \
       --log "$WORK/ours-$dt-$r.jsonl" >"$WORK/ours-$dt-$r.out" 2>&1 ||

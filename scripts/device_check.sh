@@ -215,10 +215,18 @@ fi
 # 4. The benchmark table: ours now, fla's from the background job.
 if [ "$DRY" -eq 0 ]; then
   echo "== benchmark: gdn_bench (GPU) and fla (bf16)"
-  step "gdn_bench" 90 sh -c "'$BUILD/apps/gdn_bench' --device cuda --shapes '$SHAPES' --phases=false \
+  # The benchmark tables' check column on the GPU, at small shapes: every variant against
+  # the op in fp64 (gdn_bench: f32, TF32, the bf16 mode; gdn_attn_bench: float and bf16
+  # attention, the GEMM peak); a WRONG row fails the step.
+  step "bench tables: cuda rows vs fp64" 60 sh -c "'$BUILD/apps/gdn_bench' --device cuda \
+    --shapes '1,512,2,4,64,64' --phases=false --reps 1 --ceiling-size 0 && GDN_CUDA_TF32=1 \
+    '$BUILD/apps/gdn_bench' --device cuda --shapes '1,512,2,4,64,64' --phases=false --reps 1 \
+    --ceiling-size 0 && '$BUILD/apps/gdn_attn_bench' --device cuda --seq 1024 --heads 4 \
+    --kv-heads 2 --dim 128 --reps 1 --mode both --peak-n 1024"
+  step "gdn_bench" 90 sh -c "'$BUILD/apps/gdn_bench' --json --device cuda --shapes '$SHAPES' --phases=false \
     --skip-recurrent-above 0 --reps 5 > '$OUT/bench.jsonl'"
   # The opt-in TF32 tensor-core GEMMs (GDN_CUDA_TF32=1).
-  step "gdn_bench tf32" 60 bash -c "set -o pipefail; GDN_CUDA_TF32=1 '$BUILD/apps/gdn_bench' --device cuda --shapes '$SHAPES' \
+  step "gdn_bench tf32" 60 bash -c "set -o pipefail; GDN_CUDA_TF32=1 '$BUILD/apps/gdn_bench' --json --device cuda --shapes '$SHAPES' \
     --phases=false --skip-recurrent-above 0 --reps 5 | sed 's/\"variant\":\"cuda_/\"variant\":\"tf32_cuda_/' >> '$OUT/bench.jsonl'"
   if [ -n "${FLA_PID:-}" ]; then
     step "fla bench (bf16, background since the start)" 120 sh -c \
@@ -228,7 +236,7 @@ if [ "$DRY" -eq 0 ]; then
   fi
   # Attention at Qwen3-Next's heads (16 query, 2 kv, D = 256) and 32K tokens: the flash
   # kernels (bf16 mode) beside torch's SDPA flash backend, and the bf16 GEMM peak.
-  step "gdn_attn_bench (bf16, T=32768)" 90 sh -c "'$BUILD/apps/gdn_attn_bench' --device cuda \
+  step "gdn_attn_bench (bf16, T=32768)" 90 sh -c "'$BUILD/apps/gdn_attn_bench' --json --device cuda \
     --seq 32768 --heads 16 --kv-heads 2 --dim 256 --reps 3 >> '$OUT/bench.jsonl'"
   step "sdpa bench (torch flash, bf16, T=32768)" 60 sh -c \
     "python3 scripts/bench_sdpa.py --seq 32768 --heads 16 --kv-heads 2 --dim 256 --reps 3 >> '$OUT/bench.jsonl'"
