@@ -136,12 +136,11 @@ void time_variants(const GdnProblem& p, const Settings& s, const char* device,
     out[name] = ms;
     if (s.table) {
       const double gflops = flops > 0 ? flops / (ms * 1e-3) * 1e-9 : NAN;
-      s.table->row(
-          {std::to_string(p.B), std::to_string(p.T), std::to_string(p.Hk), std::to_string(p.Hv),
-           std::to_string(p.K), std::to_string(p.V), name, device, app::fixed(ms, 3),
-           app::fixed(t.min_ms, 3), app::fixed(double(p.B) * p.T / (ms * 1e-3) * 1e-6, 3),
-           app::fixed(gflops, 2), app::fixed(cpu ? 100 * gflops / s.peak_gflops : NAN, 1)},
-          check ? app::BenchCheck{check(), tol > 0 ? tol : s.tol} : app::unchecked());
+      s.table->row(app::shape_cells(p, {name, device, app::fixed(ms, 3), app::fixed(t.min_ms, 3),
+                                        app::fixed(double(p.B) * p.T / (ms * 1e-3) * 1e-6, 3),
+                                        app::fixed(gflops, 2),
+                                        app::fixed(cpu ? 100 * gflops / s.peak_gflops : NAN, 1)}),
+                   check ? app::BenchCheck{check(), tol > 0 ? tol : s.tol} : app::unchecked());
       continue;
     }
     json line = {{"shape", shape_json(p)},
@@ -607,19 +606,13 @@ int run(int argc, char** argv) {
   // The table: one row per (shape, variant); the ratios and the check's reference below it.
   std::optional<app::BenchTable> table;
   if (!as_json) {
-    table.emplace(std::vector<app::BenchColumn>{{"B", "", 3},
-                                                {"T", "", 7},
-                                                {"Hk", "", 3},
-                                                {"Hv", "", 3},
-                                                {"K", "", 4},
-                                                {"V", "", 4},
-                                                {"variant", "", 25},
-                                                {"device", "", 6},
-                                                {"time", "(ms)", 10},
-                                                {"min", "(ms)", 10},
-                                                {"tokens", "(M/s)", 9},
-                                                {"rate", "(GFLOP/s)", 9},
-                                                {"peak", "(%)", 5}});
+    table.emplace(app::shape_columns({{"variant", "", 25},
+                                      {"device", "", 6},
+                                      {"time", "(ms)", 10},
+                                      {"min", "(ms)", 10},
+                                      {"tokens", "(M/s)", 9},
+                                      {"rate", "(GFLOP/s)", 9},
+                                      {"peak", "(%)", 5}}));
     table->header();
     s.table = &*table;
     s.tol = dtype == DType::f64 ? 1e-10 : 1e-4;

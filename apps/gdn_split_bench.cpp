@@ -157,12 +157,12 @@ void bench_shape(const GdnProblem& p, const Settings& s, const char* dtype) {
         };
         const double e =
             fwd ? app::outputs_error(*ref, r.o.ptr(), r.ht.ptr()) : app::grads_error(*ref, g, true);
-        s.table->row({std::to_string(p.B), std::to_string(p.T), std::to_string(p.Hk),
-                      std::to_string(p.Hv), std::to_string(p.K), std::to_string(p.V), v.name, mode,
-                      std::to_string(r.op.piece_split().pieces), app::fixed(ms, 3),
-                      app::fixed(min, 3), app::fixed(double(p.B) * p.T / (ms * 1e-3) * 1e-6, 3),
-                      app::fixed(speedup(medians), 2), app::fixed(speedup(minima), 2)},
-                     {e, s.tol});
+        s.table->row(
+            app::shape_cells(
+                p, {v.name, mode, std::to_string(r.op.piece_split().pieces), app::fixed(ms, 3),
+                    app::fixed(min, 3), app::fixed(double(p.B) * p.T / (ms * 1e-3) * 1e-6, 3),
+                    app::fixed(speedup(medians), 2), app::fixed(speedup(minima), 2)}),
+            {e, s.tol});
         continue;
       }
       const json line = {{"shape", shape_json(p)},
@@ -246,11 +246,11 @@ void bench_scans(const GdnProblem& p, const Settings& s, const char* dtype) {
       }
       if (s.table) {
         const double mid = app::median(ms), least = *std::min_element(ms.begin(), ms.end());
-        s.table->row({std::to_string(p.B), std::to_string(p.T), std::to_string(p.Hk),
-                      std::to_string(p.Hv), std::to_string(p.K), std::to_string(p.V),
-                      std::string("scan_only_") + (log_depth ? "log_depth" : "serial"), "scan",
-                      std::to_string(S), app::fixed(mid, 3), app::fixed(least, 3), "-", "-", "-"},
-                     {app::rel_l2_error(out, want), s.tol});
+        s.table->row(
+            app::shape_cells(
+                p, {std::string("scan_only_") + (log_depth ? "log_depth" : "serial"), "scan",
+                    std::to_string(S), app::fixed(mid, 3), app::fixed(least, 3), "-", "-", "-"}),
+            {app::rel_l2_error(out, want), s.tol});
         continue;
       }
       std::cout << json{{"shape", shape_json(p)},
@@ -316,20 +316,14 @@ int run(int argc, char** argv) {
     std::cout << "# gdn_split_bench " << dtype_name(dtype) << ", chunk size " << s.chunk_size
               << ", " << omp_get_max_threads() << " threads, " << s.reps
               << " interleaved reps after " << s.warmup << " warm-up" << std::endl;
-    table.emplace(std::vector<app::BenchColumn>{{"B", "", 3},
-                                                {"T", "", 7},
-                                                {"Hk", "", 3},
-                                                {"Hv", "", 3},
-                                                {"K", "", 4},
-                                                {"V", "", 4},
-                                                {"variant", "", 20},
-                                                {"mode", "", 7},
-                                                {"S", "", 4},
-                                                {"time", "(ms)", 10},
-                                                {"min", "(ms)", 10},
-                                                {"tokens", "(M/s)", 9},
-                                                {"speedup", "(x)", 7},
-                                                {"min_sp", "(x)", 7}});
+    table.emplace(app::shape_columns({{"variant", "", 20},
+                                      {"mode", "", 7},
+                                      {"S", "", 4},
+                                      {"time", "(ms)", 10},
+                                      {"min", "(ms)", 10},
+                                      {"tokens", "(M/s)", 9},
+                                      {"speedup", "(x)", 7},
+                                      {"min_sp", "(x)", 7}}));
     table->header();
     s.table = &*table;
     s.tol = dtype == DType::f64 ? 1e-10 : 1e-4;

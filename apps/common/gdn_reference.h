@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "common/bench_table.h"
@@ -13,6 +14,22 @@
 #include "gdn/recurrent.h"
 
 namespace gdn::app {
+
+// The first columns of gdn_bench's and gdn_split_bench's tables, the shape (B, T, Hk, Hv,
+// K, V), then `more`; shape_cells: a row's cells for them.
+inline std::vector<BenchColumn> shape_columns(const std::vector<BenchColumn>& more) {
+  std::vector<BenchColumn> c{{"B", "", 3},  {"T", "", 7}, {"Hk", "", 3},
+                             {"Hv", "", 3}, {"K", "", 4}, {"V", "", 4}};
+  c.insert(c.end(), more.begin(), more.end());
+  return c;
+}
+inline std::vector<std::string> shape_cells(const GdnProblem& p,
+                                            const std::vector<std::string>& more) {
+  std::vector<std::string> c{std::to_string(p.B),  std::to_string(p.T), std::to_string(p.Hk),
+                             std::to_string(p.Hv), std::to_string(p.K), std::to_string(p.V)};
+  c.insert(c.end(), more.begin(), more.end());
+  return c;
+}
 
 // o, ht and the gradients of sum(o dO) + sum(ht dht) with respect to every input, h0 too.
 struct GdnReference {
