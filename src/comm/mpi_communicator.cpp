@@ -22,19 +22,11 @@ std::string mpi_error_string(int rc) {
 }
 
 MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return MPI_FLOAT;
-    case DType::f64:
-      return MPI_DOUBLE;
-    case DType::i32:
-      return MPI_INT32_T;
-    case DType::i64:
-      return MPI_INT64_T;
-    case DType::bf16:  // no MPI datatype: bf16 runs exchange f32 values
-      break;
-  }
-  throw_error("mpi_type: no MPI datatype for DType ", dtype_name(t));
+  // bf16 has no MPI datatype: bf16 runs exchange f32 values.
+  const MPI_Datatype m =
+      per_dtype(t, MPI_FLOAT, MPI_DOUBLE, MPI_INT32_T, MPI_INT64_T, MPI_DATATYPE_NULL);
+  if (m == MPI_DATATYPE_NULL) throw_error("mpi_type: no MPI datatype for DType ", dtype_name(t));
+  return m;
 }
 
 // Number of messages a buffer of n bytes is split into: at least one, so a zero-byte

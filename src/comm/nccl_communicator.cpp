@@ -14,19 +14,7 @@ namespace gdn {
 namespace {
 
 ncclDataType_t nccl_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return ncclFloat32;
-    case DType::f64:
-      return ncclFloat64;
-    case DType::i32:
-      return ncclInt32;
-    case DType::i64:
-      return ncclInt64;
-    case DType::bf16:
-      return ncclBfloat16;
-  }
-  throw_error("nccl_type: unknown DType ", static_cast<int>(t));
+  return per_dtype(t, ncclFloat32, ncclFloat64, ncclInt32, ncclInt64, ncclBfloat16);
 }
 
 void check_mpi(int rc, const char* call, int rank) {
