@@ -8,6 +8,8 @@
 #      communication at all (no comm/): the exchanges that feed them (the conv halo, the
 #      pair scans) live in src/cp; everything else reaches other ranks through the
 #      Communicator.
+#   4. src/ops instantiates its templates by their signatures, one line each: no macro
+#      holds a list of explicit instantiations (a `template` in a #define's body).
 # Prints every violation with its file and line; exits 1 if there is one.
 set -uo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -42,6 +44,14 @@ for folder in "${order[@]}" apps; do
         echo "layer rule: $file:$line includes <mpi.h>: only src/comm and src/runtime talk to MPI"
       done | grep . && bad=1
     fi
+    if [ "$folder" = ops ]; then
+      # Each #define with its continuation lines; one whose body says `template` is a list.
+      awk '/^[[:space:]]*#[[:space:]]*define/ { d = 1; start = FNR; body = "" }
+           d { body = body " " $0; if ($0 !~ /\\$/) { if (body ~ /[^[:alnum:]_]template[[:space:]]/) print start; d = 0 } }' "$file" |
+        while read -r line; do
+          echo "layer rule: $file:$line instantiates through a macro: write each instantiation out"
+        done | grep . && bad=1
+    fi
   done < <(find "$dir" -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \))
   # Link edges of the folder's library.
   [ "$folder" = apps ] && continue
@@ -56,6 +66,6 @@ for folder in "${order[@]}" apps; do
   done
 done
 if [ "$bad" -eq 0 ]; then
-  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn"
+  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn, no instantiation macros in ops"
 fi
 exit "$bad"
