@@ -19,16 +19,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/args.sh
 CONFIG=configs/tiny-qwen3-next.json CP=4 SEQS="1024 4096 16384"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --config) CONFIG=$2; shift 2 ;;
-    --cp) CP=$2; shift 2 ;;
-    --seq-lens) SEQS=$2; shift 2 ;;
-    -h|--help) print_help "$0"; exit 0 ;;
-    *) echo "bench_cp_exchange.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+parse_args "$0" --config CONFIG --cp CP --seq-lens SEQS -- "$@"
 bash scripts/build.sh >/dev/null
 . scripts/lib/mpi.sh
 WORK=$(mktemp -d)

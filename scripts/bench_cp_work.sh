@@ -12,17 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/args.sh
 SEQ=8192 STEPS=3 REPS=2 CONFIGS=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --seq-len) SEQ=$2; shift 2 ;;
-    --steps) STEPS=$2; shift 2 ;;
-    --reps) REPS=$2; shift 2 ;;
-    --config) CONFIGS+=("$2"); shift 2 ;;
-    -h|--help) print_help "$0"; exit 0 ;;
-    *) echo "bench_cp_work.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+parse_args "$0" --seq-len SEQ --steps STEPS --reps REPS --config CONFIGS+ -- "$@"
 [ "${#CONFIGS[@]}" -gt 0 ] || CONFIGS=(configs/bench-memory.json configs/tiny-qwen3-next.json)
 bash scripts/build.sh >/dev/null
 . scripts/lib/mpi.sh

@@ -18,22 +18,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/args.sh
 . scripts/lib/torch_venv.sh
 BUILD=1 THREADS=2 REPS=5 ROUNDS=2 VENV=${GDN_VENV:-} CEILING=1024
 SHAPES="1,4096,4,4,128,128;2,2048,2,4,64,64"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --no-build) BUILD=0; shift ;;
-    --threads) THREADS=$2; shift 2 ;;
-    --reps) REPS=$2; shift 2 ;;
-    --rounds) ROUNDS=$2; shift 2 ;;
-    --venv) VENV=$2; shift 2 ;;
-    --shapes) SHAPES=$2; shift 2 ;;
-    --ceiling-size) CEILING=$2; shift 2 ;;
-    -h|--help) print_help "$0"; exit 0 ;;
-    *) echo "bench_cpu_op.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+parse_args "$0" --no-build BUILD=0 --threads THREADS --reps REPS --rounds ROUNDS --venv VENV \
+  --shapes SHAPES --ceiling-size CEILING -- "$@"
 BUILD_DIR=${GDN_BUILD_DIR:-build}
 [ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
 BENCH=$BUILD_DIR/apps/gdn_bench

@@ -11,21 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/args.sh
 THREADS=2 REPS=5 SEQS="16384 65536" PIECES=2,4,8,16 DIMS="128 64"
 OUT=out/bench_intra_rank_split.jsonl BUILD=1
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --threads) THREADS=$2; shift 2 ;;
-    --reps) REPS=$2; shift 2 ;;
-    --seq-lens) SEQS=$2; shift 2 ;;
-    --pieces) PIECES=$2; shift 2 ;;
-    --dims) DIMS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --no-build) BUILD=0; shift ;;
-    -h|--help) print_help "$0"; exit 0 ;;
-    *) echo "bench_intra_rank_split.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+parse_args "$0" --threads THREADS --reps REPS --seq-lens SEQS --pieces PIECES --dims DIMS \
+  --out OUT --no-build BUILD=0 -- "$@"
 [ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
 BIN=${GDN_BUILD_DIR:-build}/apps/gdn_split_bench
 [ -x "$BIN" ] || { echo "bench_intra_rank_split.sh: $BIN is not built" >&2; exit 1; }

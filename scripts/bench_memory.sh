@@ -13,17 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/args.sh
 CONFIG=configs/bench-memory.json SEQS="4096 16384 65536 131072" CPS="1 2 4" DTYPE=f32
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --config) CONFIG=$2; shift 2 ;;
-    --seq-lens) SEQS=$2; shift 2 ;;
-    --cps) CPS=$2; shift 2 ;;
-    --dtype) DTYPE=$2; shift 2 ;;
-    -h|--help) print_help "$0"; exit 0 ;;
-    *) echo "bench_memory.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+parse_args "$0" --config CONFIG --seq-lens SEQS --cps CPS --dtype DTYPE -- "$@"
 bash scripts/build.sh >/dev/null
 . scripts/lib/mpi.sh
 to_bytes() {  # "1.5 GiB" -> bytes

@@ -16,15 +16,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/args.sh
 CONFIG=configs/bench-shard.json WORLDS="1 2 4"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --config) CONFIG=$2; shift 2 ;;
-    --worlds) WORLDS=$2; shift 2 ;;
-    -h|--help) print_help "$0"; exit 0 ;;
-    *) echo "bench_shard_memory.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+parse_args "$0" --config CONFIG --worlds WORLDS -- "$@"
 bash scripts/build.sh >/dev/null
 . scripts/lib/mpi.sh
 # peak NP CONFIG ARGS...: the largest rank's peak RSS in bytes, from the step log ("" when

@@ -19,22 +19,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/args.sh
 . scripts/lib/torch_venv.sh
 . scripts/lib/mpi.sh
 BUILD=1 CONFIG=configs/bench-step.json THREADS=2 STEPS=4 ROUNDS=2 VENV=${GDN_VENV:-} BF16=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --no-build) BUILD=0; shift ;;
-    --config) CONFIG=$2; shift 2 ;;
-    --threads) THREADS=$2; shift 2 ;;
-    --steps) STEPS=$2; shift 2 ;;
-    --rounds) ROUNDS=$2; shift 2 ;;
-    --venv) VENV=$2; shift 2 ;;
-    --bf16) BF16=1; shift ;;
-    -h|--help) print_help "$0"; exit 0 ;;
-    *) echo "bench_step.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+parse_args "$0" --no-build BUILD=0 --config CONFIG --threads THREADS --steps STEPS \
+  --rounds ROUNDS --venv VENV --bf16 BF16=1 -- "$@"
 [ "$STEPS" -ge 2 ] || { echo "bench_step.sh: --steps must be at least 2 (the first is left out)" >&2; exit 2; }
 [ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
 for app in gdn_train gdn_plan gdn_bench; do

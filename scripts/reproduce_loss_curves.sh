@@ -22,22 +22,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
+. scripts/lib/args.sh
 CONFIGS=() STEPS="" DTYPE="" DATA="" CPS="1 2 4" TOL="" OUT=out/loss_curves BALANCE="" DOCS=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --config) CONFIGS+=("$2"); shift 2 ;;
-    --attention-load-balance) BALANCE=$2; shift 2 ;;
-    --documents) DOCS=$2; shift 2 ;;
-    --steps) STEPS=$2; shift 2 ;;
-    --dtype) DTYPE=$2; shift 2 ;;
-    --data) DATA=$2; shift 2 ;;
-    --cps) CPS=$2; shift 2 ;;
-    --tol) TOL=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    -h|--help) print_help "$0"; exit 0 ;;
-    *) echo "reproduce_loss_curves.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+parse_args "$0" --config CONFIGS+ --attention-load-balance BALANCE --documents DOCS \
+  --steps STEPS --dtype DTYPE --data DATA --cps CPS --tol TOL --out OUT -- "$@"
 [ "${#CONFIGS[@]}" -gt 0 ] || CONFIGS=(configs/tiny-qwen3-next.json configs/tiny-qwen3.5.json)
 if [ -z "$TOL" ]; then
   case "$DTYPE" in f64) TOL=1e-10 ;; bf16) TOL=1e-2 ;; *) TOL=1e-4 ;; esac

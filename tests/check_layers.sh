@@ -11,6 +11,8 @@
 #   4. src/cp holds only what exchanges: each of its .cpp / .cu files reaches the cp group
 #      (includes comm/, names a Communicator or takes a CpContext, which carries it), apart
 #      from shard and documents, the boundaries the exchanges are cut by.
+#   5. src/ops instantiates its templates by their signatures, one line each: no macro
+#      holds a list of explicit instantiations (a `template` in a #define's body).
 # Prints every violation with its file and line; exits 1 if there is one.
 set -uo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -45,6 +47,14 @@ for folder in "${order[@]}" apps; do
         echo "layer rule: $file:$line includes <mpi.h>: only src/comm and src/runtime talk to MPI"
       done | grep . && bad=1
     fi
+    if [ "$folder" = ops ]; then
+      # Each #define with its continuation lines; one whose body says `template` is a list.
+      awk '/^[[:space:]]*#[[:space:]]*define/ { d = 1; start = FNR; body = "" }
+           d { body = body " " $0; if ($0 !~ /\\$/) { if (body ~ /[^[:alnum:]_]template[[:space:]]/) print start; d = 0 } }' "$file" |
+        while read -r line; do
+          echo "layer rule: $file:$line instantiates through a macro: write each instantiation out"
+        done | grep . && bad=1
+    fi
   done < <(find "$dir" -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \))
   # Link edges of the folder's library.
   [ "$folder" = apps ] && continue
@@ -65,6 +75,6 @@ while IFS= read -r file; do
     violation "$file exchanges nothing (no comm/, Communicator or CpContext): it belongs in src/gdn"
 done < <(find src/cp -type f \( -name '*.cpp' -o -name '*.cu' \))
 if [ "$bad" -eq 0 ]; then
-  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn, every cp unit exchanges"
+  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn, every cp unit exchanges, no instantiation macros in ops"
 fi
 exit "$bad"

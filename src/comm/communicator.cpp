@@ -1,7 +1,6 @@
 #include "comm/communicator.h"
 
 #include <cstdlib>
-#include <utility>
 
 #include "core/error.h"
 #include "core/profile.h"
@@ -110,44 +109,44 @@ void Communicator::abort(int code) {
   std::_Exit(code);  // do_abort does not return; the compiler cannot see that through virtual
 }
 
+void Communicator::check_one_per_rank(const char* call, std::initializer_list<PerRank> args,
+                                      const std::string& site) const {
+  const std::size_t n = static_cast<std::size_t>(size());
+  for (const auto& [v, name] : args)
+    if (v->size() != n)
+      throw_error(backend_name(), "::", call, " at site '", site, "' on rank ", rank(), ": ", name,
+                  " has ", v->size(), " entries, expected size() = ", n, " (one per rank)");
+}
+
 void Communicator::check_all_to_all(const std::vector<std::size_t>& send_bytes,
                                     const std::vector<std::size_t>& send_offsets,
                                     const std::vector<std::size_t>& recv_bytes,
                                     const std::vector<std::size_t>& recv_offsets,
                                     const std::string& site) const {
-  const int r = rank(), n = size();
-  const char* who = backend_name();
-  const std::pair<const std::vector<std::size_t>*, const char*> args[] = {
-      {&send_bytes, "send_bytes"},
-      {&send_offsets, "send_offsets"},
-      {&recv_bytes, "recv_bytes"},
-      {&recv_offsets, "recv_offsets"}};
-  for (const auto& [v, name] : args)
-    if (v->size() != static_cast<std::size_t>(n))
-      throw_error(who, "::all_to_all at site '", site, "' on rank ", r, ": ", name, " has ",
-                  v->size(), " entries, expected size() = ", n, " (one per rank)");
+  check_one_per_rank("all_to_all",
+                     {{&send_bytes, "send_bytes"},
+                      {&send_offsets, "send_offsets"},
+                      {&recv_bytes, "recv_bytes"},
+                      {&recv_offsets, "recv_offsets"}},
+                     site);
   // Both sides of the block to self are known here, so a disagreement is checkable on
   // every backend (unlike a peer's, which only MPI sees arrive).
+  const int r = rank();
   if (send_bytes[r] != recv_bytes[r])
-    throw_error(who, "::all_to_all at site '", site, "' on rank ", r, ": the block to self (peer ",
-                r, ") has send_bytes = ", send_bytes[r], " but recv_bytes = ", recv_bytes[r],
-                "; expected equal sizes");
+    throw_error(backend_name(), "::all_to_all at site '", site, "' on rank ", r,
+                ": the block to self (peer ", r, ") has send_bytes = ", send_bytes[r],
+                " but recv_bytes = ", recv_bytes[r], "; expected equal sizes");
 }
 
 void Communicator::check_all_gather_v(std::size_t send_bytes,
                                       const std::vector<std::size_t>& recv_bytes,
                                       const std::vector<std::size_t>& recv_offsets,
                                       const std::string& site) const {
-  const int r = rank(), n = size();
-  const char* who = backend_name();
-  const std::pair<const std::vector<std::size_t>*, const char*> args[] = {
-      {&recv_bytes, "recv_bytes"}, {&recv_offsets, "recv_offsets"}};
-  for (const auto& [v, name] : args)
-    if (v->size() != static_cast<std::size_t>(n))
-      throw_error(who, "::all_gather_v at site '", site, "' on rank ", r, ": ", name, " has ",
-                  v->size(), " entries, expected size() = ", n, " (one per rank)");
+  check_one_per_rank("all_gather_v", {{&recv_bytes, "recv_bytes"}, {&recv_offsets, "recv_offsets"}},
+                     site);
+  const int r = rank();
   if (send_bytes != recv_bytes[r])
-    throw_error(who, "::all_gather_v at site '", site, "' on rank ", r,
+    throw_error(backend_name(), "::all_gather_v at site '", site, "' on rank ", r,
                 ": send_bytes = ", send_bytes, " but recv_bytes[", r, "] = ", recv_bytes[r],
                 "; expected equal sizes (send is this rank's own block)");
 }

@@ -11,9 +11,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -144,6 +146,12 @@ class Communicator {
   [[noreturn]] virtual void do_abort(int code) = 0;
 
  private:
+  // One vector of per-rank sizes and its name in messages.
+  using PerRank = std::pair<const std::vector<std::size_t>*, const char*>;
+  // Throws gdn::Error (naming backend, call, site, rank and the vector) unless every vector
+  // of args has size() entries, one per rank.
+  void check_one_per_rank(const char* call, std::initializer_list<PerRank> args,
+                          const std::string& site) const;
   // Throws gdn::Error (naming backend, site, rank and the bad value) unless all four
   // vectors have size() entries and the block to self has the same size both ways.
   void check_all_to_all(const std::vector<std::size_t>& send_bytes,

@@ -22,19 +22,11 @@ std::string mpi_error_string(int rc) {
 }
 
 MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return MPI_FLOAT;
-    case DType::f64:
-      return MPI_DOUBLE;
-    case DType::i32:
-      return MPI_INT32_T;
-    case DType::i64:
-      return MPI_INT64_T;
-    case DType::bf16:  // no MPI datatype: bf16 runs exchange f32 values
-      break;
-  }
-  throw_error("mpi_type: no MPI datatype for DType ", dtype_name(t));
+  // bf16 has no MPI datatype: bf16 runs exchange f32 values.
+  const MPI_Datatype m =
+      per_dtype(t, MPI_FLOAT, MPI_DOUBLE, MPI_INT32_T, MPI_INT64_T, MPI_DATATYPE_NULL);
+  if (m == MPI_DATATYPE_NULL) throw_error("mpi_type: no MPI datatype for DType ", dtype_name(t));
+  return m;
 }
 
 // Number of messages a buffer of n bytes is split into: at least one, so a zero-byte
@@ -276,33 +268,32 @@ void MpiCommunicator::exchange(const void* send, const std::vector<std::size_t>&
   // go in ring order from this rank, so the ranks do not all start on rank 0.
   std::vector<MPI_Request> reqs;
   std::vector<int> peer;  // the rank each request talks to
-  for (int d = 1; d < size_; ++d) {
-    const int q = (rank_ + size_ - d) % size_;
-    const std::size_t rb = recv_bytes[q];
-    for (std::size_t k = 0, n = num_chunks(rb, max_bytes_); k < n; ++k) {
-      const std::size_t off = k * max_bytes_;
-      const int len = static_cast<int>(std::min(max_bytes_, rb - off));
-      reqs.emplace_back();
-      peer.push_back(q);
-      check(MPI_Irecv(block_at(rp, recv_offsets[q] + off, rb), len, MPI_BYTE, q, tag, comm_,
-                      &reqs.back()),
-            "MPI_Irecv", site);
+  // One direction's messages, in pieces of at most max_bytes_: the receives from peers
+  // rank - 1, rank - 2, ..., or the sends to rank + 1, rank + 2, ...
+  const auto post = [&](bool sending) {
+    const std::vector<std::size_t>& bytes = sending ? send_bytes : recv_bytes;
+    for (int d = 1; d < size_; ++d) {
+      const int q = sending ? (rank_ + d) % size_ : (rank_ + size_ - d) % size_;
+      const std::size_t b = bytes[q];
+      for (std::size_t k = 0, n = num_chunks(b, max_bytes_); k < n; ++k) {
+        const std::size_t off = k * max_bytes_;
+        const int len = static_cast<int>(std::min(max_bytes_, b - off));
+        reqs.emplace_back();
+        peer.push_back(q);
+        if (sending)
+          check(MPI_Isend(block_at(sp, send_offsets[q] + off, b), len, MPI_BYTE, q, tag, comm_,
+                          &reqs.back()),
+                "MPI_Isend", site);
+        else
+          check(MPI_Irecv(block_at(rp, recv_offsets[q] + off, b), len, MPI_BYTE, q, tag, comm_,
+                          &reqs.back()),
+                "MPI_Irecv", site);
+      }
     }
-  }
+  };
+  post(/*sending=*/false);
   const std::size_t nrecv = reqs.size();
-  for (int d = 1; d < size_; ++d) {
-    const int q = (rank_ + d) % size_;
-    const std::size_t sb = send_bytes[q];
-    for (std::size_t k = 0, n = num_chunks(sb, max_bytes_); k < n; ++k) {
-      const std::size_t off = k * max_bytes_;
-      const int len = static_cast<int>(std::min(max_bytes_, sb - off));
-      reqs.emplace_back();
-      peer.push_back(q);
-      check(MPI_Isend(block_at(sp, send_offsets[q] + off, sb), len, MPI_BYTE, q, tag, comm_,
-                      &reqs.back()),
-            "MPI_Isend", site);
-    }
-  }
+  post(/*sending=*/true);
   // The block to self while the messages travel (the front made its sizes equal). In an
   // in-place all_gather_v it is already there.
   const std::size_t self = send_bytes[rank_];

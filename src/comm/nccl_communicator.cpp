@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "runtime/cuda_check.h"
@@ -14,19 +15,7 @@ namespace gdn {
 namespace {
 
 ncclDataType_t nccl_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return ncclFloat32;
-    case DType::f64:
-      return ncclFloat64;
-    case DType::i32:
-      return ncclInt32;
-    case DType::i64:
-      return ncclInt64;
-    case DType::bf16:
-      return ncclBfloat16;
-  }
-  throw_error("nccl_type: unknown DType ", static_cast<int>(t));
+  return per_dtype(t, ncclFloat32, ncclFloat64, ncclInt32, ncclInt64, ncclBfloat16);
 }
 
 void check_mpi(int rc, const char* call, int rank) {
@@ -149,40 +138,12 @@ void NcclCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes,
     GDN_CUDA_CHECK_AT(
         cudaMemcpyAsync(rp + recv_offsets[r], send, send_bytes, cudaMemcpyDeviceToDevice, stream_),
         site);
-  // Every rank passes the same recv_bytes, so a send of this rank's block pairs with each
-  // peer's receive of it, and a zero-byte block is skipped on both sides alike.
-  bool peers = false;
-  for (int q = 0; q < n; ++q)
-    if (q != r) peers = peers || send_bytes > 0 || recv_bytes[q] > 0;
-  if (peers) {
-    // One group: NCCL posts every send and receive together, so no order can deadlock.
-    GDN_NCCL_CHECK_AT(ncclGroupStart(), site);
-    ncclResult_t res = ncclSuccess;
-    const char* call = "";
-    int bad = -1;
-    for (int d = 1; d < n && res == ncclSuccess; ++d) {
-      const int to = (r + d) % n, from = (r + n - d) % n;
-      if (send_bytes > 0) {
-        res = ncclSend(send, send_bytes, ncclUint8, to, comm_, stream_);
-        call = "ncclSend";
-        bad = to;
-      }
-      if (res == ncclSuccess && recv_bytes[from] > 0) {
-        res = ncclRecv(rp + recv_offsets[from], recv_bytes[from], ncclUint8, from, comm_, stream_);
-        call = "ncclRecv";
-        bad = from;
-      }
-    }
-    // Close the group even when a call failed, or NCCL stays in group mode for good.
-    const ncclResult_t re = ncclGroupEnd();
-    if (res != ncclSuccess)
-      detail::throw_gpu_error(
-          call, detail::nccl_error_text(res) + " (peer rank " + std::to_string(bad) + ")", __FILE__,
-          __LINE__, site);
-    if (re != ncclSuccess)
-      detail::throw_gpu_error("ncclGroupEnd", detail::nccl_error_text(re), __FILE__, __LINE__,
-                              site);
-  }
+  // This rank's one block goes to every peer. Every rank passes the same recv_bytes, so a
+  // send of it pairs with each peer's receive, and a zero-byte block is skipped on both
+  // sides alike.
+  const Sizes to_each(n, send_bytes), at_start(n, 0);
+  const bool peers = exchange_with_peers(static_cast<const char*>(send), to_each, at_start, rp,
+                                         recv_bytes, recv_offsets, site);
   if (self || peers) wait(site);
 }
 
@@ -210,7 +171,7 @@ void NcclCommunicator::do_all_to_all(const void* send, const std::vector<std::si
                                      const std::vector<std::size_t>& recv_bytes,
                                      const std::vector<std::size_t>& recv_offsets,
                                      const std::string& site) {
-  const int r = rank(), n = size();
+  const int r = rank();
   const char* sp = static_cast<const char*>(send);
   char* rp = static_cast<char*>(recv);
   const bool self = send_bytes[r] > 0;
@@ -218,59 +179,70 @@ void NcclCommunicator::do_all_to_all(const void* send, const std::vector<std::si
     GDN_CUDA_CHECK_AT(cudaMemcpyAsync(rp + recv_offsets[r], sp + send_offsets[r], send_bytes[r],
                                       cudaMemcpyDeviceToDevice, stream_),
                       site);
+  const bool peers =
+      exchange_with_peers(sp, send_bytes, send_offsets, rp, recv_bytes, recv_offsets, site);
+  if (self || peers) wait(site);
+}
+
+bool NcclCommunicator::exchange_with_peers(const char* send, const Sizes& send_bytes,
+                                           const Sizes& send_offsets, char* recv,
+                                           const Sizes& recv_bytes, const Sizes& recv_offsets,
+                                           const std::string& site) {
+  const int r = rank(), n = size();
   bool peers = false;
   for (int q = 0; q < n; ++q)
     if (q != r) peers = peers || send_bytes[q] > 0 || recv_bytes[q] > 0;
-  if (peers) {
-    // One group: NCCL posts every send and receive together, so no order can deadlock.
-    GDN_NCCL_CHECK_AT(ncclGroupStart(), site);
-    ncclResult_t res = ncclSuccess;
-    const char* call = "";
-    int bad = -1;
-    for (int d = 1; d < n && res == ncclSuccess; ++d) {
-      const int to = (r + d) % n, from = (r + n - d) % n;
-      if (send_bytes[to] > 0) {
-        res = ncclSend(sp + send_offsets[to], send_bytes[to], ncclUint8, to, comm_, stream_);
-        call = "ncclSend";
-        bad = to;
-      }
-      if (res == ncclSuccess && recv_bytes[from] > 0) {
-        res = ncclRecv(rp + recv_offsets[from], recv_bytes[from], ncclUint8, from, comm_, stream_);
-        call = "ncclRecv";
-        bad = from;
-      }
+  if (!peers) return false;
+  // One group: NCCL posts every send and receive together, so no order can deadlock.
+  GDN_NCCL_CHECK_AT(ncclGroupStart(), site);
+  ncclResult_t res = ncclSuccess;
+  const char* call = "";
+  int bad = -1;
+  for (int d = 1; d < n && res == ncclSuccess; ++d) {
+    const int to = (r + d) % n, from = (r + n - d) % n;
+    if (send_bytes[to] > 0) {
+      res = ncclSend(send + send_offsets[to], send_bytes[to], ncclUint8, to, comm_, stream_);
+      call = "ncclSend";
+      bad = to;
     }
-    // Close the group even when a call failed, or NCCL stays in group mode for good.
-    const ncclResult_t re = ncclGroupEnd();
-    if (res != ncclSuccess)
-      detail::throw_gpu_error(
-          call, detail::nccl_error_text(res) + " (peer rank " + std::to_string(bad) + ")", __FILE__,
-          __LINE__, site);
-    if (re != ncclSuccess)
-      detail::throw_gpu_error("ncclGroupEnd", detail::nccl_error_text(re), __FILE__, __LINE__,
-                              site);
+    if (res == ncclSuccess && recv_bytes[from] > 0) {
+      res = ncclRecv(recv + recv_offsets[from], recv_bytes[from], ncclUint8, from, comm_, stream_);
+      call = "ncclRecv";
+      bad = from;
+    }
   }
-  if (self || peers) wait(site);
+  // Close the group even when a call failed, or NCCL stays in group mode for good.
+  const ncclResult_t re = ncclGroupEnd();
+  if (res != ncclSuccess)
+    detail::throw_gpu_error(
+        call, detail::nccl_error_text(res) + " (peer rank " + std::to_string(bad) + ")", __FILE__,
+        __LINE__, site);
+  if (re != ncclSuccess)
+    detail::throw_gpu_error("ncclGroupEnd", detail::nccl_error_text(re), __FILE__, __LINE__, site);
+  return true;
 }
 
 void NcclCommunicator::do_send(const void* buf, std::size_t bytes, int dest, int tag,
                                const std::string& site) {
-  check_peer(dest, false, "dest", site);
-  check_tag(tag, site);
-  if (bytes > 0) {
-    GDN_NCCL_CHECK_AT(ncclSend(buf, bytes, ncclUint8, dest, comm_, stream_), site);
-    wait(site);
-  }
+  point_to_point(true, buf, nullptr, bytes, dest, tag, site);
 }
 
 void NcclCommunicator::do_recv(void* buf, std::size_t bytes, int src, int tag,
                                const std::string& site) {
-  check_peer(src, false, "src", site);
+  point_to_point(false, nullptr, buf, bytes, src, tag, site);
+}
+
+void NcclCommunicator::point_to_point(bool sending, const void* send, void* recv, std::size_t bytes,
+                                      int peer, int tag, const std::string& site) {
+  check_peer(peer, false, sending ? "dest" : "src", site);
   check_tag(tag, site);
-  if (bytes > 0) {
-    GDN_NCCL_CHECK_AT(ncclRecv(buf, bytes, ncclUint8, src, comm_, stream_), site);
-    wait(site);
+  if (bytes == 0) return;
+  if (sending) {
+    GDN_NCCL_CHECK_AT(ncclSend(send, bytes, ncclUint8, peer, comm_, stream_), site);
+  } else {
+    GDN_NCCL_CHECK_AT(ncclRecv(recv, bytes, ncclUint8, peer, comm_, stream_), site);
   }
+  wait(site);
 }
 
 void NcclCommunicator::do_send_recv(const void* send_buf, std::size_t send_bytes, int dest,

@@ -9,6 +9,8 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
@@ -85,6 +87,18 @@ class NcclCommunicator : public Communicator {
   void release();
   void check_peer(int peer, bool allow_none, const char* what, const std::string& site) const;
   void check_tag(int tag, const std::string& site) const;
+  // do_send (sending: send to peer) and do_recv (recv from peer): one ncclSend or ncclRecv
+  // of bytes, none when zero, then the wait.
+  void point_to_point(bool sending, const void* send, void* recv, std::size_t bytes, int peer,
+                      int tag, const std::string& site);
+  using Sizes = std::vector<std::size_t>;  // one entry per rank
+  // One group of ncclSend / ncclRecv with every peer (not self), nearest first: block q of
+  // send to peer q, peer q's block into recv at recv_offsets[q]; a zero-byte block is
+  // skipped (both sides must agree: NCCL cannot see a mismatch). Posts on the stream and
+  // does not wait; false when no peer block was non-empty (nothing posted).
+  bool exchange_with_peers(const char* send, const Sizes& send_bytes, const Sizes& send_offsets,
+                           char* recv, const Sizes& recv_bytes, const Sizes& recv_offsets,
+                           const std::string& site);
 
   MpiCommunicator mpi_;  // a duplicate with MPI_ERRORS_RETURN: bootstrap, split, abort
   int device_ = -1;

@@ -60,6 +60,25 @@ inline DType parse_run_dtype(const std::string& text, const std::string& what) {
   return parse_dtype_of(text, what, {DType::f32, DType::f64, DType::bf16});
 }
 
+// Another library's value for each element type (comm's MPI and NCCL datatypes), the one
+// switch over DType for them: a new DType breaks every call until it names its value.
+template <typename V>
+V per_dtype(DType t, V f32, V f64, V i32, V i64, V bf16) {
+  switch (t) {
+    case DType::f32:
+      return f32;
+    case DType::f64:
+      return f64;
+    case DType::i32:
+      return i32;
+    case DType::i64:
+      return i64;
+    case DType::bf16:
+      return bf16;
+  }
+  throw_error("per_dtype: unknown DType ", static_cast<int>(t));
+}
+
 template <typename T>
 constexpr DType dtype_of();
 template <>

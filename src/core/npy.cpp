@@ -84,13 +84,7 @@ class HeaderParser {
         fail("unexpected key '", printable(key, 40),
              "' (expected 'descr', 'fortran_order', 'shape')");
       }
-      skip_ws();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      if (peek() == '}') break;
-      fail("expected ',' or '}' at offset ", i_);
+      if (!another('}', "")) break;
     }
     ++i_;  // the closing '}'
     skip_ws();
@@ -108,6 +102,17 @@ class HeaderParser {
   }
 
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  // After an item of a dict or tuple: true at ',' (taken: more may follow), false at
+  // `close` (left for the caller); anything else fails, naming `where`.
+  bool another(char close, const char* where) {
+    skip_ws();
+    if (peek() == ',') {
+      ++i_;
+      return true;
+    }
+    if (peek() == close) return false;
+    fail("expected ',' or '", close, "'", where, " at offset ", i_);
+  }
   void skip_ws() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
   }
@@ -156,13 +161,7 @@ class HeaderParser {
       }
       if (peek() == 'L') ++i_;  // Python 2 longs, still seen in old files
       out.push_back(v);
-      skip_ws();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      if (peek() == ')') break;
-      fail("expected ',' or ')' in shape at offset ", i_);
+      if (!another(')', " in shape")) break;
     }
     ++i_;
     return out;

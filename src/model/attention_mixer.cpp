@@ -160,16 +160,13 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
     ops::bias_backward(dev, dk_raw.data(), N, kv, ps_.grad(k_bias_));
     ops::bias_backward(dev, dv.data(), N, kv, ps_.grad(v_bias_));
   }
-  // The three input projections share x: their input gradients add up.
-  Buffer<Dev, T> part(N * d_);
+  // The three input projections share x: their input gradients add up, q, k, v in turn.
   ops::linear_backward(dev, x_, ps_.value(q_proj_), dqg.data(), N, d_, 2 * qw, dx,
                        ps_.grad(q_proj_));
-  ops::linear_backward(dev, x_, ps_.value(k_proj_), dk_raw.data(), N, d_, kv, part.data(),
-                       ps_.grad(k_proj_));
-  ops::add(dev, dx, dx, part.data(), N * d_);
-  ops::linear_backward(dev, x_, ps_.value(v_proj_), dv.data(), N, d_, kv, part.data(),
-                       ps_.grad(v_proj_));
-  ops::add(dev, dx, dx, part.data(), N * d_);
+  ops::linear_backward(dev, x_, ps_.value(k_proj_), dk_raw.data(), N, d_, kv, dx, ps_.grad(k_proj_),
+                       /*accumulate=*/true);
+  ops::linear_backward(dev, x_, ps_.value(v_proj_), dv.data(), N, d_, kv, dx, ps_.grad(v_proj_),
+                       /*accumulate=*/true);
 }
 
 template <typename T, typename Dev>

@@ -48,16 +48,15 @@ template <typename T, typename Dev>
 void DenseMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   const Dev dev{};
   const std::int64_t N = N_;
-  Buffer<Dev, T> dact(N * I_), dgate(N * I_), dup(N * I_), tmp(N * d_);
+  Buffer<Dev, T> dact(N * I_), dgate(N * I_), dup(N * I_);
   ops::linear_backward(dev, act_.data(), ps_.value(down_proj_), dy, N, I_, d_, dact.data(),
                        ps_.grad(down_proj_));
   ops::swiglu_backward(dev, gate_.data(), up_.data(), dact.data(), N * I_, dgate.data(),
                        dup.data());
   ops::linear_backward(dev, x_, ps_.value(gate_proj_), dgate.data(), N, d_, I_, dx,
                        ps_.grad(gate_proj_));
-  ops::linear_backward(dev, x_, ps_.value(up_proj_), dup.data(), N, d_, I_, tmp.data(),
-                       ps_.grad(up_proj_));
-  ops::add(dev, dx, dx, tmp.data(), N * d_);
+  ops::linear_backward(dev, x_, ps_.value(up_proj_), dup.data(), N, d_, I_, dx, ps_.grad(up_proj_),
+                       /*accumulate=*/true);
 }
 
 template <typename T, typename Dev>

@@ -187,19 +187,15 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   Dev::copy_rows(dhalo.data(), H * Cc, dconv_in.data(), (H + Tl) * Cc, H * Cc, B);
   Dev::copy_rows(dmixed.data(), Tl * Cc, dconv_in.data() + H * Cc, (H + Tl) * Cc, Tl * Cc, B);
   conv_halo_backward<T, Dev>(cp.comm, B, Tl, Cc, W_, dhalo.data(), dmixed.data());
-  // The four input projections share x: their input gradients add up.
-  Buffer<Dev, T> dx_part(N * d_);
+  // The four input projections share x: their input gradients add up, in this order.
   ops::linear_backward(dev, x_, ps_.value(in_proj_qkv_), dmixed.data(), N, d_, Cc, dx,
                        ps_.grad(in_proj_qkv_));
-  ops::linear_backward(dev, x_, ps_.value(in_proj_z_), dz.data(), N, d_, v_dim(), dx_part.data(),
-                       ps_.grad(in_proj_z_));
-  ops::add(dev, dx, dx, dx_part.data(), N * d_);
-  ops::linear_backward(dev, x_, ps_.value(in_proj_b_), db.data(), N, d_, Hv_, dx_part.data(),
-                       ps_.grad(in_proj_b_));
-  ops::add(dev, dx, dx, dx_part.data(), N * d_);
-  ops::linear_backward(dev, x_, ps_.value(in_proj_a_), da.data(), N, d_, Hv_, dx_part.data(),
-                       ps_.grad(in_proj_a_));
-  ops::add(dev, dx, dx, dx_part.data(), N * d_);
+  ops::linear_backward(dev, x_, ps_.value(in_proj_z_), dz.data(), N, d_, v_dim(), dx,
+                       ps_.grad(in_proj_z_), /*accumulate=*/true);
+  ops::linear_backward(dev, x_, ps_.value(in_proj_b_), db.data(), N, d_, Hv_, dx,
+                       ps_.grad(in_proj_b_), /*accumulate=*/true);
+  ops::linear_backward(dev, x_, ps_.value(in_proj_a_), da.data(), N, d_, Hv_, dx,
+                       ps_.grad(in_proj_a_), /*accumulate=*/true);
 }
 
 template <typename T, typename Dev>

@@ -317,19 +317,17 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
                             dz.data());
   shared_.backward(ds.data(), part.data());
   ops::add(dev, dx, dx, part.data(), N * d_);
-  ops::linear_backward(dev, x_, ps_.value(shared_gate_), dz.data(), N, d_, 1, part.data(),
-                       ps_.grad(shared_gate_));
-  ops::add(dev, dx, dx, part.data(), N * d_);
+  ops::linear_backward(dev, x_, ps_.value(shared_gate_), dz.data(), N, d_, 1, dx,
+                       ps_.grad(shared_gate_), /*accumulate=*/true);
   // The router, with the load-balancing loss's gradient on every probability.
   Buffer<Dev, T> dlogits(N * E_);
   ops::router_backward(dev, probs_.data(), idx_.data(), dweights.data(), N, E_, k_, renorm_,
                        dprob_.size() == 0 ? nullptr : dprob_.data(), dlogits.data());
   {
     const Bf16Autocast router_in_float(false);
-    ops::linear_backward(dev, x_, ps_.value(router_), dlogits.data(), N, d_, E_, part.data(),
-                         ps_.grad(router_));
+    ops::linear_backward(dev, x_, ps_.value(router_), dlogits.data(), N, d_, E_, dx,
+                         ps_.grad(router_), /*accumulate=*/true);
   }
-  ops::add(dev, dx, dx, part.data(), N * d_);
 }
 
 template <typename T, typename Dev>

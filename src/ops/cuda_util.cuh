@@ -99,9 +99,20 @@ __device__ inline double softplus_d(double x) {
 
 // Sum over the 32 lanes; the butterfly leaves the same bits in every lane (each pair is
 // added in both lanes, and a + b == b + a).
-__device__ inline double warp_sum(double v) {
+template <typename V>
+__device__ inline V warp_sum(V v) {
   for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// The dot product a . b of two rows of d elements by the lanes of one warp (the warp-per-row
+// kernels, GDN_FOR_EACH_WARP_ROW): lane-strided partial sums in Acc, then warp_sum, so
+// every lane gets the same bits.
+template <typename Acc = double, typename T>
+__device__ inline Acc warp_row_dot(const T* a, const T* b, int d, int lane) {
+  Acc s = 0;
+  for (int c = lane; c < d; c += kWarp) s += Acc(a[c]) * Acc(b[c]);
+  return warp_sum(s);
 }
 
 struct SumOp {

@@ -23,31 +23,14 @@
 #
 #   test_documents.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
-BIN=$1 MPIRUN=$2 SRC=$3 CASE=$4
 source "$(dirname "$0")/common.sh"
+case_args "$@"
 CONFIG=$SRC/configs/tiny-qwen3-next.json  # eos_token_id 10: a newline of the byte-level text
 TEXT=$SRC/data/public_domain.txt
 FIX=$SRC/tests/fixtures/hf/qwen3_next_moe
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+make_work_dir
 
-train() {  # train NAME NP ARGS...: gdn_train logging to $WORK/NAME.jsonl; 1 when it fails
-  local name=$1 np=$2
-  shift 2
-  rm -f "$WORK/$name.jsonl"
-  if ! timeout 300 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" --log "$WORK/$name.jsonl" \
-    "$@" >"$WORK/$name.out" 2>&1; then
-    cat "$WORK/$name.out"
-    return 1
-  fi
-}
-losses() { jq -r '"\(.step) \(.loss)"' "$WORK/$1.jsonl" 2>/dev/null; }
-maxdiff() {  # largest |difference| of two "step loss" lists, or "steps differ"
-  paste -d ' ' <(echo "$1") <(echo "$2") | awk '
-    $1 != $3 || NF != 4 { bad = 1 }
-    { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d }
-    END { if (bad || NR == 0) print "steps differ"; else printf "%.3g\n", m }'
-}
+train() { log_run 300 "$@"; }  # train NAME NP ARGS...: log_run (common.sh)
 # bad NAME PHRASE NP TOOL ARGS...: refused with PHRASE exactly once.
 bad() {
   local name=$1 phrase=$2 np=$3 tool=$4
@@ -201,17 +184,17 @@ eval)
   # Boundaries on the cp = 3 shard edges (8, 16), one-token documents first and last.
   CU=(0 1 8 10 16 22 23)
   write_npy "$WORK/cu.npy" ${#CU[@]} "${CU[@]}"
-  EVAL=(--init-from "$FIX" --tokens "$FIX/tokens.npy" --dtype f64 --cu-seqlens "$WORK/cu.npy")
+  EVAL_ARGS=(--init-from "$FIX" --tokens "$FIX/tokens.npy" --dtype f64 --cu-seqlens "$WORK/cu.npy")
   ev() {  # ev NAME NP ARGS...: one gdn_eval run, its JSON line into $WORK/NAME.json
     local name=$1 np=$2
     shift 2
     timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_eval" "$@" >"$WORK/$name.json" \
       2>"$WORK/$name.err" || { cat "$WORK/$name.err"; fail "gdn_eval $name failed"; }
   }
-  ev p1 1 "${EVAL[@]}"
-  ev p2 2 "${EVAL[@]}"
-  ev p3 3 "${EVAL[@]}"
-  ev p3l 3 "${EVAL[@]}" --attention-load-balance layer_local
+  ev p1 1 "${EVAL_ARGS[@]}"
+  ev p2 2 "${EVAL_ARGS[@]}"
+  ev p3 3 "${EVAL_ARGS[@]}"
+  ev p3l 3 "${EVAL_ARGS[@]}" --attention-load-balance layer_local
   ref=$(jq -r .loss "$WORK/p1.json")
   for r in p2 p3 p3l; do
     l=$(jq -r .loss "$WORK/$r.json")

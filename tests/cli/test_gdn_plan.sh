@@ -22,11 +22,9 @@
 #
 #   test_gdn_plan.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
-BIN=$1 MPIEXEC=$2 SRC=$3 CASE=$4
 source "$(dirname "$0")/common.sh"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-PLAN="$BIN/gdn_plan"
+case_args "$@"
+make_work_dir
 NEXT="$SRC/configs/qwen3-next-80b-a3b.json"
 Q35="$SRC/configs/qwen3.5-35b-a3b.json"
 TINY="$SRC/configs/tiny-qwen3-next.json"
@@ -87,7 +85,7 @@ exchange_case() {
   local name=$1 np=$2
   shift 2
   local args=(--config "${EXCHANGE_CONFIG:-$TINY}" --seq-len 102 "$@")
-  if ! timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" --steps 1 --device cpu \
+  if ! timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" --steps 1 --device cpu \
     --exchange-out "$WORK/$name.measured.json" >"$WORK/$name.out" 2>&1; then
     cat "$WORK/$name.out"
     fail "exchange $name: gdn_train failed"
@@ -158,7 +156,7 @@ case_memory() {
     "$SRC/configs/bench-memory.json" >"$cfg"
   peak() {  # peak NP T RECOMPUTE: the largest rank's peak RSS of a one-step run, bytes
     rm -f "$WORK/m.jsonl"
-    if ! timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$1" "$BIN/gdn_train" --device cpu --config "$cfg" --cp "$1" \
+    if ! timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$1" "$BIN/gdn_train" --device cpu --config "$cfg" --cp "$1" \
       --seq-len "$2" --recompute "$3" --steps 1 --log "$WORK/m.jsonl" >"$WORK/m.out" 2>&1; then
       cat "$WORK/m.out" >&2
       return 1
@@ -214,7 +212,7 @@ case_flags() {
   expect_once "flags: seq_len below cp" "seq_len 2 (--seq-len) is below cp 3" "$out" "$rc"
   run_plan --config "$TINY" --rank-gflops 10
   expect_once "flags: --rank-gflops without --cluster" "--rank-gflops is used with --cluster" "$out" "$rc"
-  timeout 60 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --config "$TINY" --cp 2 --steps 1 \
+  timeout 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --config "$TINY" --cp 2 --steps 1 \
     --seq-len 64 --device cpu --exchange-out "$WORK/no/such/dir/x.json" >"$out" 2>&1
   expect_once "flags: gdn_train --exchange-out into a missing directory" \
     "cannot write the exchange record" "$out" "$?"
@@ -228,13 +226,4 @@ case_flags() {
   fi
 }
 
-case "$CASE" in
-  projections) case_projections ;;
-  crossover) case_crossover ;;
-  cp_flops) case_cp_flops ;;
-  exchange) case_exchange ;;
-  memory) case_memory ;;
-  flags) case_flags ;;
-  *) echo "test_gdn_plan.sh: unknown case '$CASE'" >&2; exit 2 ;;
-esac
-finish
+run_case

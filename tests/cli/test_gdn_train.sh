@@ -48,32 +48,11 @@ train() {  # train NP ARGS...: gdn_train under mpirun, killed if it hangs
   timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" "$@"
 }
 
-# run_log NAME NP ARGS...: a tiny run logging to $WORK/NAME.jsonl (output in NAME.out);
-# prints the output and returns 1 when it fails.
-run_log() {
-  local name=$1 np=$2
-  shift 2
-  rm -f "$WORK/$name.jsonl"
-  if ! train "$np" --config "$CONFIG" --log "$WORK/$name.jsonl" "$@" >"$WORK/$name.out" 2>&1; then
-    cat "$WORK/$name.out"
-    return 1
-  fi
-}
+# run_log NAME NP ARGS...: a tiny run logging to $WORK/NAME.jsonl (log_run, common.sh).
+run_log() { log_run 120 "$1" "$2" --config "$CONFIG" "${@:3}"; }
 
-# losses NAME: "step loss" per line of $WORK/NAME.jsonl.
-losses() { jq -r '"\(.step) \(.loss)"' "$WORK/$1.jsonl" 2>/dev/null; }
 # steps_are NAME FIRST LAST: the log holds exactly steps FIRST..LAST, in order.
 steps_are() { [ "$(jq -r .step "$WORK/$1.jsonl" 2>/dev/null | tr '\n' ' ')" = "$(seq -s ' ' "$2" "$3") " ]; }
-# pick NAME FIRST LAST: the "step loss" lines of steps FIRST..LAST.
-pick() { losses "$1" | awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b'; }
-# maxdiff A B: largest |loss difference| of two "step loss" lists with the same steps
-# (prints "steps differ" instead when the step columns do not match).
-maxdiff() {
-  paste -d ' ' <(echo "$1") <(echo "$2") | awk '
-    $1 != $3 || NF != 4 { bad = 1 }
-    { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d }
-    END { if (bad || NR == 0) print "steps differ"; else printf "%.3g\n", m }'
-}
 # agree NAME REF A B TOL: pass when A and B hold the same steps and differ by <= TOL.
 agree() {
   local name=$1 d
@@ -191,25 +170,14 @@ KDIR="$WORK/ckpt_kill"  # its path marks this job's processes for pgrep
 timeout 300 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$TRAIN" --config "$CONFIG" --cp 2 --steps 2000 \
   --checkpoint-every 2 --checkpoint-dir "$KDIR" >"$WORK/kill.out" 2>&1 &
 KILL_PID=$!
-for _ in $(seq 600); do  # up to 60 s for the first checkpoint
-  compgen -G "$KDIR/ckpt-*.bin" >/dev/null && break
-  kill -0 "$KILL_PID" 2>/dev/null || break
-  sleep 0.1
-done
+wait_job "$KILL_PID" 60 compgen -G "$KDIR/ckpt-*.bin"  # the first checkpoint
 # Rank 1, so the survivor is the rank that logs and writes checkpoints.
 victim=$(rank_pid gdn_train "$KDIR" 1)
 if ! compgen -G "$KDIR/ckpt-*.bin" >/dev/null || [ -z "$victim" ]; then
   cat "$WORK/kill.out"
   fail "kill: no checkpoint within 60 s or no running gdn_train rank found"
 else
-  t0=$(date +%s.%N)
-  kill -KILL "$victim"
-  for _ in $(seq 400); do  # up to 40 s
-    kill -0 "$KILL_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  t1=$(date +%s.%N)
-  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  signal_wait KILL 40 "$KILL_PID" "$victim"
   left=$(pgrep -f -- "$KDIR" | tr '\n' ' ')
   if kill -0 "$KILL_PID" 2>/dev/null; then
     fail "kill -9 of rank pid $victim: the job still runs after $secs s"

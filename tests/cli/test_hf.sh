@@ -37,16 +37,15 @@
 #
 #   test_hf.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
-BIN=$1 MPIEXEC=$2 SRC=$3 CASE=$4
 source "$(dirname "$0")/common.sh"
+case_args "$@"
 FIX=$SRC/tests/fixtures/hf
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+make_work_dir
 
 eval_json() {  # eval_json NP OUT_JSON ARGS...: one gdn_eval run, its JSON line into OUT_JSON
   local np=$1 out=$2
   shift 2
-  timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_eval" "$@" >"$out" 2>"$out.err"
+  timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_eval" "$@" >"$out" 2>"$out.err"
 }
 
 # rel_close A B TOL: |A - B| <= TOL |B|
@@ -158,15 +157,15 @@ TRAIN_ARGS=(--config "$SRC/configs/tiny-qwen3-next.json" --steps 2 --seq-len 32 
 case_export_sharded() {
   local args=(--config "$SRC/configs/tiny-qwen3-next.json" --steps 0 --seq-len 32 --batch 2
     --dtype f64)
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" "${args[@]}" \
-    --export-hf "$WORK/ref" >"$WORK/ref.log" 2>&1 || { cat "$WORK/ref.log"; fail "export_sharded: the replicated export failed"; return; }
+  mpi_tool 300 1 "$WORK/ref.log" "$TRAIN" "${args[@]}" \
+    --export-hf "$WORK/ref" || { cat "$WORK/ref.log"; fail "export_sharded: the replicated export failed"; return; }
   local layout np
   while IFS='|' read -r layout np; do
     local dir="$WORK/x${np}" tag="export_sharded ($layout, -np $np)"
     rm -rf "$dir"
     # shellcheck disable=SC2086
-    if ! timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" $layout \
-      --export-hf "$dir" --export-hf-max-mb 0.1 >"$WORK/x.log" 2>&1 </dev/null; then
+    if ! mpi_tool 300 "$np" "$WORK/x.log" "$TRAIN" "${args[@]}" $layout \
+      --export-hf "$dir" --export-hf-max-mb 0.1 </dev/null; then
       cat "$WORK/x.log"
       fail "$tag: gdn_train failed"
       continue
@@ -197,8 +196,8 @@ print(len([k for k in json.loads(f.read(n)) if k != "__metadata__"]))' "$WORK/re
     # again in one file: the replicated export's bytes.
     rm -rf "$WORK/back"
     # shellcheck disable=SC2086
-    if timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" "${args[@]}" $layout \
-      --init-from "$dir" --export-hf "$WORK/back" >"$WORK/back.log" 2>&1 </dev/null &&
+    if mpi_tool 300 "$np" "$WORK/back.log" "$TRAIN" "${args[@]}" $layout \
+      --init-from "$dir" --export-hf "$WORK/back" </dev/null &&
       cmp -s "$WORK/back/model.safetensors" "$WORK/ref/model.safetensors"; then
       pass "$tag: --init-from of it, exported again, is the replicated export byte for byte"
     else
@@ -213,8 +212,8 @@ EOF
 }
 
 case_roundtrip() {
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" "${TRAIN_ARGS[@]}" \
-    --export-hf "$WORK/export" >"$WORK/train.log" 2>&1
+  mpi_tool 300 2 "$WORK/train.log" "$TRAIN" "${TRAIN_ARGS[@]}" \
+    --export-hf "$WORK/export"
   local rc=$?
   if [ "$rc" -ne 0 ] || [ ! -f "$WORK/export/model.safetensors" ] ||
     [ ! -f "$WORK/export/config.json" ]; then
@@ -234,9 +233,9 @@ case_roundtrip() {
     fail "roundtrip: gdn_eval of the export"
   fi
   # Export again from --init-from with 0 steps: the same tensors, bit for bit.
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" --init-from "$WORK/export" \
+  mpi_tool 300 1 "$WORK/train2.log" "$TRAIN" --init-from "$WORK/export" \
     --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 0 --seq-len 32 --batch 2 \
-    --dtype f64 --cp 1 --export-hf "$WORK/export2" >"$WORK/train2.log" 2>&1
+    --dtype f64 --cp 1 --export-hf "$WORK/export2"
   if cmp -s "$WORK/export/model.safetensors" "$WORK/export2/model.safetensors" &&
     cmp -s "$WORK/export/config.json" "$WORK/export2/config.json"; then
     pass "roundtrip: --init-from then --export-hf gives back the same bytes"
@@ -246,15 +245,14 @@ case_roundtrip() {
   fi
   # The initial weights exported (0 steps), then trained from: the same losses, bit for
   # bit, as training from the seed.
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" "${TRAIN_ARGS[@]}" --steps 0 \
-    --export-hf "$WORK/init" >"$WORK/init.log" 2>&1
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" "${TRAIN_ARGS[@]}" --steps 3 \
-    --log "$WORK/seed.jsonl" >"$WORK/seed.log" 2>&1
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --init-from "$WORK/init" \
+  mpi_tool 300 2 "$WORK/init.log" "$TRAIN" "${TRAIN_ARGS[@]}" --steps 0 \
+    --export-hf "$WORK/init"
+  mpi_tool 300 2 "$WORK/seed.log" "$TRAIN" "${TRAIN_ARGS[@]}" --steps 3 \
+    --log "$WORK/seed.jsonl"
+  mpi_tool 300 2 "$WORK/init2.log" "$TRAIN" --init-from "$WORK/init" \
     --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 3 --seq-len 32 --batch 2 --dtype f64 \
-    --cp 2 --log "$WORK/init.jsonl" >"$WORK/init2.log" 2>&1
-  if [ -s "$WORK/seed.jsonl" ] && cmp -s <(jq -c '[.loss, .aux_loss, .grad_norm]' "$WORK/seed.jsonl") \
-    <(jq -c '[.loss, .aux_loss, .grad_norm]' "$WORK/init.jsonl"); then
+    --cp 2 --log "$WORK/init.jsonl"
+  if same_logs '[.loss, .aux_loss, .grad_norm]' "$WORK/seed.jsonl" "$WORK/init.jsonl"; then
     pass "roundtrip: training from the exported initial weights gives the seed run's losses exactly"
   else
     cat "$WORK/init2.log"
@@ -297,26 +295,23 @@ case_bare_config() {
   # A bare config.json as --config, the train settings from --train-config.
   jq '.model' "$SRC/configs/tiny-qwen3.5.json" >"$WORK/config.json"
   jq '.train' "$SRC/configs/tiny-qwen3.5.json" >"$WORK/train.json"
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --config "$WORK/config.json" \
-    --train-config "$WORK/train.json" --steps 2 --seq-len 32 --cp 2 --log "$WORK/a.jsonl" \
-    >"$WORK/a.log" 2>&1
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" \
-    --config "$SRC/configs/tiny-qwen3.5.json" --steps 2 --seq-len 32 --cp 2 --log "$WORK/b.jsonl" \
-    >"$WORK/b.log" 2>&1
-  if [ -s "$WORK/a.jsonl" ] && cmp -s <(jq -c 'del(.step_ms, .peak_rss)' "$WORK/a.jsonl") \
-    <(jq -c 'del(.step_ms, .peak_rss)' "$WORK/b.jsonl"); then
+  mpi_tool 300 2 "$WORK/a.log" "$TRAIN" --config "$WORK/config.json" \
+    --train-config "$WORK/train.json" --steps 2 --seq-len 32 --cp 2 --log "$WORK/a.jsonl"
+  mpi_tool 300 2 "$WORK/b.log" "$TRAIN" \
+    --config "$SRC/configs/tiny-qwen3.5.json" --steps 2 --seq-len 32 --cp 2 --log "$WORK/b.jsonl"
+  if same_logs 'del(.step_ms, .peak_rss)' "$WORK/a.jsonl" "$WORK/b.jsonl"; then
     pass "bare_config: config.json + --train-config trains exactly as the run file"
   else
     cat "$WORK/a.log"
     fail "bare_config: the two runs differ"
   fi
   # A run file with "train" and --train-config too is ambiguous.
-  timeout 60 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" \
-    --config "$SRC/configs/tiny-qwen3.5.json" --train-config "$WORK/train.json" >"$WORK/c.log" 2>&1
+  mpi_tool 60 2 "$WORK/c.log" "$TRAIN" \
+    --config "$SRC/configs/tiny-qwen3.5.json" --train-config "$WORK/train.json"
   expect_once "bare_config: two train objects" "gives the train settings too" "$WORK/c.log" $?
   # --config and --init-from of different models.
-  timeout 60 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" \
-    --config "$SRC/configs/tiny-qwen3.5.json" --init-from "$FIX/qwen3_5_moe" >"$WORK/d.log" 2>&1
+  mpi_tool 60 2 "$WORK/d.log" "$TRAIN" \
+    --config "$SRC/configs/tiny-qwen3.5.json" --init-from "$FIX/qwen3_5_moe"
   expect_once "bare_config: --config and --init-from disagree" "describe different models" \
     "$WORK/d.log" $?
   grep -q "hidden_size: 64 vs 32" "$WORK/d.log" && pass "bare_config: the key and both values are named" ||
@@ -430,9 +425,9 @@ case_nonfinite_weights() {
   eval_json 1 "$WORK/big.json" --init-from "$WORK/big" --tokens "$tokens" --dtype f32
   expect_once "nonfinite_weights: gdn_eval, an F64 beyond the f32 range" \
     "holds inf at element 33 (index [1, 1]) (the stored F64 value" "$WORK/big.json.err" $?
-  timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --init-from "$WORK/inf" \
+  mpi_tool 120 2 "$WORK/train.log" "$TRAIN" --init-from "$WORK/inf" \
     --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 1 --seq-len 32 --batch 2 \
-    --dtype f64 --cp 2 >"$WORK/train.log" 2>&1
+    --dtype f64 --cp 2
   expect_once "nonfinite_weights: gdn_train --init-from, an Inf" \
     "tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight' (F64 [96, 32]) holds -inf at element 70" \
     "$WORK/train.log" $?
@@ -472,9 +467,9 @@ case_tied_head() {
   grep -q "not part of the text model" "$WORK/d.json.err" &&
     fail "tied_head: lm_head.weight reported as skipped" || pass "tied_head: nothing reported skipped"
   # gdn_train builds it untied too: its export says so.
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" --init-from "$WORK/distinct" \
+  mpi_tool 300 1 "$WORK/train.log" "$TRAIN" --init-from "$WORK/distinct" \
     --train-config "$SRC/configs/tiny-qwen3-next.json" --steps 0 --seq-len 32 --batch 2 \
-    --dtype f64 --cp 1 --export-hf "$WORK/export" >"$WORK/train.log" 2>&1
+    --dtype f64 --cp 1 --export-hf "$WORK/export"
   if [ "$(jq .tie_word_embeddings "$WORK/export/config.json" 2>/dev/null)" = false ]; then
     pass "tied_head: gdn_train --init-from trains it untied (the export has tie_word_embeddings: false)"
   else
@@ -592,17 +587,16 @@ PY
   # the second, judged by distance (not by the bit trick the exporter uses).
   local dtype
   for dtype in bf16 f32; do
-    timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" \
+    mpi_tool 300 1 "$WORK/export-$dtype.log" "$TRAIN" \
       --init-from "$FIX/qwen3_next_moe" --train-config "$SRC/configs/tiny-qwen3-next.json" \
       --steps 0 --seq-len 32 --batch 2 --dtype bf16 --cp 1 --export-dtype "$dtype" \
-      --export-hf "$WORK/export-$dtype" >"$WORK/export-$dtype.log" 2>&1 ||
+      --export-hf "$WORK/export-$dtype" ||
       { cat "$WORK/export-$dtype.log"; fail "bf16 export: gdn_train --export-dtype $dtype failed"; return; }
   done
   # --export-dtype bf16 is the default: the same export again without it.
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" \
+  mpi_tool 300 1 /dev/null "$TRAIN" \
     --init-from "$FIX/qwen3_next_moe" --train-config "$SRC/configs/tiny-qwen3-next.json" \
-    --steps 0 --seq-len 32 --batch 2 --dtype bf16 --cp 1 --export-hf "$WORK/export-default" \
-    >/dev/null 2>&1
+    --steps 0 --seq-len 32 --batch 2 --dtype bf16 --cp 1 --export-hf "$WORK/export-default"
   if cmp -s "$WORK/export-default/model.safetensors" "$WORK/export-bf16/model.safetensors" &&
     [ "$(jq -r .dtype "$WORK/export-bf16/config.json")" = bfloat16 ] &&
     python3 - "$WORK/export-bf16/model.safetensors" "$WORK/export-f32/model.safetensors" <<'PY' &&

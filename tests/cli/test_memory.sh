@@ -9,15 +9,14 @@
 #
 #   test_memory.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
-BIN=$1 MPIEXEC=$2 SRC=$3 CASE=$4
 source "$(dirname "$0")/common.sh"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+case_args "$@"
+make_work_dir
 
 train() {  # train NP LOG ARGS...
   local np=$1 log=$2
   shift 2
-  timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" --cp "$np" --log "$log" "$@" \
+  timeout 300 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$BIN/gdn_train" --cp "$np" --log "$log" "$@" \
     >"$log.out" 2>&1
 }
 
@@ -26,9 +25,7 @@ case_recompute() {
     local args=(--config "$SRC/configs/tiny-qwen3-next.json" --steps 3 --seq-len 64 --batch 2)
     train "$cp" "$WORK/none$cp.jsonl" "${args[@]}" --recompute none
     train "$cp" "$WORK/layer$cp.jsonl" "${args[@]}" --recompute layer
-    if [ -s "$WORK/none$cp.jsonl" ] &&
-      cmp -s <(jq -c '[.loss, .aux_loss, .grad_norm]' "$WORK/none$cp.jsonl") \
-        <(jq -c '[.loss, .aux_loss, .grad_norm]' "$WORK/layer$cp.jsonl"); then
+    if same_logs '[.loss, .aux_loss, .grad_norm]' "$WORK/none$cp.jsonl" "$WORK/layer$cp.jsonl"; then
       pass "recompute: cp=$cp, the same losses and gradient norms bit for bit"
     else
       cat "$WORK/layer$cp.jsonl.out"
@@ -58,9 +55,4 @@ case_no_logits() {
   fi
 }
 
-case "$CASE" in
-  recompute) case_recompute ;;
-  no_logits) case_no_logits ;;
-  *) echo "test_memory.sh: unknown case '$CASE'" >&2; exit 2 ;;
-esac
-finish
+run_case

@@ -27,9 +27,8 @@
 #
 #   test_nothing_lost.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
-BIN=$1 MPIRUN=$2 SRC=$3 CASE=$4
-TRAIN=$BIN/gdn_train
 source "$(dirname "$0")/common.sh"
+case_args "$@"
 CONFIG=$SRC/configs/tiny-qwen3-next.json  # MoE (8 experts), eos_token_id 10
 make_work_dir
 
@@ -84,7 +83,8 @@ said_once() {
   n=$(grep -cF -- "$2" "$3")
   if [ "$n" -eq 1 ]; then pass "$1"; else cat "$3"; fail "$1: '$2' seen $n times (expected 1)"; fi
 }
-losses() { jq -r '"\(.step) \(.loss)"' "$1" 2>/dev/null; }
+# file_losses LOG: the "step loss" lines of a gdn_train --log.
+file_losses() { jq -r '"\(.step) \(.loss)"' "$1" 2>/dev/null; }
 # The last rank's gdn_train process (its pid) among those whose command line holds $1.
 last_rank_pid() { rank_pid gdn_train "$1" "$(($2 - 1))"; }
 
@@ -348,7 +348,7 @@ preempt() {
   run "$np" 300 "$dir/r.out" "${common[@]}" $flags --log "$I" --checkpoint-dir "$D" --resume
   ok_run "$name $how: --resume" "$dir/r.out" &&
     check "$name $how: the resumed curve equals the uninterrupted one, bit for bit" \
-      [ "$(losses "$I")" = "$(losses "$U")" ]
+      [ "$(file_losses "$I")" = "$(file_losses "$U")" ]
 }
 
 case_signal_rank() {
@@ -368,13 +368,4 @@ case_signal_mpirun() {
   done
 }
 
-case "$CASE" in
-  lock) case_lock ;;
-  identity) case_identity ;;
-  export) case_export ;;
-  zero_target) case_zero_target ;;
-  signal_rank) case_signal_rank ;;
-  signal_mpirun) case_signal_mpirun ;;
-  *) echo "test_nothing_lost.sh: unknown case '$CASE'" >&2; exit 2 ;;
-esac
-finish
+run_case

@@ -7,33 +7,11 @@
 # Each runs the real tools under mpirun and checks what a user sees: the exit code, that
 # nothing hangs, the message (once), and the files left behind. Helpers that read .npy files and checkpoints: npy_tool.py.
 set -uo pipefail
-
-BIN=$1
-MPIRUN=$2
-SRC=$3
-CASE=$4
-TRAIN="$BIN/gdn_train"
-EVAL="$BIN/gdn_eval"
-PLAN="$BIN/gdn_plan"
-KERNEL="$BIN/gdn_kernel"
-MAKE="$BIN/gdn_make_inputs"
-DIFF="$BIN/gdn_npy_diff"
+source "$(dirname "$0")/common.sh"
+case_args "$@"
 TOOL="python3 $(dirname "$0")/npy_tool.py"
 CONFIG="$SRC/configs/tiny.json"
-source "$(dirname "$0")/common.sh"
-
-WORK=$(mktemp -d)
-cleanup() {
-  local pid
-  for pid in $(pgrep -f -- "$WORK/" 2>/dev/null); do
-    [ "$pid" != "$$" ] && kill -CONT "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  done
-  chmod -R u+w "$WORK" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-export TMPDIR="$WORK"  # the watchdog's heartbeat directories, removed with $WORK
+make_work_dir
 
 # run NP TIMEOUT TOOL ARGS...: the tool under mpirun; output in $WORK/out, exit code in $rc.
 run() {
@@ -275,23 +253,13 @@ PY
       JOB=$!
     }
     run_bg
-    for _ in $(seq 300); do  # up to 30 s for the first step
-      [ -s "$WORK/wd.jsonl" ] && break
-      kill -0 "$JOB" 2>/dev/null || break
-      sleep 0.1
-    done
+    wait_job "$JOB" 30 test -s "$WORK/wd.jsonl"  # the first step
     victim=$(rank_pid gdn_train "$WORK/wd.jsonl" 1)
     if [ ! -s "$WORK/wd.jsonl" ] || [ -z "$victim" ]; then
       cat "$WORK/out"
       fail "watchdog: the run did not start or rank 1 was not found"
     else
-      t0=$(date +%s.%N)
-      kill -STOP "$victim"
-      for _ in $(seq 300); do  # up to 30 s
-        kill -0 "$JOB" 2>/dev/null || break
-        sleep 0.1
-      done
-      secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      signal_wait STOP 30 "$JOB" "$victim"
       kill -CONT "$victim" 2>/dev/null
       if kill -0 "$JOB" 2>/dev/null; then
         fail "watchdog: the job still runs $secs s after rank 1 was stopped"
@@ -508,11 +476,7 @@ PY
       timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 3 "$TRAIN" --config "$CONFIG" --cp 3 \
         --steps 100000 --watchdog-s 3 --log "$log" >"$WORK/out" 2>&1 &
       JOB=$!
-      for _ in $(seq 300); do  # up to 30 s for the first step
-        [ -s "$log" ] && break
-        kill -0 "$JOB" 2>/dev/null || break
-        sleep 0.1
-      done
+      wait_job "$JOB" 30 test -s "$log"  # the first step
       for r in "$@"; do
         p=$(rank_pid gdn_train "$log" "$r")
         [ -n "$p" ] && victims+=("$p")
@@ -524,11 +488,7 @@ PY
         wait "$JOB" 2>/dev/null
         return 1
       fi
-      kill -STOP "${victims[@]}"
-      for _ in $(seq 300); do  # up to 30 s
-        kill -0 "$JOB" 2>/dev/null || break
-        sleep 0.1
-      done
+      signal_wait STOP 30 "$JOB" "${victims[@]}"
       kill -CONT "${victims[@]}" 2>/dev/null
       if kill -0 "$JOB" 2>/dev/null; then
         fail "$name: the job still runs 30 s after the ranks were stopped"

@@ -14,39 +14,18 @@
 # Losses are read from the --log JSON lines with jq (17 significant digits: equal strings
 # are equal bits).
 set -uo pipefail
-
-BIN=$1
-MPIRUN=$2
-SRC=$3
-CASE=$4
-TRAIN="$BIN/gdn_train"
-CONFIG="$SRC/configs/tiny-qwen3-next.json"
 source "$(dirname "$0")/common.sh"
-
+case_args "$@"
+CONFIG="$SRC/configs/tiny-qwen3-next.json"
 make_work_dir
 SEQ=90  # not a multiple of cp * chunk_size for any cp here
 
-# run_log NAME NP ARGS...: a run logging to $WORK/NAME.jsonl; shows its output and returns 1
-# when it fails.
-run_log() {
-  local name=$1 np=$2
-  shift 2
-  rm -f "$WORK/$name.jsonl"
-  if ! timeout 300 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" --config "$CONFIG" \
-    --seq-len "$SEQ" --log "$WORK/$name.jsonl" "$@" >"$WORK/$name.out" 2>&1; then
-    cat "$WORK/$name.out"
-    return 1
-  fi
-}
-losses() { jq -r '"\(.step) \(.loss)"' "$WORK/$1.jsonl" 2>/dev/null; }
-pick() { losses "$1" | awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b'; }
+# run_log NAME NP ARGS...: a run logging to $WORK/NAME.jsonl (log_run, common.sh).
+run_log() { log_run 300 "$1" "$2" --config "$CONFIG" --seq-len "$SEQ" "${@:3}"; }
 # agree NAME A B TOL: the same steps, and every |loss difference| <= TOL relative.
 agree() {
   local d
-  d=$(paste -d ' ' <(echo "$2") <(echo "$3") | awk '
-    $1 != $3 || NF != 4 { bad = 1 }
-    { d = ($2 - $4) / $4; if (d < 0) d = -d; if (d > m) m = d }
-    END { if (bad || NR == 0) print "steps differ"; else printf "%.3g\n", m }')
+  d=$(maxdiff "$2" "$3" relative)
   if [ "$d" != "steps differ" ] && awk -v d="$d" -v t="$4" 'BEGIN { exit !(d <= t) }'; then
     pass "$1: max relative |loss diff| = $d (<= $4)"
   else
@@ -153,13 +132,4 @@ case_refused() {
   bad "--ep 0" "--ep 0: expected an integer >= 1" 2 --cp 2 --ep 0
 }
 
-case "$CASE" in
-  curves) case_curves ;;
-  resume) case_resume ;;
-  refused) case_refused ;;
-  *)
-    echo "unknown case '$CASE'"
-    exit 2
-    ;;
-esac
-finish
+run_case

@@ -17,17 +17,12 @@
 # 2 CPUs, or daemons that do not come up (GDN_REQUIRE_SLURM=1 makes that last a failure).
 # The daemons and every process the case started end with it, also on failure or timeout.
 set -uo pipefail
-
-BIN=$1
-MPIRUN=$2
-SRC=$3
-CASE=$4
-TRAIN="$BIN/gdn_train"
+source "$(dirname "$0")/common.sh"
+case_args "$@"
 CONFIG="$SRC/configs/tiny.json"
 SBATCH_SCRIPT="$SRC/scripts/slurm/gdn_train.sbatch"
 LOCAL_SLURM="$SRC/scripts/slurm/local_slurm.sh"
 LIMIT=${GDN_SLURM_TEST_LIMIT:-240}  # seconds for the whole case, below ctest's TIMEOUT
-source "$(dirname "$0")/common.sh"
 
 # A short path: munge's socket lives under it (a Unix socket path holds 108 bytes).
 # munged wants every directory above its socket open to all.

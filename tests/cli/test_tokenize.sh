@@ -25,8 +25,8 @@
 #
 #   test_tokenize.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
-BIN=$1 MPIRUN=$2 SRC=$3 CASE=$4
 source "$(dirname "$0")/common.sh"
+case_args "$@"
 source "$SRC/scripts/lib/tools_venv.sh"
 SCRIPT=$SRC/scripts/tokenize_text.py
 TOK=$SRC/tests/fixtures/tokenizer/tokenizer.json

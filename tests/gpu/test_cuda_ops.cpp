@@ -128,6 +128,12 @@ TEMPLATE_TEST_CASE("cuda linear matches the host, dW accumulates", "[cuda_ops]",
     ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, dx2_.data(),
                          (T*)nullptr);
     check_close("dx without dW", dx2_, dx);
+    // accumulate: dx2_ += dy W, that is 2 dx.
+    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, dx2_.data(),
+                         (T*)nullptr, /*accumulate=*/true);
+    std::vector<T> twice(dx);
+    for (T& v : twice) v *= 2;
+    check_close("dx accumulated", dx2_, twice);
   }
 }
 

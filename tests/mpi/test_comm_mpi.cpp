@@ -24,6 +24,17 @@ using gdn::test::error_of;
 
 namespace {
 
+// The counters of a call site (the front's, comm/communicator.h): calls, bytes sent and
+// bytes received.
+void check_counted(const Communicator& c, const std::string& site, std::int64_t calls,
+                   std::int64_t sent, std::int64_t received) {
+  INFO("site " << site);
+  const CommCounter& k = c.counter(site);
+  CHECK(k.calls == calls);
+  CHECK(k.bytes_sent == sent);
+  CHECK(k.bytes_received == received);
+}
+
 // Value element i of rank r contributes; distinct across ranks and positions.
 template <typename T>
 T val(int r, std::size_t i) {
@@ -91,10 +102,7 @@ TEST_CASE("all_gather places blocks in rank order and counts bytes", "[comm]") {
         for (std::size_t i = 0; i < elems; ++i) REQUIRE(all[q * elems + i] == val<double>(q, i));
     }
     const std::int64_t total = (0 + 1 + 5 + 33) * 8;
-    const CommCounter& k = c.counter("t.gather");
-    CHECK(k.calls == 4);
-    CHECK(k.bytes_sent == total);
-    CHECK(k.bytes_received == total * n);
+    check_counted(c, "t.gather", 4, total, total * n);
   });
 }
 
@@ -132,9 +140,7 @@ TEMPLATE_TEST_CASE("all_reduce_sum and all_reduce_max", "[comm]", float, double,
       REQUIRE(m[i] == static_cast<TestType>((n - 1) * 10 - 5));
     }
     const std::int64_t b = count * sizeof(TestType);
-    CHECK(c.counter("t.sum").calls == 1);
-    CHECK(c.counter("t.sum").bytes_sent == b);
-    CHECK(c.counter("t.sum").bytes_received == b);
+    check_counted(c, "t.sum", 1, b, b);
     CHECK(c.counter("t.max").bytes_sent == b);
     CHECK(c.counter("t.max").bytes_received == b);
   });
@@ -248,9 +254,7 @@ TEST_CASE("counters are per site and reset_counters clears them", "[comm]") {
   c.all_reduce_sum(a.data(), 4, "site.b");
   c.barrier();
   CHECK(c.counters().size() == 2);
-  CHECK(c.counter("site.a").calls == 2);
-  CHECK(c.counter("site.a").bytes_sent == 32);
-  CHECK(c.counter("site.a").bytes_received == 32 * n);
+  check_counted(c, "site.a", 2, 32, 32 * n);
   CHECK(c.counter("site.b").calls == 1);
   CHECK(c.counter("site.b").bytes_sent == 16);
   CHECK(c.counter("never.used").calls == 0);
@@ -271,9 +275,7 @@ TEST_CASE("bad arguments throw gdn::Error naming call and site", "[comm]") {
   REQUIRE_THROWS_AS(c.set_max_message_bytes(0), Error);
   // dest = src = -1 is a valid no-op exchange.
   c.send_recv(&x, 4, -1, &x, 4, -1, 0, "t.none");
-  CHECK(c.counter("t.none").calls == 1);
-  CHECK(c.counter("t.none").bytes_sent == 0);
-  CHECK(c.counter("t.none").bytes_received == 0);
+  check_counted(c, "t.none", 1, 0, 0);
   CHECK(c.counters().count("t.bad") == 0);  // failed calls are not counted
 }
 
@@ -341,15 +343,11 @@ TEMPLATE_TEST_CASE("reduce_scatter_sum sums block rank() over all ranks", "[comm
     CHECK(k.calls == 3);
     CHECK(k.bytes_sent == moved * n);  // the whole input, own block included
     CHECK(k.bytes_received == moved);
-    CHECK(c.counter("t.rs_in_place").calls == 3);
-    CHECK(c.counter("t.rs_in_place").bytes_sent == moved * n);
-    CHECK(c.counter("t.rs_in_place").bytes_received == moved);
+    check_counted(c, "t.rs_in_place", 3, moved * n, moved);
 
     // Zero elements, through the DType overload, with no buffers at all.
     c.reduce_scatter_sum(nullptr, nullptr, 0, dtype_of<TestType>(), "t.rs_empty");
-    CHECK(c.counter("t.rs_empty").calls == 1);
-    CHECK(c.counter("t.rs_empty").bytes_sent == 0);
-    CHECK(c.counter("t.rs_empty").bytes_received == 0);
+    check_counted(c, "t.rs_empty", 1, 0, 0);
   }
 }
 
@@ -402,9 +400,7 @@ TEST_CASE("all_to_all delivers unequal blocks at their offsets and counts bytes"
     // Nothing at all to anyone: still a valid call, counted with 0 bytes.
     const std::vector<std::size_t> zeros(n, 0);
     c.all_to_all(nullptr, zeros, zeros, nullptr, zeros, zeros, "t.a2a_empty");
-    CHECK(c.counter("t.a2a_empty").calls == 1);
-    CHECK(c.counter("t.a2a_empty").bytes_sent == 0);
-    CHECK(c.counter("t.a2a_empty").bytes_received == 0);
+    check_counted(c, "t.a2a_empty", 1, 0, 0);
   });
 }
 
@@ -528,14 +524,9 @@ TEST_CASE("all_gather_v places uneven blocks at their offsets and counts bytes",
     // included) received.
     for (const char* site : {"t.agv", "t.agv_in_place"}) {
       CAPTURE(site);
-      const CommCounter& k = c.counter(site);
-      CHECK(k.calls == 1);
-      CHECK(k.bytes_sent == static_cast<std::int64_t>(rb[r]));
-      CHECK(k.bytes_received == static_cast<std::int64_t>(total));
+      check_counted(c, site, 1, static_cast<std::int64_t>(rb[r]), static_cast<std::int64_t>(total));
     }
-    CHECK(c.counter("t.agv_empty").calls == 1);
-    CHECK(c.counter("t.agv_empty").bytes_sent == 0);
-    CHECK(c.counter("t.agv_empty").bytes_received == 0);
+    check_counted(c, "t.agv_empty", 1, 0, 0);
   }
 }
 
@@ -599,18 +590,14 @@ TEST_CASE("SingleCommunicator reduce_scatter_sum and all_to_all are copies", "[c
   s.reduce_scatter_sum(a.data(), a.data(), 3, "rs");  // in place: block 0 is recv itself
   CHECK(a == std::vector<double>{1, 2, 3});
   s.reduce_scatter_sum(nullptr, nullptr, 0, DType::f32, "rs");
-  CHECK(s.counter("rs").calls == 3);
-  CHECK(s.counter("rs").bytes_sent == 48);
-  CHECK(s.counter("rs").bytes_received == 48);
+  check_counted(s, "rs", 3, 48, 48);
 
   // The one block is the block to self: copied between the offsets, counted as 0 bytes.
   std::vector<unsigned char> send = {9, 8, 7, 6, 5}, recv(6, kUntouched);
   s.all_to_all(send.data(), {3}, {1}, recv.data(), {3}, {2}, "a2a");
   CHECK(recv == std::vector<unsigned char>{kUntouched, kUntouched, 8, 7, 6, kUntouched});
   s.all_to_all(nullptr, {0}, {0}, nullptr, {0}, {0}, "a2a");
-  CHECK(s.counter("a2a").calls == 2);
-  CHECK(s.counter("a2a").bytes_sent == 0);
-  CHECK(s.counter("a2a").bytes_received == 0);
+  check_counted(s, "a2a", 2, 0, 0);
   REQUIRE_THROWS_WITH(s.all_to_all(send.data(), {3, 0}, {0}, recv.data(), {3}, {0}, "bad"),
                       Contains("SingleCommunicator::all_to_all at site 'bad'") &&
                           Contains("send_bytes has 2 entries, expected size() = 1"));
@@ -628,9 +615,7 @@ TEST_CASE("SingleCommunicator all_gather_v is a copy to the block's offset", "[c
   s.all_gather_v(recv.data() + 2, 3, recv.data(), {3}, {2}, "agv");
   CHECK(recv == std::vector<unsigned char>{kUntouched, kUntouched, 9, 8, 7, kUntouched});
   s.all_gather_v(nullptr, 0, nullptr, {0}, {0}, "agv");
-  CHECK(s.counter("agv").calls == 3);
-  CHECK(s.counter("agv").bytes_sent == 6);
-  CHECK(s.counter("agv").bytes_received == 6);
+  check_counted(s, "agv", 3, 6, 6);
   REQUIRE_THROWS_WITH(s.all_gather_v(send.data(), 3, recv.data(), {3, 0}, {0}, "bad"),
                       Contains("SingleCommunicator::all_gather_v at site 'bad' on rank 0") &&
                           Contains("recv_bytes has 2 entries, expected size() = 1"));

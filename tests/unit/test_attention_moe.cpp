@@ -22,6 +22,18 @@ void randomise(ParamStore<double, Host>& ps, std::uint64_t seed, double scale) {
   ps.set_values(v);
 }
 
+// A layer L (AttentionMixer, MoeMlp) of config c in a parameter store of its own, every
+// parameter set by randomise(seed, scale).
+template <class L>
+struct RandomLayer {
+  ParamStore<double, Host> ps;
+  L layer;
+  RandomLayer(const ModelConfig& c, std::uint64_t seed, double scale) : layer(ps, "layer.", c) {
+    ps.allocate();
+    randomise(ps, seed, scale);
+  }
+};
+
 // The gradient of `loss` by finite differences for x and every parameter, against the
 // analytic ones.
 template <typename F>
@@ -44,10 +56,8 @@ TEST_CASE("gated attention backward matches finite differences (fp64)", "[attent
     INFO("attention_bias " << bias);
     SingleCommunicator comm;
     const ModelConfig c = attention_layer_config(bias);
-    ParamStore<double, Host> ps;
-    AttentionMixer<double, Host> layer(ps, "layer.", c);
-    ps.allocate();
-    randomise(ps, 3, 0.4);
+    RandomLayer<AttentionMixer<double, Host>> random(c, 3, 0.4);
+    auto& [ps, layer] = random;
     const int B = 2, T = 9, d = c.hidden_size;
     const CpContext cp = CpContext::contiguous(comm, T);
     std::vector<double> x = random_tensor<double>({B, T, d}, 4).data;
@@ -70,10 +80,8 @@ TEST_CASE("gated attention backward matches finite differences (fp64)", "[attent
 TEST_CASE("attention's output at a position does not depend on later tokens", "[attention]") {
   SingleCommunicator comm;
   const ModelConfig c = attention_layer_config(false);
-  ParamStore<double, Host> ps;
-  AttentionMixer<double, Host> layer(ps, "layer.", c);
-  ps.allocate();
-  randomise(ps, 7, 0.4);
+  RandomLayer<AttentionMixer<double, Host>> random(c, 7, 0.4);
+  auto& layer = random.layer;
   const int T = 8, d = c.hidden_size;
   const CpContext cp = CpContext::contiguous(comm, T);
   std::vector<double> x = random_tensor<double>({1, T, d}, 8).data, y0(x.size()), y1(x.size());
@@ -91,10 +99,8 @@ TEST_CASE("MoE block backward matches finite differences, router and load-balanc
         std::pair{ModelFamily::qwen3_5_moe, false}}) {
     INFO(name_of(family) << " norm_topk_prob " << norm);
     const ModelConfig c = moe_layer_config(family, norm);
-    ParamStore<double, Host> ps;
-    MoeMlp<double, Host> moe(ps, "layer.", c);
-    ps.allocate();
-    randomise(ps, 11, 0.5);
+    RandomLayer<MoeMlp<double, Host>> random(c, 11, 0.5);
+    auto& [ps, moe] = random;
     const int N = 13, d = c.hidden_size, E = c.num_experts;
     std::vector<double> x = random_tensor<double>({N, d}, 12).data;
     const std::vector<double> r = random_tensor<double>({N, d}, 13).data;
@@ -122,10 +128,8 @@ TEST_CASE("MoE block backward matches finite differences, router and load-balanc
 
 TEST_CASE("the router's statistics count the top-k choices and sum the probabilities", "[moe]") {
   const ModelConfig c = moe_layer_config(ModelFamily::qwen3_next, true);
-  ParamStore<double, Host> ps;
-  MoeMlp<double, Host> moe(ps, "layer.", c);
-  ps.allocate();
-  randomise(ps, 21, 0.8);
+  RandomLayer<MoeMlp<double, Host>> random(c, 21, 0.8);
+  auto& [ps, moe] = random;
   const int N = 40, d = c.hidden_size, E = c.num_experts, k = c.num_experts_per_tok;
   const std::vector<double> x = random_tensor<double>({N, d}, 22).data;
   std::vector<double> y(x.size());

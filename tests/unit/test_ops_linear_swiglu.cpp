@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/autocast.h"
@@ -130,6 +131,30 @@ TEMPLATE_TEST_CASE("linear is bit-identical for 1, 2 and 3 OpenMP threads", "[la
       CHECK(std::memcmp(one[k].data(), many[k].data(), one[k].size() * sizeof(T)) == 0);
     }
   }
+}
+
+TEMPLATE_TEST_CASE("linear backward with accumulate adds dy W to dx, bit for bit", "[layers]",
+                   float, double) {
+  // The bits of computing dy W apart and adding it to dx, as the callers did before: out =
+  // 200 is one depth block of the GEMM (it adds into dx itself), out = 600 three (summed
+  // apart, then added), out = 0 an empty sum (dx unchanged); plain and in the bf16 mode.
+  using T = TestType;
+  const int out = GENERATE(200, 600, 0);
+  const bool bf16 = GENERATE(false, true);
+  const std::int64_t N = 37;
+  const int in = 45;
+  INFO("out " << out << (bf16 ? ", bf16 mode" : ""));
+  const Bf16Autocast autocast(bf16 && std::is_same_v<T, float>);
+  const auto x = to<T>(rand_vec(N * in, 17)), W = to<T>(rand_vec(std::size_t(out) * in, 18)),
+             dy = to<T>(rand_vec(N * out, 19)), dx0 = to<T>(rand_vec(N * in, 20));
+  std::vector<T> part(N * in), want(N * in), dW(std::size_t(out) * in, T(0)), dW2 = dW;
+  ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, part.data(), dW.data());
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = dx0[i] + part[i];
+  std::vector<T> dx = dx0;
+  ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, dx.data(), dW2.data(),
+                       /*accumulate=*/true);
+  CHECK(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(T)) == 0);
+  CHECK(dW2 == dW);  // dW accumulates as ever
 }
 
 TEST_CASE("linear in the bf16 mode is a bf16 x bf16 matmul with float sums", "[layers][bf16]") {

@@ -73,7 +73,7 @@ class SplitLocalPass {
   // The pieces' local token offsets (pieces() + 1 of them).
   const std::vector<std::int64_t>& bounds() const { return bounds_; }
 
-  // Same meaning as LocalPass's members on the whole slice (gdn/local_pass.h).
+  // Same meaning as LocalPass's members on the whole slice (gdn/pass/local_pass.h).
   void prepare();
   void transition(T* M, T* U);
   void output(const T* h_in, T* o, T* ht);

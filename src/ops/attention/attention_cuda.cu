@@ -96,9 +96,7 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, con
 template <typename T>
 __global__ void attention_delta_kernel(const T* dout, const T* o, i64 rows, int D, double* delta) {
   GDN_FOR_EACH_WARP_ROW(r, lane, rows) {
-    double s = 0;
-    for (int d = lane; d < D; d += kWarp) s += double(dout[r * D + d]) * double(o[r * D + d]);
-    s = warp_sum(s);
+    const double s = warp_row_dot(dout + r * D, o + r * D, D, lane);
     if (lane == 0) delta[r] = s;
   }
 }

@@ -65,9 +65,7 @@ __global__ void flash_delta_kernel(const float* dout, const float* o, i64 rows, 
                                    float* delta) {
   using cuda_util::kWarp, cuda_util::thread_index, cuda_util::thread_stride;
   GDN_FOR_EACH_WARP_ROW(r, lane, rows) {
-    float s = 0.0f;
-    for (int d = lane; d < D; d += kWarp) s += dout[r * D + d] * o[r * D + d];
-    for (int m = kWarp / 2; m > 0; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
+    const float s = cuda_util::warp_row_dot<float>(dout + r * D, o + r * D, D, lane);
     if (lane == 0) delta[r] = s;
   }
 }

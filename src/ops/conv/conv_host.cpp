@@ -53,13 +53,12 @@ void row_sigmoid(const double* pre, int C, T* s) {
   la::sigmoid(s, C, s);
 }
 
-}  // namespace
-
-template <typename T>
-void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, int C, int W, T* y,
-                              const i64* pos) {
+// The forward of every output row bt = b * T_len + t, in parallel: the pre-activation pre
+// and its sigmoid sg (in T's precision) of the row, C each, handed to row(bt, pre, sg).
+template <typename T, typename Row>
+void for_each_row(const T* x, const std::vector<double>& wt, int B, i64 T_len, int C, int W,
+                  const i64* pos, Row row) {
   const i64 rows = T_len + W - 1;  // rows of x per batch row, halo included
-  const std::vector<double> wt = taps_by_channel(w, C, W);
 #pragma omp parallel
   {
     std::vector<double> pre(static_cast<std::size_t>(C));
@@ -69,9 +68,20 @@ void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, in
       const i64 b = bt / T_len, t = bt % T_len;
       conv_pre(x + b * rows * C, wt.data(), t, C, W, first_tap(pos, bt, W), pre.data());
       row_sigmoid(pre.data(), C, sg.data());
-      for (int c = 0; c < C; ++c) y[bt * C + c] = T(pre[c] * double(sg[c]));
+      row(bt, pre.data(), sg.data());
     }
   }
+}
+
+}  // namespace
+
+template <typename T>
+void causal_conv_silu_forward(Host, const T* x, const T* w, int B, i64 T_len, int C, int W, T* y,
+                              const i64* pos) {
+  for_each_row(x, taps_by_channel(w, C, W), B, T_len, C, W, pos,
+               [&](i64 bt, const double* pre, const T* sg) {
+                 for (int c = 0; c < C; ++c) y[bt * C + c] = T(pre[c] * double(sg[c]));
+               });
 }
 
 template <typename T>
@@ -81,21 +91,12 @@ void causal_conv_silu_backward(Host, const T* x, const T* w, const T* dy, int B,
   const std::vector<double> wt = taps_by_channel(w, C, W);
   // dpre = dy * silu'(pre), silu'(p) = sig(p) (1 + p (1 - sig(p))), kept in double.
   std::vector<double> dpre(static_cast<std::size_t>(B * T_len * C));
-#pragma omp parallel
-  {
-    std::vector<double> pre(static_cast<std::size_t>(C));
-    std::vector<T> sg(static_cast<std::size_t>(C));
-#pragma omp for schedule(static)
-    for (i64 bt = 0; bt < B * T_len; ++bt) {
-      const i64 b = bt / T_len, t = bt % T_len;
-      conv_pre(x + b * rows * C, wt.data(), t, C, W, first_tap(pos, bt, W), pre.data());
-      row_sigmoid(pre.data(), C, sg.data());
-      for (int c = 0; c < C; ++c) {
-        const double s = sg[c];
-        dpre[bt * C + c] = double(dy[bt * C + c]) * s * (1.0 + pre[c] * (1.0 - s));
-      }
+  for_each_row(x, wt, B, T_len, C, W, pos, [&](i64 bt, const double* pre, const T* sg) {
+    for (int c = 0; c < C; ++c) {
+      const double s = sg[c];
+      dpre[bt * C + c] = double(dy[bt * C + c]) * s * (1.0 + pre[c] * (1.0 - s));
     }
-  }
+  });
   if (dx) {
     // Gather form, one x row per iteration (no races): x row r feeds outputs t = r - j.
 #pragma omp parallel

@@ -109,13 +109,13 @@ double cross_entropy(Cuda, const T* logits, const std::int32_t* targets, i64 N, 
   return h.loss;
 }
 
-#define GDN_INSTANTIATE(T)                                                                        \
-  template double cross_entropy(Cuda, const T*, const std::int32_t*, std::int64_t, int, double,   \
-                                T*);                                                              \
-  template void cross_entropy_add(Cuda, const T*, const std::int32_t*, std::int64_t, int, double, \
-                                  T*, std::int64_t, CrossEntropyTotal*);
-GDN_INSTANTIATE(float)
-GDN_INSTANTIATE(double)
-#undef GDN_INSTANTIATE
+template double cross_entropy(Cuda, const float*, const std::int32_t*, std::int64_t, int, double,
+                              float*);
+template double cross_entropy(Cuda, const double*, const std::int32_t*, std::int64_t, int, double,
+                              double*);
+template void cross_entropy_add(Cuda, const float*, const std::int32_t*, std::int64_t, int, double,
+                                float*, std::int64_t, CrossEntropyTotal*);
+template void cross_entropy_add(Cuda, const double*, const std::int32_t*, std::int64_t, int, double,
+                                double*, std::int64_t, CrossEntropyTotal*);
 
 }  // namespace gdn::ops

@@ -84,13 +84,13 @@ double cross_entropy(Host, const T* logits, const std::int32_t* targets, i64 N, 
   return total.loss;
 }
 
-#define GDN_INSTANTIATE(T)                                                                        \
-  template double cross_entropy(Host, const T*, const std::int32_t*, std::int64_t, int, double,   \
-                                T*);                                                              \
-  template void cross_entropy_add(Host, const T*, const std::int32_t*, std::int64_t, int, double, \
-                                  T*, std::int64_t, CrossEntropyTotal*);
-GDN_INSTANTIATE(float)
-GDN_INSTANTIATE(double)
-#undef GDN_INSTANTIATE
+template double cross_entropy(Host, const float*, const std::int32_t*, std::int64_t, int, double,
+                              float*);
+template double cross_entropy(Host, const double*, const std::int32_t*, std::int64_t, int, double,
+                              double*);
+template void cross_entropy_add(Host, const float*, const std::int32_t*, std::int64_t, int, double,
+                                float*, std::int64_t, CrossEntropyTotal*);
+template void cross_entropy_add(Host, const double*, const std::int32_t*, std::int64_t, int, double,
+                                double*, std::int64_t, CrossEntropyTotal*);
 
 }  // namespace gdn::ops

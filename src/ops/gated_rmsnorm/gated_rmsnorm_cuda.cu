@@ -22,9 +22,7 @@ __global__ void gated_rmsnorm_forward_kernel(const T* x, const T* z, const T* w,
                                              double eps, T* y) {
   GDN_FOR_EACH_WARP_ROW(i, lane, N) {
     const T* xi = x + i * d;
-    double s = 0;
-    for (int j = lane; j < d; j += kWarp) s += double(xi[j]) * double(xi[j]);
-    const double r = 1.0 / ::sqrt(warp_sum(s) / d + eps);
+    const double r = 1.0 / ::sqrt(warp_row_dot(xi, xi, d, lane) / d + eps);
     for (int j = lane; j < d; j += kWarp) {
       const double zj = z[i * d + j];
       const double silu = zj * sigmoid_d(zj);

@@ -63,17 +63,17 @@ void linear_forward(Cuda, const T* x, const T* W, i64 N, int in, int out, T* y) 
 
 template <typename T>
 void linear_backward(Cuda, const T* x, const T* W, const T* dy, i64 N, int in, int out, T* dx,
-                     T* dW) {
+                     T* dW, bool accumulate) {
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   cublasHandle_t h = cublas_handle();
   check_rows(N, "linear_backward");
   if (dx && N > 0 && in > 0) {
     if (out == 0) {
-      GDN_CUDA_CHECK(cudaMemset(dx, 0, std::size_t(N) * in * sizeof(T)));
+      if (!accumulate) GDN_CUDA_CHECK(cudaMemset(dx, 0, std::size_t(N) * in * sizeof(T)));
     } else {
-      // dx^T [in, N] = W^T [in, out] dy^T [out, N].
-      GDN_CUBLAS_CHECK(
-          gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, int(N), out, T(1), W, in, dy, out, T(0), dx, in));
+      // dx^T [in, N] = W^T [in, out] dy^T [out, N] (+= with beta = 1 when accumulating).
+      GDN_CUBLAS_CHECK(gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, int(N), out, T(1), W, in, dy, out,
+                            accumulate ? T(1) : T(0), dx, in));
     }
   }
   if (dW && N > 0 && in > 0 && out > 0) {
@@ -86,8 +86,8 @@ void linear_backward(Cuda, const T* x, const T* W, const T* dy, i64 N, int in, i
 template void linear_forward(Cuda, const float*, const float*, std::int64_t, int, int, float*);
 template void linear_forward(Cuda, const double*, const double*, std::int64_t, int, int, double*);
 template void linear_backward(Cuda, const float*, const float*, const float*, std::int64_t, int,
-                              int, float*, float*);
+                              int, float*, float*, bool);
 template void linear_backward(Cuda, const double*, const double*, const double*, std::int64_t, int,
-                              int, double*, double*);
+                              int, double*, double*, bool);
 
 }  // namespace gdn::ops

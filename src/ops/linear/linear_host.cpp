@@ -165,9 +165,19 @@ void linear_forward(Host, const T* x, const T* W, i64 N, int in, int out, T* y) 
 
 template <typename T>
 void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, int out, T* dx,
-                     T* dW) {
+                     T* dW, bool accumulate) {
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
-  if (dx) gemm_rows(dy, W, /*trans=*/false, N, out, in, dx);  // dx = dy W, W is [out, in]
+  // dx = dy W, W is [out, in]. Added into dx: with one kDepth block the GEMM adds its sums
+  // to dx in one rounding each, the bits of dx + (dy W); with more, dy W is summed apart
+  // first, then added, for the same bits.
+  if (dx && (!accumulate || out <= kDepth)) {
+    gemm_rows(dy, W, /*trans=*/false, N, out, in, dx, accumulate);
+  } else if (dx) {
+    const std::unique_ptr<T[]> part = scratch<T>(std::size_t(N) * in);
+    gemm_rows(dy, W, /*trans=*/false, N, out, in, part.get());
+#pragma omp parallel for schedule(static)
+    for (i64 i = 0; i < N * in; ++i) dx[i] += part[i];
+  }
   if (!dW) return;
   // dW += dy^T x, a reduction over N, as the forward's row GEMM: a block of dy's columns
   // transposed into rows (dy^T [out, N] is the A operand, rows along the reduction, as the
@@ -194,8 +204,8 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
 template void linear_forward(Host, const float*, const float*, std::int64_t, int, int, float*);
 template void linear_forward(Host, const double*, const double*, std::int64_t, int, int, double*);
 template void linear_backward(Host, const float*, const float*, const float*, std::int64_t, int,
-                              int, float*, float*);
+                              int, float*, float*, bool);
 template void linear_backward(Host, const double*, const double*, const double*, std::int64_t, int,
-                              int, double*, double*);
+                              int, double*, double*, bool);
 
 }  // namespace gdn::ops

@@ -96,9 +96,7 @@ __global__ void scatter_add_rows_kernel(const T* src, const i64* rows, const T* 
 template <typename T>
 __global__ void row_dots_kernel(const T* a, const T* b, i64 n, int d, T* out) {
   GDN_FOR_EACH_WARP_ROW(i, lane, n) {
-    double acc = 0;
-    for (int c = lane; c < d; c += kWarp) acc += double(a[i * d + c]) * double(b[i * d + c]);
-    acc = warp_sum(acc);
+    const double acc = warp_row_dot(a + i * d, b + i * d, d, lane);
     if (lane == 0) out[i] = T(acc);
   }
 }

@@ -21,9 +21,7 @@ template <typename T>
 __global__ void rmsnorm_forward_kernel(const T* x, const T* w, i64 N, int d, double eps, T* y) {
   GDN_FOR_EACH_WARP_ROW(i, lane, N) {
     const T* xi = x + i * d;
-    double s = 0;
-    for (int j = lane; j < d; j += kWarp) s += double(xi[j]) * double(xi[j]);
-    const double r = 1.0 / ::sqrt(warp_sum(s) / d + eps);
+    const double r = 1.0 / ::sqrt(warp_row_dot(xi, xi, d, lane) / d + eps);
     for (int j = lane; j < d; j += kWarp)
       y[i * d + j] = T(double(xi[j]) * r * (1.0 + double(w[j])));
   }
