@@ -257,6 +257,23 @@ TEST_CASE("The CUDA path refuses the log-depth scan with a clear message", "[cud
                     Catch::Contains("--log-depth-scan is not available on the CUDA path yet"));
 }
 
+// The GPU output pass's o of case c on the inputs of `seed`, after set_mode() and, with bf16,
+// inside a bf16 autocast scope: two calls that differ in the GEMM mode alone.
+template <typename SetMode>
+std::vector<float> gpu_outputs(const Case& c, std::uint64_t seed, SetMode set_mode,
+                               bool bf16 = false) {
+  const GdnInputs<double> d = random_gdn_inputs<double>(c.p, seed, false, 0.1);
+  const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
+                            g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta);
+  set_mode();
+  const Bf16Autocast mode(bf16);
+  LocalPass<float, Cuda> pass(c.p, 0, c.p.T,
+                              {q.data(), k.data(), v.data(), g.data(), beta.data(), nullptr});
+  DeviceBuffer<float> o(std::size_t(c.p.B * c.p.T * c.p.Hv * c.p.V));
+  pass.output(nullptr, o.data(), nullptr);
+  return to_host<Cuda>(o);
+}
+
 // The tensor-core GEMMs (pass::set_cuda_tf32, off by default): TF32 inputs keep 10 mantissa
 // bits, so the passes are held to rel L2 3e-2 against the fp64 CPU instead of fp32's 1e-4
 // (the chunk inverse and the state recurrence compound the 5e-4 per-input rounding; dg,
@@ -273,18 +290,8 @@ TEST_CASE("LocalPass on the GPU with TF32 tensor-core GEMMs (opt-in) is close to
     if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2);
   }
   const Case& c = kPassCases[5];
-  const GdnInputs<double> d = random_gdn_inputs<double>(c.p, 61, false, 0.1);
-  const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
-                            g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta);
-  auto run = [&](int mode) {
-    pass::set_cuda_tf32(mode);
-    LocalPass<float, Cuda> pass(c.p, 0, c.p.T,
-                                {q.data(), k.data(), v.data(), g.data(), beta.data(), nullptr});
-    DeviceBuffer<float> o(std::size_t(c.p.B * c.p.T * c.p.Hv * c.p.V));
-    pass.output(nullptr, o.data(), nullptr);
-    return to_host<Cuda>(o);
-  };
-  const std::vector<float> simt = run(0), tc = run(1);
+  const std::vector<float> simt = gpu_outputs(c, 61, [] { pass::set_cuda_tf32(0); });
+  const std::vector<float> tc = gpu_outputs(c, 61, [] { pass::set_cuda_tf32(1); });
   CHECK(simt != tc);
   CHECK(rel_l2(tc.data(), simt.data(), simt.size()) <= 1e-2);
 }
@@ -302,18 +309,9 @@ TEST_CASE("LocalPass on the GPU with bf16 tensor-core GEMMs is close to the CPU"
     if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2);
   }
   const Case& c = kPassCases[5];
-  const GdnInputs<double> d = random_gdn_inputs<double>(c.p, 62, false, 0.1);
-  const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
-                            g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta);
-  auto run = [&](bool bf16) {
-    const Bf16Autocast mode(bf16);
-    LocalPass<float, Cuda> pass(c.p, 0, c.p.T,
-                                {q.data(), k.data(), v.data(), g.data(), beta.data(), nullptr});
-    DeviceBuffer<float> o(std::size_t(c.p.B * c.p.T * c.p.Hv * c.p.V));
-    pass.output(nullptr, o.data(), nullptr);
-    return to_host<Cuda>(o);
-  };
-  const std::vector<float> simt = run(false), tc = run(true);
+  const std::vector<float> simt = gpu_outputs(c, 62, [] {});
+  const std::vector<float> tc = gpu_outputs(
+      c, 62, [] {}, /*bf16=*/true);
   CHECK(simt != tc);
   CHECK(rel_l2(tc.data(), simt.data(), simt.size()) <= 2e-2);
 }

@@ -17,6 +17,15 @@ ModelConfig tiny_model() {
   return make_model_config(23, 12, 2, 10, 1, 2, 4, 3, 0.3);
 }
 
+// A whole model of config c (chunk 16), its weights drawn from seed 7, on one rank.
+std::unique_ptr<Model<double, Host>> one_rank_model(const ModelConfig& c, Communicator& comm,
+                                                    const ModelOptions& o = {}) {
+  auto model = std::make_unique<Model<double, Host>>(c, 16, o);
+  model->init(7);
+  model->set_comms(ModelComms::single(comm));
+  return model;
+}
+
 // A GDN layer of tiny_model() under `prefix`, its parameters drawn from seed 3.
 struct GdnLayer {
   ParamStore<double, Host> ps;
@@ -72,9 +81,7 @@ TEST_CASE("whole-model gradients match finite differences (fp64, every parameter
   for (bool tied : {false, true}) {
     ModelConfig c = tiny_model();
     c.tie_word_embeddings = tied;
-    Model<double, Host> model(c, 16);
-    model.init(7);
-    model.set_comms(ModelComms::single(comm));
+    const auto model = one_rank_model(c, comm);
     const int B = 2, T = 9;
     const StepShard cp = StepShard::contiguous(T);
     std::vector<std::int32_t> tokens(B * T), targets(B * T);
@@ -82,9 +89,9 @@ TEST_CASE("whole-model gradients match finite differences (fp64, every parameter
     for (auto& t : tokens) t = std::int32_t(rng.next_u64() % c.vocab_size);
     for (auto& t : targets) t = std::int32_t(rng.next_u64() % c.vocab_size);
     const double scale = 1.0 / (B * T);
-    ParamStore<double, Host>& ps = model.params();
+    ParamStore<double, Host>& ps = model->params();
     auto loss = [&] {
-      const double s = model.forward_backward(cp, tokens.data(), targets.data(), B, scale).ce_sum;
+      const double s = model->forward_backward(cp, tokens.data(), targets.data(), B, scale).ce_sum;
       return s * scale;
     };
     ps.zero_grad();
@@ -121,10 +128,8 @@ TEST_CASE("pad_token_id: its embedding row starts at zero and gets no embedding 
     ModelConfig c = tiny_model();
     c.tie_word_embeddings = tied;
     c.pad_token_id = 3;
-    Model<double, Host> model(c, 16);
-    model.init(7);
-    model.set_comms(ModelComms::single(comm));
-    ParamStore<double, Host>& ps = model.params();
+    const auto model = one_rank_model(c, comm);
+    ParamStore<double, Host>& ps = model->params();
     const ParamId embed = ps.find("model.embed_tokens.weight");
     const int d = c.hidden_size;
     const double* row = ps.value(embed) + 3 * d;
@@ -133,7 +138,7 @@ TEST_CASE("pad_token_id: its embedding row starts at zero and gets no embedding 
     const StepShard cp = StepShard::contiguous(T);
     std::vector<std::int32_t> tokens{3, 1, 3, 2, 5, 3, 0, 4}, targets{1, 3, 2, 5, 3, 0, 4, 3};
     ps.zero_grad();
-    model.forward_backward(cp, tokens.data(), targets.data(), B, 1.0 / T);
+    model->forward_backward(cp, tokens.data(), targets.data(), B, 1.0 / T);
     const std::vector<double> g = ps.host_grads();
     const double* grow = g.data() + ps.info(embed).offset + 3 * d;
     double norm = 0;
@@ -189,13 +194,11 @@ TEST_CASE("the LM head in blocks: the one-block loss and gradients; a bad target
   auto run = [&](std::int64_t block, std::vector<double>& grads) {
     ModelOptions o;
     o.loss_block_tokens = block;
-    Model<double, Host> model(c, 16, o);
-    model.init(7);
-    model.set_comms(ModelComms::single(comm));
-    model.params().zero_grad();
+    const auto model = one_rank_model(c, comm, o);
+    model->params().zero_grad();
     const double loss =
-        model.forward_backward(cp, tokens.data(), targets.data(), B, 1.0 / (B * T)).ce_sum;
-    grads = model.params().host_grads();
+        model->forward_backward(cp, tokens.data(), targets.data(), B, 1.0 / (B * T)).ce_sum;
+    grads = model->params().host_grads();
     return loss;
   };
   std::vector<double> g1, g4;
