@@ -49,11 +49,13 @@
 #include "common/app_common.h"
 #include "common/bench_table.h"
 #include "common/gdn_reference.h"
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "gdn/bf16_op.h"
 #include "gdn/flop_count.h"
 #include "gdn/op.h"
+#include "gdn/pass/launch_counts.h"
 #include "gdn/pass/local_pass.h"
 #include "gdn/random_inputs.h"
 #include "gdn/recurrent.h"
@@ -63,6 +65,7 @@
 
 #if GDN_HAVE_CUDA
 #include "runtime/cuda_device.h"
+#include "runtime/cuda_timer.h"
 #include "runtime/device_select.h"
 #endif
 
@@ -81,6 +84,8 @@ struct Settings {
   double ceiling_gflops = 0;         // the best large GEMM rate, ours or the library's (0: none)
   app::BenchTable* table = nullptr;  // the table's rows; null: JSON lines (--json)
   double tol = 0;                    // the check's tolerance in --dtype (rel L2)
+  // The GPU variants' kernel paths (gdn/pass/launch_counts.h), one note each for the table.
+  std::vector<std::string>* launch_notes = nullptr;
 };
 
 json shape_json(const GdnProblem& p) {
@@ -96,12 +101,21 @@ struct Timing {
 // minimum is the run least disturbed by a neighbour on a shared machine, and CPU time
 // does not count the time a neighbour holds the core; the median wall time is what the
 // ratios use.
-Timing time_ms(const std::function<void()>& fn, int warmup, int reps) {
+// With `events` (GPU variants that launch without a sync) each run's time is the GPU's,
+// between two CUDA events (runtime/cuda_timer.h), not the host's wall time.
+Timing time_ms(const std::function<void()>& fn, int warmup, int reps, bool events = false) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> ms, cpu;
   for (int i = 0; i < reps; ++i) {
     const std::clock_t c0 = std::clock();
     const auto t0 = std::chrono::steady_clock::now();
+#if GDN_HAVE_CUDA
+    if (events) {
+      ms.push_back(cuda_event_ms(fn));
+      cpu.push_back(1e3 * double(std::clock() - c0) / CLOCKS_PER_SEC);
+      continue;
+    }
+#endif
     fn();
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -119,6 +133,7 @@ struct Variant {
   double flops = 0;
   std::function<double()> check = nullptr;
   double tol = 0;
+  bool events = false;  // timed by CUDA events (time_ms)
 };
 using Variants = std::vector<Variant>;
 
@@ -126,14 +141,29 @@ using Variants = std::vector<Variant>;
 template <typename T>
 void time_variants(const GdnProblem& p, const Settings& s, const char* device,
                    const Variants& variants, std::map<std::string, double>& out) {
-  for (const auto& [name, fn, flops, check, tol] : variants) {
+  for (const auto& [name, fn, flops, check, tol, events] : variants) {
     const bool recurrent = name.rfind("recurrent", 0) == 0;
     const bool cpu = std::string(device) == "cpu";
     const int reps = recurrent ? s.recurrent_reps : cpu ? s.cpu_reps : s.reps;
     const int warmup = cpu && !recurrent ? s.cpu_warmup : s.warmup;
-    const Timing t = time_ms(fn, warmup, reps);
+    pass::reset_launch_counts();
+    const Timing t = time_ms(fn, warmup, reps, events);
     const double ms = t.median_ms;
     out[name] = ms;
+    // Which kernels the GPU passes took, so that a silent fallback to the tiled kernels
+    // shows beside the time (the counts are of every run, warm-up included).
+    json launches = json::object();
+    std::string launched;
+    for (const pass::PhaseLaunches& l : pass::launch_counts()) {
+      launches[l.phase] = {{"register", l.bf16_register}, {"tiled", l.tiled}};
+      if (!l.fallback.empty()) launches[l.phase]["fallback"] = l.fallback;
+      launched +=
+          fmt::format("{}{} {} register / {} tiled{}", launched.empty() ? "" : ", ", l.phase,
+                      l.bf16_register, l.tiled, l.fallback.empty() ? "" : " (" + l.fallback + ")");
+    }
+    if (!cpu && s.launch_notes)
+      s.launch_notes->push_back(fmt::format("kernels of {} at {},{},{},{},{},{}: {}", name, p.B,
+                                            p.T, p.Hk, p.Hv, p.K, p.V, launched));
     if (s.table) {
       const double gflops = flops > 0 ? flops / (ms * 1e-3) * 1e-9 : NAN;
       s.table->row(app::shape_cells(p, {name, device, app::fixed(ms, 3), app::fixed(t.min_ms, 3),
@@ -155,6 +185,7 @@ void time_variants(const GdnProblem& p, const Settings& s, const char* device,
                  {"reps", reps},
                  {"warmup", warmup},
                  {"threads", omp_get_max_threads()}};
+    if (!cpu) line["launches"] = launches;
     if (flops > 0) {
       const double gflops = flops / (ms * 1e-3) * 1e-9;
       line["gflop"] = flops * 1e-9;
@@ -350,6 +381,39 @@ void bench_cuda_bf16(const GdnProblem& p, const Settings& s, const GdnInputs<flo
   time_variants<float>(p, s, "cuda", variants, out);
 }
 
+// LocalPass's passes on the GPU one by one over the whole sequence, each timed by CUDA
+// events (the kernels' time, no launch overhead or sync): prepare, transition (CP phase 1),
+// output (phase 3: the state walk and the outputs), adjoint (backward phase 1), backward
+// (the adjoint walk and every chunk's backward). With bf16, inside a bf16 autocast scope:
+// the bf16 mode's kernels. The rows check nothing of their own (the op's rows do).
+template <typename T>
+void bench_cuda_passes(const GdnProblem& p, const Settings& s, const GdnInputView<T>& in,
+                       const T* dO, const T* dht, bool bf16, std::map<std::string, double>& out) {
+  const std::size_t KV = std::size_t(p.K) * p.V, BH = std::size_t(p.B) * p.Hv;
+  const std::size_t states = std::size_t(p.num_sequences()) * KV * p.Hv;
+  DeviceBuffer<T> o(BH * p.T * p.V), ht(states), M(BH * p.K * p.K), U(BH * KV), D(BH * KV),
+      h_in(BH * KV), lambda(BH * KV), dq(std::size_t(p.B) * p.T * p.Hk * p.K), dk(dq.size()),
+      dv(o.size()), dg(BH * p.T), dbeta(dg.size()), dh0(states);
+  Cuda::fill(h_in.data(), h_in.size(), T(0));
+  Cuda::fill(lambda.data(), lambda.size(), T(0));
+  GdnGradView<T> grads{dq.data(), dk.data(),    dv.data(),
+                       dg.data(), dbeta.data(), in.h0 ? dh0.data() : nullptr};
+  const Bf16Autocast mode(bf16);
+  LocalPass<T, Cuda> pass(p, 0, p.T, in);
+  const ChunkFlops f = chunk_flops(p);
+  const std::string tag = bf16 ? "cuda_bf16_pass_" : "cuda_pass_";
+  // In order: each pass reads what the one before it kept (the factors, the chunk states).
+  Variants variants = {
+      {tag + "prepare", [&] { pass.prepare(); }, f.prepare},
+      {tag + "transition", [&] { pass.transition(M.data(), U.data()); }, f.transition},
+      {tag + "output", [&] { pass.output(h_in.data(), o.data(), ht.data()); }, f.output},
+      {tag + "adjoint", [&] { pass.adjoint(dO, dht, D.data()); }, f.adjoint},
+      {tag + "backward", [&] { pass.backward(lambda.data(), dO, dht, grads); }, f.backward},
+  };
+  for (Variant& v : variants) v.events = true;
+  time_variants<T>(p, s, "cuda", variants, out);
+}
+
 // The CUDA variants: ChunkedGdn<T, Cuda> on inputs uploaded here, outside the timed region.
 // Like the CPU ones they include the constructor (device allocations); each run ends with
 // a device sync.
@@ -403,6 +467,9 @@ void bench_cuda(const GdnProblem& p, const Settings& s, const GdnInputs<T>& d,
   };
   time_variants<T>(p, s, "cuda", variants, out);
   if constexpr (std::is_same_v<T, float>) bench_cuda_bf16(p, s, d, dO_h, out);
+  bench_cuda_passes<T>(p, s, in, dO.data(), dht.data(), /*bf16=*/false, out);
+  if constexpr (std::is_same_v<T, float>)
+    bench_cuda_passes<T>(p, s, in, dO.data(), dht.data(), /*bf16=*/true, out);
 }
 #endif
 
@@ -510,6 +577,7 @@ int run(int argc, char** argv) {
   }
   GDN_CHECK(res.unmatched().empty(), "unexpected argument '", res.unmatched().front(), "'");
   Settings s;
+  std::vector<std::string> launch_notes;
   s.chunk_size = res["chunk-size"].as<int>();
   s.reps = res["reps"].as<int>();
   s.recurrent_reps = res["recurrent-reps"].as<int>();
@@ -615,6 +683,7 @@ int run(int argc, char** argv) {
                                       {"peak", "(%)", 5}}));
     table->header();
     s.table = &*table;
+    s.launch_notes = &launch_notes;
     s.tol = dtype == DType::f64 ? 1e-10 : 1e-4;
   }
 
@@ -666,6 +735,7 @@ int run(int argc, char** argv) {
   ratio_notes("recurrent / chunked", recurrent_ratios);
   if (s.cpu && s.cuda) ratio_notes("cpu / cuda", device_ratios);
   if (s.cpu && s.phases) ratio_notes("wy recompute / reuse", wy_ratios);
+  notes.insert(notes.end(), launch_notes.begin(), launch_notes.end());
   return table->finish(notes) > 0 ? 1 : 0;
 }
 

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iterator>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -131,6 +133,35 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 template <typename T>
 bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
   return same_bits(a.data, b.data);
+}
+// "" when a and b are the same bits; otherwise what differs, for the failure message: the
+// lengths, or the first index that differs with both values, the count of differing
+// elements and the largest |a - b|. Use as CHECK(bit_difference(got, want) == "").
+template <typename T>
+std::string bit_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  std::ostringstream s;
+  s << std::setprecision(17);
+  if (a.size() != b.size()) {
+    s << "lengths " << a.size() << " and " << b.size();
+    return s.str();
+  }
+  std::size_t first = a.size(), count = 0, worst = 0;
+  double largest = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
+    if (first == a.size()) first = i;
+    ++count;
+    const double d = std::abs(double(a[i]) - double(b[i]));
+    if (!(d <= largest)) largest = d, worst = i;  // NaN counts as the largest
+  }
+  if (count == 0) return "";
+  s << count << " of " << a.size() << " elements differ; first [" << first << "]: " << a[first]
+    << " vs " << b[first] << "; largest |a - b| = " << largest << " at [" << worst << "]";
+  return s.str();
+}
+template <typename T>
+std::string bit_difference(const Tensor<T>& a, const Tensor<T>& b) {
+  return bit_difference(a.data, b.data);
 }
 
 inline Shape output_shape(const GdnProblem& p) {

@@ -22,6 +22,7 @@
 #include "gdn_kernel/run_op.h"
 #if GDN_HAVE_CUDA
 #include "comm/device_communicator.h"
+#include "gdn/pass/launch_counts.h"
 #include "runtime/cuda_device.h"
 #endif
 
@@ -72,6 +73,10 @@ void run(Communicator& comm, const Args& a, const Inputs& in, Watchdog& watchdog
     // NCCL over device buffers (or MPI with host staging when ranks share a GPU).
     const auto device_comm = make_device_communicator(MPI_COMM_WORLD);
     write_outputs(comm, a, in, run_op<T, Cuda>(*device_comm, a, in, watchdog));
+    // Which kernels the passes took (a silent fallback to the tiled kernels shows here).
+    for (const pass::PhaseLaunches& l : pass::launch_counts())
+      spdlog::info("GPU kernels of {}: {} register, {} tiled{}", l.phase, l.bf16_register, l.tiled,
+                   l.fallback.empty() ? "" : "; fallback: " + l.fallback);
     return;
   }
 #endif

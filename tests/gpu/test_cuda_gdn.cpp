@@ -17,6 +17,7 @@
 #include "cp/gdn_cp.h"
 #include "cp/shard.h"
 #include "gdn/op.h"
+#include "gdn/pass/launch_counts.h"
 #include "gdn/pass/local_pass.h"
 #include "gpu_support.h"
 #include "runtime/cuda_check.h"
@@ -160,7 +161,7 @@ void check_replay(const Case& c, std::int64_t t0, std::int64_t t1) {
   INFO(c.name << " slice [" << t0 << ", " << t1 << ") " << (sizeof(T) == 4 ? "fp32" : "fp64"));
   for (std::size_t i = 0; i < want.size(); ++i) {
     INFO(names[i]);
-    CHECK(got[i] == want[i]);  // the same bits (no NaN in these outputs)
+    CHECK(bit_difference(got[i], want[i]) == "");
   }
 }
 
@@ -330,6 +331,7 @@ TEST_CASE("The register kernels on the GPU give the tiled kernels' bits", "[cuda
     const Bf16Autocast bf16(true);
     auto run = [&](const char* walk, std::int64_t t0) {
       ::setenv("GDN_CUDA_WALK", walk, 1);
+      pass::reset_launch_counts();
       const Shard s{t0, p.T};
       const DeviceBuffer<float> q = on_gpu<float>(token_slice(d.q, s)),
                                 k = on_gpu<float>(token_slice(d.k, s)),
@@ -354,6 +356,17 @@ TEST_CASE("The register kernels on the GPU give the tiled kernels' bits", "[cuda
       pass.adjoint(dO.data(), dht.data(), D.data());
       pass.backward(lambda.data(), dO.data(), dht.data(), gv);
       ::unsetenv("GDN_CUDA_WALK");
+      // Which path ran: every phase on the register kernels, or (tiled) none of them, with
+      // GDN_CUDA_WALK=tiled as the reason.
+      const bool want_register = std::string(walk) == "register";
+      const std::vector<pass::PhaseLaunches> launched = pass::launch_counts();
+      CHECK(launched.size() == 7);
+      for (const pass::PhaseLaunches& l : launched) {
+        INFO(c.name << " " << walk << ": " << pass::format_launch_counts());
+        CHECK((want_register ? l.tiled : l.bf16_register) == 0);
+        CHECK((want_register ? l.bf16_register : l.tiled) > 0);
+        CHECK(l.fallback == (want_register ? "" : "GDN_CUDA_WALK=tiled"));
+      }
       std::vector<std::vector<float>> out;
       for (const DeviceBuffer<float>* b : {&o, &ht, &M, &U, &D, &dq, &dk, &dv, &dg, &dbeta, &dh0})
         out.push_back(to_host<Cuda>(*b));
@@ -364,7 +377,7 @@ TEST_CASE("The register kernels on the GPU give the tiled kernels' bits", "[cuda
       const auto tiled = run("tiled", t0), reg = run("register", t0);
       for (std::size_t x = 0; x < tiled.size(); ++x) {
         INFO(c.name << " t0 = " << t0 << ": " << names[x]);
-        CHECK(same_bits(reg[x], tiled[x]));
+        CHECK(bit_difference(reg[x], tiled[x]) == "");
       }
     }
   }

@@ -25,7 +25,7 @@
 
 using namespace gdn;
 using Catch::Contains;
-using gdn::test::same_bits;
+using gdn::test::bit_difference;
 namespace fs = std::filesystem;
 
 namespace {
@@ -116,9 +116,9 @@ TEMPLATE_TEST_CASE("checkpoint round trip is bit-exact", "[checkpoint]", float, 
   const TrainingState s = load_checkpoint(*latest_checkpoint(dir), params, got);
   CHECK(s.step == 3);
   CHECK(s.config_json == st.config_json);
-  CHECK(same_bits(got.values, d.values));
-  CHECK(same_bits(got.m, d.m));
-  CHECK(same_bits(got.v, d.v));
+  CHECK(bit_difference(got.values, d.values) == "");
+  CHECK(bit_difference(got.m, d.m) == "");
+  CHECK(bit_difference(got.v, d.v) == "");
 }
 
 TEST_CASE("an f32 checkpoint loads into f64 parameters and back", "[checkpoint]") {
@@ -137,7 +137,7 @@ TEST_CASE("an f32 checkpoint loads into f64 parameters and back", "[checkpoint]"
   save_checkpoint(tmp.dir.string(), TrainingState{8, "{}"}, params, d);
   CheckpointData<float> f2;
   load_checkpoint(tmp / "ckpt-00000008.bin", params, f2);
-  CHECK(same_bits(f.values, f2.values));
+  CHECK(bit_difference(f.values, f2.values) == "");
 }
 
 TEST_CASE("latest_checkpoint skips torn and corrupt files", "[checkpoint]") {
@@ -229,7 +229,7 @@ TEST_CASE("a checkpoint in parts loads at another layout, reading only the parts
     std::vector<double> expect(12, -1.0);
     std::copy_n(src.begin() + 3, 6, expect.begin() + 1);
     std::copy_n(src.begin() + 14, 2, expect.begin() + 10);
-    CHECK(same_bits(got[k], expect));
+    CHECK(bit_difference(got[k], expect) == "");
   }
   // Rank 0's part is not needed for [5, 7): it may be gone. It is needed for [4, 6).
   fs::remove(tmp / "ckpt-00000004.bin.part-00000");

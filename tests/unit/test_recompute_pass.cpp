@@ -79,13 +79,13 @@ struct Results {
     std::fill(ht.data.begin(), ht.data.end(), T(7));
   }
   void check_same(const Results& want) const {
-    CHECK(same_bits(o, want.o));
-    CHECK(same_bits(ht, want.ht));
-    CHECK(same_bits(D, want.D));
+    CHECK(bit_difference(o, want.o) == "");
+    CHECK(bit_difference(ht, want.ht) == "");
+    CHECK(bit_difference(D, want.D) == "");
     const auto g = grads.named(), w = want.grads.named();
     for (std::size_t i = 0; i < g.size(); ++i) {
       INFO(g[i].first);
-      CHECK(same_bits(*g[i].second, *w[i].second));
+      CHECK(bit_difference(*g[i].second, *w[i].second) == "");
     }
   }
 };
@@ -119,8 +119,8 @@ Results<T> replayed(Pass& pass, const Slice<T>& s, const Slice<T>& again, Reset 
   pass.release(Keep::replay);
   reset(pass, again);
   pass.output_from_states(r.o.ptr(), r.ht.ptr());
-  CHECK(same_bits(r.o, first.o));
-  CHECK(same_bits(r.ht, first.ht));
+  CHECK(bit_difference(r.o, first.o) == "");
+  CHECK(bit_difference(r.ht, first.ht) == "");
   local_backward(pass, again, r);
   return r;
 }
@@ -299,12 +299,12 @@ void check_core_replay(int S) {
   const CoreRun<T> want = run_core(p, d, dO, dht, S, false, same);
   const CoreRun<T> got = run_core(p, d, dO, dht, S, true, same);
   CHECK(got.pieces == S);
-  CHECK(same_bits(got.o, want.o));
-  CHECK(same_bits(got.ht, want.ht));
+  CHECK(bit_difference(got.o, want.o) == "");
+  CHECK(bit_difference(got.ht, want.ht) == "");
   const auto g = got.grads.named(), w = want.grads.named();
   for (std::size_t i = 0; i < g.size(); ++i) {
     INFO(g[i].first);
-    CHECK(same_bits(*g[i].second, *w[i].second));
+    CHECK(bit_difference(*g[i].second, *w[i].second) == "");
   }
   // The replay takes its outputs from the kept states: changing v in the first chunk of
   // sequence 2 (tokens 37-52) between the two forwards leaves the rest of the sequence

@@ -286,21 +286,21 @@ void check_walks(const WalkCase& c) {
   }
 
   INFO(c.name);
-  CHECK(same_bits(got_dqv, want_dqv));
-  CHECK(same_bits(got_dkv, want_dkv));
-  CHECK(same_bits(got_dv, want_dv));
-  CHECK(same_bits(got_dg, want_dg));
-  CHECK(same_bits(got_dbeta, want_dbeta));
-  CHECK(same_bits(got_f, want_f));
+  CHECK(bit_difference(got_dqv, want_dqv) == "");
+  CHECK(bit_difference(got_dkv, want_dkv) == "");
+  CHECK(bit_difference(got_dv, want_dv) == "");
+  CHECK(bit_difference(got_dg, want_dg) == "");
+  CHECK(bit_difference(got_dbeta, want_dbeta) == "");
+  CHECK(bit_difference(got_f, want_f) == "");
   CHECK(rel_l2(got_f.data(), factors.data(), factors.size()) < 3e-2);
-  CHECK(same_bits(got_states, want_states));
-  CHECK(same_bits(got_ht, want_ht));
-  CHECK(same_bits(got_M, want_M));
-  CHECK(same_bits(got_U, want_U));
-  CHECK(same_bits(got_o, want_o));
-  CHECK(same_bits(got_D, want_D));
-  CHECK(same_bits(got_exits, want_exits));
-  CHECK(same_bits(got_dh0, want_dh0));
+  CHECK(bit_difference(got_states, want_states) == "");
+  CHECK(bit_difference(got_ht, want_ht) == "");
+  CHECK(bit_difference(got_M, want_M) == "");
+  CHECK(bit_difference(got_U, want_U) == "");
+  CHECK(bit_difference(got_o, want_o) == "");
+  CHECK(bit_difference(got_D, want_D) == "");
+  CHECK(bit_difference(got_exits, want_exits) == "");
+  CHECK(bit_difference(got_dh0, want_dh0) == "");
 
   // The host's fp32 passes: the same quantities to bf16 accuracy.
   PassArgs<float> h = a;

@@ -10,6 +10,7 @@
 #include "gdn/backward/backward_bf16.h"
 #include "gdn/outputs/outputs_bf16.h"
 #include "gdn/pass/bf16_kernels_cuda.h"
+#include "gdn/pass/launch_counts.h"
 #include "gdn/prepare/prepare_bf16.h"
 #include "gdn/state_walk/state_walk_bf16.h"
 #include "ops/mma/mma_bf16.cuh"
@@ -184,22 +185,34 @@ bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
-// Whether a register kernel runs here: the bf16 mode, a shape it takes (bv = 0: prepare's),
-// 16-byte aligned factors (and dO for the adjoints), a device with cp.async and room for
-// `smem` bytes, and no GDN_CUDA_WALK=tiled. Sets the kernel's shared memory where so.
+// Whether a register kernel runs here (launch_counts.h's register_fallback_reason): the
+// bf16 mode, a shape it takes (bv = 0: prepare's), 16-byte aligned factors (and dO for the
+// adjoints), a device with cp.async and room for `smem` bytes, and no GDN_CUDA_WALK=tiled.
+// Sets the kernel's shared memory where so; in the bf16 mode, notes why not for `phase`.
 template <typename Kernel>
-bool usable(const PassArgs<float>& a, int bv, const float* dO, std::size_t smem, Kernel kernel) {
+bool usable(const char* phase, const PassArgs<float>& a, int bv, const float* dO, std::size_t smem,
+            Kernel kernel) {
+  RegisterConditions c;
   const char* env = std::getenv("GDN_CUDA_WALK");
-  if (env && std::string(env) == "tiled") return false;
-  const bool shape =
+  c.bf16_mode = a.gemm == ChunkGemm::kBf16;
+  c.tiled_forced = env && std::string(env) == "tiled";
+  c.shape_supported =
       bv == 0 ? rwalk::prepare_supported(a.C, a.K, a.V) : rwalk::supported(a.C, a.K, a.V, bv);
-  if (a.gemm != ChunkGemm::kBf16 || !shape) return false;
-  if (!aligned16(a.factors) || a.fsize % 4 != 0 || (dO && !aligned16(dO))) return false;
-  int device = 0, major = 0, optin = 0;
+  c.C = a.C, c.K = a.K, c.V = a.V, c.bv = bv;
+  c.factors_aligned = aligned16(a.factors) && a.fsize % 4 == 0;
+  c.dO_aligned = !dO || aligned16(dO);
+  c.smem = smem;
+  int device = 0, optin = 0;
   GDN_CUDA_CHECK(cudaGetDevice(&device));
-  GDN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  GDN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&c.compute_major, cudaDevAttrComputeCapabilityMajor, device));
   GDN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (major < 8 || smem > std::size_t(optin)) return false;
+  c.smem_optin = std::size_t(optin);
+  const std::string why = register_fallback_reason(c);
+  if (!why.empty()) {
+    if (c.bf16_mode) note_fallback(phase, why);
+    return false;
+  }
   GDN_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   return true;
@@ -207,8 +220,9 @@ bool usable(const PassArgs<float>& a, int bv, const float* dO, std::size_t smem,
 
 // Launches `walk` over `jobs` jobs where usable(); false otherwise.
 template <typename Walk>
-bool launch(const Walk& walk, std::int64_t jobs, std::size_t smem, const float* dO) {
-  if (!usable(walk.a, walk.bv, dO, smem, walk_kernel<Walk>)) return false;
+bool launch(const char* phase, const Walk& walk, std::int64_t jobs, std::size_t smem,
+            const float* dO) {
+  if (!usable(phase, walk.a, walk.bv, dO, smem, walk_kernel<Walk>)) return false;
   const int grid = int(std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, 1 << 30)));
   walk_kernel<Walk><<<grid, rwalk::kThreads, smem>>>(walk, jobs);
   GDN_CUDA_CHECK(cudaGetLastError());
@@ -225,51 +239,52 @@ bool register_backward_chunks(const PassArgs<float>& a, const float* dO,
                     wy = rwalk::WyLayout{a.K, a.V}.bytes();
   BackwardProducts part1{a, dO, dqv, dkv, a.workspace, 0, 0};
   BackwardWy part2{a, gr, dqv, dkv, a.workspace, 0, 0};
-  if (jobs == 0 || !a.workspace || !usable(a, 0, dO, products, walk_kernel<BackwardProducts>) ||
-      !usable(a, 0, dO, wy, walk_kernel<BackwardWy>))
+  if (jobs == 0 || !a.workspace ||
+      !usable("backward_chunks", a, 0, dO, products, walk_kernel<BackwardProducts>) ||
+      !usable("backward_chunks", a, 0, dO, wy, walk_kernel<BackwardWy>))
     return false;
   const std::int64_t batch = std::max<std::int64_t>(
       1, std::min<std::int64_t>(jobs, std::int64_t(workspace_elems(Cuda{}, a) / per_job)));
   for (std::int64_t job0 = 0; job0 < jobs; job0 += batch) {  // usable() held above
     const std::int64_t n = std::min(batch, jobs - job0);
     part1.job0 = part2.job0 = job0;
-    launch(part1, n, products, dO);
-    launch(part2, n, wy, dO);
+    launch("backward_chunks", part1, n, products, dO);
+    launch("backward_chunks", part2, n, wy, dO);
   }
   return true;
 }
 
 bool register_state_walk(const PassArgs<float>& a, const float* h_in, float* ht, int bv) {
-  return launch(StateWalk{a, h_in, ht, bv}, walk_jobs(a, bv), rwalk::StateLayout{a.K, bv}.bytes(),
-                nullptr);
+  return launch("state_walk", StateWalk{a, h_in, ht, bv}, walk_jobs(a, bv),
+                rwalk::StateLayout{a.K, bv}.bytes(), nullptr);
 }
 
 bool register_transition(const PassArgs<float>& a, float* M, float* U, int bv) {
-  return launch(Transition{a, M, U, bv}, transition_jobs(a, bv),
+  return launch("transition", Transition{a, M, U, bv}, transition_jobs(a, bv),
                 rwalk::StateLayout{a.K, bv}.bytes(), nullptr);
 }
 
 bool register_adjoint(const PassArgs<float>& a, const float* dO, const float* dht, float* D,
                       int bv) {
-  return launch(Adjoint{a, dO, dht, D, bv}, walk_jobs(a, bv), rwalk::AdjointLayout{a.K, bv}.bytes(),
-                dO);
+  return launch("adjoint", Adjoint{a, dO, dht, D, bv}, walk_jobs(a, bv),
+                rwalk::AdjointLayout{a.K, bv}.bytes(), dO);
 }
 
 bool register_prepare(const PassArgs<float>& a) {
-  return launch(Prepare{a, 0}, std::int64_t(a.B) * a.Hv * a.num_chunks,
+  return launch("prepare", Prepare{a, 0}, std::int64_t(a.B) * a.Hv * a.num_chunks,
                 rwalk::PrepareLayout{a.K, a.V}.bytes(), nullptr);
 }
 
 // Column tiles of 64 where V allows: every tile re-reads the chunk's w, q_g and P.
 bool register_outputs(const PassArgs<float>& a, float* o) {
   const int bv = a.V % 64 == 0 ? 64 : 32;
-  return launch(Outputs{a, o, bv}, rwalk::output_jobs(a, bv), rwalk::OutputLayout{a.K, bv}.bytes(),
-                nullptr);
+  return launch("outputs", Outputs{a, o, bv}, rwalk::output_jobs(a, bv),
+                rwalk::OutputLayout{a.K, bv}.bytes(), nullptr);
 }
 
 bool register_backward_walk(const PassArgs<float>& a, const float* lambda, const float* dO,
                             const float* dht, float* dh0, int bv) {
-  return launch(BackwardWalk{a, lambda, dO, dht, dh0, bv}, walk_jobs(a, bv),
+  return launch("backward_walk", BackwardWalk{a, lambda, dO, dht, dh0, bv}, walk_jobs(a, bv),
                 rwalk::AdjointLayout{a.K, bv}.bytes(), dO);
 }
 

@@ -64,6 +64,7 @@
 #include "gdn/outputs/outputs_cuda.cuh"
 #include "gdn/pass/bf16_kernels_cuda.h"
 #include "gdn/pass/block_buffers.cuh"
+#include "gdn/pass/launch_counts.h"
 #include "gdn/prepare/prepare_cuda.cuh"
 #include "gdn/state_walk/state_walk_cuda.cuh"
 #include "runtime/cuda_check.h"
@@ -160,7 +161,8 @@ void prepare(Cuda, const PassArgs<T>& args) {
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
   if constexpr (std::is_same_v<T, float>)
-    if (register_prepare(a)) return;
+    if (register_prepare(a)) return count_launch("prepare", KernelPath::bf16_register);
+  count_launch("prepare", KernelPath::tiled);
   prepare_kernel<T><<<blocks_for(jobs), kThreads>>>(a);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
@@ -170,7 +172,9 @@ void transition(Cuda, const PassArgs<T>& args, T* M, T* U) {
   const PassArgs<T> a = configured(args);
   if (a.B * a.Hv == 0) return;
   if constexpr (std::is_same_v<T, float>)
-    if (register_transition(a, M, U, walk_width(a))) return;
+    if (register_transition(a, M, U, walk_width(a)))
+      return count_launch("transition", KernelPath::bf16_register);
+  count_launch("transition", KernelPath::tiled);
   const WalkLaunch l = walk_launch(a, transition_kernel<T>);
   const std::int64_t tiles = (a.K + l.bv - 1) / l.bv + (a.V + l.bv - 1) / l.bv;
   transition_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, M, U, l.bv);
@@ -183,6 +187,7 @@ void output(Cuda, const PassArgs<T>& args, const T* h_in, T* o, T* ht) {
   if (a.B * a.Hv == 0) return;
   bool walked = false;
   if constexpr (std::is_same_v<T, float>) walked = register_state_walk(a, h_in, ht, walk_width(a));
+  count_launch("state_walk", walked ? KernelPath::bf16_register : KernelPath::tiled);
   if (!walked) {
     const WalkLaunch l = walk_launch(a, state_walk_kernel<T>);
     const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
@@ -192,7 +197,8 @@ void output(Cuda, const PassArgs<T>& args, const T* h_in, T* o, T* ht) {
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
   if constexpr (std::is_same_v<T, float>)
-    if (register_outputs(a, o)) return;
+    if (register_outputs(a, o)) return count_launch("outputs", KernelPath::bf16_register);
+  count_launch("outputs", KernelPath::tiled);
   outputs_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
@@ -202,6 +208,7 @@ void output_from_states(Cuda, const PassArgs<T>& args, T* o, T* ht) {
   const PassArgs<T> a = configured(args);
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
+  count_launch("output_from_states", KernelPath::tiled);
   output_from_states_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o, ht);
   GDN_CUDA_CHECK(cudaGetLastError());
 }
@@ -211,7 +218,9 @@ void adjoint(Cuda, const PassArgs<T>& args, const T* dO, const T* dht, T* D) {
   const PassArgs<T> a = configured(args);
   if (a.B * a.Hv == 0) return;
   if constexpr (std::is_same_v<T, float>)
-    if (register_adjoint(a, dO, dht, D, walk_width(a))) return;
+    if (register_adjoint(a, dO, dht, D, walk_width(a)))
+      return count_launch("adjoint", KernelPath::bf16_register);
+  count_launch("adjoint", KernelPath::tiled);
   const WalkLaunch l = walk_launch(a, adjoint_kernel<T>);
   const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
   adjoint_kernel<T><<<walk_grid(a.B * a.Hv * tiles), kThreads, l.smem>>>(a, dO, dht, D, l.bv);
@@ -230,6 +239,7 @@ void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const
   bool walked = false;
   if constexpr (std::is_same_v<T, float>)
     walked = register_backward_walk(a, lambda, dO, dht, gr.dh0, walk_width(a));
+  count_launch("backward_walk", walked ? KernelPath::bf16_register : KernelPath::tiled);
   if (!walked) {
     const WalkLaunch l = walk_launch(a, backward_walk_kernel<T>);
     const std::int64_t tiles = (a.V + l.bv - 1) / l.bv;
@@ -242,6 +252,7 @@ void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const
   if (jobs == 0) return;
   bool split = false;
   if constexpr (std::is_same_v<T, float>) split = register_backward_chunks(a, dO, gr, dqv, dkv);
+  count_launch("backward_chunks", split ? KernelPath::bf16_register : KernelPath::tiled);
   if (!split) {
     backward_chunks_kernel<T><<<blocks_for(jobs), kThreads>>>(a, dO, gr, dqv, dkv);
     GDN_CUDA_CHECK(cudaGetLastError());

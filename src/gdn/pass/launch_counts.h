@@ -1,0 +1,50 @@
+// What the GPU passes launched, per phase: how many launches took the bf16 register kernel
+// (pass/bf16_kernels_cuda.cu) and how many the tiled CudaExec kernel, and, where a register
+// kernel existed for the phase but was not taken in the bf16 mode, why (the last reason).
+// Process-wide; gdn_bench and gdn_kernel print it after a CUDA run, the GPU tests assert on
+// it, so a silent fallback to the slow path shows (docs/gpu.md). Host code only: CPU
+// builds have it too (and count nothing).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gdn::pass {
+
+enum class KernelPath { bf16_register, tiled };
+
+// One launch of `phase` (prepare, transition, state_walk, outputs, output_from_states,
+// adjoint, backward_walk, backward_chunks) on `path`.
+void count_launch(const char* phase, KernelPath path);
+// The register kernel of `phase` was not taken in the bf16 mode, because `why`.
+void note_fallback(const char* phase, const std::string& why);
+
+struct PhaseLaunches {
+  std::string phase;
+  std::int64_t bf16_register = 0, tiled = 0;
+  std::string fallback;  // the last reason a register kernel was not taken ("": none)
+};
+// In the order the phases were first launched.
+std::vector<PhaseLaunches> launch_counts();
+void reset_launch_counts();
+// One line per phase: "prepare: 4 register, 0 tiled" (+ "; fallback: why").
+std::string format_launch_counts();
+
+// What decides whether a register kernel runs (pass/bf16_kernels_cuda.cu's usable()), as
+// plain values so that the CPU tests check the reasons.
+struct RegisterConditions {
+  bool bf16_mode = false;        // the pass runs its GEMMs on bf16 tensor cores
+  bool tiled_forced = false;     // GDN_CUDA_WALK=tiled
+  bool shape_supported = false;  // rwalk::supported / prepare_supported for C, K, V, bv
+  int C = 0, K = 0, V = 0, bv = 0;
+  bool factors_aligned = false;          // 16-byte aligned factors, fsize a multiple of 4
+  bool dO_aligned = true;                // 16-byte aligned dO (the adjoint walks)
+  int compute_major = 0;                 // the device's compute capability
+  std::size_t smem = 0, smem_optin = 0;  // the kernel's shared memory, the device's limit
+};
+// "" where the register kernel runs; else the first reason it cannot, naming the value.
+std::string register_fallback_reason(const RegisterConditions& c);
+
+}  // namespace gdn::pass
