@@ -76,8 +76,7 @@ GDN_HD void adjoint_step(const W& w, int warp, State<W>& st, const AdjointLayout
     const Owned o = chunk_tiles(L.bv, warp);
     Acc<W> kmu[kMaxChunkTiles], pdo[kMaxChunkTiles];
     warp_gemm(
-        w, o, L.K, kmu, [&](int i, int p) { return kt[i * ldk + p]; },
-        [&](int p, int j) { return to_float(muT[j * ldh + p]); });
+        w, o, L.K, kmu, [&](int i, int p) { return kt[i * ldk + p]; }, Cols{muT, ldh});
     warp_gemm(
         w, o, kC, pdo, [&](int i, int p) { return P[p * ldp + i]; }, dO_at);
     each_pair(w, o, kmu, pdo, [&](int i, int j, float& a, float b) {
@@ -102,8 +101,7 @@ GDN_HD void adjoint_subtract(const W& w, int warp, State<W>& st, const AdjointLa
   const Owned o = state_tiles(L.K, L.bv, warp);
   Acc<W> acc[kMaxTiles];
   warp_gemm(
-      w, o, kC, acc, [&](int i, int p) { return ws[p * ldq + i]; },
-      [&](int p, int j) { return to_float(dvT[j * ldv + p]); });
+      w, o, kC, acc, [&](int i, int p) { return ws[p * ldq + i]; }, Cols{dvT, ldv});
   each_pair(w, o, st.h, acc,
             [&](int, int, float& mu, float d) { mu = mma::epilogue(-1.0f, d, 1.0f, mu); });
 }

@@ -63,19 +63,17 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
   const Bf16 *w = L.w(smem), *qg = L.qg(smem), *P = L.P(smem), *hT = L.hT(smem);
   Bf16* vT = L.vT(smem);
   const int ldk = L.ldk(), ldc = L.ldc();
-  auto h_at = [&](int p, int j) { return to_float(hT[j * ldk + p]); };
+  auto h_at = Cols{hT, ldk};
   blk.warps([&](const auto& wp, int warp, auto& st) {
     const Owned t = chunk_tiles(bv, warp);
     Acc<std::remove_cvref_t<decltype(wp)>> vnew[kMaxChunkTiles];
-    warp_gemm(
-        wp, t, K, vnew, [&](int i, int p) { return to_float(w[i * ldk + p]); }, h_at);
+    warp_gemm(wp, t, K, vnew, Rows{w, ldk}, h_at);
     each_element(wp, t, vnew, [&](int i, int j, float& d) {
       vT[j * ldc + i] = to_bf16(mma::epilogue(-1.0f, d, 1.0f, u[i * V + j]));
     });
     // q_g h into the first tiles of the accumulators, which start at zero.
     each_element(wp, t, st.h, [](int, int, float& x) { x = 0.0f; });
-    warp_gemm(
-        wp, t, K, st.h, [&](int i, int p) { return to_float(qg[i * ldk + p]); }, h_at);
+    warp_gemm(wp, t, K, st.h, Rows{qg, ldk}, h_at);
   });
   blk.sync();
   const std::int64_t t0 = std::int64_t(b) * a.Tl + a.chunks[c].begin;
@@ -86,9 +84,7 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
   blk.warps([&](const auto& wp, int warp, auto& st) {
     const Owned t = chunk_tiles(bv, warp);
     Acc<std::remove_cvref_t<decltype(wp)>> pv[kMaxChunkTiles];
-    warp_gemm(
-        wp, t, kC, pv, [&](int i, int p) { return to_float(P[i * ldc + p]); },
-        [&](int p, int j) { return to_float(vT[j * ldc + p]); });
+    warp_gemm(wp, t, kC, pv, Rows{P, ldc}, Cols{vT, ldc});
     each_pair(wp, t, st.h, pv, [&](int i, int j, float& qh, float d) {
       if (i < rows) out[i * ldo + j] = mma::epilogue(s, d, 1.0f, mma::epilogue(s, qh, 0.0f, 0.0f));
     });

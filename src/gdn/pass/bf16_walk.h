@@ -75,33 +75,22 @@ struct State {
 template <int kTiles, typename W, typename At, typename Bt>
 GDN_HD void warp_gemm(const W& w, const Owned& o, int k, Acc<W> (&acc)[kTiles], At a, Bt b) {
   for (int ks = 0; ks < k; ks += mma::kK) {
-    const auto fa = w.make([&](int lane) {
-      return mma::load_a(lane, [&](int i, int p) { return a(o.r0 + i, ks + p); });
-    });
+    const auto ao = mma::offset(a, o.r0, ks);
+    const auto fa = w.make([&](int lane) { return mma::load_a(lane, ao); });
     GDN_UNROLL
     for (int c = 0; c < kTiles; ++c)
       if (c < o.tiles) {
         const int j0 = o.j0 + 8 * c;
-        const auto fb = w.make([&](int lane) {
-          return mma::load_b(lane, [&](int p, int j) { return b(ks + p, j0 + j); });
-        });
+        const auto bo = mma::offset(b, ks, j0);
+        const auto fb = w.make([&](int lane) { return mma::load_b(lane, bo); });
         w.mma(acc[c], fa, fb);
       }
   }
 }
 
-// A bf16 tile in shared memory as a warp_gemm operand: element (r, c) is m[r][c] (Rows),
-// or m[c][r] (Cols: the product with the tile's transpose).
-struct Rows {
-  const Bf16* m;
-  int ld;
-  GDN_HD float operator()(int r, int c) const { return to_float(m[r * ld + c]); }
-};
-struct Cols {
-  const Bf16* m;
-  int ld;
-  GDN_HD float operator()(int r, int c) const { return to_float(m[c * ld + r]); }
-};
+// bf16 tiles in shared memory as warp_gemm operands (ops/mma/mma_fragments.h).
+using mma::Cols;
+using mma::Rows;
 
 // f(i, j, value&) for every element of the warp's tiles o of acc, lane by lane.
 template <int kTiles, typename W, typename F>

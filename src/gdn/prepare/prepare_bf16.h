@@ -176,8 +176,7 @@ GDN_HD void unit_lower_inverse(Blk& blk, const float* L, float* T, int ldt, Bf16
       const Bf16* m = mT + (b / (2 * s)) * 32 * kLdMerge;
       merge_product(
           blk, s, s, s, -1.0f, [&](int i, int p) { return T[(lo + i) * ldt + lo + p]; },
-          [&](int p, int j) { return to_float(m[j * kLdMerge + p]); },
-          [&](int i, int j, float v) { T[(lo + i) * ldt + b + j] = v; });
+          Cols{m, kLdMerge}, [&](int i, int j, float v) { T[(lo + i) * ldt + b + j] = v; });
     }
     blk.sync();
   }
@@ -225,17 +224,15 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
   float* P = fl.P(f);
   blk.warps([&](const auto& w, int warp, auto&) {
     const Owned o = chunk_tiles(kC, warp);
-    auto k_row = [&](int p, int j) { return to_float(kb[j * ldk + p]); };
+    auto k_row = Cols{kb, ldk};
     Acc<std::remove_cvref_t<decltype(w)>> acc[kMaxChunkTiles];
-    warp_gemm(
-        w, o, K, acc, [&](int i, int p) { return to_float(kb[i * ldk + p]); }, k_row);
+    warp_gemm(w, o, K, acc, Rows{kb, ldk}, k_row);
     each_element(w, o, acc, [&](int i, int j, float& d) {
       const float kk = mma::epilogue(1.0f, d, 0.0f, 0.0f);
       L[i * ldt + j] = j < i ? beta[i] * kk * D(i, j) : 0.0f;
     });
     Acc<std::remove_cvref_t<decltype(w)>> qk[kMaxChunkTiles];
-    warp_gemm(
-        w, o, K, qk, [&](int i, int p) { return to_float(qb[i * ldk + p]); }, k_row);
+    warp_gemm(w, o, K, qk, Rows{qb, ldk}, k_row);
     each_element(w, o, qk, [&](int i, int j, float& d) {
       P[i * kC + j] = j <= i ? mma::epilogue(1.0f, d, 0.0f, 0.0f) * D(i, j) : 0.0f;
     });
@@ -273,7 +270,7 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
       Owned o = chunk_tiles(64, warp);
       o.j0 += c0;
       Acc<std::remove_cvref_t<decltype(w)>> acc[kMaxChunkTiles];
-      warp_gemm(w, o, kC, acc, t_at, [&](int p, int j) { return to_float(src[j * ldt + p]); });
+      warp_gemm(w, o, kC, acc, t_at, Cols{src, ldt});
       each_element(w, o, acc, [&](int i, int j, float& d) {
         out[i * ld + j] = mma::epilogue(1.0f, d, 0.0f, 0.0f);
       });

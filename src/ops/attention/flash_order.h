@@ -123,29 +123,14 @@ GDN_HD void stage_cols(int tid, const float* src, i64 stride, int n, int D, Bf16
 // Fragments from shared bf16 tiles. Each register holds two elements adjacent in memory
 // (mma_fragments.h's layout), so it is one 32-bit load on the GPU.
 
-GDN_HD inline std::uint32_t pair_at(const Bf16* p) {
-#ifdef __CUDA_ARCH__
-  return *reinterpret_cast<const std::uint32_t*>(p);
-#else
-  return std::uint32_t(p[0].bits) | (std::uint32_t(p[1].bits) << 16);
-#endif
-}
 // The A fragment of the 16 x 16 tile whose element (i, p) is base[i * ld + p].
 GDN_HD inline FragA frag_a(int lane, const Bf16* base, int ld) {
-  FragA f;
-  GDN_FLASH_UNROLL
-  for (int r = 0; r < 4; ++r)
-    f.r[r] = pair_at(base + mma::a_row(lane, 2 * r) * ld + mma::a_col(lane, 2 * r));
-  return f;
+  return mma::load_a(lane, mma::Rows{base, ld});
 }
 // The B fragment of the 16 x 8 tile whose element (p, j) is base[j * ld + p]: B's columns
 // are rows in memory (K's rows for Q K^T, V^T's rows for P V).
 GDN_HD inline FragB frag_b(int lane, const Bf16* base, int ld) {
-  FragB f;
-  GDN_FLASH_UNROLL
-  for (int r = 0; r < 2; ++r)
-    f.r[r] = pair_at(base + mma::b_col(lane, 2 * r) * ld + mma::b_row(lane, 2 * r));
-  return f;
+  return mma::load_b(lane, mma::Cols{base, ld});
 }
 
 // ---------------------------------------------------------------------------------------

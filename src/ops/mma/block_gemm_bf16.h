@@ -7,9 +7,10 @@
 // (la::gemm's contract). 256 threads, 8 warps, per 64 x 64 output tile: warp w takes rows
 // 16 (w % 4) + [0, 16) and columns 32 (w / 4) + [0, 32), four 16 x 8 mma tiles. k runs in
 // slices of 32 (two mma steps); each slice of op(A) (64 x 32) and op(B) (32 x 64) is
-// rounded to bf16 once, into shared memory. The products and the sums are fp32 inside the
-// mma; the slices add into the fp32 accumulators in k order; alpha and beta are applied
-// once, in fp32, at the end. docs/design.md §2f.
+// rounded to bf16 once, into shared memory, op(B) transposed: both then hold every fragment
+// register's two elements side by side, so a fragment is 32-bit loads only. The products and the
+// sums are fp32 inside the mma; the slices add into the fp32 accumulators in k order; alpha and
+// beta are applied once, in fp32, at the end. docs/design.md §2f.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,9 @@ namespace gdn::mma {
 
 struct BlockTile {
   static constexpr int kThreads = 256, kM = 64, kN = 64, kK = 32;
-  static constexpr int kLdA = kK + 8, kLdB = kN + 8;         // padded rows: fewer bank conflicts
-  static constexpr int kStageElems = kM * kLdA + kK * kLdB;  // bf16 elements of staging
+  // Rows of kK + 8 bf16 (20 words): the eight row groups of a fragment load hit 32 banks.
+  static constexpr int kLdA = kK + 8, kLdB = kK + 8;
+  static constexpr int kStageElems = kM * kLdA + kN * kLdB;  // bf16 elements of staging
   static constexpr int kNTiles = 4;                          // 16 x 8 tiles per warp
 };
 
@@ -44,7 +46,7 @@ GDN_HD inline bool tile_skipped(Structure s, int i0, int j0) {
 }
 
 // Thread tid's share of staging the k slice [p0, p0 + 32) (zero past kk = its valid
-// length): As[ii][pp] = op(A)(i0 + ii, p0 + pp), Bs[pp][jj] = op(B)(p0 + pp, j0 + jj),
+// length): As[ii][pp] = op(A)(i0 + ii, p0 + pp), Bs[jj][pp] = op(B)(p0 + pp, j0 + jj),
 // rounded to bf16, zero outside the matrices. Consecutive threads read consecutive
 // addresses of A and B, whichever way they are transposed.
 GDN_HD inline void stage_slice(int tid, bool ta, bool tb, int m, int n, int i0, int j0, int p0,
@@ -61,19 +63,17 @@ GDN_HD inline void stage_slice(int tid, bool ta, bool tb, int m, int n, int i0, 
     const int jj = tb ? x / BT::kK : x % BT::kN, pp = tb ? x % BT::kK : x / BT::kN;
     const int j = j0 + jj, p = p0 + pp;
     const float v = j < n && pp < kk ? (tb ? B[j * ldb + p] : B[p * ldb + j]) : 0.0f;
-    Bs[pp * BT::kLdB + jj] = to_bf16(v);
+    Bs[jj * BT::kLdB + pp] = to_bf16(v);
   }
 }
 
 // Warp w's A fragment for mma step ks (0 or 16) of the staged slice, and its B fragment of
 // 16 x 8 tile c (0-3).
 GDN_HD inline FragA warp_a(int lane, int warp, int ks, const Bf16* As) {
-  const Bf16* base = As + (warp % 4) * 16 * BlockTile::kLdA + ks;
-  return load_a(lane, [base](int i, int p) { return to_float(base[i * BlockTile::kLdA + p]); });
+  return load_a(lane, Rows{As + (warp % 4) * 16 * BlockTile::kLdA + ks, BlockTile::kLdA});
 }
 GDN_HD inline FragB warp_b(int lane, int warp, int ks, int c, const Bf16* Bs) {
-  const Bf16* base = Bs + ks * BlockTile::kLdB + (warp / 4) * 32 + c * 8;
-  return load_b(lane, [base](int p, int j) { return to_float(base[p * BlockTile::kLdB + j]); });
+  return load_b(lane, Cols{Bs + ((warp / 4) * 32 + c * 8) * BlockTile::kLdB + ks, BlockTile::kLdB});
 }
 
 // beta c + alpha acc, the GEMM's epilogue (beta == 0 never reads c), each operation

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "core/error.h"
 #include "core/hd.h"
 
 namespace gdn::mma {
@@ -44,9 +45,33 @@ GDN_HD constexpr int c_col(int lane, int e) {
   return (lane % 4) * 2 + e % 2;
 }
 
-// Two bf16 in one register, the lower-numbered element in the low half (PTX's packing).
+// Two floats rounded to bf16 (to nearest, ties to even) in one register, the lower-numbered
+// element in the low half (PTX's packing). On the GPU one cvt.rn.bf16x2.f32, which gives the
+// software rounding's bits for every value but NaN (a NaN comes out as the canonical one).
 GDN_HD inline std::uint32_t pack_bf16(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  std::uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
   return std::uint32_t(to_bf16(lo).bits) | (std::uint32_t(to_bf16(hi).bits) << 16);
+#endif
+}
+// Two bf16 of memory in one register, no rounding: p[0] and p[1] (one 32-bit load on the
+// GPU; p 4-byte aligned), or p[0] and p[stride].
+GDN_HD inline std::uint32_t pair_at(const Bf16* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const std::uint32_t*>(p);
+#else
+  // The CPU emulation of the kernels checks what the GPU would fault on.
+  GDN_CHECK(reinterpret_cast<std::uintptr_t>(p) % 4 == 0,
+            "mma::pair_at: a bf16 pair at an address not 4-byte aligned (an odd leading "
+            "dimension or tile offset)");
+  return std::uint32_t(p[0].bits) | (std::uint32_t(p[1].bits) << 16);
+#endif
+}
+GDN_HD inline std::uint32_t pair_strided(const Bf16* p, int stride) {
+  return std::uint32_t(p[0].bits) | (std::uint32_t(p[stride].bits) << 16);
 }
 GDN_HD inline float unpack_lo(std::uint32_t r) {
   return to_float(Bf16{std::uint16_t(r & 0xffffu)});
@@ -65,22 +90,61 @@ struct FragC {
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 };
 
-// lane's A fragment of the 16 x 16 tile whose element (i, p) is at(i, p), rounded to bf16.
+// A bf16 tile in memory as an mma operand: element (r, c) at m[r * ld + c] (Rows) or at
+// m[c * ld + r] (Cols, the tile's transpose). A fragment register holds two elements
+// adjacent along k: along a row of Rows for A (a_pair) and of Cols for B (b_pair), one
+// 32-bit load (even ld, 4-byte aligned m); across rows otherwise, two 16-bit loads. No
+// rounding either way: the values are bf16 already. at(r, c) offsets the view.
+struct Rows {
+  const Bf16* m;
+  int ld;
+  GDN_HD float operator()(int r, int c) const { return to_float(m[r * ld + c]); }
+  GDN_HD Rows at(int r, int c) const { return {m + r * ld + c, ld}; }
+  GDN_HD std::uint32_t a_pair(int i, int p) const { return pair_at(m + i * ld + p); }
+  GDN_HD std::uint32_t b_pair(int p, int j) const { return pair_strided(m + p * ld + j, ld); }
+};
+struct Cols {
+  const Bf16* m;
+  int ld;
+  GDN_HD float operator()(int r, int c) const { return to_float(m[c * ld + r]); }
+  GDN_HD Cols at(int r, int c) const { return {m + c * ld + r, ld}; }
+  GDN_HD std::uint32_t a_pair(int i, int p) const { return pair_strided(m + p * ld + i, ld); }
+  GDN_HD std::uint32_t b_pair(int p, int j) const { return pair_at(m + j * ld + p); }
+};
+// Any other operand is an accessor f(r, c) -> float, rounded to bf16 as it is loaded (two at
+// a time: pack_bf16); offset(f, r0, c0) is the same for views and accessors.
+template <typename F>
+GDN_HD auto offset(const F& f, int r0, int c0) {
+  if constexpr (requires { f.at(r0, c0); })
+    return f.at(r0, c0);
+  else
+    return [f, r0, c0](int r, int c) { return f(r0 + r, c0 + c); };
+}
+
+// lane's A fragment of the 16 x 16 tile whose element (i, p) is at(i, p).
 template <typename At>
-GDN_HD FragA load_a(int lane, At at) {
+GDN_HD FragA load_a(int lane, const At& at) {
   FragA f;
-  for (int r = 0; r < 4; ++r)
-    f.r[r] = pack_bf16(at(a_row(lane, 2 * r), a_col(lane, 2 * r)),
-                       at(a_row(lane, 2 * r + 1), a_col(lane, 2 * r + 1)));
+  for (int r = 0; r < 4; ++r) {
+    const int i = a_row(lane, 2 * r), p = a_col(lane, 2 * r);  // and (i, p + 1)
+    if constexpr (requires { at.a_pair(i, p); })
+      f.r[r] = at.a_pair(i, p);
+    else
+      f.r[r] = pack_bf16(at(i, p), at(i, p + 1));
+  }
   return f;
 }
 // lane's B fragment of the 16 x 8 tile whose element (p, j) is at(p, j).
 template <typename At>
-GDN_HD FragB load_b(int lane, At at) {
+GDN_HD FragB load_b(int lane, const At& at) {
   FragB f;
-  for (int r = 0; r < 2; ++r)
-    f.r[r] = pack_bf16(at(b_row(lane, 2 * r), b_col(lane, 2 * r)),
-                       at(b_row(lane, 2 * r + 1), b_col(lane, 2 * r + 1)));
+  for (int r = 0; r < 2; ++r) {
+    const int p = b_row(lane, 2 * r), j = b_col(lane, 2 * r);  // and (p + 1, j)
+    if constexpr (requires { at.b_pair(p, j); })
+      f.r[r] = at.b_pair(p, j);
+    else
+      f.r[r] = pack_bf16(at(p, j), at(p + 1, j));
+  }
   return f;
 }
 // Calls put(i, j, value) for lane's four elements of a C / D tile.
