@@ -10,7 +10,7 @@ whose HMMAs sit in no loop (fully unrolled) is given its whole body per HMMA. Pr
 table row per kernel: its HMMA count, its innermost HMMA loops, and the worst and best
 instructions per HMMA among them; --json prints the same as JSON lines.
 
-  scripts/sass_table.py BINARY [--cuobjdump PATH] [--filter REGEX] [--json]
+  scripts/sass_table.py BINARY [--cuobjdump PATH] [--filter REGEX] [--json] [--loops]
 
 scripts/sass_table.sh installs cuobjdump (the nvidia-cuda-cuobjdump wheel) and runs this on
 the build's gdn_train, which holds every kernel.
@@ -70,8 +70,17 @@ def analyse(body):
     ratios = sorted({round((b - a + 1) / n, 1) for a, b, n in inner})
     if not inner:  # unrolled: the whole body
         ratios = [round(len(body) / hmma, 1)]
+    detail = []
+    for a, b, n in inner:  # each loop's instructions by opcode, most first
+        ops = {}
+        for _, t in body[a:b + 1]:
+            op = OPCODE.match(t).group(1).split(".")[0]
+            ops[op] = ops.get(op, 0) + 1
+        top = sorted(ops.items(), key=lambda kv: -kv[1])[:8]
+        detail.append(f"{b - a + 1} instructions, {n} HMMA ({(b - a + 1) / n:.1f}): " +
+                      " ".join(f"{k} {v}" for k, v in top))
     return {"hmma": hmma, "instructions": len(body), "inner_loops": len(inner),
-            "worst": max(ratios), "best": min(ratios)}
+            "worst": max(ratios), "best": min(ratios), "loops": detail}
 
 
 def short(name):
@@ -90,6 +99,8 @@ def main():
     ap.add_argument("--cuobjdump", default="cuobjdump")
     ap.add_argument("--filter", default="", help="only kernels whose short name matches")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--loops", action="store_true",
+                    help="also each innermost mma loop's instructions by opcode")
     a = ap.parse_args()
     r = subprocess.run([a.cuobjdump, "-sass", a.binary], capture_output=True, text=True)
     if r.returncode != 0:
@@ -102,6 +113,8 @@ def main():
             continue
         seen.add((label, s["instructions"]))
         rows.append({"kernel": label, **s})
+        if not a.json and not a.loops:
+            rows[-1].pop("loops")
     if a.json:
         for row in rows:
             print(json.dumps(row))
@@ -112,6 +125,9 @@ def main():
     for x in rows:
         print(f"  {x['kernel']:<{w}} {x['hmma']:>6} {x['instructions']:>7} {x['inner_loops']:>5} "
               f"{x['worst']:>6.1f} {x['best']:>6.1f}")
+        if a.loops:
+            for line in x["loops"]:
+                print(f"      {line}")
     print(f"# {len(rows)} kernels with HMMA; worst of all {max(x['worst'] for x in rows):.1f} "
           "instructions per HMMA in an innermost mma loop" if rows else "# no HMMA in this binary")
 

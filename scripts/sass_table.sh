@@ -6,7 +6,7 @@
 # (default build/apps/gdn_train, which links every kernel; build it with scripts/build.sh on
 # a machine with the CUDA toolkit).
 #
-#   scripts/sass_table.sh [BINARY] [--filter REGEX] [--json]
+#   scripts/sass_table.sh [BINARY] [--filter REGEX] [--json] [--loops]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh

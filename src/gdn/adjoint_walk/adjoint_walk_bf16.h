@@ -71,22 +71,19 @@ GDN_HD void adjoint_step(const W& w, int warp, State<W>& st, const AdjointLayout
   Bf16* dvT = L.dvT(smem);
   const int ldk = L.ldk(), ldq = L.ldq(), ldp = L.ldp(), ldo = L.ldo(), ldh = L.ldh(),
             ldv = L.ldv();
-  auto dO_at = [&](int p, int j) { return dO[p * ldo + j]; };
+  auto dO_at = mma::FloatRows{dO, ldo};
   {
     const Owned o = chunk_tiles(L.bv, warp);
     Acc<W> kmu[kMaxChunkTiles], pdo[kMaxChunkTiles];
-    warp_gemm(
-        w, o, L.K, kmu, [&](int i, int p) { return kt[i * ldk + p]; }, Cols{muT, ldh});
-    warp_gemm(
-        w, o, kC, pdo, [&](int i, int p) { return P[p * ldp + i]; }, dO_at);
+    warp_gemm(w, o, L.K, kmu, mma::FloatRows{kt, ldk}, Cols{muT, ldh});
+    warp_gemm(w, o, kC, pdo, mma::FloatCols{P, ldp}, dO_at);
     each_pair(w, o, kmu, pdo, [&](int i, int j, float& a, float b) {
       dvT[j * ldv + i] = to_bf16(mma::epilogue(s, b, 1.0f, mma::epilogue(1.0f, a, 0.0f, 0.0f)));
     });
   }
   const Owned o = state_tiles(L.K, L.bv, warp);
   Acc<W> qdo[kMaxTiles];
-  warp_gemm(
-      w, o, kC, qdo, [&](int i, int p) { return qg[p * ldq + i]; }, dO_at);
+  warp_gemm(w, o, kC, qdo, mma::FloatCols{qg, ldq}, dO_at);
   each_pair(w, o, st.h, qdo,
             [&](int, int, float& mu, float d) { mu = mma::epilogue(s, d, gamma, mu); });
 }
@@ -100,8 +97,7 @@ GDN_HD void adjoint_subtract(const W& w, int warp, State<W>& st, const AdjointLa
   const int ldq = L.ldq(), ldv = L.ldv();
   const Owned o = state_tiles(L.K, L.bv, warp);
   Acc<W> acc[kMaxTiles];
-  warp_gemm(
-      w, o, kC, acc, [&](int i, int p) { return ws[p * ldq + i]; }, Cols{dvT, ldv});
+  warp_gemm(w, o, kC, acc, mma::FloatCols{ws, ldq}, Cols{dvT, ldv});
   each_pair(w, o, st.h, acc,
             [&](int, int, float& mu, float d) { mu = mma::epilogue(-1.0f, d, 1.0f, mu); });
 }

@@ -312,8 +312,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
       const int lds = of_v ? ldv : ldk, ldo = of_v ? ldvf : ldkf;
       float* out = of_v ? dVb : dKb;
       Acc<W> acc[kMaxChunkTiles];
-      warp_gemm(
-          w, o, kC, acc, [&](int i, int p) { return T[p * ldt + i]; }, Rows{src, lds});
+      warp_gemm(w, o, kC, acc, mma::FloatCols{T, ldt}, Rows{src, lds});
       each_element(w, o, acc, [&](int i, int j, float& d) {
         out[i * ldo + j] = mma::epilogue(1.0f, d, 0.0f, 0.0f);
       });
@@ -331,10 +330,8 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     using W = std::remove_cvref_t<decltype(w)>;
     const Owned o = chunk_tiles(kC, warp);
     Acc<W> vu[kMaxChunkTiles], kw[kMaxChunkTiles];
-    warp_gemm(
-        w, o, V, vu, [&](int i, int p) { return dVb[i * ldvf + p]; }, Cols{dvb, ldv});
-    warp_gemm(
-        w, o, K, kw, [&](int i, int p) { return dKb[i * ldkf + p]; }, Cols{dkb, ldk});
+    warp_gemm(w, o, V, vu, mma::FloatRows{dVb, ldvf}, Cols{dvb, ldv});
+    warp_gemm(w, o, K, kw, mma::FloatRows{dKb, ldkf}, Cols{dkb, ldk});
     each_pair(w, o, kw, vu, [&](int i, int j, float& x, float y) {
       dL[i * ldt + j] = mma::epilogue(-1.0f, x, 1.0f, mma::epilogue(-1.0f, y, 0.0f, 0.0f));
     });

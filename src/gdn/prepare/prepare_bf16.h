@@ -165,18 +165,16 @@ GDN_HD void unit_lower_inverse(Blk& blk, const float* L, float* T, int ldt, Bf16
     for (int b = 0; b + s < kC; b += 2 * s) {
       const int lo = b + s;
       Bf16* m = mT + (b / (2 * s)) * 32 * kLdMerge;
-      merge_product(
-          blk, s, s, s, 1.0f, [&](int i, int p) { return L[(lo + i) * ldt + b + p]; },
-          [&](int p, int j) { return T[(b + p) * ldt + b + j]; },
-          [&](int i, int j, float v) { m[j * kLdMerge + i] = to_bf16(v); });
+      merge_product(blk, s, s, s, 1.0f, mma::FloatRows{L + lo * ldt + b, ldt},
+                    mma::FloatRows{T + b * ldt + b, ldt},
+                    [&](int i, int j, float v) { m[j * kLdMerge + i] = to_bf16(v); });
     }
     blk.sync();
     for (int b = 0; b + s < kC; b += 2 * s) {
       const int lo = b + s;
       const Bf16* m = mT + (b / (2 * s)) * 32 * kLdMerge;
-      merge_product(
-          blk, s, s, s, -1.0f, [&](int i, int p) { return T[(lo + i) * ldt + lo + p]; },
-          Cols{m, kLdMerge}, [&](int i, int j, float v) { T[(lo + i) * ldt + b + j] = v; });
+      merge_product(blk, s, s, s, -1.0f, mma::FloatRows{T + lo * ldt + lo, ldt}, Cols{m, kLdMerge},
+                    [&](int i, int j, float v) { T[(lo + i) * ldt + b + j] = v; });
     }
     blk.sync();
   }
@@ -260,7 +258,7 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
   // u = T (beta V), w = T (beta Gamma K), 64 columns at a time.
   float *u = fl.u(f), *wf = fl.w(f);
   blk.warps([&](const auto& w, int warp, auto&) {
-    auto t_at = [&](int i, int p) { return T[i * ldt + p]; };
+    auto t_at = mma::FloatRows{T, ldt};
     for (int cb = 0; cb < V + K; cb += 64) {
       const bool of_u = cb < V;
       const int c0 = of_u ? cb : cb - V;

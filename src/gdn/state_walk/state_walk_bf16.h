@@ -62,8 +62,7 @@ GDN_HD void make_vnew(const W& w, int warp, const StateLayout& L, const float* w
   const Owned o = chunk_tiles(L.bv, warp);
   const int ldw = L.ldw(), ldh = L.ldh(), ldu = L.ldu(), ldv = L.ldv();
   Acc<W> acc[kMaxChunkTiles];
-  warp_gemm(
-      w, o, L.K, acc, [&](int i, int p) { return ws[i * ldw + p]; }, Cols{hT, ldh});
+  warp_gemm(w, o, L.K, acc, mma::FloatRows{ws, ldw}, Cols{hT, ldh});
   each_element(w, o, acc, [&](int i, int j, float& d) {
     const float v = mode == Mode::kM ? mma::epilogue(1.0f, d, 0.0f, 0.0f)
                                      : mma::epilogue(-1.0f, d, 1.0f, us[i * ldu + j]);
@@ -79,9 +78,8 @@ GDN_HD void update_state(const W& w, int warp, State<W>& st, const StateLayout& 
   const Owned o = state_tiles(L.K, L.bv, warp);
   const int ldk = L.ldk(), ldv = L.ldv();
   Acc<W> acc[kMaxTiles];
-  warp_gemm(
-      w, o, kC, acc, [&](int i, int p) { return ks[p * ldk + i]; },  // (k~^T)(i, p) = k~(p, i)
-      Cols{vT, ldv});
+  warp_gemm(w, o, kC, acc, mma::FloatCols{ks, ldk},  // (k~^T)(i, p) = k~(p, i)
+            Cols{vT, ldv});
   each_pair(w, o, st.h, acc,
             [&](int, int, float& h, float d) { h = mma::epilogue(alpha, d, gamma, h); });
 }

@@ -111,6 +111,43 @@ struct Cols {
   GDN_HD std::uint32_t a_pair(int i, int p) const { return pair_strided(m + p * ld + i, ld); }
   GDN_HD std::uint32_t b_pair(int p, int j) const { return pair_at(m + j * ld + p); }
 };
+// Two adjacent floats rounded into one register: one 64-bit load and one cvt on the GPU
+// (p 8-byte aligned).
+GDN_HD inline std::uint32_t pack_pair_at(const float* p) {
+#ifdef __CUDA_ARCH__
+  const float2 v = *reinterpret_cast<const float2*>(p);
+  return pack_bf16(v.x, v.y);
+#else
+  GDN_CHECK(reinterpret_cast<std::uintptr_t>(p) % 8 == 0,
+            "mma::pack_pair_at: a float pair at an address not 8-byte aligned (an odd leading "
+            "dimension or tile offset)");
+  return pack_bf16(p[0], p[1]);
+#endif
+}
+// An fp32 tile as an mma operand, rounded to bf16 as it is loaded: element (r, c) at
+// m[r * ld + c] (FloatRows) or m[c * ld + r] (FloatCols). A register's two elements are one
+// 64-bit load where they sit side by side (even ld, 8-byte aligned m), two otherwise.
+struct FloatRows {
+  const float* m;
+  int ld;
+  GDN_HD float operator()(int r, int c) const { return m[r * ld + c]; }
+  GDN_HD FloatRows at(int r, int c) const { return {m + r * ld + c, ld}; }
+  GDN_HD std::uint32_t a_pair(int i, int p) const { return pack_pair_at(m + i * ld + p); }
+  GDN_HD std::uint32_t b_pair(int p, int j) const {
+    return pack_bf16(m[p * ld + j], m[(p + 1) * ld + j]);
+  }
+};
+struct FloatCols {
+  const float* m;
+  int ld;
+  GDN_HD float operator()(int r, int c) const { return m[c * ld + r]; }
+  GDN_HD FloatCols at(int r, int c) const { return {m + c * ld + r, ld}; }
+  GDN_HD std::uint32_t a_pair(int i, int p) const {
+    return pack_bf16(m[p * ld + i], m[(p + 1) * ld + i]);
+  }
+  GDN_HD std::uint32_t b_pair(int p, int j) const { return pack_pair_at(m + j * ld + p); }
+};
+
 // Any other operand is an accessor f(r, c) -> float, rounded to bf16 as it is loaded (two at
 // a time: pack_bf16); offset(f, r0, c0) is the same for views and accessors.
 template <typename F>
