@@ -105,6 +105,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null && export PATH=/usr/local/cuda/bin:$PATH
 command -v nvcc >/dev/null && nvcc --version | tail -1
 python3 --version
+# The machine the numbers come from: GPU, driver, clocks now and at most, the toolkit, torch.
+if [ "$DRY" -eq 0 ]; then
+  row "GPU, driver" info "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+  row "clocks (sm, mem now; sm, mem max)" info "$(nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | head -1)"
+fi
+row "CUDA toolkit" info "$(command -v nvcc >/dev/null && nvcc --version | tail -1 || echo 'no nvcc')"
+row "torch" info "$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>&1 | tail -1)"
 SHAPES="1,32768,16,32,128,128;1,8192,16,32,128,128"
 
 echo "== dependencies from $DEPS"
@@ -197,6 +204,20 @@ if [ "$DRY" -eq 0 ] && command -v compute-sanitizer >/dev/null; then
     --dtype f32 --h0 --backward >/dev/null 2>&1
   step "compute-sanitizer memcheck (gdn_kernel, T=300)" 60 compute-sanitizer --tool memcheck \
     --error-exitcode 1 "$BUILD/apps/gdn_kernel" --in "$W/small" --out "$W/small_out" --backward --device cuda
+  # The bf16 mode's kernels (the register kernels at C = 64, K = 64, and the tiled bf16 block
+  # GEMM) through gdn_bench's cuda rows, under memcheck and racecheck. A sanitizer that
+  # cannot run on this machine ("not supported") is recorded, not failed.
+  BF16_SMALL=("$BUILD/apps/gdn_bench" --device cuda --shapes 1,300,2,4,64,64 --phases=false
+    --reps 1 --warmup 0 --ceiling-size 0)
+  for tool in memcheck racecheck; do
+    name="compute-sanitizer $tool (bf16 kernels, T=300)"
+    step "$name" 120 bash -c 'out=$(compute-sanitizer --tool "$0" --error-exitcode 1 "${@}" 2>&1)
+      rc=$?; echo "$out"
+      if [ "$rc" -ne 0 ] && echo "$out" | grep -qi "not supported"; then echo "SANITIZER NOT SUPPORTED"; exit 0; fi
+      exit "$rc"' "$tool" "${BF16_SMALL[@]}"
+    grep -q "SANITIZER NOT SUPPORTED" "$(logname "$name")" 2>/dev/null &&
+      row "$name" info "not supported on this machine (recorded, not a failure)"
+  done
 fi
 echo "== gdn_train: 20 steps, GDN-only"
 TRAIN=("$BUILD/apps/gdn_train" --config configs/tiny.json --steps 20 --seq-len 512)
@@ -223,6 +244,13 @@ if [ "$DRY" -eq 0 ]; then
     '$BUILD/apps/gdn_bench' --device cuda --shapes '1,512,2,4,64,64' --phases=false --reps 1 \
     --ceiling-size 0 && '$BUILD/apps/gdn_attn_bench' --device cuda --seq 1024 --heads 4 \
     --kv-heads 2 --dim 128 --reps 1 --mode both --peak-n 1024"
+  # bf16 against fp64 at full length: the table's check column, every cuda row (the bf16
+  # mode's among them) against the op in fp64 on the CPU, at 32K (several job batches of
+  # the backward, walk width 32) and at B = 4 (128 value heads: walk width 64).
+  step "bf16 and f32 vs fp64 at T=32768 and B=4 (table check)" 150 "$BUILD/apps/gdn_bench" \
+    --device cuda --shapes "1,32768,16,32,128,128;4,8192,16,32,128,128" --phases=false --reps 1 \
+    --skip-recurrent-above 0 \
+    --warmup 0 --ceiling-size 0
   step "gdn_bench" 90 sh -c "'$BUILD/apps/gdn_bench' --json --device cuda --shapes '$SHAPES' --phases=false \
     --skip-recurrent-above 0 --reps 5 > '$OUT/bench.jsonl'"
   # The opt-in TF32 tensor-core GEMMs (GDN_CUDA_TF32=1).
@@ -265,6 +293,15 @@ for j in lines:
     name = f"bench {j['variant']} {j.get('dtype', '')} T={s.get('T')} Hv={s.get('Hv')}"
     err = j.get("error")
     print(f"{name}\t{'FAILED' if err else 'info'}\t{err or '%.3f ms' % j['median_ms']}")
+# Which kernels each bf16 variant ran: a register kernel not taken is a slow run, so it
+# shows as not ok with the reason (gdn/pass/launch_counts.h).
+for j in lines:
+    if "bf16" not in j["variant"]:
+        continue
+    slow = {k: v for k, v in j.get("launches", {}).items() if v.get("tiled", 0) > 0}
+    if slow:
+        why = "; ".join(f"{k}: {v.get('fallback', '?')}" for k, v in slow.items())
+        print(f"kernels of {j['variant']} T={j.get('shape', {}).get('T')}\tFALLBACK\t{why}")
 lines = [j for j in lines if "shape" in j and "median_ms" in j]
 t = {(j["variant"], j["shape"]["T"]): j["median_ms"] for j in lines}
 for T in sorted({j["shape"]["T"] for j in lines}):
