@@ -15,8 +15,10 @@
 
 namespace gdn::rwalk {
 
-// One job's shared memory: the fp32 tiles, then mu^T and dv_new^T in bf16. k~ is read in
-// pairs along k (8 banks mod 32), q_g, w, P and dO down their columns (4 banks).
+// One job's shared memory: the fp32 tiles, then mu^T, dv_new^T and dO^T in bf16. k~ is read
+// in pairs along k (8 banks mod 32), q_g, w and P down their columns (4 banks); dO, which
+// both GEMMs of step 2 read down its columns, is rounded once into dO^T, whose pairs along
+// k are then 32-bit loads.
 struct AdjointLayout {
   int K, bv;
   GDN_HD int ldk() const { return K + 8; }
@@ -29,7 +31,7 @@ struct AdjointLayout {
     return std::size_t(kC) * (ldk() + 2 * ldq() + ldp() + ldo());
   }
   GDN_HD std::size_t bytes() const {
-    return floats() * sizeof(float) + std::size_t(bv) * (ldh() + ldv()) * sizeof(Bf16);
+    return floats() * sizeof(float) + std::size_t(bv) * (ldh() + 2 * ldv()) * sizeof(Bf16);
   }
   GDN_HD float* kt(unsigned char* s) const { return reinterpret_cast<float*>(s); }
   GDN_HD float* qg(unsigned char* s) const { return kt(s) + kC * ldk(); }
@@ -38,6 +40,7 @@ struct AdjointLayout {
   GDN_HD float* dO(unsigned char* s) const { return P(s) + kC * ldp(); }
   GDN_HD Bf16* muT(unsigned char* s) const { return reinterpret_cast<Bf16*>(kt(s) + floats()); }
   GDN_HD Bf16* dvT(unsigned char* s) const { return muT(s) + bv * ldh(); }
+  GDN_HD Bf16* dOT(unsigned char* s) const { return dvT(s) + bv * ldv(); }
 };
 
 // Where one chunk's rows of dO's job columns are: `rows` rows `stride` apart from src.
@@ -66,12 +69,11 @@ GDN_HD void stage_front(Blk& blk, int tid, const AdjointLayout& L, const ChunkFa
 template <typename W>
 GDN_HD void adjoint_step(const W& w, int warp, State<W>& st, const AdjointLayout& L,
                          unsigned char* smem, float gamma, float s) {
-  const float *kt = L.kt(smem), *qg = L.qg(smem), *P = L.P(smem), *dO = L.dO(smem);
-  const Bf16* muT = L.muT(smem);
+  const float *kt = L.kt(smem), *qg = L.qg(smem), *P = L.P(smem);
+  const Bf16 *muT = L.muT(smem), *dOT = L.dOT(smem);
   Bf16* dvT = L.dvT(smem);
-  const int ldk = L.ldk(), ldq = L.ldq(), ldp = L.ldp(), ldo = L.ldo(), ldh = L.ldh(),
-            ldv = L.ldv();
-  auto dO_at = mma::FloatRows{dO, ldo};
+  const int ldk = L.ldk(), ldq = L.ldq(), ldp = L.ldp(), ldh = L.ldh(), ldv = L.ldv();
+  const Cols dO_at{dOT, ldv};  // dO (p, j) = dO^T[j][p]
   {
     const Owned o = chunk_tiles(L.bv, warp);
     Acc<W> kmu[kMaxChunkTiles], pdo[kMaxChunkTiles];
@@ -136,6 +138,9 @@ GDN_HD void adjoint_chunks(Blk& blk, const PassArgs<float>& a, const AdjointLayo
     blk.sync();  // chunk c's tiles have landed
     publish_state(blk, L.K, L.bv, L.muT(smem), L.ldh(),
                   keep ? a.exit_adjoint(j.bh, c) + j.c0 : nullptr, a.V);
+    blk.threads([&](int tid) {  // dO^T in bf16 (its zero padding rows included)
+      round_tile<true>(tid, L.dOT(smem), L.ldv(), L.dO(smem), L.ldo(), kC, L.bv);
+    });
     blk.sync();
     const float gamma = fl.gamma(a.factors_of(j.bh, c));
     blk.warps([&](const auto& w, int warp, auto& st) {
