@@ -83,14 +83,17 @@ def analyse(body):
             "worst": max(ratios), "best": min(ratios), "loops": detail}
 
 
-def short(name):
+def short_names(names):
+    """The kernels' names demangled in one c++filt call, without namespaces and parameters."""
     try:
-        full = subprocess.run(["c++filt", name], capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True,
+                             text=True).stdout.splitlines()
     except OSError:
-        return name
-    full = full.replace("(anonymous namespace)::", "").replace("gdn::", "")
-    full = re.sub(r"^void ", "", full)
-    return re.sub(r"\(.*\)$", "", full)  # drop the parameter list
+        out = []
+    if len(out) != len(names):
+        out = names
+    return [re.sub(r"\(.*\)$", "", re.sub(r"^void ", "", n.replace("(anonymous namespace)::", "")
+                                                         .replace("gdn::", ""))) for n in out]
 
 
 def main():
@@ -106,9 +109,9 @@ def main():
     if r.returncode != 0:
         sys.exit(f"sass_table: {a.cuobjdump} -sass {a.binary} failed: {r.stderr.strip()}")
     rows, seen = [], set()
-    for name, body in kernels(r.stdout):
+    listed = list(kernels(r.stdout))
+    for (name, body), label in zip(listed, short_names([n for n, _ in listed])):
         s = analyse(body)
-        label = short(name)
         if not s or not re.search(a.filter, label) or (label, s["instructions"]) in seen:
             continue
         seen.add((label, s["instructions"]))

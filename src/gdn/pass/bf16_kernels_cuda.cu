@@ -185,6 +185,28 @@ bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
+// The current device's compute capability and shared memory per block, read once per
+// device and thread (they do not change; the passes ask at every launch).
+struct DeviceLimits {
+  int compute_major = 0;
+  std::size_t smem_optin = 0;
+};
+const DeviceLimits& device_limits() {
+  thread_local int known = -1;
+  thread_local DeviceLimits limits;
+  int device = 0;
+  GDN_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != known) {
+    int optin = 0;
+    GDN_CUDA_CHECK(
+        cudaDeviceGetAttribute(&limits.compute_major, cudaDevAttrComputeCapabilityMajor, device));
+    GDN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    limits.smem_optin = std::size_t(optin);
+    known = device;
+  }
+  return limits;
+}
+
 // Whether a register kernel runs here (launch_counts.h's register_fallback_reason): the
 // bf16 mode, a shape it takes (bv = 0: prepare's), 16-byte aligned factors (and dO for the
 // adjoints), a device with cp.async and room for `smem` bytes, and no GDN_CUDA_WALK=tiled.
@@ -202,15 +224,13 @@ bool usable(const char* phase, const PassArgs<float>& a, int bv, const float* dO
   c.factors_aligned = aligned16(a.factors) && a.fsize % 4 == 0;
   c.dO_aligned = !dO || aligned16(dO);
   c.smem = smem;
-  int device = 0, optin = 0;
-  GDN_CUDA_CHECK(cudaGetDevice(&device));
-  GDN_CUDA_CHECK(
-      cudaDeviceGetAttribute(&c.compute_major, cudaDevAttrComputeCapabilityMajor, device));
-  GDN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  c.smem_optin = std::size_t(optin);
+  if (!c.bf16_mode) return false;  // every fp32 and fp64 pass: no reason to record
+  const DeviceLimits& d = device_limits();
+  c.compute_major = d.compute_major;
+  c.smem_optin = d.smem_optin;
   const std::string why = register_fallback_reason(c);
   if (!why.empty()) {
-    if (c.bf16_mode) note_fallback(phase, why);
+    note_fallback(phase, why);
     return false;
   }
   GDN_CUDA_CHECK(
