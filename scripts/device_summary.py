@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""The benchmark rows of scripts/device_check.sh's summary, from its bench.jsonl: one row
+per timed line (its round, when the line has one), a FALLBACK row for each bf16 variant
+that ran a tiled kernel where a register kernel was meant (gdn/pass/launch_counts.h), and
+the ratios: ours over fla's and FlashQLA's per shape and round (the sides alternate in one
+run, so each round's ratio is a same-run ratio), attention over SDPA, and the bf16 training
+step's model FLOP/s as a share of the measured bf16 GEMM peak. Tab-separated rows
+(name, result, detail) on stdout.
+
+    device_summary.py BENCH_JSONL
+"""
+import json
+import sys
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) == 2 else 2)
+    lines = []
+    for l in open(sys.argv[1]):
+        if l.startswith("{") and '"variant"' in l:
+            try:
+                lines.append(json.loads(l))
+            except json.JSONDecodeError:
+                print(f"bench.jsonl line\tFAILED\tnot JSON: {l.strip()[:80]}")
+    for j in lines:
+        s = j.get("shape", {})
+        rnd = f" round {j['round']}" if "round" in j else ""
+        name = f"bench {j['variant']} {j.get('dtype', '')} T={s.get('T', j.get('T'))} Hv={s.get('Hv')}{rnd}"
+        err = j.get("error")
+        detail = err or "%.3f ms" % j["median_ms"]
+        if "first_call_ms" in j:
+            detail += " (first call %.0f ms)" % j["first_call_ms"]
+        print(f"{name}\t{'FAILED' if err else 'info'}\t{detail}")
+    # Which kernels each bf16 variant ran: a register kernel not taken is a slow run.
+    for j in lines:
+        if "bf16" not in j["variant"] or j.get("round", 1) != 1:
+            continue
+        slow = {k: v for k, v in j.get("launches", {}).items() if v.get("tiled", 0) > 0}
+        if slow:
+            why = "; ".join(f"{k}: {v.get('fallback', '?')}" for k, v in slow.items())
+            print(f"kernels of {j['variant']} T={j.get('shape', {}).get('T')}\tFALLBACK\t{why}")
+    timed = [j for j in lines if "shape" in j and "median_ms" in j]
+    t = {(j["variant"], j["shape"]["T"], j.get("round", 0)): j["median_ms"] for j in timed}
+    rounds = sorted({j.get("round", 0) for j in timed})
+    pairs = [(ours + suffix, peer + suffix)
+             for ours in ("cuda_chunked_bf16", "cuda_chunked")
+             for peer in ("flashqla", "fla")
+             for suffix in ("_fwd", "_fwd_bwd")]
+    for T in sorted({j["shape"]["T"] for j in timed}):
+        for ours, peer in pairs:
+            for r in rounds:
+                if t.get((ours, T, r)) and t.get((peer, T, r)):
+                    print(f"ratio {ours} / {peer} T={T} round {r}\tinfo\t"
+                          f"{t[(ours, T, r)] / t[(peer, T, r)]:.2f}x")
+    a = {j["variant"]: j for j in lines if j["variant"].startswith(("attn_", "sdpa_"))}
+    for ours, peer in (("attn_bf16_fwd", "sdpa_fwd"), ("attn_bf16_fwd_bwd", "sdpa_fwd_bwd")):
+        if "median_ms" in a.get(ours, {}) and "median_ms" in a.get(peer, {}):
+            print(f"ratio {ours} / {peer} T=32768\tinfo\t"
+                  f"{a[ours]['median_ms'] / a[peer]['median_ms']:.2f}x")
+    step = next((j for j in lines if j["variant"] == "train_step_bf16" and "tflops" in j), None)
+    peak = next((j for j in lines if j["variant"] == "bf16_gemm_peak" and "tflops" in j), None)
+    if step and peak:
+        print(f"train step bf16: {step['tokens_per_s']:.0f} tokens/s, {step['tflops']:.1f} TFLOP/s"
+              f"\tinfo\t{100 * step['tflops'] / peak['tflops']:.1f}% of the measured bf16 peak "
+              f"({peak['tflops']:.0f} TFLOP/s)")
+
+
+if __name__ == "__main__":
+    main()
