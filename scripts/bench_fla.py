@@ -43,7 +43,8 @@ def inputs(B, T, Hq, Hv, K, V):
     q = torch.randn(B, T, Hq, K, device=dev, dtype=dt, requires_grad=True)
     k = torch.randn(B, T, Hq, K, device=dev, dtype=dt, requires_grad=True)
     v = torch.randn(B, T, Hv, V, device=dev, dtype=dt, requires_grad=True)
-    g = torch.nn.functional.logsigmoid(torch.randn(B, T, Hv, device=dev)).to(dt).requires_grad_(True)
+    # The log-decay in fp32, as Qwen3-Next computes it (FlashQLA's backward requires it).
+    g = torch.nn.functional.logsigmoid(torch.randn(B, T, Hv, device=dev)).requires_grad_(True)
     beta = torch.rand(B, T, Hv, device=dev, dtype=dt).requires_grad_(True)
     return q, k, v, g, beta
 

@@ -31,10 +31,12 @@
 #      the CPU's bf16 mode), the kernels' registers (cuobjdump).
 # --dry-run proves every non-GPU step on a machine without a GPU: the same carried .deps/,
 # the wheel's MPI (checked in the binaries' linkage), a CPU-only build of the same targets,
-# and the CPU sides of the parity runs; its step times, scaled as docs/gpu.md says, are
-# what shows the check fits. Written under $OUT (out/device when unset): summary.md (the
-# table), bench.jsonl, resource_usage.txt, ncu.csv, device_check.log and logs.tar.gz (one
-# log per step): six files, inside the device tool's eight. Exits 1 when any step failed.
+# and the CPU sides of the parity runs; with .deps/bin.tar.xz present it checks those
+# binaries instead of building. GDN_DEVICE_SKIP (a regex of step names) and
+# GDN_DEVICE_ROUNDS (of the benchmark, 2) shorten a rerun. Written under $OUT (out/device
+# when unset): summary.md (the table), bench.jsonl, resource_usage.txt, ncu.csv,
+# ncu_attn.csv, device_check.log and logs.tar.gz (one log per step): seven files, inside
+# the device tool's eight. Exits 1 when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
@@ -68,11 +70,15 @@ row() { printf '%s\t%s\t%s\n' "$1" "$2" "${3:-}" >> "$ROWS"; echo "-- $1: $2 ${3
 elapsed() { echo $(( $(date +%s) - T0 )); }
 logname() { echo "$LOGS/$(echo "$1" | tr -c 'A-Za-z0-9_.=-' '_').log"; }
 # step NAME LIMIT_S CMD...: runs CMD under `timeout`, output to its log; a row with ok or
-# FAILED (exit code, 124 = timed out) and the seconds. Skipped when the budget is gone.
+# FAILED (exit code, 124 = timed out) and the seconds. Skipped when the budget is gone, or
+# when NAME matches the extended regex GDN_DEVICE_SKIP (a rerun leaves out what passed).
 step() {
   local name=$1 limit=$2; shift 2
   local log; log=$(logname "$name")
   limit=$(( limit * SCALE ))
+  if [ -n "${GDN_DEVICE_SKIP:-}" ] && echo "$name" | grep -Eq "$GDN_DEVICE_SKIP"; then
+    row "$name" info "skipped: matches GDN_DEVICE_SKIP"; return 0
+  fi
   local left=$(( BUDGET - $(elapsed) ))
   if [ "$left" -le 5 ]; then row "$name" SKIPPED "the ${BUDGET} s budget is spent"; return 1; fi
   [ "$limit" -gt "$left" ] && limit=$left
@@ -129,10 +135,13 @@ fi
 # on-disk cache) while the binaries are checked and the GPU tests run; the timed runs are
 # in step 4, alternating with ours. FlashQLA's site-packages tree came in the setup call.
 QLA_SITE=/tmp/gdn-qla/site
+# fla's backward takes a TileLang kernel on Hopper where its Triton is older than 3.7.1
+# (seen on the H200: Triton 3.4-3.7.0 miscompiles chunk_bwd_dqkwg, and fla refuses).
+QLA_PATH=""; [ -d "$QLA_SITE" ] && QLA_PATH=":$QLA_SITE"
 if [ "$DRY" -eq 0 ] && ls "$DEPS"/wheels/fla_core-*.whl >/dev/null 2>&1; then
   (
     python3 -m pip install -q --no-deps --no-index --target "$WORK/fla" "$DEPS"/wheels/fla_core-*.whl &&
-      PYTHONPATH="$WORK/fla" timeout 240 python3 scripts/bench_fla.py --impl fla --shapes "$SHAPES" \
+      PYTHONPATH="$WORK/fla${QLA_PATH:-}" timeout 240 python3 scripts/bench_fla.py --impl fla --shapes "$SHAPES" \
         --reps 1 --warmup 0 > "$WORK/fla_warm.jsonl"
     echo "exit $?" > "$WORK/fla.done"
   ) > "$LOGS/fla_background.log" 2>&1 &
@@ -286,11 +295,11 @@ if [ "$DRY" -eq 0 ]; then
   # Round R: ours, fla, FlashQLA, each JSON line tagged with its round. FlashQLA's first
   # calls (TileLang's JIT) started in the setup call; round 1 waits for them a while, and
   # runs FlashQLA anyway (what they compiled is in TileLang's cache).
-  for r in 1 2; do
+  for r in $(seq 1 "${GDN_DEVICE_ROUNDS:-2}"); do
     step "gdn_bench round $r" 60 bash -c "set -o pipefail; '$BUILD/apps/gdn_bench' --json --device cuda \
       --shapes '$SHAPES' --phases=false --skip-recurrent-above 0 --reps 5 --ceiling-size 0 \
       | sed 's/^{/{\"round\": $r, /' >> '$OUT/bench.jsonl'"
-    step "fla round $r" 60 bash -c "set -o pipefail; PYTHONPATH='$WORK/fla' python3 scripts/bench_fla.py \
+    step "fla round $r" 60 bash -c "set -o pipefail; PYTHONPATH='$WORK/fla$QLA_PATH' python3 scripts/bench_fla.py \
       --impl fla --shapes '$SHAPES' --reps 5 | sed 's/^{/{\"round\": $r, /' >> '$OUT/bench.jsonl'"
     if [ "$r" -eq 1 ] && [ "$QLA_OK" -eq 1 ]; then
       step "FlashQLA first calls (setup call)" 60 sh -c \
@@ -311,7 +320,7 @@ if [ "$DRY" -eq 0 ]; then
   "$BUILD/apps/gdn_plan" --config configs/gpu-step.json --seq-len 8192 --json > "$W/plan_step.json" 2>/dev/null
   step "gdn_train gpu-step bf16 (cuda, T=8192)" 120 "${NP1[@]}" "$BUILD/apps/gdn_train" \
     --config configs/gpu-step.json --seq-len 8192 --steps 4 --dtype bf16 --device cuda \
-    --log "$W/step_bf16.jsonl"
+    --profile --log "$W/step_bf16.jsonl"
   python3 - "$W/plan_step.json" "$W/step_bf16.jsonl" >> "$OUT/bench.jsonl" <<'PY'
 import json, sys
 try:
@@ -320,7 +329,8 @@ try:
     ms = sum(s["step_ms"] for s in steps) / len(steps)
     print(json.dumps({"variant": "train_step_bf16", "config": "gpu-step", "T": 8192,
                       "median_ms": ms, "tokens_per_s": 8192 / (ms * 1e-3),
-                      "tflops": flops / (ms * 1e-3) * 1e-12}))
+                      "tflops": flops / (ms * 1e-3) * 1e-12,
+                      "profile": steps[-1].get("profile")}))
 except Exception as e:  # no log: the step above failed and says why
     print(json.dumps({"variant": "train_step_bf16", "error": str(e)}))
 PY
@@ -341,6 +351,13 @@ PY
       --shapes 1,8192,16,32,128,128 --phases=false --skip-recurrent-above 0 --reps 1 --warmup 0 \
       --ceiling-size 0 > '$LOGS/ncu_app.log' && '$NCU' --import '$W/ncu.ncu-rep' --csv \
       --page details > '$OUT/ncu.csv'"
+    # Flash attention's forward and three backward kernels at Qwen3-Next's heads, T = 8192.
+    step "ncu (flash attention, T=8192)" 60 sh -c "'$NCU' --clock-control none \
+      --section SpeedOfLight --section Occupancy --section LaunchStats -k regex:flash_ \
+      --launch-count 8 -f -o '$W/ncu_attn' '$BUILD/apps/gdn_attn_bench' --json --device cuda \
+      --seq 8192 --heads 16 --kv-heads 2 --dim 256 --reps 1 --warmup 0 --peak-n 0 \
+      > '$LOGS/ncu_attn_app.log' && '$NCU' --import '$W/ncu_attn.ncu-rep' --csv \
+      --page details > '$OUT/ncu_attn.csv'"
   else
     row "ncu" FAILED "not found on this machine"
   fi
@@ -351,8 +368,11 @@ echo "== the rest"
 if [ "$DRY" -eq 0 ] && command -v compute-sanitizer >/dev/null; then
   "$BUILD/apps/gdn_make_inputs" --out "$W/small" --B 1 --T 300 --Hk 1 --Hv 2 --K 64 --V 64 \
     --dtype f32 --h0 --backward >/dev/null 2>&1
+  # --report-api-errors no: NCCL's communicator set-up probes kernel images of other
+  # architectures and handles the errors (cudaErrorNoKernelImageForDevice, seen on the
+  # H200); memory errors are still reported.
   step "compute-sanitizer memcheck (gdn_kernel, T=300)" 60 compute-sanitizer --tool memcheck \
-    --error-exitcode 1 "$BUILD/apps/gdn_kernel" --in "$W/small" --out "$W/small_out" --backward --device cuda
+    --report-api-errors no --error-exitcode 1 "$BUILD/apps/gdn_kernel" --in "$W/small" --out "$W/small_out" --backward --device cuda
   # The bf16 mode's kernels (the register kernels at C = 64, K = 64, and the tiled bf16 block
   # GEMM) through gdn_bench's cuda rows under a sanitizer. A sanitizer that reports "not
   # supported" is recorded, not failed.
@@ -370,7 +390,7 @@ if [ "$DRY" -eq 0 ] && command -v compute-sanitizer >/dev/null; then
   sanitize memcheck 60
   # Shared-memory hazards of the V-tiled walks and the tiled block GEMM.
   step "compute-sanitizer racecheck (gdn_kernel, T=300)" 60 compute-sanitizer --tool racecheck \
-    --error-exitcode 1 "$BUILD/apps/gdn_kernel" --in "$W/small" --out "$W/small_race" --backward --device cuda
+    --report-api-errors no --error-exitcode 1 "$BUILD/apps/gdn_kernel" --in "$W/small" --out "$W/small_race" --backward --device cuda
   sanitize racecheck 90
 fi
 step "gdn_train $DEV cp=2" 60 "${NP2[@]}" "${TRAIN[@]}" --cp 2 --device "$DEV" --log "$W/dev2.jsonl"

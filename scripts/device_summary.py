@@ -4,7 +4,8 @@ per timed line (its round, when the line has one), a FALLBACK row for each bf16 
 that ran a tiled kernel where a register kernel was meant (gdn/pass/launch_counts.h), and
 the ratios: ours over fla's and FlashQLA's per shape and round (the sides alternate in one
 run, so each round's ratio is a same-run ratio), attention over SDPA, and the bf16 training
-step's model FLOP/s as a share of the measured bf16 GEMM peak. Tab-separated rows
+step's model FLOP/s as a share of the measured bf16 GEMM peak, and its profile's largest
+parts (gdn_train --profile). Tab-separated rows
 (name, result, detail) on stdout.
 
     device_summary.py BENCH_JSONL
@@ -61,6 +62,10 @@ def main():
                   f"{a[ours]['median_ms'] / a[peer]['median_ms']:.2f}x")
     step = next((j for j in lines if j["variant"] == "train_step_bf16" and "tflops" in j), None)
     peak = next((j for j in lines if j["variant"] == "bf16_gemm_peak" and "tflops" in j), None)
+    if step and step.get("profile"):
+        prof = sorted(step["profile"].items(), key=lambda kv: -kv[1])
+        print("train step bf16 profile (ms, largest first)\tinfo\t" +
+              ", ".join(f"{k} {v:.1f}" for k, v in prof[:8]))
     if step and peak:
         print(f"train step bf16: {step['tokens_per_s']:.0f} tokens/s, {step['tflops']:.1f} TFLOP/s"
               f"\tinfo\t{100 * step['tflops'] / peak['tflops']:.1f}% of the measured bf16 peak "
