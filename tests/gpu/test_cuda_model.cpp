@@ -1,6 +1,6 @@
 // The model and the trainer on the GPU (Dev = Cuda) against the same code on the CPU
 // (Dev = Host), one rank: loss and every parameter gradient of one forward_backward
-// (relative L2 <= 1e-10 in fp64, <= 1e-4 in fp32: the device sums in other orders), tied
+// (relative L2 <= 1e-10 in fp64; in fp32 each device against fp64, below), tied
 // and untied embeddings, T not a multiple of the chunk; and three trainer steps, whose
 // losses must agree within 1e-3 (fp32: AdamW amplifies rounding differences a little);
 // and the steps after the first take no new device memory (the keeping pool). And a hybrid
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -102,12 +103,32 @@ void check_model_parity(const ModelConfig& c, int B, int Tl, int chunk, ModelOpt
   CHECK(std::abs(got.aux - want.aux) <= tolerance<T>() * std::abs(want.aux));
   const std::vector<T> gc = cpu.params().host_grads(), gg = gpu.params().host_grads();
   REQUIRE(cpu.params().size() == gpu.params().size());
+  // fp32: the tied tiny model (initializer 0.3, large logits) is ill-conditioned, so the
+  // CPU's own fp32 gradients are up to 1.2e-3 from fp64 (dt_bias) and the GPU's differ
+  // from them by as much (1.0e-3, H200, 3fc74d4). So each device's fp32 is held to the
+  // fp64 truth: the GPU within max(2e-4, 3x the CPU's error) of it. fp64: GPU vs CPU.
+  std::vector<double> truth;
+  if constexpr (std::is_same_v<T, float>) {
+    Model<double, Host> exact(c, chunk);
+    exact.init(7);
+    exact.set_comms(ModelComms::single(comm));
+    exact.params().zero_grad();
+    exact.forward_backward(cp, tokens.data(), targets.data(), B, scale);
+    truth = exact.params().host_grads();
+  }
   for (std::size_t i = 0; i < cpu.params().size(); ++i) {
     const ParamInfo& p = cpu.params().info(i);
     INFO(p.name);
     REQUIRE(p.name == gpu.params().info(i).name);
-    CHECK(rel_l2(gg.data() + p.offset, gc.data() + p.offset, std::size_t(p.size)) <=
-          tolerance<T>());
+    const auto n = std::size_t(p.size);
+    if constexpr (std::is_same_v<T, float>) {
+      const double cpu_error = rel_l2(gc.data() + p.offset, truth.data() + p.offset, n);
+      INFO("CPU fp32 vs fp64: " << cpu_error);
+      CHECK(rel_l2(gg.data() + p.offset, truth.data() + p.offset, n) <=
+            std::max(2e-4, 3 * cpu_error));
+    } else {
+      CHECK(rel_l2(gg.data() + p.offset, gc.data() + p.offset, n) <= tolerance<T>());
+    }
   }
 }
 
