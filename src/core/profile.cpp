@@ -13,6 +13,14 @@ using Clock = std::chrono::steady_clock;
 
 // The recording thread's id; a default id (no thread) when off.
 std::atomic<std::thread::id> g_owner{};
+// set_wait's function.
+std::atomic<void (*)()> g_wait{nullptr};
+
+// The time now, once the device's queued work is done.
+Clock::time_point now() {
+  if (void (*wait)() = g_wait.load(std::memory_order_relaxed)) wait();
+  return Clock::now();
+}
 
 struct Frame {
   std::string key;     // where this frame's own time goes
@@ -44,10 +52,13 @@ void enable(bool on) {
 bool enabled() {
   return g_owner.load(std::memory_order_relaxed) == std::this_thread::get_id();
 }
+void set_wait(void (*wait)()) {
+  g_wait = wait;
+}
 
 std::map<std::string, Entry> take() {
   State& s = state();
-  s.charge_top(Clock::now());
+  s.charge_top(now());
   std::map<std::string, Entry> out;
   out.swap(s.totals);
   return out;
@@ -57,7 +68,7 @@ namespace detail {
 
 void push(std::string_view prefix, std::string_view what, Charge charge) {
   State& s = state();
-  s.charge_top(Clock::now());
+  s.charge_top(now());
   Frame f{std::string(prefix), s.stack.empty() ? nullptr : s.stack.back().region};
   if (charge == Charge::region) {
     f.key = "elementwise.";
@@ -71,7 +82,7 @@ void push(std::string_view prefix, std::string_view what, Charge charge) {
 
 void pop() {
   State& s = state();
-  s.charge_top(Clock::now());
+  s.charge_top(now());
   if (!s.stack.empty()) s.stack.pop_back();
 }
 

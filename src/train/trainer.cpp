@@ -110,6 +110,8 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   model_.set_comms(comms);
   progress("initialising the model");
   profile::enable(cfg.train.profile);  // this thread runs the steps
+  // On a GPU the profile waits for the device at each scope boundary (core/profile.h).
+  profile::set_wait(cfg.train.profile && !std::is_same_v<Dev, Host> ? &Dev::synchronize : nullptr);
   state_ = make_param_state<T, Dev>(cfg.train, model_, mesh_, world,
                                     host_ep_comm_ ? host_ep_comm_.get() : mesh_.ep_comm.get());
   state_->init(cfg.train.seed);

@@ -67,6 +67,33 @@ TEST_CASE("profile charges each scope's own time to its component", "[profile]")
   CHECK(profile::take().empty());  // take() starts afresh
 }
 
+// What set_wait stands in for: a device whose queued work takes 20 ms, done at the wait.
+int g_waits = 0;
+void slow_device() {
+  ++g_waits;
+  std::this_thread::sleep_for(20ms);
+}
+
+TEST_CASE("profile waits for the device before each clock read when told to", "[profile]") {
+  EnableGuard guard;
+  profile::take();
+  profile::set_wait(&slow_device);
+  g_waits = 0;
+  {
+    const profile::Region head("head");
+    const profile::Scope gemm(profile::kGemm, profile::Charge::by_region);
+  }  // the GEMM's "queued work" is charged to it, not to whoever waits later
+  const auto m = profile::take();
+  profile::set_wait(nullptr);
+  CHECK(g_waits == 5);  // two pushes, two pops, take()
+  CHECK(ms_of(m, "gemm.head") >= 20);
+  CHECK(ms_of(m, "elementwise.head") >= 20);  // the wait at the GEMM's push: the region's
+  g_waits = 0;
+  { const profile::Scope s("x"); }
+  profile::take();
+  CHECK(g_waits == 0);  // reset: no waits
+}
+
 TEST_CASE("profile records nothing when off, or on another thread", "[profile]") {
   profile::enable(false);
   profile::take();
