@@ -13,10 +13,15 @@
 
 // Full unrolling in device code, where arrays of mma fragments must stay in registers (their
 // indices constant); nothing on the host, where the pragma would be an unknown one.
+// GDN_UNROLL_BY(n): unroll by n, where full unrolling would hoist too many loads or k is
+// known only at run time.
+#define GDN_PRAGMA(x) _Pragma(#x)
 #ifdef __CUDA_ARCH__
 #define GDN_UNROLL _Pragma("unroll")
+#define GDN_UNROLL_BY(n) GDN_PRAGMA(unroll n)
 #else
 #define GDN_UNROLL
+#define GDN_UNROLL_BY(n)
 #endif
 
 namespace gdn::hd {

@@ -74,6 +74,7 @@ struct State {
 // by a(i, p), B's columns o.j0 + 8 c + [0, 8) by b(p, j), p in [0, k), rounded to bf16.
 template <int kTiles, typename W, typename At, typename Bt>
 GDN_HD void warp_gemm(const W& w, const Owned& o, int k, Acc<W> (&acc)[kTiles], At a, Bt b) {
+  GDN_UNROLL_BY(2)  // two k steps per iteration: the address arithmetic is shared
   for (int ks = 0; ks < k; ks += mma::kK) {
     const auto ao = mma::offset(a, o.r0, ks);
     const auto fa = w.make([&](int lane) { return mma::load_a(lane, ao); });

@@ -20,17 +20,9 @@
 #include "core/hd.h"
 #include "ops/mma/mma_fragments.h"
 
-// Full unrolling on the GPU (the fragments' arrays must stay in registers); nothing on the
-// host, where the pragma would be an unknown one.
-// GDN_FLASH_UNROLL_BY(n): unroll by n, where full unrolling would hoist too many loads.
-#define GDN_FLASH_PRAGMA(x) _Pragma(#x)
-#ifdef __CUDA_ARCH__
-#define GDN_FLASH_UNROLL _Pragma("unroll")
-#define GDN_FLASH_UNROLL_BY(n) GDN_FLASH_PRAGMA(unroll n)
-#else
-#define GDN_FLASH_UNROLL
-#define GDN_FLASH_UNROLL_BY(n)
-#endif
+// core/hd.h's unrolling (on the GPU only), under the names the flash kernels use.
+#define GDN_FLASH_UNROLL GDN_UNROLL
+#define GDN_FLASH_UNROLL_BY(n) GDN_UNROLL_BY(n)
 
 namespace gdn::flash {
 
