@@ -8,7 +8,7 @@
 // 16 (w % 4) + [0, 16) and columns 32 (w / 4) + [0, 32), four 16 x 8 mma tiles. k runs in
 // slices of 32 (two mma steps); each slice of op(A) (64 x 32) and op(B) (32 x 64) is
 // rounded to bf16 once, into shared memory, op(B) transposed: both then hold every fragment
-// register's two elements side by side, so a fragment is 32-bit loads only. The products and the
+// register's two elements side by side, so a fragment is one ldmatrix. The products and the
 // sums are fp32 inside the mma; the slices add into the fp32 accumulators in k order; alpha and
 // beta are applied once, in fp32, at the end. docs/design.md §2f.
 #pragma once
@@ -70,10 +70,11 @@ GDN_HD inline void stage_slice(int tid, bool ta, bool tb, int m, int n, int i0, 
 // Warp w's A fragment for mma step ks (0 or 16) of the staged slice, and its B fragment of
 // 16 x 8 tile c (0-3).
 GDN_HD inline FragA warp_a(int lane, int warp, int ks, const Bf16* As) {
-  return load_a(lane, Rows{As + (warp % 4) * 16 * BlockTile::kLdA + ks, BlockTile::kLdA});
+  return load_a_matrices(lane, Rows{As + (warp % 4) * 16 * BlockTile::kLdA + ks, BlockTile::kLdA});
 }
 GDN_HD inline FragB warp_b(int lane, int warp, int ks, int c, const Bf16* Bs) {
-  return load_b(lane, Cols{Bs + ((warp / 4) * 32 + c * 8) * BlockTile::kLdB + ks, BlockTile::kLdB});
+  return load_b_matrices(
+      lane, Cols{Bs + ((warp / 4) * 32 + c * 8) * BlockTile::kLdB + ks, BlockTile::kLdB});
 }
 
 // beta c + alpha acc, the GEMM's epilogue (beta == 0 never reads c), each operation

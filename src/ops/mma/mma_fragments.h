@@ -57,8 +57,8 @@ GDN_HD inline std::uint32_t pack_bf16(float lo, float hi) {
   return std::uint32_t(to_bf16(lo).bits) | (std::uint32_t(to_bf16(hi).bits) << 16);
 #endif
 }
-// Two bf16 of memory in one register, no rounding: p[0] and p[1] (one 32-bit load on the
-// GPU; p 4-byte aligned), or p[0] and p[stride].
+// Two adjacent bf16 of memory in one register, no rounding: one 32-bit load on the GPU (p
+// 4-byte aligned).
 GDN_HD inline std::uint32_t pair_at(const Bf16* p) {
 #ifdef __CUDA_ARCH__
   return *reinterpret_cast<const std::uint32_t*>(p);
@@ -69,9 +69,6 @@ GDN_HD inline std::uint32_t pair_at(const Bf16* p) {
             "dimension or tile offset)");
   return std::uint32_t(p[0].bits) | (std::uint32_t(p[1].bits) << 16);
 #endif
-}
-GDN_HD inline std::uint32_t pair_strided(const Bf16* p, int stride) {
-  return std::uint32_t(p[0].bits) | (std::uint32_t(p[stride].bits) << 16);
 }
 GDN_HD inline float unpack_lo(std::uint32_t r) {
   return to_float(Bf16{std::uint16_t(r & 0xffffu)});
@@ -90,25 +87,90 @@ struct FragC {
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 };
 
-// A bf16 tile in memory as an mma operand: element (r, c) at m[r * ld + c] (Rows) or at
-// m[c * ld + r] (Cols, the tile's transpose). A fragment register holds two elements
+// ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16: N 8 x 8 bf16 matrices of shared memory
+// into N registers of every lane. Lane l supplies the address of row l % 8 of matrix l / 8
+// (row_at(matrix, row): 16 bytes, 16-byte aligned; lanes past 8 N repeat valid rows).
+// Lane (g, t) = (l / 4, l % 4) receives from matrix m row g, elements 2t and 2t + 1, or with
+// kTrans column g, rows 2t and 2t + 1 (the pair across rows, which 16-bit loads would
+// otherwise gather). The emulation gathers what each lane would receive from the rows the
+// other lanes supply, so the address map is checked on the CPU.
+template <int N, bool kTrans, typename RowAt>
+GDN_HD void load_matrices(int lane, RowAt row_at, std::uint32_t (&out)[N]) {
+  static_assert(N == 1 || N == 2 || N == 4);
+#if defined(__CUDA_ARCH__)
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row_at((lane / 8) % N, lane % 8)));
+  if constexpr (N == 4 && kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(out[0]), "=r"(out[1]), "=r"(out[2]), "=r"(out[3])
+                 : "r"(a));
+  else if constexpr (N == 4)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(out[0]), "=r"(out[1]), "=r"(out[2]), "=r"(out[3])
+                 : "r"(a));
+  else if constexpr (N == 2 && kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(out[0]), "=r"(out[1])
+                 : "r"(a));
+  else if constexpr (N == 2)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(out[0]), "=r"(out[1])
+                 : "r"(a));
+  else if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];"
+                 : "=r"(out[0])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(out[0]) : "r"(a));
+#else
+  const int g = lane / 4, t = lane % 4;
+  for (int m = 0; m < N; ++m) {
+    for (int row = 0; row < 8; ++row)
+      GDN_CHECK(reinterpret_cast<std::uintptr_t>(row_at(m, row)) % 16 == 0,
+                "mma::load_matrices: a row of an 8 x 8 matrix at an address not 16-byte aligned "
+                "(a leading dimension or tile offset not a multiple of 8)");
+    if (kTrans)
+      out[m] = std::uint32_t(row_at(m, 2 * t)[g].bits) |
+               (std::uint32_t(row_at(m, 2 * t + 1)[g].bits) << 16);
+    else
+      out[m] = std::uint32_t(row_at(m, g)[2 * t].bits) |
+               (std::uint32_t(row_at(m, g)[2 * t + 1].bits) << 16);
+  }
+#endif
+}
+
+// A bf16 tile in shared memory as an mma operand: element (r, c) at m[r * ld + c] (Rows) or
+// at m[c * ld + r] (Cols, the tile's transpose). A fragment register holds two elements
 // adjacent along k: along a row of Rows for A (a_pair) and of Cols for B (b_pair), one
-// 32-bit load (even ld, 4-byte aligned m); across rows otherwise, two 16-bit loads. No
-// rounding either way: the values are bf16 already. at(r, c) offsets the view.
+// 32-bit load (even ld, 4-byte aligned m); across rows otherwise (B of Rows, A of Cols),
+// where the whole fragment is one ldmatrix .trans (load_matrices; ld and the tile's offset
+// multiples of 8: 16-byte rows). No rounding: the values are bf16 already. at(r, c)
+// offsets the view.
 struct Rows {
   const Bf16* m;
   int ld;
   GDN_HD float operator()(int r, int c) const { return to_float(m[r * ld + c]); }
   GDN_HD Rows at(int r, int c) const { return {m + r * ld + c, ld}; }
   GDN_HD std::uint32_t a_pair(int i, int p) const { return pair_at(m + i * ld + p); }
-  GDN_HD std::uint32_t b_pair(int p, int j) const { return pair_strided(m + p * ld + j, ld); }
+  // B (p, j) = m[p ld + j]: matrix q holds k rows 8 q + [0, 8); the pairs lie across them.
+  GDN_HD FragB b_frag(int lane) const {
+    FragB f;
+    load_matrices<2, true>(
+        lane, [&](int q, int row) { return m + (8 * q + row) * ld; }, f.r);
+    return f;
+  }
 };
 struct Cols {
   const Bf16* m;
   int ld;
   GDN_HD float operator()(int r, int c) const { return to_float(m[c * ld + r]); }
   GDN_HD Cols at(int r, int c) const { return {m + c * ld + r, ld}; }
-  GDN_HD std::uint32_t a_pair(int i, int p) const { return pair_strided(m + p * ld + i, ld); }
+  // A (i, p) = m[p ld + i]: matrix q holds k rows 8 (q / 2) + [0, 8), columns 8 (q % 2) on.
+  GDN_HD FragA a_frag(int lane) const {
+    FragA f;
+    load_matrices<4, true>(
+        lane, [&](int q, int row) { return m + (8 * (q / 2) + row) * ld + 8 * (q % 2); }, f.r);
+    return f;
+  }
   GDN_HD std::uint32_t b_pair(int p, int j) const { return pair_at(m + j * ld + p); }
 };
 // Two adjacent floats rounded into one register: one 64-bit load and one cvt on the GPU
@@ -161,27 +223,51 @@ GDN_HD auto offset(const F& f, int r0, int c0) {
 // lane's A fragment of the 16 x 16 tile whose element (i, p) is at(i, p).
 template <typename At>
 GDN_HD FragA load_a(int lane, const At& at) {
-  FragA f;
-  for (int r = 0; r < 4; ++r) {
-    const int i = a_row(lane, 2 * r), p = a_col(lane, 2 * r);  // and (i, p + 1)
-    if constexpr (requires { at.a_pair(i, p); })
-      f.r[r] = at.a_pair(i, p);
-    else
-      f.r[r] = pack_bf16(at(i, p), at(i, p + 1));
+  if constexpr (requires { at.a_frag(lane); }) {
+    return at.a_frag(lane);
+  } else {
+    FragA f;
+    for (int r = 0; r < 4; ++r) {
+      const int i = a_row(lane, 2 * r), p = a_col(lane, 2 * r);  // and (i, p + 1)
+      if constexpr (requires { at.a_pair(i, p); })
+        f.r[r] = at.a_pair(i, p);
+      else
+        f.r[r] = pack_bf16(at(i, p), at(i, p + 1));
+    }
+    return f;
   }
-  return f;
 }
 // lane's B fragment of the 16 x 8 tile whose element (p, j) is at(p, j).
 template <typename At>
 GDN_HD FragB load_b(int lane, const At& at) {
-  FragB f;
-  for (int r = 0; r < 2; ++r) {
-    const int p = b_row(lane, 2 * r), j = b_col(lane, 2 * r);  // and (p + 1, j)
-    if constexpr (requires { at.b_pair(p, j); })
-      f.r[r] = at.b_pair(p, j);
-    else
-      f.r[r] = pack_bf16(at(p, j), at(p + 1, j));
+  if constexpr (requires { at.b_frag(lane); }) {
+    return at.b_frag(lane);
+  } else {
+    FragB f;
+    for (int r = 0; r < 2; ++r) {
+      const int p = b_row(lane, 2 * r), j = b_col(lane, 2 * r);  // and (p + 1, j)
+      if constexpr (requires { at.b_pair(p, j); })
+        f.r[r] = at.b_pair(p, j);
+      else
+        f.r[r] = pack_bf16(at(p, j), at(p + 1, j));
+    }
+    return f;
   }
+}
+// The A fragment of a Rows view and the B fragment of a Cols view as one ldmatrix each
+// (x4, x2), where load_a / load_b take 32-bit loads: for tiles whose leading dimension the
+// compiler knows (flash attention's, the block GEMM's), so that the lanes' row addresses
+// fold; with a run-time ld their arithmetic costs more than the loads it saves.
+GDN_HD inline FragA load_a_matrices(int lane, const Rows& v) {
+  FragA f;  // matrix q: rows 8 (q % 2) + [0, 8), columns 8 (q / 2) + [0, 8)
+  load_matrices<4, false>(
+      lane, [&](int q, int row) { return v.m + (8 * (q % 2) + row) * v.ld + 8 * (q / 2); }, f.r);
+  return f;
+}
+GDN_HD inline FragB load_b_matrices(int lane, const Cols& v) {
+  FragB f;  // matrix q: rows j in [0, 8), k columns 8 q + [0, 8)
+  load_matrices<2, false>(
+      lane, [&](int q, int row) { return v.m + row * v.ld + 8 * q; }, f.r);
   return f;
 }
 // Calls put(i, j, value) for lane's four elements of a C / D tile.
