@@ -7,8 +7,10 @@ instructions [t, b]) and among those that hold an HMMA the innermost ones (no sm
 HMMA loop inside). The figure of a loop is its instructions per HMMA: how much issue
 bandwidth the tensor cores' feeding costs (docs/gpu.md; issue 35's budget is 12). A kernel
 whose HMMAs sit in no loop (fully unrolled) is given its whole body per HMMA. Prints one
-table row per kernel: its HMMA count, its innermost HMMA loops, and the worst and best
-instructions per HMMA among them; --json prints the same as JSON lines.
+table row per kernel: its HMMA count, its innermost HMMA loops, the worst and best
+instructions per HMMA among them, and the worst among the loops of bf16 mmas
+(HMMA.16816.F32.BF16: the bf16 mode's, which the budget is about; the other HMMAs are the
+opt-in TF32 GEMMs', HMMA.1684.F32.TF32); --json prints the same as JSON lines.
 
   scripts/sass_table.py BINARY [--cuobjdump PATH] [--filter REGEX] [--json] [--loops]
 
@@ -68,8 +70,11 @@ def analyse(body):
     inner = [(a, b, n) for a, b, n in mma_loops
              if not any((c, d) != (a, b) and a <= c and d <= b for c, d, _ in mma_loops)]
     ratios = sorted({round((b - a + 1) / n, 1) for a, b, n in inner})
+    is_bf16 = [".BF16" in t and m for (_, t), m in zip(body, is_mma)]
+    bf16 = [round((b - a + 1) / n, 1) for a, b, n in inner if any(is_bf16[a:b + 1])]
     if not inner:  # unrolled: the whole body
         ratios = [round(len(body) / hmma, 1)]
+        bf16 = ratios if any(is_bf16) else []
     detail = []
     for a, b, n in inner:  # each loop's instructions by opcode, most first
         ops = {}
@@ -80,7 +85,8 @@ def analyse(body):
         detail.append(f"{b - a + 1} instructions, {n} HMMA ({(b - a + 1) / n:.1f}): " +
                       " ".join(f"{k} {v}" for k, v in top))
     return {"hmma": hmma, "instructions": len(body), "inner_loops": len(inner),
-            "worst": max(ratios), "best": min(ratios), "loops": detail}
+            "worst": max(ratios), "best": min(ratios),
+            "bf16_worst": max(bf16) if bf16 else None, "loops": detail}
 
 
 def short_names(names):
@@ -123,16 +129,20 @@ def main():
             print(json.dumps(row))
         return
     w = max([len(x["kernel"]) for x in rows] + [6])
-    print(f"# {'kernel':<{w}} {'HMMA':>6} {'instr':>7} {'loops':>5} {'worst':>6} {'best':>6}")
-    print(f"# {'':<{w}} {'':>6} {'':>7} {'(inner)':>5} {'(instr per HMMA)':>13}")
+    print(f"# {'kernel':<{w}} {'HMMA':>6} {'instr':>7} {'loops':>5} {'worst':>6} {'best':>6} "
+          f"{'bf16':>6}")
+    print(f"# {'':<{w}} {'':>6} {'':>7} {'(inner)':>5} {'(instr per HMMA)':>13} {'worst':>6}")
     for x in rows:
+        b = "-" if x["bf16_worst"] is None else f"{x['bf16_worst']:.1f}"
         print(f"  {x['kernel']:<{w}} {x['hmma']:>6} {x['instructions']:>7} {x['inner_loops']:>5} "
-              f"{x['worst']:>6.1f} {x['best']:>6.1f}")
+              f"{x['worst']:>6.1f} {x['best']:>6.1f} {b:>6}")
         if a.loops:
             for line in x["loops"]:
                 print(f"      {line}")
+    bf16 = [x["bf16_worst"] for x in rows if x["bf16_worst"] is not None]
     print(f"# {len(rows)} kernels with HMMA; worst of all {max(x['worst'] for x in rows):.1f} "
-          "instructions per HMMA in an innermost mma loop" if rows else "# no HMMA in this binary")
+          f"instructions per HMMA in an innermost mma loop, of the bf16 ones "
+          f"{max(bf16, default=0):.1f}" if rows else "# no HMMA in this binary")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,13 @@
 #define GDN_UNROLL_BY(n)
 #endif
 
+// A function kept out of line on the GPU (a rare path inside a hot loop stays a call).
+#ifdef __CUDACC__
+#define GDN_NOINLINE __noinline__
+#else
+#define GDN_NOINLINE
+#endif
+
 namespace gdn::hd {
 
 // In device code std::exp has no device overload; ::exp / ::expf are CUDA's.

@@ -47,13 +47,14 @@ inline void emulate_mma(mma::FragC (&d)[32], const mma::FragA (&a)[32], const mm
 
 // mma::bf16_block_gemm on the CPU: the same staging, fragment loads, tile order and
 // epilogue, with the 8 warps' mma steps emulated one after another.
-inline void emulated_block_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A,
-                                int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                                Structure s = Structure::kDense) {
+template <bool kTA, bool kTB>
+void emulated_block_gemm_of(int m, int n, int k, float alpha, const float* A, int lda,
+                            const float* B, int ldb, float beta, float* C, int ldc, Structure s) {
   using BT = mma::BlockTile;
   std::array<Bf16, BT::kStageElems> stage{};
   Bf16* As = stage.data();
-  Bf16* Bs = stage.data() + BT::kM * BT::kLdA;
+  Bf16* Bs = stage.data() + BT::kStageA;
+  const bool va = mma::quads_ok(A, lda), vb = mma::quads_ok(B, ldb);
   const int tiles_m = (m + BT::kM - 1) / BT::kM, tiles_n = (n + BT::kN - 1) / BT::kN;
   for (int tile = 0; tile < tiles_m * tiles_n; ++tile) {
     const int i0 = (tile / tiles_n) * BT::kM, j0 = (tile % tiles_n) * BT::kN;
@@ -63,14 +64,14 @@ inline void emulated_block_gemm(bool ta, bool tb, int m, int n, int k, float alp
     for (int p0 = kr.lo; p0 < kr.hi; p0 += BT::kK) {
       const int kk = kr.hi - p0 < BT::kK ? kr.hi - p0 : BT::kK;
       for (int tid = 0; tid < BT::kThreads; ++tid)
-        mma::stage_slice(tid, ta, tb, m, n, i0, j0, p0, kk, A, lda, B, ldb, As, Bs);
+        mma::stage_slice<kTA, kTB>(tid, m, n, i0, j0, p0, kk, A, lda, va, B, ldb, vb, As, Bs);
       for (int warp = 0; warp < 8; ++warp)
         for (int ks = 0; ks < BT::kK; ks += mma::kK) {
           mma::FragA a[32];
-          for (int lane = 0; lane < 32; ++lane) a[lane] = mma::warp_a(lane, warp, ks, As);
+          for (int lane = 0; lane < 32; ++lane) a[lane] = mma::warp_a<kTA>(lane, warp, ks, As);
           for (int c = 0; c < BT::kNTiles; ++c) {
             mma::FragB b[32];
-            for (int lane = 0; lane < 32; ++lane) b[lane] = mma::warp_b(lane, warp, ks, c, Bs);
+            for (int lane = 0; lane < 32; ++lane) b[lane] = mma::warp_b<kTB>(lane, warp, ks, c, Bs);
             emulate_mma(acc[warp][c], a, b);
           }
         }
@@ -80,6 +81,18 @@ inline void emulated_block_gemm(bool ta, bool tb, int m, int n, int k, float alp
         for (int lane = 0; lane < 32; ++lane)
           mma::store_tile(lane, warp, c, acc[warp][c][lane], m, n, i0, j0, alpha, beta, C, ldc);
   }
+}
+inline void emulated_block_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A,
+                                int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                                Structure s = Structure::kDense) {
+  if (ta && tb)
+    emulated_block_gemm_of<true, true>(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+  else if (ta)
+    emulated_block_gemm_of<true, false>(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+  else if (tb)
+    emulated_block_gemm_of<false, true>(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+  else
+    emulated_block_gemm_of<false, false>(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
 }
 
 // One thread, the bf16 tensor-core block GEMM of the GPU's bf16 mode emulated lane by lane

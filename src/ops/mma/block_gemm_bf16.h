@@ -7,15 +7,18 @@
 // (la::gemm's contract). 256 threads, 8 warps, per 64 x 64 output tile: warp w takes rows
 // 16 (w % 4) + [0, 16) and columns 32 (w / 4) + [0, 32), four 16 x 8 mma tiles. k runs in
 // slices of 32 (two mma steps); each slice of op(A) (64 x 32) and op(B) (32 x 64) is
-// rounded to bf16 once, into shared memory, op(B) transposed: both then hold every fragment
-// register's two elements side by side, so a fragment is one ldmatrix. The products and the
-// sums are fp32 inside the mma; the slices add into the fp32 accumulators in k order; alpha and
+// rounded to bf16 once, into shared memory, laid out as it lies in global memory (so that
+// the staging reads 16 bytes at a time along the rows of A and B, whichever their
+// transposition); a fragment is then one ldmatrix, .trans where its pairs lie across the
+// staged rows. The transpositions are template parameters. The products and the sums are
+// fp32 inside the mma; the slices add into the fp32 accumulators in k order; alpha and
 // beta are applied once, in fp32, at the end. docs/design.md §2f.
 #pragma once
 
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "core/error.h"
 #include "core/hd.h"
 #include "ops/gemm/structure.h"
 #include "ops/mma/mma_fragments.h"
@@ -24,10 +27,14 @@ namespace gdn::mma {
 
 struct BlockTile {
   static constexpr int kThreads = 256, kM = 64, kN = 64, kK = 32;
-  // Rows of kK + 8 bf16 (20 words): the eight row groups of a fragment load hit 32 banks.
-  static constexpr int kLdA = kK + 8, kLdB = kK + 8;
-  static constexpr int kStageElems = kM * kLdA + kN * kLdB;  // bf16 elements of staging
-  static constexpr int kNTiles = 4;                          // 16 x 8 tiles per warp
+  // Staged rows 8 bf16 (16 bytes) longer than their data: the eight rows an ldmatrix reads
+  // start 4 banks apart, so they hit all 32. op(A) as [kM][kLdA] (A row-major) or
+  // [kK][kLdAT] (A transposed, k-major); op(B) as [kN][kLdB] (B transposed) or [kK][kLdBT].
+  static constexpr int kLdA = kK + 8, kLdAT = kM + 8, kLdB = kK + 8, kLdBT = kN + 8;
+  static constexpr int kStageA = kM * kLdA > kK* kLdAT ? kM* kLdA : kK* kLdAT;
+  static constexpr int kStageB = kN * kLdB > kK* kLdBT ? kN* kLdB : kK* kLdBT;
+  static constexpr int kStageElems = kStageA + kStageB;  // bf16 elements of staging
+  static constexpr int kNTiles = 4;                      // 16 x 8 tiles per warp
 };
 
 // The k range [lo, hi) of output rows [i0, i0 + 64) that can be non-zero under s.
@@ -45,36 +52,99 @@ GDN_HD inline bool tile_skipped(Structure s, int i0, int j0) {
   return s == Structure::kLowerC && j0 > i0 + BlockTile::kM - 1;
 }
 
-// Thread tid's share of staging the k slice [p0, p0 + 32) (zero past kk = its valid
-// length): As[ii][pp] = op(A)(i0 + ii, p0 + pp), Bs[jj][pp] = op(B)(p0 + pp, j0 + jj),
-// rounded to bf16, zero outside the matrices. Consecutive threads read consecutive
-// addresses of A and B, whichever way they are transposed.
-GDN_HD inline void stage_slice(int tid, bool ta, bool tb, int m, int n, int i0, int j0, int p0,
-                               int kk, const float* A, int lda, const float* B, int ldb, Bf16* As,
-                               Bf16* Bs) {
+// Four floats from 16-byte aligned memory (one 16-byte load on the GPU), and four bf16 into
+// 8-byte aligned memory (one 8-byte store), the pairs packed low element first.
+struct Quad {
+  float v[4];
+};
+GDN_HD inline Quad load_quad(const float* p) {
+#ifdef __CUDA_ARCH__
+  const float4 x = *reinterpret_cast<const float4*>(p);
+  return {{x.x, x.y, x.z, x.w}};
+#else
+  GDN_CHECK(reinterpret_cast<std::uintptr_t>(p) % 16 == 0,
+            "mma::load_quad: four floats at an address not 16-byte aligned");
+  return {{p[0], p[1], p[2], p[3]}};
+#endif
+}
+GDN_HD inline void store_quad(Bf16* d, const Quad& q) {
+  const std::uint32_t lo = pack_bf16(q.v[0], q.v[1]), hi = pack_bf16(q.v[2], q.v[3]);
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<uint2*>(d) = make_uint2(lo, hi);
+#else
+  GDN_CHECK(reinterpret_cast<std::uintptr_t>(d) % 8 == 0,
+            "mma::store_quad: four bf16 at an address not 8-byte aligned");
+  d[0].bits = std::uint16_t(lo & 0xffffu), d[1].bits = std::uint16_t(lo >> 16);
+  d[2].bits = std::uint16_t(hi & 0xffffu), d[3].bits = std::uint16_t(hi >> 16);
+#endif
+}
+// Whether a matrix's rows can be read 16 bytes at a time: ld a multiple of 4, m aligned.
+GDN_HD inline bool quads_ok(const float* m, int ld) {
+  return ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(m) % 16 == 0;
+}
+
+// The quad at (r, c) of a block element by element: zero outside r < vr, c < vc. Out of
+// line: only the blocks' ragged edges and unaligned matrices come here.
+GDN_HD GDN_NOINLINE inline void stage_quad_edge(const float* src, int ld, int r, int c, int vr,
+                                                int vc, Bf16* d) {
+  Quad q;
+  for (int e = 0; e < 4; ++e) q.v[e] = r < vr && c + e < vc ? src[r * ld + c + e] : 0.0f;
+  for (int e = 0; e < 4; ++e) d[e] = to_bf16(q.v[e]);
+}
+
+// Thread tid's share of rounding a kRows x kCols block of floats, src[r * ld + c] for
+// r < vr and c < vc (zero elsewhere), into bf16 at dst[r * ldd + c]: a quad at a time,
+// 16 bytes read and 8 written where it is whole and vec (quads_ok); consecutive threads
+// take consecutive quads of a row.
+template <int kRows, int kCols>
+GDN_HD void stage_block(int tid, const float* src, int ld, int vr, int vc, bool vec, Bf16* dst,
+                        int ldd) {
+  constexpr int kQuads = kCols / 4;
+  static_assert(kCols % 4 == 0 && (kRows * kQuads) % BlockTile::kThreads == 0);
+  GDN_UNROLL
+  for (int it = 0; it < kRows * kQuads / BlockTile::kThreads; ++it) {  // a fixed count: 2
+    const int x = tid + it * BlockTile::kThreads, r = x / kQuads, c = 4 * (x % kQuads);
+    if (vec && r < vr && c + 4 <= vc)
+      store_quad(dst + r * ldd + c, load_quad(src + r * ld + c));
+    else
+      stage_quad_edge(src, ld, r, c, vr, vc, dst + r * ldd + c);
+  }
+}
+
+// Thread tid's share of staging the k slice [p0, p0 + kk) of the output tile at (i0, j0):
+// op(A)'s 64 x 32 and op(B)'s 32 x 64 blocks as their rows lie in A and B (va, vb: quads_ok
+// of A and B).
+template <bool kTA, bool kTB>
+GDN_HD void stage_slice(int tid, int m, int n, int i0, int j0, int p0, int kk, const float* A,
+                        int lda, bool va, const float* B, int ldb, bool vb, Bf16* As, Bf16* Bs) {
   using BT = BlockTile;
-  for (int x = tid; x < BT::kK * BT::kM; x += BT::kThreads) {
-    const int ii = ta ? x % BT::kM : x / BT::kK, pp = ta ? x / BT::kM : x % BT::kK;
-    const int i = i0 + ii, p = p0 + pp;
-    const float v = i < m && pp < kk ? (ta ? A[p * lda + i] : A[i * lda + p]) : 0.0f;
-    As[ii * BT::kLdA + pp] = to_bf16(v);
-  }
-  for (int x = tid; x < BT::kK * BT::kN; x += BT::kThreads) {
-    const int jj = tb ? x / BT::kK : x % BT::kN, pp = tb ? x % BT::kK : x / BT::kN;
-    const int j = j0 + jj, p = p0 + pp;
-    const float v = j < n && pp < kk ? (tb ? B[j * ldb + p] : B[p * ldb + j]) : 0.0f;
-    Bs[jj * BT::kLdB + pp] = to_bf16(v);
-  }
+  if constexpr (kTA)  // A is k x m: rows p, columns i
+    stage_block<BT::kK, BT::kM>(tid, A + p0 * lda + i0, lda, kk, m - i0, va, As, BT::kLdAT);
+  else
+    stage_block<BT::kM, BT::kK>(tid, A + i0 * lda + p0, lda, m - i0, kk, va, As, BT::kLdA);
+  if constexpr (kTB)  // B is n x k: rows j, columns p
+    stage_block<BT::kN, BT::kK>(tid, B + j0 * ldb + p0, ldb, n - j0, kk, vb, Bs, BT::kLdB);
+  else
+    stage_block<BT::kK, BT::kN>(tid, B + p0 * ldb + j0, ldb, kk, n - j0, vb, Bs, BT::kLdBT);
 }
 
 // Warp w's A fragment for mma step ks (0 or 16) of the staged slice, and its B fragment of
 // 16 x 8 tile c (0-3).
-GDN_HD inline FragA warp_a(int lane, int warp, int ks, const Bf16* As) {
-  return load_a_matrices(lane, Rows{As + (warp % 4) * 16 * BlockTile::kLdA + ks, BlockTile::kLdA});
+template <bool kTA>
+GDN_HD FragA warp_a(int lane, int warp, int ks, const Bf16* As) {
+  const int r0 = (warp % 4) * 16;
+  if constexpr (kTA)  // op(A)(i, p) = As[p][i]
+    return load_a(lane, Cols{As + ks * BlockTile::kLdAT + r0, BlockTile::kLdAT});
+  else
+    return load_a_matrices(lane, Rows{As + r0 * BlockTile::kLdA + ks, BlockTile::kLdA});
 }
-GDN_HD inline FragB warp_b(int lane, int warp, int ks, int c, const Bf16* Bs) {
-  return load_b_matrices(
-      lane, Cols{Bs + ((warp / 4) * 32 + c * 8) * BlockTile::kLdB + ks, BlockTile::kLdB});
+template <bool kTB>
+GDN_HD FragB warp_b(int lane, int warp, int ks, int c, const Bf16* Bs) {
+  const int j0 = (warp / 4) * 32 + c * 8;
+  if constexpr (kTB)  // op(B)(p, j) = Bs[j][p]
+    return load_b_matrices(lane, Cols{Bs + j0 * BlockTile::kLdB + ks, BlockTile::kLdB});
+  else
+    return load_b(lane, Rows{Bs + ks * BlockTile::kLdBT + j0, BlockTile::kLdBT});
 }
 
 // beta c + alpha acc, the GEMM's epilogue (beta == 0 never reads c), each operation

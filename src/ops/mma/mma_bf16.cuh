@@ -22,14 +22,15 @@ __device__ inline void mma_bf16(FragC& d, const FragA& a, const FragB& b) {
 // around the call, as for tf32_gemm. Not inlined: CudaExec calls it from some 30 places per
 // pass kernel, and inlined copies made the GDN passes' float unit compile 167 s instead of
 // 135 s (127 s without the bf16 path), for the same registers.
-__device__ __noinline__ inline void bf16_block_gemm(Bf16* stage, bool ta, bool tb, int m, int n,
-                                                    int k, float alpha, const float* A, int lda,
-                                                    const float* B, int ldb, float beta, float* C,
-                                                    int ldc, Structure s) {
+template <bool kTA, bool kTB>
+__device__ __noinline__ void bf16_block_gemm_of(Bf16* stage, int m, int n, int k, float alpha,
+                                                const float* A, int lda, const float* B, int ldb,
+                                                float beta, float* C, int ldc, Structure s) {
   using BT = BlockTile;
   Bf16* As = stage;
-  Bf16* Bs = stage + BT::kM * BT::kLdA;
+  Bf16* Bs = stage + BT::kStageA;
   const int tid = int(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  const bool va = quads_ok(A, lda), vb = quads_ok(B, ldb);
   const int tiles_m = (m + BT::kM - 1) / BT::kM, tiles_n = (n + BT::kN - 1) / BT::kN;
   for (int tile = 0; tile < tiles_m * tiles_n; ++tile) {
     const int i0 = (tile / tiles_n) * BT::kM, j0 = (tile % tiles_n) * BT::kN;
@@ -38,17 +39,32 @@ __device__ __noinline__ inline void bf16_block_gemm(Bf16* stage, bool ta, bool t
     FragC acc[BT::kNTiles];
     for (int p0 = kr.lo; p0 < kr.hi; p0 += BT::kK) {
       const int kk = kr.hi - p0 < BT::kK ? kr.hi - p0 : BT::kK;
-      stage_slice(tid, ta, tb, m, n, i0, j0, p0, kk, A, lda, B, ldb, As, Bs);
+      stage_slice<kTA, kTB>(tid, m, n, i0, j0, p0, kk, A, lda, va, B, ldb, vb, As, Bs);
       __syncthreads();
+      GDN_UNROLL
       for (int ks = 0; ks < BT::kK; ks += kK) {
-        const FragA a = warp_a(lane, warp, ks, As);
-        for (int c = 0; c < BT::kNTiles; ++c) mma_bf16(acc[c], a, warp_b(lane, warp, ks, c, Bs));
+        const FragA a = warp_a<kTA>(lane, warp, ks, As);
+        GDN_UNROLL
+        for (int c = 0; c < BT::kNTiles; ++c)
+          mma_bf16(acc[c], a, warp_b<kTB>(lane, warp, ks, c, Bs));
       }
       __syncthreads();  // the next slice overwrites As, Bs
     }
     for (int c = 0; c < BT::kNTiles; ++c)
       store_tile(lane, warp, c, acc[c], m, n, i0, j0, alpha, beta, C, ldc);
   }
+}
+__device__ inline void bf16_block_gemm(Bf16* stage, bool ta, bool tb, int m, int n, int k,
+                                       float alpha, const float* A, int lda, const float* B,
+                                       int ldb, float beta, float* C, int ldc, Structure s) {
+  if (ta && tb)
+    bf16_block_gemm_of<true, true>(stage, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+  else if (ta)
+    bf16_block_gemm_of<true, false>(stage, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+  else if (tb)
+    bf16_block_gemm_of<false, true>(stage, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+  else
+    bf16_block_gemm_of<false, false>(stage, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
 }
 #endif
 
