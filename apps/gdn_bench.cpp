@@ -42,6 +42,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -86,6 +87,7 @@ struct Settings {
   double tol = 0;                    // the check's tolerance in --dtype (rel L2)
   // The GPU variants' kernel paths (gdn/pass/launch_counts.h), one note each for the table.
   std::vector<std::string>* launch_notes = nullptr;
+  std::regex variants{".*"};  // --variants: only the variants whose names match run
 };
 
 json shape_json(const GdnProblem& p) {
@@ -142,6 +144,7 @@ template <typename T>
 void time_variants(const GdnProblem& p, const Settings& s, const char* device,
                    const Variants& variants, std::map<std::string, double>& out) {
   for (const auto& [name, fn, flops, check, tol, events] : variants) {
+    if (!std::regex_match(name, s.variants)) continue;
     const bool recurrent = name.rfind("recurrent", 0) == 0;
     const bool cpu = std::string(device) == "cpu";
     const int reps = recurrent ? s.recurrent_reps : cpu ? s.cpu_reps : s.reps;
@@ -569,7 +572,10 @@ int run(int argc, char** argv) {
       "ceiling-reps", "timed runs per ceiling GEMM (the fastest counts)",
       cxxopts::value<int>()->default_value("3"))(
       "json", "JSON lines instead of the table (no check against the fp64 reference)")(
-      "h,help", "print this help");
+      "variants",
+      "run only the variants whose whole name matches this regular expression (e.g. "
+      "'cuda_chunked_bf16_fwd_bwd', for a profiler); the ratios need both sides",
+      cxxopts::value<std::string>()->default_value(".*"))("h,help", "print this help");
   auto res = o.parse(argc, argv);
   if (res.count("help")) {
     std::cout << o.help() << std::endl;
@@ -586,6 +592,12 @@ int run(int argc, char** argv) {
   s.cpu_warmup = res.count("cpu-warmup") ? res["cpu-warmup"].as<int>() : s.warmup;
   s.skip_recurrent_above = res["skip-recurrent-above"].as<std::int64_t>();
   s.phases = res["phases"].as<bool>();
+  try {
+    s.variants = std::regex(res["variants"].as<std::string>());
+  } catch (const std::regex_error& e) {
+    GDN_CHECK(false, "--variants '", res["variants"].as<std::string>(),
+              "': not a regular expression (", e.what(), ")");
+  }
   const double peak_seconds = res["peak-seconds"].as<double>();
   GDN_CHECK(peak_seconds > 0, "--peak-seconds must be > 0");
   const int ceiling_size = res["ceiling-size"].as<int>(),

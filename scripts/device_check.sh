@@ -26,7 +26,8 @@
 #      gdn_attn_bench (flash, bf16) beside torch's SDPA flash backend at 32K
 #      (scripts/bench_sdpa.py); the bf16 training step of configs/gpu-step.json (Qwen3-Next's
 #      widths, 4 layers, T = 8192) as a fraction of the measured bf16 GEMM peak; the ratios;
-#      one ncu pass (speed of light, occupancy) over the bf16 register kernels at T = 8192;
+#      ncu: speed of light and occupancy of the bf16 register kernels at T = 8192, every
+#      kernel's DRAM bytes in a bf16 forward + backward at T = 32768, flash attention;
 #   5. the rest: racecheck, gdn_train cp = 2 and the hybrid model (f32, and bf16 against
 #      the CPU's bf16 mode), the kernels' registers (cuobjdump).
 # --dry-run proves every non-GPU step on a machine without a GPU: the same carried .deps/,
@@ -35,8 +36,8 @@
 # binaries instead of building. GDN_DEVICE_SKIP (a regex of step names) and
 # GDN_DEVICE_ROUNDS (of the benchmark, 2) shorten a rerun. Written under $OUT (out/device
 # when unset): summary.md (the table), bench.jsonl, resource_usage.txt, ncu.csv,
-# ncu_attn.csv, device_check.log and logs.tar.gz (one log per step): seven files, inside
-# the device tool's eight. Exits 1 when any step failed.
+# ncu_bytes.csv, ncu_attn.csv, device_check.log and logs.tar.gz (one log per step): the
+# device tool's eight files. Exits 1 when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
@@ -351,6 +352,15 @@ PY
       --shapes 1,8192,16,32,128,128 --phases=false --skip-recurrent-above 0 --reps 1 --warmup 0 \
       --ceiling-size 0 > '$LOGS/ncu_app.log' && '$NCU' --import '$W/ncu.ncu-rep' --csv \
       --page details > '$OUT/ncu.csv'"
+    # The bytes every kernel of one bf16 forward + backward moves at the issue's shape
+    # (T = 32768): issue 35's budget is 20 GB (scripts/ncu_bytes.py sums them).
+    step "ncu bytes (bf16 fwd+bwd, T=32768)" 90 sh -c "'$NCU' --clock-control none \
+      --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+      -f -o '$W/ncu_bytes' '$BUILD/apps/gdn_bench' --json --device cuda \
+      --shapes 1,32768,16,32,128,128 --variants cuda_chunked_bf16_fwd_bwd --phases=false \
+      --skip-recurrent-above 0 --reps 1 --warmup 0 --ceiling-size 0 > '$LOGS/ncu_bytes_app.log' \
+      && '$NCU' --import '$W/ncu_bytes.ncu-rep' --csv --page raw > '$OUT/ncu_bytes.csv'" &&
+      python3 scripts/ncu_bytes.py "$OUT/ncu_bytes.csv" >> "$ROWS"
     # Flash attention's forward and three backward kernels at Qwen3-Next's heads, T = 8192.
     step "ncu (flash attention, T=8192)" 60 sh -c "'$NCU' --clock-control none \
       --section SpeedOfLight --section Occupancy --section LaunchStats -k regex:flash_ \
