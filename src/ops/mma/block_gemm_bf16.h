@@ -83,20 +83,12 @@ GDN_HD inline bool quads_ok(const float* m, int ld) {
   return ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(m) % 16 == 0;
 }
 
-// The quad at (r, c) of a block element by element: zero outside r < vr, c < vc. Out of
-// line: only the blocks' ragged edges and unaligned matrices come here.
-GDN_HD GDN_NOINLINE inline void stage_quad_edge(const float* src, int ld, int r, int c, int vr,
-                                                int vc, Bf16* d) {
-  Quad q;
-  for (int e = 0; e < 4; ++e) q.v[e] = r < vr && c + e < vc ? src[r * ld + c + e] : 0.0f;
-  for (int e = 0; e < 4; ++e) d[e] = to_bf16(q.v[e]);
-}
-
-// Thread tid's share of rounding a kRows x kCols block of floats, src[r * ld + c] for
-// r < vr and c < vc (zero elsewhere), into bf16 at dst[r * ldd + c]: a quad at a time,
-// 16 bytes read and 8 written where it is whole and vec (quads_ok); consecutive threads
-// take consecutive quads of a row.
-template <int kRows, int kCols>
+// Thread tid's share of rounding a kRows x kCols block of floats, src[r * ld + c], into
+// bf16 at dst[r * ldd + c], a quad (4 floats along a row) at a time; consecutive threads
+// take consecutive quads of a row. kWhole: every quad is inside the matrix and vec
+// (quads_ok), so each is one 16-byte load, two cvt and one 8-byte store; otherwise the
+// elements outside r < vr, c < vc are zero and a quad is read whole only where it can be.
+template <int kRows, int kCols, bool kWhole>
 GDN_HD void stage_block(int tid, const float* src, int ld, int vr, int vc, bool vec, Bf16* dst,
                         int ldd) {
   constexpr int kQuads = kCols / 4;
@@ -104,28 +96,53 @@ GDN_HD void stage_block(int tid, const float* src, int ld, int vr, int vc, bool 
   GDN_UNROLL
   for (int it = 0; it < kRows * kQuads / BlockTile::kThreads; ++it) {  // a fixed count: 2
     const int x = tid + it * BlockTile::kThreads, r = x / kQuads, c = 4 * (x % kQuads);
-    if (vec && r < vr && c + 4 <= vc)
-      store_quad(dst + r * ldd + c, load_quad(src + r * ld + c));
-    else
-      stage_quad_edge(src, ld, r, c, vr, vc, dst + r * ldd + c);
+    Bf16* d = dst + r * ldd + c;
+    if (kWhole || (vec && r < vr && c + 4 <= vc)) {
+      store_quad(d, load_quad(src + r * ld + c));
+    } else {
+      for (int e = 0; e < 4; ++e) d[e] = to_bf16(r < vr && c + e < vc ? src[r * ld + c + e] : 0.0f);
+    }
   }
+}
+
+// stage_slice's blocks with their edges: out of line, so that the common, whole slices'
+// loop holds one call.
+template <bool kTA, bool kTB>
+GDN_HD GDN_NOINLINE void stage_slice_edges(int tid, int m, int n, int i0, int j0, int p0, int kk,
+                                           const float* A, int lda, bool va, const float* B,
+                                           int ldb, bool vb, Bf16* As, Bf16* Bs) {
+  using BT = BlockTile;
+  if constexpr (kTA)  // A is k x m: rows p, columns i
+    stage_block<BT::kK, BT::kM, false>(tid, A + p0 * lda + i0, lda, kk, m - i0, va, As, BT::kLdAT);
+  else
+    stage_block<BT::kM, BT::kK, false>(tid, A + i0 * lda + p0, lda, m - i0, kk, va, As, BT::kLdA);
+  if constexpr (kTB)  // B is n x k: rows j, columns p
+    stage_block<BT::kN, BT::kK, false>(tid, B + j0 * ldb + p0, ldb, n - j0, kk, vb, Bs, BT::kLdB);
+  else
+    stage_block<BT::kK, BT::kN, false>(tid, B + p0 * ldb + j0, ldb, kk, n - j0, vb, Bs, BT::kLdBT);
 }
 
 // Thread tid's share of staging the k slice [p0, p0 + kk) of the output tile at (i0, j0):
 // op(A)'s 64 x 32 and op(B)'s 32 x 64 blocks as their rows lie in A and B (va, vb: quads_ok
-// of A and B).
+// of A and B), zero outside the matrices. A slice wholly inside both, of aligned matrices
+// (the common case: every slice of a tile away from the matrices' ends), takes the quads
+// inline; the rest stage_slice_edges.
 template <bool kTA, bool kTB>
 GDN_HD void stage_slice(int tid, int m, int n, int i0, int j0, int p0, int kk, const float* A,
                         int lda, bool va, const float* B, int ldb, bool vb, Bf16* As, Bf16* Bs) {
   using BT = BlockTile;
-  if constexpr (kTA)  // A is k x m: rows p, columns i
-    stage_block<BT::kK, BT::kM>(tid, A + p0 * lda + i0, lda, kk, m - i0, va, As, BT::kLdAT);
+  if (!(va && vb && kk == BT::kK && m - i0 >= BT::kM && n - j0 >= BT::kN)) {
+    stage_slice_edges<kTA, kTB>(tid, m, n, i0, j0, p0, kk, A, lda, va, B, ldb, vb, As, Bs);
+    return;
+  }
+  if constexpr (kTA)
+    stage_block<BT::kK, BT::kM, true>(tid, A + p0 * lda + i0, lda, 0, 0, true, As, BT::kLdAT);
   else
-    stage_block<BT::kM, BT::kK>(tid, A + i0 * lda + p0, lda, m - i0, kk, va, As, BT::kLdA);
-  if constexpr (kTB)  // B is n x k: rows j, columns p
-    stage_block<BT::kN, BT::kK>(tid, B + j0 * ldb + p0, ldb, n - j0, kk, vb, Bs, BT::kLdB);
+    stage_block<BT::kM, BT::kK, true>(tid, A + i0 * lda + p0, lda, 0, 0, true, As, BT::kLdA);
+  if constexpr (kTB)
+    stage_block<BT::kN, BT::kK, true>(tid, B + j0 * ldb + p0, ldb, 0, 0, true, Bs, BT::kLdB);
   else
-    stage_block<BT::kK, BT::kN>(tid, B + p0 * ldb + j0, ldb, kk, n - j0, vb, Bs, BT::kLdBT);
+    stage_block<BT::kK, BT::kN, true>(tid, B + p0 * ldb + j0, ldb, 0, 0, true, Bs, BT::kLdBT);
 }
 
 // Warp w's A fragment for mma step ks (0 or 16) of the staged slice, and its B fragment of
