@@ -193,7 +193,9 @@ struct WyLayout {
   GDN_HD Bf16* cc(unsigned char* s) const { return q(s) + kC * ldk(); }
   GDN_HD Bf16* dv(unsigned char* s) const { return cc(s) + kC * ldt(); }  // du, then u
   GDN_HD Bf16* dk(unsigned char* s) const { return dv(s) + kC * ldv(); }  // dw, then w
+  // The inverse's scratch (product, operands), in du's and dw's space before they come.
   GDN_HD Bf16* merges(unsigned char* s) const { return dv(s); }
+  GDN_HD Bf16* merge_ops(unsigned char* s) const { return dv(s) + kMergeElems; }
   GDN_HD float* tile(unsigned char* s, int i) const {  // 0: L / dL / D, 1: T, 2: k k^T, 3: dD
     return reinterpret_cast<float*>(dk(s) + kC * ldk()) + i * kC * ldt();
   }
@@ -293,7 +295,9 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     warp_gemm(w, o, kC, st.h, Cols{cc, ldt}, Rows{qb, ldk});
     each_element(w, o, st.h, [](int, int, float& x) { x = mma::epilogue(1.0f, x, 0.0f, 0.0f); });
   });
-  unit_lower_inverse(blk, L, T, ldt, Ly.merges(smem));  // L is visible since the last barrier
+  static_assert(kMergeElems + kMergeOperandElems <= std::size_t(kC) * (64 + 8) * 2,
+                "the inverse's scratch fits in du's and dw's space (V, K >= 64)");
+  unit_lower_inverse(blk, L, T, ldt, Ly.merges(smem), Ly.merge_ops(smem));  // L visible
   // dVb = T^T du, dKb = T^T dw.
   Bf16 *dvb = Ly.dv(smem), *dkb = Ly.dk(smem);
   blk.threads([&](int tid) {

@@ -32,6 +32,9 @@ enum GateVec { kG = 0, kBeta, kSum0, kCount0, kSum1, kCount1, kGamma, kE, kGateV
 
 constexpr int kLdMerge = 32 + 8;  // a merge's product, transposed (bf16)
 constexpr std::size_t kMergeElems = std::size_t(2) * 32 * kLdMerge;
+// The merges' operands rounded to bf16 once per level (L_21 and T_11, then T_22 of each
+// merge: kC rows at most, kLdMerge apart), so that their mma loads are bf16 views.
+constexpr std::size_t kMergeOperandElems = std::size_t(kC) * kLdMerge;
 
 struct PrepareLayout {
   int K, V;
@@ -42,7 +45,8 @@ struct PrepareLayout {
     return (kq > vk ? kq : vk) * sizeof(Bf16);
   }
   GDN_HD std::size_t bytes() const {
-    return rows_bytes() + std::size_t(2) * kC * ldt() * sizeof(float) + kMergeElems * sizeof(Bf16) +
+    return rows_bytes() + std::size_t(2) * kC * ldt() * sizeof(float) +
+           (kMergeElems + kMergeOperandElems) * sizeof(Bf16) +
            std::size_t(kGateVecs) * kC * sizeof(float);
   }
   GDN_HD Bf16* k(unsigned char* s) const { return reinterpret_cast<Bf16*>(s); }
@@ -52,8 +56,9 @@ struct PrepareLayout {
   GDN_HD float* L(unsigned char* s) const { return reinterpret_cast<float*>(s + rows_bytes()); }
   GDN_HD float* T(unsigned char* s) const { return L(s) + kC * ldt(); }
   GDN_HD Bf16* mT(unsigned char* s) const { return reinterpret_cast<Bf16*>(T(s) + kC * ldt()); }
+  GDN_HD Bf16* mops(unsigned char* s) const { return mT(s) + kMergeElems; }
   GDN_HD float* vec(unsigned char* s, int i) const {  // GateVec i
-    return reinterpret_cast<float*>(mT(s) + kMergeElems) + i * kC;
+    return reinterpret_cast<float*>(mops(s) + kMergeOperandElems) + i * kC;
   }
 };
 
@@ -141,9 +146,11 @@ GDN_HD GateTerms gate_terms(Blk& blk, Vec vec) {
 // T = (I + L)^{-1} (fp32, leading dimension ldt; L strictly lower, T zero, both visible):
 // the 16 x 16 leaves by forward substitution, row i of all four at once (invert_leaves),
 // then the merges of blocks of 16 and 32 as mma products, T_21 = -T_22 (L_21 T_11), with
-// mT (kMergeElems bf16) holding each product transposed. Ends with a barrier.
+// mT (kMergeElems bf16) holding each product transposed and ops (kMergeOperandElems bf16)
+// each level's L_21, T_11 and then T_22 rounded once, all read by whole 8 x 8 matrices
+// (their leading dimension is a constant). Ends with a barrier.
 template <typename Blk>
-GDN_HD void unit_lower_inverse(Blk& blk, const float* L, float* T, int ldt, Bf16* mT) {
+GDN_HD void unit_lower_inverse(Blk& blk, const float* L, float* T, int ldt, Bf16* mT, Bf16* ops) {
   for (int i = 0; i < 16; ++i) {
     blk.threads([&](int tid) {
       for (int x = tid; x < 4 * (i + 1); x += kThreads) {
@@ -161,19 +168,40 @@ GDN_HD void unit_lower_inverse(Blk& blk, const float* L, float* T, int ldt, Bf16
     });
     blk.sync();
   }
+  constexpr int ld = kLdMerge;
   for (int s = 16; s < kC; s *= 2) {
-    for (int b = 0; b + s < kC; b += 2 * s) {
-      const int lo = b + s;
-      Bf16* m = mT + (b / (2 * s)) * 32 * kLdMerge;
-      merge_product(blk, s, s, s, 1.0f, mma::FloatRows{L + lo * ldt + b, ldt},
-                    mma::FloatRows{T + b * ldt + b, ldt},
+    const int merges = kC / (2 * s);
+    // Merge q's L_21 at rows 2 s q of ops, its T_11 at rows 2 s q + s (s x s each).
+    blk.threads([&](int tid) {
+      for (int x = tid; x < merges * 2 * s * s; x += kThreads) {
+        const int q = x / (2 * s * s), y = x % (2 * s * s), t11 = y / (s * s), i = (y / s) % s,
+                  j = y % s, b = 2 * s * q;
+        const float v = t11 ? T[(b + i) * ldt + b + j] : L[(b + s + i) * ldt + b + j];
+        ops[(2 * s * q + s * t11 + i) * ld + j] = to_bf16(v);
+      }
+    });
+    blk.sync();
+    for (int q = 0; q < merges; ++q) {
+      Bf16* m = mT + q * 32 * kLdMerge;
+      const Bf16* l21 = ops + 2 * s * q * ld;
+      merge_product(blk, s, s, s, 1.0f, mma::MatrixRows{{l21, ld}},
+                    mma::MatrixRows{{l21 + s * ld, ld}},
                     [&](int i, int j, float v) { m[j * kLdMerge + i] = to_bf16(v); });
     }
     blk.sync();
-    for (int b = 0; b + s < kC; b += 2 * s) {
-      const int lo = b + s;
-      const Bf16* m = mT + (b / (2 * s)) * 32 * kLdMerge;
-      merge_product(blk, s, s, s, -1.0f, mma::FloatRows{T + lo * ldt + lo, ldt}, Cols{m, kLdMerge},
+    // Merge q's T_22 at rows s q of ops.
+    blk.threads([&](int tid) {
+      for (int x = tid; x < merges * s * s; x += kThreads) {
+        const int q = x / (s * s), i = (x / s) % s, j = x % s, lo = 2 * s * q + s;
+        ops[(s * q + i) * ld + j] = to_bf16(T[(lo + i) * ldt + lo + j]);
+      }
+    });
+    blk.sync();
+    for (int q = 0; q < merges; ++q) {
+      const int b = 2 * s * q, lo = b + s;
+      const Bf16* m = mT + q * 32 * kLdMerge;
+      merge_product(blk, s, s, s, -1.0f, mma::MatrixRows{{ops + s * q * ld, ld}},
+                    mma::MatrixCols{{m, kLdMerge}},
                     [&](int i, int j, float v) { T[(lo + i) * ldt + b + j] = v; });
     }
     blk.sync();
@@ -254,7 +282,8 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
       qg[i * K + d] = Gam[i] * qv;
     }
   });
-  unit_lower_inverse(blk, L, T, ldt, Ly.mT(smem));  // L is visible since the last barrier
+  unit_lower_inverse(blk, L, T, ldt, Ly.mT(smem),
+                     Ly.mops(smem));  // L visible since the last barrier
   // u = T (beta V), w = T (beta Gamma K), 64 columns at a time.
   float *u = fl.u(f), *wf = fl.w(f);
   blk.warps([&](const auto& w, int warp, auto&) {

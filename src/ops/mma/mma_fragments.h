@@ -270,6 +270,17 @@ GDN_HD inline FragB load_b_matrices(int lane, const Cols& v) {
       lane, [&](int q, int row) { return v.m + row * v.ld + 8 * q; }, f.r);
   return f;
 }
+// Rows and Cols whose every fragment is one ldmatrix (the two above for the pairs along
+// rows, the .trans ones of Rows and Cols across them): views of tiles whose leading
+// dimension the compiler knows.
+struct MatrixRows : Rows {
+  GDN_HD MatrixRows at(int r, int c) const { return {Rows::at(r, c)}; }
+  GDN_HD FragA a_frag(int lane) const { return load_a_matrices(lane, *this); }
+};
+struct MatrixCols : Cols {
+  GDN_HD MatrixCols at(int r, int c) const { return {Cols::at(r, c)}; }
+  GDN_HD FragB b_frag(int lane) const { return load_b_matrices(lane, *this); }
+};
 // Calls put(i, j, value) for lane's four elements of a C / D tile.
 template <typename Put>
 GDN_HD void store_c(int lane, const FragC& f, Put put) {
