@@ -117,12 +117,12 @@ GDN_HD void stage_cols(int tid, const float* src, i64 stride, int n, int D, Bf16
 
 // The A fragment of the 16 x 16 tile whose element (i, p) is base[i * ld + p].
 GDN_HD inline FragA frag_a(int lane, const Bf16* base, int ld) {
-  return mma::load_a_matrices(lane, mma::Rows{base, ld});
+  return mma::load_a(lane, mma::MatrixRows{{base, ld}});
 }
 // The B fragment of the 16 x 8 tile whose element (p, j) is base[j * ld + p]: B's columns
 // are rows in memory (K's rows for Q K^T, V^T's rows for P V).
 GDN_HD inline FragB frag_b(int lane, const Bf16* base, int ld) {
-  return mma::load_b_matrices(lane, mma::Cols{base, ld});
+  return mma::load_b(lane, mma::MatrixCols{{base, ld}});
 }
 
 // ---------------------------------------------------------------------------------------

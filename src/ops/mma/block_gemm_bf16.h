@@ -153,13 +153,13 @@ GDN_HD FragA warp_a(int lane, int warp, int ks, const Bf16* As) {
   if constexpr (kTA)  // op(A)(i, p) = As[p][i]
     return load_a(lane, Cols{As + ks * BlockTile::kLdAT + r0, BlockTile::kLdAT});
   else
-    return load_a_matrices(lane, Rows{As + r0 * BlockTile::kLdA + ks, BlockTile::kLdA});
+    return load_a(lane, MatrixRows{{As + r0 * BlockTile::kLdA + ks, BlockTile::kLdA}});
 }
 template <bool kTB>
 GDN_HD FragB warp_b(int lane, int warp, int ks, int c, const Bf16* Bs) {
   const int j0 = (warp / 4) * 32 + c * 8;
   if constexpr (kTB)  // op(B)(p, j) = Bs[j][p]
-    return load_b_matrices(lane, Cols{Bs + j0 * BlockTile::kLdB + ks, BlockTile::kLdB});
+    return load_b(lane, MatrixCols{{Bs + j0 * BlockTile::kLdB + ks, BlockTile::kLdB}});
   else
     return load_b(lane, Rows{Bs + ks * BlockTile::kLdBT + j0, BlockTile::kLdBT});
 }

@@ -254,32 +254,26 @@ GDN_HD FragB load_b(int lane, const At& at) {
     return f;
   }
 }
-// The A fragment of a Rows view and the B fragment of a Cols view as one ldmatrix each
-// (x4, x2), where load_a / load_b take 32-bit loads: for tiles whose leading dimension the
-// compiler knows (flash attention's, the block GEMM's), so that the lanes' row addresses
-// fold; with a run-time ld their arithmetic costs more than the loads it saves.
-GDN_HD inline FragA load_a_matrices(int lane, const Rows& v) {
-  FragA f;  // matrix q: rows 8 (q % 2) + [0, 8), columns 8 (q / 2) + [0, 8)
-  load_matrices<4, false>(
-      lane, [&](int q, int row) { return v.m + (8 * (q % 2) + row) * v.ld + 8 * (q / 2); }, f.r);
-  return f;
-}
-GDN_HD inline FragB load_b_matrices(int lane, const Cols& v) {
-  FragB f;  // matrix q: rows j in [0, 8), k columns 8 q + [0, 8)
-  load_matrices<2, false>(
-      lane, [&](int q, int row) { return v.m + row * v.ld + 8 * q; }, f.r);
-  return f;
-}
 // Rows and Cols whose every fragment is one ldmatrix (the two above for the pairs along
 // rows, the .trans ones of Rows and Cols across them): views of tiles whose leading
 // dimension the compiler knows.
 struct MatrixRows : Rows {
   GDN_HD MatrixRows at(int r, int c) const { return {Rows::at(r, c)}; }
-  GDN_HD FragA a_frag(int lane) const { return load_a_matrices(lane, *this); }
+  GDN_HD FragA a_frag(int lane) const {
+    FragA f;  // matrix q: rows 8 (q % 2) + [0, 8), columns 8 (q / 2) + [0, 8)
+    load_matrices<4, false>(
+        lane, [&](int q, int row) { return m + (8 * (q % 2) + row) * ld + 8 * (q / 2); }, f.r);
+    return f;
+  }
 };
 struct MatrixCols : Cols {
   GDN_HD MatrixCols at(int r, int c) const { return {Cols::at(r, c)}; }
-  GDN_HD FragB b_frag(int lane) const { return load_b_matrices(lane, *this); }
+  GDN_HD FragB b_frag(int lane) const {
+    FragB f;  // matrix q: rows j in [0, 8), k columns 8 q + [0, 8)
+    load_matrices<2, false>(
+        lane, [&](int q, int row) { return m + row * ld + 8 * q; }, f.r);
+    return f;
+  }
 };
 // Calls put(i, j, value) for lane's four elements of a C / D tile.
 template <typename Put>
