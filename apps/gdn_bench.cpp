@@ -54,6 +54,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "gdn/bf16_op.h"
+#include "gdn/byte_count.h"
 #include "gdn/flop_count.h"
 #include "gdn/op.h"
 #include "gdn/pass/launch_counts.h"
@@ -320,6 +321,26 @@ void bench_phases(const GdnProblem& p, const Settings& s, const GdnInputView<T>&
   time_variants<T>(p, s, "cpu", variants, out);
 }
 
+// --bytes: one shape's table of gdn/byte_count.h, in GB (1e9 bytes).
+void print_bytes(const GdnProblem& p, int sms) {
+  std::cout << fmt::format(
+      "# bf16 op forward + backward at {},{},{},{},{},{} (C = {}, l2norm {}, "
+      "{} SMs): GB per kernel\n",
+      p.B, p.T, p.Hk, p.Hv, p.K, p.V, p.chunk_size, p.l2norm_qk ? "on" : "off", sms);
+  auto line = [](const std::string& name, double read, double written, double reread) {
+    std::cout << fmt::format("{:<42} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}\n", name, read / 1e9,
+                             written / 1e9, (read + written) / 1e9, reread / 1e9);
+  };
+  std::cout << fmt::format("{:<42} {:>8} {:>8} {:>8} {:>8}\n", "kernel", "read", "written", "total",
+                           "reread");
+  double read = 0, written = 0, reread = 0;
+  for (const KernelBytes& k : bf16_op_bytes(p, sms)) {
+    line(k.kernel, k.read, k.written, k.reread);
+    read += k.read, written += k.written, reread += k.reread;
+  }
+  line("sum", read, written, reread);
+}
+
 #if GDN_HAVE_CUDA
 // The bf16 storage mode on the GPU (ChunkedGdnBf16<Cuda>: q, k, v, beta, o and dO in bf16,
 // as fla's chunk_gated_delta_rule is timed), with f32 runs only. Its backward has no dht:
@@ -575,7 +596,16 @@ int run(int argc, char** argv) {
       "variants",
       "run only the variants whose whole name matches this regular expression (e.g. "
       "'cuda_chunked_bf16_fwd_bwd', for a profiler); the ratios need both sides",
-      cxxopts::value<std::string>()->default_value(".*"))("h,help", "print this help");
+      cxxopts::value<std::string>()->default_value(".*"))(
+      "l2norm-qk",
+      "L2-normalise q and k inside the op (as Qwen3-Next does, and fla and FlashQLA with "
+      "use_qk_l2norm_in_kernel)")(
+      "bytes",
+      "print, per shape, the global-memory bytes each kernel of the bf16 op's forward + "
+      "backward on CUDA reads and writes (counted from the kernels' code, gdn/byte_count.h), "
+      "and exit; no GPU needed")(
+      "sms", "with --bytes: the GPU's multiprocessors (they set the walks' column width)",
+      cxxopts::value<int>()->default_value("132"))("h,help", "print this help");
   auto res = o.parse(argc, argv);
   if (res.count("help")) {
     std::cout << o.help() << std::endl;
@@ -611,8 +641,15 @@ int run(int argc, char** argv) {
       ">= 0");
   const DType dtype = parse_real_dtype(res["dtype"].as<std::string>(), "--dtype");
 
-  const std::vector<GdnProblem> shapes =
+  std::vector<GdnProblem> shapes =
       app::parse_gdn_shapes(res["shapes"].as<std::string>(), s.chunk_size);
+  for (GdnProblem& p : shapes) p.l2norm_qk = res.count("l2norm-qk") > 0;
+  if (res.count("bytes")) {
+    const int sms = res["sms"].as<int>();
+    GDN_CHECK(sms >= 1, "--sms ", sms, ": expected >= 1");
+    for (const GdnProblem& p : shapes) print_bytes(p, sms);
+    return 0;
+  }
 
   const bool as_json = res.count("json") > 0;
   const std::string warning = resolve_devices(res["device"].as<std::string>(), s);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -71,7 +72,7 @@ struct EmulatedBlock {
     for (int tid = 0; tid < rwalk::kThreads; ++tid) f(tid);
   }
   void sync() {}
-  void copy16(float* dst, const float* src) { std::memcpy(dst, src, 4 * sizeof(float)); }
+  void copy16(void* dst, const void* src) { std::memcpy(dst, src, 16); }
   void commit() {}
   void wait_all() {}
 };
@@ -83,6 +84,49 @@ std::vector<float> chunk_rows(const std::vector<float>& src, std::int64_t at, st
   std::vector<float> r(std::size_t(C) * n, 0.0f);
   for (int i = 0; i < rows; ++i) std::copy_n(src.data() + at + i * stride, n, r.data() + i * n);
   return r;
+}
+
+// ChunkFactors<float> blocks as the Bf16Factors blocks the register kernels read (w, k~,
+// q_g and P rounded to bf16, u and gamma as they are), or (widen) back.
+std::vector<float> convert_factors(const std::vector<float>& f, int C, int K, int V, bool widen) {
+  const ChunkFactors<float> cf{C, K, V};
+  const Bf16Factors bf{C, K, V};
+  const std::size_t from = widen ? bf.floats() : cf.size(), to = widen ? cf.size() : bf.floats();
+  const std::size_t n = f.size() / from, CK = std::size_t(C) * K;
+  std::vector<float> out(n * to, 0.0f);
+  for (std::size_t x = 0; x < n; ++x) {
+    const float* src = f.data() + x * from;
+    float* dst = out.data() + x * to;
+    // w, k~ and q_g lie together in both layouts; P follows them in Bf16Factors, u in
+    // ChunkFactors.
+    auto convert = [&](std::size_t wide_at, std::size_t narrow_at, std::size_t m) {
+      for (std::size_t e = 0; e < m; ++e) {
+        if (widen)
+          dst[wide_at + e] = to_float(bf.w(src)[narrow_at + e]);
+        else
+          bf.w(dst)[narrow_at + e] = to_bf16(src[wide_at + e]);
+      }
+    };
+    convert(0, 0, 3 * CK);
+    convert(std::size_t(cf.P(src) - cf.w(src)), 3 * CK, std::size_t(C) * C);
+    std::copy_n(widen ? bf.u(src) : cf.u(src), std::size_t(C) * V, widen ? cf.u(dst) : bf.u(dst));
+    *(widen ? cf.gamma_at(dst) : bf.gamma_at(dst)) = widen ? bf.gamma(src) : cf.gamma(src);
+  }
+  return out;
+}
+std::vector<float> to_bf16_factors(const std::vector<float>& f, int C, int K, int V) {
+  return convert_factors(f, C, K, V, false);
+}
+std::vector<float> from_bf16_factors(const std::vector<float>& f, int C, int K, int V) {
+  return convert_factors(f, C, K, V, true);
+}
+
+// a's arguments with the same factors as Bf16Factors blocks in `packed`.
+PassArgs<float> with_bf16_factors(PassArgs<float> a, std::vector<float>& packed) {
+  a.factors = packed.data();
+  a.fsize = Bf16Factors{a.C, a.K, a.V}.floats();
+  a.bf16_factors = true;
+  return a;
 }
 
 struct WalkCase {
@@ -193,8 +237,9 @@ void check_walks(const WalkCase& c) {
       }
   }
 
-  // The register walks, every job on one emulated block.
-  PassArgs<float> r = a;
+  // The register walks, every job on one emulated block, on the factors in bf16.
+  std::vector<float> packed = to_bf16_factors(factors, C, K, V);
+  PassArgs<float> r = with_bf16_factors(a, packed);
   r.states = got_states.data();
   r.adjoints = got_exits.data();
   std::vector<float> got_ht(n_ht, 7.0f), got_M(want_M.size(), NAN), got_U(want_U.size(), NAN),
@@ -217,8 +262,9 @@ void check_walks(const WalkCase& c) {
   }
 
   // The factors: ChunkKernel::prepare on the emulated GEMM, chunk by chunk, against the
-  // register prepare's jobs, and both against the host's fp32 factors.
-  std::vector<float> want_f(factors.size(), 0.0f), got_f = want_f;
+  // register prepare's jobs (each factor rounded as the register kernels store it), and
+  // both against the host's fp32 factors.
+  std::vector<float> want_f(factors.size(), 0.0f), got_f = to_bf16_factors(want_f, C, K, V);
   {
     std::vector<float> ws(ChunkKernel<float, Bf16GroupExec>::workspace_size(C, K, V));
     ChunkKernel<float, Bf16GroupExec> math(C, K, V, a.scale, ws.data());
@@ -227,8 +273,7 @@ void check_walks(const WalkCase& c) {
         const rwalk::RowsAt at = rwalk::rows_at(a, bh, ci);
         math.prepare(rows_of(at).view(), want_f.data() + (std::size_t(bh) * nc + ci) * fsize);
       }
-    PassArgs<float> r = a;
-    r.factors = got_f.data();
+    const PassArgs<float> r = with_bf16_factors(a, got_f);
     std::vector<unsigned char> smem(rwalk::PrepareLayout{K, V}.bytes(), 0xff);
     EmulatedBlock blk;
     for (std::int64_t job = 0; job < BH * nc; ++job) rwalk::prepare(blk, r, job, smem.data());
@@ -247,6 +292,8 @@ void check_walks(const WalkCase& c) {
   {
     PassArgs<float> r = a;
     r.factors = want_f.data();
+    std::vector<float> want_packed = to_bf16_factors(want_f, C, K, V);
+    const PassArgs<float> rb = with_bf16_factors(r, want_packed);
     std::vector<float> ws(ChunkKernel<float, Bf16GroupExec>::workspace_size(C, K, V));
     ChunkKernel<float, Bf16GroupExec> math(C, K, V, a.scale, ws.data());
     std::vector<float> dh(KV), dq(std::size_t(C) * K), dk(dq.size()), dv(std::size_t(C) * V), dg(C),
@@ -277,10 +324,10 @@ void check_walks(const WalkCase& c) {
     gr.dbeta = got_dbeta.data();
     EmulatedBlock blk;
     for (std::int64_t job = 0; job < BH * nc; ++job) {
-      rwalk::backward_products(blk, r, dO.data(), got_dqv.data(), got_dkv.data(), handoff.data(),
+      rwalk::backward_products(blk, rb, dO.data(), got_dqv.data(), got_dkv.data(), handoff.data(),
                                job, smem.data());
       std::fill(smem.begin(), smem.end(), 0xff);  // part 2 finds nothing of part 1's
-      rwalk::backward_wy(blk, r, gr, got_dqv.data(), got_dkv.data(), handoff.data(), job,
+      rwalk::backward_wy(blk, rb, gr, got_dqv.data(), got_dkv.data(), handoff.data(), job,
                          smem.data());
     }
   }
@@ -291,8 +338,9 @@ void check_walks(const WalkCase& c) {
   CHECK(bit_difference(got_dv, want_dv) == "");
   CHECK(bit_difference(got_dg, want_dg) == "");
   CHECK(bit_difference(got_dbeta, want_dbeta) == "");
-  CHECK(bit_difference(got_f, want_f) == "");
-  CHECK(rel_l2(got_f.data(), factors.data(), factors.size()) < 3e-2);
+  CHECK(bit_difference(got_f, to_bf16_factors(want_f, C, K, V)) == "");
+  const std::vector<float> got_wide = from_bf16_factors(got_f, C, K, V);
+  CHECK(rel_l2(got_wide.data(), factors.data(), factors.size()) < 3e-2);
   CHECK(bit_difference(got_states, want_states) == "");
   CHECK(bit_difference(got_ht, want_ht) == "");
   CHECK(bit_difference(got_M, want_M) == "");

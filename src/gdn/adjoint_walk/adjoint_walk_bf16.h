@@ -6,39 +6,40 @@
 //  2. dv_new = k~ mu + s P^T dO (C x bv), into shared memory as bf16 dv_new^T, and
 //     mu <- gamma mu + s q_g^T dO in the accumulators;
 //  3. mu <- mu - w^T dv_new.
-// Four barriers per chunk. Five fp32 tiles per chunk do not fit two stages, so there is
-// one: k~, q_g, P and dO are free after step 2 and take chunk c - 1's by cp.async while
-// step 3 runs; w, free after step 3, takes its during the next chunk's step 1.
+// Four barriers per chunk. One stage of tiles (k~, q_g, w and P in bf16, as the factors
+// store them; dO's columns in fp32): k~, q_g, P and dO are free after step 2 and take
+// chunk c - 1's by cp.async while step 3 runs; w, free after step 3, takes its during the
+// next chunk's step 1.
 #pragma once
 
 #include "gdn/pass/bf16_walk.h"
 
 namespace gdn::rwalk {
 
-// One job's shared memory: the fp32 tiles, then mu^T, dv_new^T and dO^T in bf16. k~ is read
-// in pairs along k (8 banks mod 32), q_g, w and P down their columns (4 banks); dO, which
-// both GEMMs of step 2 read down its columns, is rounded once into dO^T, whose pairs along
-// k are then 32-bit loads.
+// One job's shared memory: the factor tiles in bf16 (rows K + 8 or C + 8 apart: the eight
+// 16-byte rows of an ldmatrix hit 32 banks), dO's columns in fp32, then mu^T, dv_new^T and
+// dO^T in bf16. dO, which both GEMMs of step 2 read down its columns, is rounded once into
+// dO^T, whose pairs along k are then 32-bit loads.
 struct AdjointLayout {
   int K, bv;
-  GDN_HD int ldk() const { return K + 8; }
-  GDN_HD int ldq() const { return K + 4; }  // q_g and w
-  GDN_HD int ldp() const { return kC + 4; }
+  GDN_HD int ldk() const { return K + 8; }  // k~, q_g and w
+  GDN_HD int ldp() const { return kC + 8; }
   GDN_HD int ldo() const { return bv + 4; }
   GDN_HD int ldh() const { return K + 8; }
   GDN_HD int ldv() const { return kC + 8; }
-  GDN_HD std::size_t floats() const {
-    return std::size_t(kC) * (ldk() + 2 * ldq() + ldp() + ldo());
+  GDN_HD std::size_t factor_bytes() const {
+    return std::size_t(kC) * (3 * ldk() + ldp()) * sizeof(Bf16);
   }
   GDN_HD std::size_t bytes() const {
-    return floats() * sizeof(float) + std::size_t(bv) * (ldh() + 2 * ldv()) * sizeof(Bf16);
+    return factor_bytes() + std::size_t(kC) * ldo() * sizeof(float) +
+           std::size_t(bv) * (ldh() + 2 * ldv()) * sizeof(Bf16);
   }
-  GDN_HD float* kt(unsigned char* s) const { return reinterpret_cast<float*>(s); }
-  GDN_HD float* qg(unsigned char* s) const { return kt(s) + kC * ldk(); }
-  GDN_HD float* w(unsigned char* s) const { return qg(s) + kC * ldq(); }
-  GDN_HD float* P(unsigned char* s) const { return w(s) + kC * ldq(); }
-  GDN_HD float* dO(unsigned char* s) const { return P(s) + kC * ldp(); }
-  GDN_HD Bf16* muT(unsigned char* s) const { return reinterpret_cast<Bf16*>(kt(s) + floats()); }
+  GDN_HD Bf16* kt(unsigned char* s) const { return reinterpret_cast<Bf16*>(s); }
+  GDN_HD Bf16* qg(unsigned char* s) const { return kt(s) + kC * ldk(); }
+  GDN_HD Bf16* w(unsigned char* s) const { return qg(s) + kC * ldk(); }
+  GDN_HD Bf16* P(unsigned char* s) const { return w(s) + kC * ldk(); }
+  GDN_HD float* dO(unsigned char* s) const { return reinterpret_cast<float*>(s + factor_bytes()); }
+  GDN_HD Bf16* muT(unsigned char* s) const { return reinterpret_cast<Bf16*>(dO(s) + kC * ldo()); }
   GDN_HD Bf16* dvT(unsigned char* s) const { return muT(s) + bv * ldh(); }
   GDN_HD Bf16* dOT(unsigned char* s) const { return dvT(s) + bv * ldv(); }
 };
@@ -53,10 +54,10 @@ struct ChunkRowsAt {
 // Thread tid's share of copying what steps 1 and 2 read: k~, q_g, P and dO's columns
 // (zero past the chunk's rows).
 template <typename Blk>
-GDN_HD void stage_front(Blk& blk, int tid, const AdjointLayout& L, const ChunkFactors<float>& fl,
+GDN_HD void stage_front(Blk& blk, int tid, const AdjointLayout& L, const Bf16Factors& fl,
                         const float* f, const ChunkRowsAt& dO, unsigned char* smem) {
   copy_tile(blk, tid, L.kt(smem), L.ldk(), fl.kt(f), fl.K, kC, fl.K);
-  copy_tile(blk, tid, L.qg(smem), L.ldq(), fl.qg(f), fl.K, kC, fl.K);
+  copy_tile(blk, tid, L.qg(smem), L.ldk(), fl.qg(f), fl.K, kC, fl.K);
   copy_tile(blk, tid, L.P(smem), L.ldp(), fl.P(f), kC, kC, kC);
   copy_tile(blk, tid, L.dO(smem), L.ldo(), dO.src, dO.stride, dO.rows, L.bv);
   float* pad = L.dO(smem) + dO.rows * L.ldo();
@@ -69,23 +70,23 @@ GDN_HD void stage_front(Blk& blk, int tid, const AdjointLayout& L, const ChunkFa
 template <typename W>
 GDN_HD void adjoint_step(const W& w, int warp, State<W>& st, const AdjointLayout& L,
                          unsigned char* smem, float gamma, float s) {
-  const float *kt = L.kt(smem), *qg = L.qg(smem), *P = L.P(smem);
+  const Bf16 *kt = L.kt(smem), *qg = L.qg(smem), *P = L.P(smem);
   const Bf16 *muT = L.muT(smem), *dOT = L.dOT(smem);
   Bf16* dvT = L.dvT(smem);
-  const int ldk = L.ldk(), ldq = L.ldq(), ldp = L.ldp(), ldh = L.ldh(), ldv = L.ldv();
+  const int ldk = L.ldk(), ldp = L.ldp(), ldh = L.ldh(), ldv = L.ldv();
   const Cols dO_at{dOT, ldv};  // dO (p, j) = dO^T[j][p]
   {
     const Owned o = chunk_tiles(L.bv, warp);
     Acc<W> kmu[kMaxChunkTiles], pdo[kMaxChunkTiles];
-    warp_gemm(w, o, L.K, kmu, mma::FloatRows{kt, ldk}, Cols{muT, ldh});
-    warp_gemm(w, o, kC, pdo, mma::FloatCols{P, ldp}, dO_at);
+    warp_gemm(w, o, L.K, kmu, mma::MatrixRows{{kt, ldk}}, Cols{muT, ldh});
+    warp_gemm(w, o, kC, pdo, Cols{P, ldp}, dO_at);
     each_pair(w, o, kmu, pdo, [&](int i, int j, float& a, float b) {
       dvT[j * ldv + i] = to_bf16(mma::epilogue(s, b, 1.0f, mma::epilogue(1.0f, a, 0.0f, 0.0f)));
     });
   }
   const Owned o = state_tiles(L.K, L.bv, warp);
   Acc<W> qdo[kMaxTiles];
-  warp_gemm(w, o, kC, qdo, mma::FloatCols{qg, ldq}, dO_at);
+  warp_gemm(w, o, kC, qdo, Cols{qg, ldk}, dO_at);
   each_pair(w, o, st.h, qdo,
             [&](int, int, float& mu, float d) { mu = mma::epilogue(s, d, gamma, mu); });
 }
@@ -94,12 +95,12 @@ GDN_HD void adjoint_step(const W& w, int warp, State<W>& st, const AdjointLayout
 template <typename W>
 GDN_HD void adjoint_subtract(const W& w, int warp, State<W>& st, const AdjointLayout& L,
                              unsigned char* smem) {
-  const float* ws = L.w(smem);
+  const Bf16* ws = L.w(smem);
   const Bf16* dvT = L.dvT(smem);
-  const int ldq = L.ldq(), ldv = L.ldv();
+  const int ldk = L.ldk(), ldv = L.ldv();
   const Owned o = state_tiles(L.K, L.bv, warp);
   Acc<W> acc[kMaxTiles];
-  warp_gemm(w, o, kC, acc, mma::FloatCols{ws, ldq}, Cols{dvT, ldv});
+  warp_gemm(w, o, kC, acc, Cols{ws, ldk}, Cols{dvT, ldv});
   each_pair(w, o, st.h, acc,
             [&](int, int, float& mu, float d) { mu = mma::epilogue(-1.0f, d, 1.0f, mu); });
 }
@@ -112,7 +113,7 @@ GDN_HD void adjoint_chunks(Blk& blk, const PassArgs<float>& a, const AdjointLayo
                            const walk::Job& j, const SliceLayout::Segment& s, const float* dO,
                            bool keep, unsigned char* smem) {
   if (s.num_chunks == 0) return;
-  const ChunkFactors<float> fl{kC, a.K, a.V};
+  const Bf16Factors fl{kC, a.K, a.V};
   const int b = j.bh / a.Hv, hv = j.bh % a.Hv;
   auto rows_of = [&](std::int64_t c) {
     const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
@@ -125,7 +126,7 @@ GDN_HD void adjoint_chunks(Blk& blk, const PassArgs<float>& a, const AdjointLayo
   };
   auto back = [&](std::int64_t c) {
     blk.threads([&](int tid) {
-      copy_tile(blk, tid, L.w(smem), L.ldq(), fl.w(a.factors_of(j.bh, c)), a.K, kC, a.K);
+      copy_tile(blk, tid, L.w(smem), L.ldk(), fl.w(a.factors_of(j.bh, c)), a.K, kC, a.K);
     });
   };
   const std::int64_t first = s.first_chunk, last = s.first_chunk + s.num_chunks - 1;

@@ -78,7 +78,7 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
   const int K = a.K, V = a.V, bh = int(job / a.num_chunks);
   const std::int64_t c = job % a.num_chunks;
   const RowsAt at = rows_at(a, bh, c);
-  const ChunkFactors<float> fl{kC, K, V};
+  const Bf16Factors fl{kC, K, V};
   const float* f = a.factors_of(bh, c);
   const float *h = a.entry_state(bh, c), *dh = a.exit_adjoint(bh, c);
   const ProductsLayout Ly{K, V};
@@ -89,16 +89,18 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
   float* hdh = Ly.hdh(smem);
   blk.sync();  // the previous job is done with shared memory
   blk.threads([&](int tid) {
+    copy_tile(blk, tid, wb, ldk, fl.w(f), K, kC, K);
+    copy_tile(blk, tid, ktb, ldk, fl.kt(f), K, kC, K);
+    copy_tile(blk, tid, Pb, ldc, fl.P(f), kC, kC, kC);
+    blk.commit();
     round_tile<false>(tid, hb, ldv, h, V, K, V);
     round_tile<false>(tid, dhb, ldv, dh, V, K, V);
-    round_tile<false>(tid, wb, ldk, fl.w(f), K, kC, K);
-    round_tile<false>(tid, ktb, ldk, fl.kt(f), K, kC, K);
-    round_tile<false>(tid, Pb, ldc, fl.P(f), kC, kC, kC);
     for (int x = tid; x < kC * V; x += kThreads) {
       const int i = x / V, d = x % V;
       dOb[i * ldv + d] = to_bf16(i < at.rows ? dO[at.v + i * at.v_stride + d] : 0.0f);
     }
     for (int i = tid; i < K; i += kThreads) hdh[i] = row_dot(h + i * V, dh + i * V, V);
+    blk.wait_all();
   });
   blk.sync();
   const float s = a.scale;
@@ -213,7 +215,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   const int K = a.K, V = a.V, bh = int(job / a.num_chunks);
   const std::int64_t c = job % a.num_chunks;
   const RowsAt at = rows_at(a, bh, c);
-  const ChunkFactors<float> fl{kC, K, V};
+  const Bf16Factors fl{kC, K, V};
   const float* f = a.factors_of(bh, c);
   const WyLayout Ly{K, V};
   const BackwardHandoff ho{K, V};
@@ -324,8 +326,10 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   });
   blk.sync();  // du and dw are read: u and w take their place
   blk.threads([&](int tid) {
+    copy_tile(blk, tid, dkb, ldk, fl.w(f), K, kC, K);
+    blk.commit();
     round_tile<false>(tid, dvb, ldv, fl.u(f), V, kC, V);
-    round_tile<false>(tid, dkb, ldk, fl.w(f), K, kC, K);
+    blk.wait_all();
   });
   blk.sync();
   // dL = -(dVb u^T) - (dKb w^T), where L was.

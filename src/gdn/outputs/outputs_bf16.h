@@ -1,8 +1,8 @@
 // Every chunk's outputs from its entry state in the bf16 mode, after fla's chunk_fwd_o:
 // o = s (q_g h + P (u - w h)), one block of eight warps per (batch * value head, chunk,
-// column tile) job, with nothing in global memory but the inputs and o. The operands are
-// rounded to bf16 once as they come into shared memory (w, q_g, P, and h transposed), so
-// a block needs 69 KiB at K = 128, BV = 64 and three fit an SM. Then:
+// column tile) job, with nothing in global memory but the inputs and o. w, q_g and P come
+// into shared memory as the bf16 tiles they are stored as (cp.async), h rounded and
+// transposed, so a block needs 69 KiB at K = 128, BV = 64 and three fit an SM. Then:
 //  1. v_new = u - w h into shared memory as bf16 v_new^T, and q_g h in the accumulators;
 //  2. o = s q_g h + s P v_new, the C-fragments written straight to o's rows.
 // The GEMMs and epilogues are ChunkKernel::outputs' on the bf16 block GEMM (bf16_walk.h
@@ -48,15 +48,17 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
   const int bh = int(job / per_bh), b = bh / a.Hv, hv = bh % a.Hv;
   const std::int64_t c = (job % per_bh) / tiles;
   const int c0 = int(job % tiles) * bv;
-  const ChunkFactors<float> fl{kC, K, V};
+  const Bf16Factors fl{kC, K, V};
   const float* f = a.factors_of(bh, c);
   const OutputLayout L{K, bv};
   blk.sync();  // the previous job is done with the tiles
   blk.threads([&](int tid) {
-    round_tile<false>(tid, L.w(smem), L.ldk(), fl.w(f), K, kC, K);
-    round_tile<false>(tid, L.qg(smem), L.ldk(), fl.qg(f), K, kC, K);
-    round_tile<false>(tid, L.P(smem), L.ldc(), fl.P(f), kC, kC, kC);
+    copy_tile(blk, tid, L.w(smem), L.ldk(), fl.w(f), K, kC, K);
+    copy_tile(blk, tid, L.qg(smem), L.ldk(), fl.qg(f), K, kC, K);
+    copy_tile(blk, tid, L.P(smem), L.ldc(), fl.P(f), kC, kC, kC);
+    blk.commit();
     round_tile<true>(tid, L.hT(smem), L.ldk(), a.entry_state(bh, c) + c0, V, K, bv);
+    blk.wait_all();
   });
   blk.sync();
   const float* u = fl.u(f) + c0;

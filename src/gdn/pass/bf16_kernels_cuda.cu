@@ -54,7 +54,7 @@ struct DeviceBlock {
     f(int(threadIdx.x));
   }
   __device__ void sync() { __syncthreads(); }
-  __device__ void copy16(float* dst, const float* src) {
+  __device__ void copy16(void* dst, const void* src) {
     const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
   }
@@ -207,13 +207,10 @@ const DeviceLimits& device_limits() {
   return limits;
 }
 
-// Whether a register kernel runs here (launch_counts.h's register_fallback_reason): the
-// bf16 mode, a shape it takes (bv = 0: prepare's), 16-byte aligned factors (and dO for the
-// adjoints), a device with cp.async and room for `smem` bytes, and no GDN_CUDA_WALK=tiled.
-// Sets the kernel's shared memory where so; in the bf16 mode, notes why not for `phase`.
-template <typename Kernel>
-bool usable(const char* phase, const PassArgs<float>& a, int bv, const float* dO, std::size_t smem,
-            Kernel kernel) {
+// What decides whether a register kernel runs (launch_counts.h): the bf16 mode, a shape it
+// takes (bv = 0: prepare's), 16-byte aligned factors (and dO for the adjoints), a device
+// with cp.async and room for `smem` bytes, and no GDN_CUDA_WALK=tiled.
+RegisterConditions conditions(const PassArgs<float>& a, int bv, const float* dO, std::size_t smem) {
   RegisterConditions c;
   const char* env = std::getenv("GDN_CUDA_WALK");
   c.bf16_mode = a.gemm == ChunkGemm::kBf16;
@@ -224,15 +221,23 @@ bool usable(const char* phase, const PassArgs<float>& a, int bv, const float* dO
   c.factors_aligned = aligned16(a.factors) && a.fsize % 4 == 0;
   c.dO_aligned = !dO || aligned16(dO);
   c.smem = smem;
-  if (!c.bf16_mode) return false;  // every fp32 and fp64 pass: no reason to record
   const DeviceLimits& d = device_limits();
   c.compute_major = d.compute_major;
   c.smem_optin = d.smem_optin;
-  const std::string why = register_fallback_reason(c);
-  if (!why.empty()) {
-    note_fallback(phase, why);
-    return false;
-  }
+  return c;
+}
+
+// Whether the register kernel of `phase` runs: exactly where prepare() made Bf16Factors
+// blocks, which nothing else reads; there it must (a reason it cannot is a defect: the
+// choice in register_factors covers every kernel's shape and shared memory). Sets the
+// kernel's shared memory.
+template <typename Kernel>
+bool usable(const char* phase, const PassArgs<float>& a, int bv, const float* dO, std::size_t smem,
+            Kernel kernel) {
+  if (!a.bf16_factors) return false;
+  const std::string why = register_fallback_reason(conditions(a, bv, dO, smem));
+  GDN_CHECK(why.empty(), "GDN CUDA pass: the ", phase, " register kernel cannot run (", why,
+            "), but prepare() made bf16 factors, which only the register kernels read");
   GDN_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   return true;
@@ -249,7 +254,24 @@ bool launch(const char* phase, const Walk& walk, std::int64_t jobs, std::size_t 
   return true;
 }
 
+// The most shared memory any register kernel takes at this K and V (walks at width 64).
+std::size_t largest_smem(int K, int V) {
+  return std::max({rwalk::PrepareLayout{K, V}.bytes(), rwalk::StateLayout{K, 64}.bytes(),
+                   rwalk::AdjointLayout{K, 64}.bytes(), rwalk::OutputLayout{K, 64}.bytes(),
+                   rwalk::ProductsLayout{K, V}.bytes(), rwalk::WyLayout{K, V}.bytes()});
+}
+
 }  // namespace
+
+bool register_factors(const PassArgs<float>& a) {
+  if (a.gemm != ChunkGemm::kBf16) return false;  // every fp32 pass: no reason to record
+  RegisterConditions c = conditions(a, 0, nullptr, largest_smem(a.K, a.V));
+  c.factors_aligned = true;  // the device pool's blocks, and Bf16Factors' size is 4 k floats
+  const std::string why = register_fallback_reason(c);
+  if (why.empty()) return true;
+  note_fallback("prepare", why);
+  return false;
+}
 
 bool register_backward_chunks(const PassArgs<float>& a, const float* dO,
                               const GdnGradView<float>& gr, float* dqv, float* dkv) {

@@ -1,17 +1,21 @@
-// The register walks of gdn/pass/bf16_walk.h on the GPU, for float passes in the bf16 mode:
+// The register walks of gdn/pass/bf16_walk.h on the GPU, for float passes in the bf16 mode
+// where prepare() makes Bf16Factors blocks (PassArgs::bf16_factors):
 // prepare() (gdn/prepare/prepare_bf16.h), LocalPass::output's state walk and its outputs
 // (gdn/outputs/outputs_bf16.h), transition(), adjoint(), and backward()'s adjoint walk (part
 // (a)) and chunk jobs (part (b), gdn/backward/backward_bf16.h), each with the arguments of the
-// kernel it replaces. Each returns false, launching nothing, where the shape, the
-// buffers' alignment or GDN_CUDA_WALK=tiled rule it out; the caller then runs the tiled
-// kernel. bv: the column tile width the caller's launch rule chose. A translation unit of
-// its own, compiled beside the passes' (local_pass_cuda.cu).
+// kernel it replaces. Each returns false, launching nothing, where a.bf16_factors is not
+// set (the caller then runs the tiled kernel on ChunkFactors blocks), and throws where it
+// is set but the kernel cannot run. bv: the column tile width the caller's launch rule chose. A
+// translation unit of its own, compiled beside the passes' (local_pass_cuda.cu).
 #pragma once
 
 #include "gdn/pass/pass_args.h"
 
 namespace gdn::pass {
 
+// Whether every register kernel runs at a's shape, on this device, in a's mode (pass::
+// bf16_factors); where not in the bf16 mode's, notes why for the phase "prepare".
+bool register_factors(const PassArgs<float>& a);
 bool register_prepare(const PassArgs<float>& a);
 bool register_state_walk(const PassArgs<float>& a, const float* h_in, float* ht, int bv);
 bool register_transition(const PassArgs<float>& a, float* M, float* U, int bv);

@@ -20,7 +20,9 @@
 //     a warp policy W: Reg<T> (one lane's T on the GPU, every lane's when emulated),
 //     make(f) -> Reg<R> with R = f(lane), each(f), at(reg, lane), mma(d, a, b) (d += a b)
 //   threads(f): f(tid) for each thread the caller runs
-//   sync(): a barrier; copy16(dst, src): 4 floats, asynchronous; commit(); wait_all()
+//   sync(): a barrier; copy16(dst, src): 16 bytes, asynchronous; commit(); wait_all()
+// The chunks' factors are Bf16Factors blocks (gdn/pass/bf16_factors.h): w, k~, q_g and P
+// come into shared memory as the bf16 operands they are, u as fp32.
 // docs/design.md §2f.
 #pragma once
 
@@ -30,6 +32,7 @@
 #include "core/bf16.h"
 #include "core/hd.h"
 #include "gdn/chunk/chunk_kernel.h"
+#include "gdn/pass/bf16_factors.h"
 #include "gdn/pass/pass_args.h"
 #include "gdn/pass/walk_tiles.h"
 #include "ops/mma/block_gemm_bf16.h"
@@ -150,14 +153,16 @@ GDN_HD void publish_state(Blk& blk, int K, int bv, Bf16* tT, int ldt, float* dst
   });
 }
 
-// Thread tid's share of copying rows x width floats (16-byte pieces; width a multiple of
-// 4) from src (leading dimension lds) into dst (leading dimension ldd).
-template <typename Blk>
-GDN_HD void copy_tile(Blk& blk, int tid, float* dst, int ldd, const float* src, std::int64_t lds,
-                      int rows, int width) {
-  const int q = width / 4;
+// Thread tid's share of copying rows x width elements E (floats or bf16; 16-byte pieces,
+// so rows of 16-byte multiples at 16-byte-aligned addresses) from src (leading dimension
+// lds) into dst (leading dimension ldd).
+template <typename Blk, typename E>
+GDN_HD void copy_tile(Blk& blk, int tid, E* dst, int ldd, const E* src, std::int64_t lds, int rows,
+                      int width) {
+  constexpr int kPiece = 16 / int(sizeof(E));
+  const int q = width / kPiece;
   for (int x = tid; x < rows * q; x += kThreads) {
-    const int i = x / q, c = 4 * (x % q);
+    const int i = x / q, c = kPiece * (x % q);
     blk.copy16(dst + i * ldd + c, src + i * lds + c);
   }
 }

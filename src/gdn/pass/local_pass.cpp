@@ -1,7 +1,10 @@
 #include "gdn/pass/local_pass.h"
 
+#include <type_traits>
+
 #include "core/error.h"
 #include "gdn/chunk/chunk_kernel.h"
+#include "gdn/pass/bf16_factors.h"
 #include "runtime/devices.h"
 
 namespace gdn {
@@ -21,7 +24,7 @@ void LocalPass<T, Dev>::reset(const GdnProblem& p, std::int64_t t0, std::int64_t
   const bool keep = layout_ && layout_->t0 == t0 && layout_->t1 == t1 && same_layout(p, p_);
   p_ = p;
   in_ = in;
-  prepared_ = false;
+  prepared_ = bf16_factors_ = false;
   if (states_of_ == States::inputs) states_of_ = States::none;  // the inputs changed
   if (keep) return;
   states_of_ = States::none;  // another slice: the kept states are not its chunks'
@@ -49,13 +52,14 @@ PassArgs<T> LocalPass<T, Dev>::args() {
                 chunks_.data(),
                 in_,
                 T(p_.scale_value()),
-                ChunkFactors<T>{p_.chunk_size, p_.K, p_.V}.size(),
+                factor_size(bf16_factors_),
                 factors_.data(),
                 prepared_,
                 states_.data(),
                 nullptr,
                 nullptr,
-                ChunkGemm::kFp32};
+                ChunkGemm::kFp32,
+                bf16_factors_};
   const std::size_t ws = pass::workspace_elems(Dev{}, a);
   if (workspace_.size() < ws) workspace_.resize(ws);
   a.workspace = workspace_.data();
@@ -63,9 +67,14 @@ PassArgs<T> LocalPass<T, Dev>::args() {
 }
 
 template <typename T, typename Dev>
+std::size_t LocalPass<T, Dev>::factor_size(bool bf16) const {
+  return bf16 ? Bf16Factors{p_.chunk_size, p_.K, p_.V}.floats()
+              : ChunkFactors<T>{p_.chunk_size, p_.K, p_.V}.size();
+}
+
+template <typename T, typename Dev>
 std::size_t LocalPass<T, Dev>::factor_elems() const {
-  return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() *
-         ChunkFactors<T>{p_.chunk_size, p_.K, p_.V}.size();
+  return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * factor_size(bf16_factors_);
 }
 
 template <typename T, typename Dev>
@@ -75,6 +84,10 @@ std::size_t LocalPass<T, Dev>::state_elems() const {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::prepare() {
+  if constexpr (std::is_same_v<T, float>) {
+    bf16_factors_ = false;  // args() below describes the problem, not the last factors
+    bf16_factors_ = pass::bf16_factors(Dev{}, args());
+  }
   const std::size_t n = factor_elems();
   if (factors_.size() != n) factors_.resize(n);
   pass::prepare(Dev{}, args());
@@ -107,6 +120,7 @@ void LocalPass<T, Dev>::output_from_states(T* o, T* ht) {
             ", V = ", p_.V, " and ", layout_->chunks.size(), " chunks need ", state_elems());
   // The CUDA pass makes the factors into the factor buffer as it goes (pass_args.h).
   const bool makes_factors = !prepared_ && pass::needs_prepare(Dev{});
+  if (makes_factors) bf16_factors_ = false;  // the chunk jobs make ChunkFactors blocks
   if (makes_factors && factors_.size() != factor_elems()) factors_.resize(factor_elems());
   pass::output_from_states(Dev{}, args(), o, ht);
   prepared_ = prepared_ || makes_factors;

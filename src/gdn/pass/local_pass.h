@@ -87,7 +87,7 @@ class LocalPass {
     workspace_ = Buffer<Dev, T>();
     dqv_ = PassBuffer<Dev, T>();
     dkv_ = PassBuffer<Dev, T>();
-    prepared_ = false;
+    prepared_ = bf16_factors_ = false;
     if (keep == Keep::nothing) {
       states_ = PassBuffer<Dev, T>();
       states_of_ = States::none;
@@ -100,18 +100,20 @@ class LocalPass {
   // prepare() again. Not a lifecycle step: nothing else changes.
   void release_factors() {
     factors_ = PassBuffer<Dev, T>();
-    prepared_ = false;
+    prepared_ = bf16_factors_ = false;
   }
 
  private:
   PassArgs<T> args();
-  std::size_t factor_elems() const;  // of every chunk's factors
-  std::size_t state_elems() const;   // of every chunk's entry state
+  std::size_t factor_size(bool bf16) const;  // of one chunk's factor block (PassArgs::fsize)
+  std::size_t factor_elems() const;          // of every chunk's factors
+  std::size_t state_elems() const;           // of every chunk's entry state
 
   GdnProblem p_;
   std::optional<SliceLayout> layout_;
   GdnInputView<T> in_;
-  bool prepared_ = false;  // factors_ hold this reset's WY factors
+  bool prepared_ = false;      // factors_ hold this reset's WY factors
+  bool bf16_factors_ = false;  // as Bf16Factors blocks (pass::bf16_factors)
   // What states_ hold: nothing; the chunk entry states of an output() on this reset's
   // inputs (backward() may run); or those of an output() before release(Keep::replay),
   // kept through reset() on the same layout (output_from_states() may run).

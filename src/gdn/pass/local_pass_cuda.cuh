@@ -156,6 +156,14 @@ std::size_t workspace_elems(Cuda, const PassArgs<T>& a) {
 }
 
 template <typename T>
+bool bf16_factors(Cuda, const PassArgs<T>& a) {
+  if constexpr (std::is_same_v<T, float>)
+    return register_factors(configured(a));
+  else
+    return false;
+}
+
+template <typename T>
 void prepare(Cuda, const PassArgs<T>& args) {
   const PassArgs<T> a = configured(args);
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
@@ -272,6 +280,7 @@ void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const
 #define GDN_LOCAL_PASS_CUDA_INSTANTIATE(T)                                                        \
   namespace gdn::pass {                                                                           \
   template std::size_t workspace_elems(Cuda, const PassArgs<T>&);                                 \
+  template bool bf16_factors(Cuda, const PassArgs<T>&);                                           \
   template void prepare(Cuda, const PassArgs<T>&);                                                \
   template void transition(Cuda, const PassArgs<T>&, T*, T*);                                     \
   template void output(Cuda, const PassArgs<T>&, const T*, T*, T*);                               \

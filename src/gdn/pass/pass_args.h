@@ -40,6 +40,10 @@ struct PassArgs {
   // with pass::set_cuda_tf32, else fp32). The CUDA passes set it per launch; the host ignores
   // it.
   ChunkGemm gemm = ChunkGemm::kFp32;
+  // The factors are Bf16Factors blocks (gdn/pass/bf16_factors.h), which only the bf16
+  // register kernels read, instead of ChunkFactors<T>: LocalPass sets it from what
+  // prepare() chose (pass::bf16_factors), and every pass then takes its register kernel.
+  bool bf16_factors = false;
 
   GDN_HD int seq_of(const Segment& s, int b) const { return packed ? s.seq : b; }
   GDN_HD std::int64_t state_offset(int seq, int h) const {
@@ -83,6 +87,15 @@ inline int grad_scratch_heads(Host, int G) {
   return G - 1;
 }
 int grad_scratch_heads(Cuda, int G);
+// Whether prepare() writes Bf16Factors blocks for these arguments: on CUDA in the bf16 mode
+// (float passes under a bf16 autocast scope) where every register kernel can run (the
+// shape, the device's shared memory, no GDN_CUDA_WALK=tiled); never on the host.
+template <typename T>
+bool bf16_factors(Host, const PassArgs<T>&) {
+  return false;
+}
+template <typename T>
+bool bf16_factors(Cuda, const PassArgs<T>& a);
 // Whether transition() and output() need prepare() first: the host can make each chunk's
 // factors on the fly; the CUDA passes read them from the factor buffer.
 inline bool needs_prepare(Host) {

@@ -10,6 +10,8 @@
 //    the merges as mma products;
 //  - (beta V)^T and (beta Gamma K)^T in bf16 where k and q were, then u = T (beta V) and
 //    w = T (beta Gamma K) to the factors; k~ = e k and q_g = Gamma q straight to them.
+// The factors are a Bf16Factors block: w, k~, q_g and P rounded to bf16 as they are stored
+// (every reader rounds them so), u and gamma in fp32.
 // The same sums and epilogues as ChunkKernel::prepare on the bf16 block GEMM with a thread
 // group's scan and leaves (bf16_walk.h says why that gives its bits).
 #pragma once
@@ -208,14 +210,14 @@ GDN_HD void unit_lower_inverse(Blk& blk, const float* L, float* T, int ldt, Bf16
   }
 }
 
-// One job: the factors of chunk c of bh into a.factors.
+// One job: the factors of chunk c of bh into a.factors (a Bf16Factors block).
 template <typename Blk>
 GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsigned char* smem) {
   const int K = a.K, V = a.V, bh = int(job / a.num_chunks);
   const std::int64_t c = job % a.num_chunks;
   const PrepareLayout Ly{K, V};
   const RowsAt at = rows_at(a, bh, c);
-  const ChunkFactors<float> fl{kC, K, V};
+  const Bf16Factors fl{kC, K, V};
   float* f = a.factors_of(bh, c);
   const int ldk = Ly.ldk(), ldt = Ly.ldt();
   Bf16 *kb = Ly.k(smem), *qb = Ly.q(smem);
@@ -247,7 +249,7 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
   });
   auto D = [&](int i, int j) { return gt.D(i, j); };
   // k k^T and q k^T (k-major B: k's rows), then L and P.
-  float* P = fl.P(f);
+  Bf16* P = fl.P(f);
   blk.warps([&](const auto& w, int warp, auto&) {
     const Owned o = chunk_tiles(kC, warp);
     auto k_row = Cols{kb, ldk};
@@ -260,12 +262,12 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
     Acc<std::remove_cvref_t<decltype(w)>> qk[kMaxChunkTiles];
     warp_gemm(w, o, K, qk, Rows{qb, ldk}, k_row);
     each_element(w, o, qk, [&](int i, int j, float& d) {
-      P[i * kC + j] = j <= i ? mma::epilogue(1.0f, d, 0.0f, 0.0f) * D(i, j) : 0.0f;
+      P[i * kC + j] = to_bf16(j <= i ? mma::epilogue(1.0f, d, 0.0f, 0.0f) * D(i, j) : 0.0f);
     });
   });
   blk.sync();  // k and q are read: their space takes (beta V)^T and (beta Gamma K)^T
   Bf16 *bvT = Ly.bvT(smem), *bkT = Ly.bkT(smem);
-  float *kt = fl.kt(f), *qg = fl.qg(f);
+  Bf16 *kt = fl.kt(f), *qg = fl.qg(f);
   blk.threads([&](int tid) {
     for (int x = tid; x < kC * V; x += kThreads) {
       const int i = x / V, d = x % V;
@@ -278,28 +280,31 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
       const float kv = in ? k_in[i * at.qk_stride + d] : 0.0f;
       const float qv = in ? q_in[i * at.qk_stride + d] : 0.0f;
       bkT[d * ldt + i] = to_bf16(beta[i] * Gam[i] * kv);
-      kt[i * K + d] = e[i] * kv;
-      qg[i * K + d] = Gam[i] * qv;
+      kt[i * K + d] = to_bf16(e[i] * kv);
+      qg[i * K + d] = to_bf16(Gam[i] * qv);
     }
   });
   unit_lower_inverse(blk, L, T, ldt, Ly.mT(smem),
                      Ly.mops(smem));  // L visible since the last barrier
-  // u = T (beta V), w = T (beta Gamma K), 64 columns at a time.
-  float *u = fl.u(f), *wf = fl.w(f);
+  // u = T (beta V) (fp32), w = T (beta Gamma K) (bf16), 64 columns at a time.
+  float* u = fl.u(f);
+  Bf16* wf = fl.w(f);
   blk.warps([&](const auto& w, int warp, auto&) {
     auto t_at = mma::FloatRows{T, ldt};
     for (int cb = 0; cb < V + K; cb += 64) {
       const bool of_u = cb < V;
       const int c0 = of_u ? cb : cb - V;
       const Bf16* src = of_u ? bvT : bkT;
-      float* out = of_u ? u : wf;
-      const int ld = of_u ? V : K;
       Owned o = chunk_tiles(64, warp);
       o.j0 += c0;
       Acc<std::remove_cvref_t<decltype(w)>> acc[kMaxChunkTiles];
       warp_gemm(w, o, kC, acc, t_at, Cols{src, ldt});
       each_element(w, o, acc, [&](int i, int j, float& d) {
-        out[i * ld + j] = mma::epilogue(1.0f, d, 0.0f, 0.0f);
+        const float x = mma::epilogue(1.0f, d, 0.0f, 0.0f);
+        if (of_u)
+          u[i * V + j] = x;
+        else
+          wf[i * K + j] = to_bf16(x);
       });
     }
   });

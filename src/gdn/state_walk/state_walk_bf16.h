@@ -5,8 +5,8 @@
 //     pass, to the chunk's entry state;
 //  2. v_new = u - w h (C x bv), into shared memory as bf16 v_new^T;
 //  3. h <- gamma h + k~^T v_new, in the accumulators.
-// Three barriers per chunk. Chunk c + 1's w, k~ and u tiles (fp32) come into the other of
-// two stages by cp.async meanwhile. transition's M columns run the same walk with
+// Three barriers per chunk. Chunk c + 1's w and k~ (bf16) and u (fp32) tiles come into the
+// other of two stages by cp.async meanwhile. transition's M columns run the same walk with
 // M <- gamma M - k~^T (w M): v_new is w M and the update subtracts.
 #pragma once
 
@@ -19,37 +19,40 @@ namespace gdn::rwalk {
 // kM: transition's M columns.
 enum class Mode { kStates, kU, kM };
 
-// One job's shared memory: two stages of fp32 factor tiles, then h^T and v_new^T in bf16.
-// The strides make the fragment reads conflict-free: w's rows are read in pairs along k
-// (a stride of 8 banks mod 32), k~ down its columns and the bf16 transposes in pairs along
-// k (4 banks).
+// One job's shared memory: two stages of factor tiles (w and k~ in bf16, u's columns in
+// fp32), then h^T and v_new^T in bf16. Every bf16 tile's rows are K + 8 or C + 8 elements
+// apart (4 banks mod 32), so the eight 16-byte rows of an ldmatrix hit 32 banks; u's rows,
+// which the epilogues read, bv + 8 floats.
 struct StateLayout {
   int K, bv;
-  GDN_HD int ldw() const { return K + 8; }
-  GDN_HD int ldk() const { return K + 4; }
+  GDN_HD int ldw() const { return K + 8; }  // w and k~
   GDN_HD int ldu() const { return bv + 8; }
   GDN_HD int ldh() const { return K + 8; }
   GDN_HD int ldv() const { return kC + 8; }
-  GDN_HD std::size_t stage_floats() const { return std::size_t(kC) * (ldw() + ldk() + ldu()); }
+  GDN_HD std::size_t stage_bytes() const {
+    return std::size_t(kC) * (2 * ldw() * sizeof(Bf16) + ldu() * sizeof(float));
+  }
   GDN_HD std::size_t bytes() const {
-    return 2 * stage_floats() * sizeof(float) + std::size_t(bv) * (ldh() + ldv()) * sizeof(Bf16);
+    return 2 * stage_bytes() + std::size_t(bv) * (ldh() + ldv()) * sizeof(Bf16);
   }
-  GDN_HD float* w(unsigned char* s, int stage) const {
-    return reinterpret_cast<float*>(s) + stage * stage_floats();
+  GDN_HD Bf16* w(unsigned char* s, int stage) const {
+    return reinterpret_cast<Bf16*>(s + stage * stage_bytes());
   }
-  GDN_HD float* kt(unsigned char* s, int stage) const { return w(s, stage) + kC * ldw(); }
-  GDN_HD float* u(unsigned char* s, int stage) const { return kt(s, stage) + kC * ldk(); }
-  GDN_HD Bf16* hT(unsigned char* s) const { return reinterpret_cast<Bf16*>(w(s, 2)); }
+  GDN_HD Bf16* kt(unsigned char* s, int stage) const { return w(s, stage) + kC * ldw(); }
+  GDN_HD float* u(unsigned char* s, int stage) const {
+    return reinterpret_cast<float*>(kt(s, stage) + kC * ldw());
+  }
+  GDN_HD Bf16* hT(unsigned char* s) const { return w(s, 2); }
   GDN_HD Bf16* vT(unsigned char* s) const { return hT(s) + bv * ldh(); }
 };
 
 // Thread tid's share of copying chunk factors f's tiles into stage `stage`: w and k~
 // whole, u's columns [c0, c0 + bv) unless `mode` is kM.
 template <typename Blk>
-GDN_HD void stage_factors(Blk& blk, int tid, const StateLayout& L, const ChunkFactors<float>& fl,
+GDN_HD void stage_factors(Blk& blk, int tid, const StateLayout& L, const Bf16Factors& fl,
                           const float* f, int c0, Mode mode, unsigned char* smem, int stage) {
   copy_tile(blk, tid, L.w(smem, stage), L.ldw(), fl.w(f), fl.K, kC, fl.K);
-  copy_tile(blk, tid, L.kt(smem, stage), L.ldk(), fl.kt(f), fl.K, kC, fl.K);
+  copy_tile(blk, tid, L.kt(smem, stage), L.ldw(), fl.kt(f), fl.K, kC, fl.K);
   if (mode != Mode::kM)
     copy_tile(blk, tid, L.u(smem, stage), L.ldu(), fl.u(f) + c0, fl.V, kC, L.bv);
 }
@@ -57,12 +60,12 @@ GDN_HD void stage_factors(Blk& blk, int tid, const StateLayout& L, const ChunkFa
 // v_new (C x bv) = u - w h, or w M for kM, into v_new^T as bf16: store_tile's epilogue
 // beta C + alpha acc with step_cols' (1, -1) and compose_cols' (0, 1).
 template <typename W>
-GDN_HD void make_vnew(const W& w, int warp, const StateLayout& L, const float* ws, const float* us,
+GDN_HD void make_vnew(const W& w, int warp, const StateLayout& L, const Bf16* ws, const float* us,
                       const Bf16* hT, Bf16* vT, Mode mode) {
   const Owned o = chunk_tiles(L.bv, warp);
   const int ldw = L.ldw(), ldh = L.ldh(), ldu = L.ldu(), ldv = L.ldv();
   Acc<W> acc[kMaxChunkTiles];
-  warp_gemm(w, o, L.K, acc, mma::FloatRows{ws, ldw}, Cols{hT, ldh});
+  warp_gemm(w, o, L.K, acc, mma::MatrixRows{{ws, ldw}}, Cols{hT, ldh});
   each_element(w, o, acc, [&](int i, int j, float& d) {
     const float v = mode == Mode::kM ? mma::epilogue(1.0f, d, 0.0f, 0.0f)
                                      : mma::epilogue(-1.0f, d, 1.0f, us[i * ldu + j]);
@@ -73,12 +76,12 @@ GDN_HD void make_vnew(const W& w, int warp, const StateLayout& L, const float* w
 // h <- gamma h + alpha k~^T v_new in the accumulators (alpha = -1 for kM): store_tile's
 // epilogue with beta = gamma, which does not read h where gamma is 0.
 template <typename W>
-GDN_HD void update_state(const W& w, int warp, State<W>& st, const StateLayout& L, const float* ks,
+GDN_HD void update_state(const W& w, int warp, State<W>& st, const StateLayout& L, const Bf16* ks,
                          const Bf16* vT, float gamma, float alpha) {
   const Owned o = state_tiles(L.K, L.bv, warp);
-  const int ldk = L.ldk(), ldv = L.ldv();
+  const int ldk = L.ldw(), ldv = L.ldv();
   Acc<W> acc[kMaxTiles];
-  warp_gemm(w, o, kC, acc, mma::FloatCols{ks, ldk},  // (k~^T)(i, p) = k~(p, i)
+  warp_gemm(w, o, kC, acc, Cols{ks, ldk},  // (k~^T)(i, p) = k~(p, i)
             Cols{vT, ldv});
   each_pair(w, o, st.h, acc,
             [&](int, int, float& h, float d) { h = mma::epilogue(alpha, d, gamma, h); });
@@ -90,7 +93,7 @@ template <typename Blk>
 GDN_HD void forward_chunks(Blk& blk, const PassArgs<float>& a, const StateLayout& L, int bh, int c0,
                            std::int64_t first, std::int64_t end, Mode mode, unsigned char* smem) {
   if (first >= end) return;
-  const ChunkFactors<float> fl{kC, a.K, a.V};
+  const Bf16Factors fl{kC, a.K, a.V};
   const float alpha = mode == Mode::kM ? -1.0f : 1.0f;
   blk.sync();  // the previous segment's last chunk is done with the stages
   blk.threads(
