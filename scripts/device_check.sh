@@ -299,7 +299,7 @@ if [ "$DRY" -eq 0 ]; then
   for r in $(seq 1 "${GDN_DEVICE_ROUNDS:-2}"); do
     step "gdn_bench round $r" 60 bash -c "set -o pipefail; '$BUILD/apps/gdn_bench' --json --device cuda \
       --shapes '$SHAPES' --phases=false --skip-recurrent-above 0 --reps 5 --ceiling-size 0 \
-      | sed 's/^{/{\"round\": $r, /' >> '$OUT/bench.jsonl'"
+      --l2norm-qk | sed 's/^{/{\"round\": $r, /' >> '$OUT/bench.jsonl'"
     step "fla round $r" 60 bash -c "set -o pipefail; PYTHONPATH='$WORK/fla$QLA_PATH' python3 scripts/bench_fla.py \
       --impl fla --shapes '$SHAPES' --reps 5 | sed 's/^{/{\"round\": $r, /' >> '$OUT/bench.jsonl'"
     if [ "$r" -eq 1 ] && [ "$QLA_OK" -eq 1 ]; then
@@ -358,7 +358,8 @@ PY
       --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
       -f -o '$W/ncu_bytes' '$BUILD/apps/gdn_bench' --json --device cuda \
       --shapes 1,32768,16,32,128,128 --variants cuda_chunked_bf16_fwd_bwd --phases=false \
-      --skip-recurrent-above 0 --reps 1 --warmup 0 --ceiling-size 0 > '$LOGS/ncu_bytes_app.log' \
+      --skip-recurrent-above 0 --reps 1 --warmup 0 --ceiling-size 0 --l2norm-qk \
+      > '$LOGS/ncu_bytes_app.log' \
       && '$NCU' --import '$W/ncu_bytes.ncu-rep' --csv --page raw > '$OUT/ncu_bytes.csv'" &&
       python3 scripts/ncu_bytes.py "$OUT/ncu_bytes.csv" >> "$ROWS"
     # Flash attention's forward and three backward kernels at Qwen3-Next's heads, T = 8192.
