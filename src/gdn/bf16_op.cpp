@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "gdn/empty_sequences.h"
 #include "ops/convert/convert.h"
+#include "ops/l2norm/l2norm.h"
 #include "runtime/devices.h"
 
 namespace gdn {
@@ -45,13 +46,31 @@ void ChunkedGdnBf16<Dev>::release() {
 }
 
 template <typename Dev>
+GdnInputView<float> ChunkedGdnBf16<Dev>::bare() const {
+  return {nullptr, nullptr, nullptr, in_.g, nullptr, in_.h0};
+}
+
+template <typename Dev>
+Bf16Io ChunkedGdnBf16<Dev>::io(Bf16* o, const Bf16* dO) const {
+  return {in_.q, in_.k, in_.v, in_.beta, dO, o, p_.l2norm_qk};
+}
+
+template <typename Dev>
 void ChunkedGdnBf16<Dev>::forward(Bf16* o, float* ht) {
   const Bf16Autocast bf16_gemms(true);  // CUDA: the chunk GEMMs on bf16 tensor cores
-  pass_.reset(p_, 0, p_.T, widen());
-  const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;
-  Buffer<Dev, float> o32(n);
-  pass_.output(nullptr, o32.data(), ht);
-  ops::to_bf16(Dev{}, o32.data(), std::int64_t(n), o);
+  pass_.reset(p_, 0, p_.T, bare());
+  direct_ = pass_.makes_bf16_factors();
+  if (direct_) {  // the register kernels read q, k, v, beta and write o as they are
+    pass_.set_bf16_io(io(o, nullptr));
+    pass_.output(nullptr, nullptr, ht);
+    pass_.set_bf16_io({});
+  } else {
+    pass_.rebind(widen());
+    const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;
+    Buffer<Dev, float> o32(n);
+    pass_.output(nullptr, o32.data(), ht);
+    ops::to_bf16(Dev{}, o32.data(), std::int64_t(n), o);
+  }
   if (ht) copy_empty_sequence_states<Dev>(p_, in_.h0, ht);
   // Keep the chunk entry states only: the factors (made on CUDA) and the float inputs go.
   pass_.release_factors();
@@ -61,14 +80,29 @@ void ChunkedGdnBf16<Dev>::forward(Bf16* o, float* ht) {
 template <typename Dev>
 void ChunkedGdnBf16<Dev>::backward(const Bf16* dO, const float* dht, GdnGradView<float>& grads) {
   const Bf16Autocast bf16_gemms(true);
-  // The same float values as in forward(), so the kept entry states still hold.
-  pass_.rebind(widen());
-  const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;
-  Buffer<Dev, float> dO32(n);
-  ops::to_float(Dev{}, dO, std::int64_t(n), dO32.data());
-  pass_.backward(nullptr, dO32.data(), dht, grads);
+  GDN_CHECK(pass_.makes_bf16_factors() == direct_,
+            "ChunkedGdnBf16::backward: the register kernels ran in forward() but not here, or "
+            "the other way round (GDN_CUDA_WALK or the device changed in between)");
+  if (direct_) {
+    pass_.rebind(bare());
+    pass_.set_bf16_io(io(nullptr, dO));
+    pass_.backward(nullptr, nullptr, dht, grads);
+    pass_.set_bf16_io({});
+    if (p_.l2norm_qk) {  // the norm's backward on the bf16 q and k, widened as it reads them
+      const std::int64_t rows = std::int64_t(p_.B) * p_.T * p_.Hk;
+      ops::l2norm_rows_backward(Dev{}, in_.q, grads.dq, rows, p_.K, grads.dq);
+      ops::l2norm_rows_backward(Dev{}, in_.k, grads.dk, rows, p_.K, grads.dk);
+    }
+  } else {
+    // The same float values as in forward(), so the kept entry states still hold.
+    pass_.rebind(widen());
+    const std::size_t n = std::size_t(p_.B) * p_.T * p_.Hv * p_.V;
+    Buffer<Dev, float> dO32(n);
+    ops::to_float(Dev{}, dO, std::int64_t(n), dO32.data());
+    pass_.backward(nullptr, dO32.data(), dht, grads);
+    norm_.backward(grads.dq, grads.dk);
+  }
   if (grads.dh0) copy_empty_sequence_states<Dev>(p_, dht, grads.dh0);
-  norm_.backward(grads.dq, grads.dk);
   release();
 }
 

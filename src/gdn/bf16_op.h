@@ -3,7 +3,10 @@
 // keep them); g, the states (h0, ht and the chunk entry states the backward needs) and
 // every product and accumulator are float. Between forward() and backward() the op keeps
 // only the chunk entry states: the float copies of the inputs exist only while a call
-// runs, so what a layer stores for its backward is its bf16 inputs plus those states.
+// runs, so what a layer stores for its backward is its bf16 inputs plus those states. On
+// CUDA, where the register kernels run (LocalPass::makes_bf16_factors), there are no float
+// copies: the kernels read q, k, v, beta and dO and write o in bf16 (PassArgs::io), and
+// normalise q and k themselves, with the bits of the float path.
 //
 // Numerics on the host: the float path on the bf16 values, then o rounded once to bf16. On
 // CUDA the chunk GEMMs also take bf16 operands (tensor cores, fp32 sums: docs/design.md
@@ -47,12 +50,19 @@ class ChunkedGdnBf16 {
   // the chunk math reads. release() frees them.
   const GdnInputView<float>& widen();
   void release();
+  // The view of the inputs with only g and h0 (the register kernels read the rest in bf16),
+  // and the bf16 tensors for them (LocalPass::set_bf16_io).
+  GdnInputView<float> bare() const;
+  Bf16Io io(Bf16* o, const Bf16* dO) const;
 
   GdnProblem p_;
   Bf16Inputs in_;
   Buffer<Dev, float> q_, k_, v_, beta_;
   QKNormalizer<float, Dev> norm_;
   LocalPass<float, Dev> pass_;
+  // forward() ran on the register kernels straight from the bf16 tensors (CUDA, where
+  // LocalPass makes bf16 factors): no widened copies of q, k, v, beta, o or dO.
+  bool direct_ = false;
 };
 
 }  // namespace gdn

@@ -1,6 +1,6 @@
 // The bytes each kernel of the bf16 op on CUDA (ChunkedGdnBf16<Cuda>: forward, then
-// backward, on the register kernels) reads and writes in global memory, counted from the
-// kernels' code: what DRAM must carry if every kernel found each byte it touches once (its
+// backward, on the register kernels, straight from the bf16 tensors) reads and writes in
+// global memory, counted from the kernels' code: what DRAM must carry if every kernel found each byte it touches once (its
 // re-reads in L2). `reread` is what the kernel asks for beyond that: the walks' column
 // tiles each read the chunk's whole factor tiles. The measured side is ncu's DRAM bytes
 // (scripts/ncu_bytes.py); docs/gpu.md tables both. h0, ht, dht and dh0 (B Hv K V floats
@@ -38,36 +38,26 @@ inline std::vector<KernelBytes> bf16_op_bytes(const GdnProblem& p, int sms) {
   const double out_tiles = V / (p.V % 64 == 0 ? 64 : 32);
   const double norm = p.l2norm_qk ? 1 : 0;
 
+  // The register kernels read q, k, v, beta and dO and write o in bf16 (PassArgs::io); g
+  // is fp32. prepare and part 2 read the key head's q and k once per value head of its group
+  // (and once more for the norms).
+  const double qkv = b16 * (2 * n_qk + n_v) + (b16 + f32) * n_g;
+  const double qk_again = b16 * 2 * n_qk * (G * (1 + norm) - 1);
   std::vector<KernelBytes> k;
-  auto widen_and_norm = [&](const char* pass) {
-    const std::string at = std::string(pass) + ": ";
-    k.push_back({at + "widen q, k, v, beta", b16 * (2 * n_qk + n_v + n_g),
-                 f32 * (2 * n_qk + n_v + n_g), 0});
-    if (norm) k.push_back({at + "l2norm q, k", f32 * 2 * n_qk, f32 * 2 * n_qk, 0});
-    // prepare: q and k of the job's key head (each value head of a group reads them), v, g,
-    // beta; the factor blocks.
-    k.push_back(
-        {at + "prepare", f32 * (2 * n_qk + n_v + 2 * n_g), factors, f32 * 2 * n_qk * (G - 1)});
-  };
-  widen_and_norm("forward");
+  k.push_back({"forward: prepare", qkv, factors, qk_again});
   k.push_back({"forward: state_walk", 2 * w + u + gamma, states, 2 * w * (walk_tiles - 1)});
-  k.push_back(
-      {"forward: outputs", 2 * w + P + u + states, f32 * n_v, (2 * w + P) * (out_tiles - 1)});
-  k.push_back({"forward: o to bf16", f32 * n_v, b16 * n_v, 0});
-  widen_and_norm("backward");
-  k.push_back({"backward: dO to float", b16 * n_v, f32 * n_v, 0});
-  k.push_back({"backward: backward_walk", 3 * w + P + gamma + f32 * n_v, states,
+  k.push_back({"forward: outputs", 2 * w + P + u + states, b16 * n_v, (2 * w + P) * (out_tiles - 1)});
+  k.push_back({"backward: prepare", qkv, factors, qk_again});
+  k.push_back({"backward: backward_walk", 3 * w + P + gamma + b16 * n_v, states,
                (3 * w + P) * (walk_tiles - 1)});
   // Part 1: h, dh, w, k~, P, dO, u; X and dk~ per value head, the handoff.
-  k.push_back({"backward: backward_products", 2 * states + 2 * w + P + f32 * n_v + u,
+  k.push_back({"backward: backward_products", 2 * states + 2 * w + P + b16 * n_v + u,
                2 * f32 * G * n_qk + handoff_f32 + handoff_b16, 0});
-  // Part 2: q, k, g, beta, the handoff, X and dk~ (overwritten by dq, dk), u, w, v.
-  k.push_back({"backward: backward_wy",
-               f32 * (2 * n_qk + 2 * n_g) + handoff_f32 + handoff_b16 + 2 * f32 * G * n_qk + u + w +
-                   f32 * n_v,
-               2 * f32 * G * n_qk + f32 * (n_v + 2 * n_g), f32 * 2 * n_qk * (G - 1)});
+  // Part 2: q, k, v, g, beta, the handoff, X and dk~ (overwritten by dq, dk), u, w.
+  k.push_back({"backward: backward_wy", qkv + handoff_f32 + handoff_b16 + 2 * f32 * G * n_qk + u + w,
+               2 * f32 * G * n_qk + f32 * (n_v + 2 * n_g), qk_again});
   k.push_back({"backward: sum dq, dk over value heads", 2 * f32 * G * n_qk, 2 * f32 * n_qk, 0});
-  if (norm) k.push_back({"backward: l2norm backward", 4 * f32 * n_qk, 2 * f32 * n_qk, 0});
+  if (norm) k.push_back({"backward: l2norm backward", (b16 + f32) * 2 * n_qk, 2 * f32 * n_qk, 0});
   return k;
 }
 

@@ -7,9 +7,11 @@
 // Skipped (exit 77) where no GPU is visible; CI compiles and links it without one.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/rng.h"
 #include "gdn/bf16_op.h"
 #include "gdn/random_inputs.h"
@@ -109,5 +111,47 @@ TEST_CASE("bf16 mode on the GPU matches the host", "[cuda_bf16]") {
     check_close("dg", gdg, cast<double>(g.dg), kBf16Gemm);
     check_close("dbeta", gdbeta, cast<double>(g.dbeta), kBf16Gemm);
     if (h0) check_close("dh0", gdh0, cast<double>(g.dh0), kBf16Gemm);
+  }
+}
+
+// Where the register kernels run, the op hands them its bf16 tensors (PassArgs::io: q, k,
+// v, beta and dO widened as they are read, q and k normalised inside prepare, o rounded as
+// it is stored); with GDN_CUDA_WALK=tiled it makes float copies, normalises them with
+// ops::l2norm_rows and runs the tiled kernels. The two give the same bits (docs/design.md
+// §2f), which test_register_walk checks on the CPU kernel by kernel; here the whole op.
+TEST_CASE("the bf16 op from its bf16 tensors gives the float copies' bits", "[cuda_bf16]") {
+  for (const GdnProblem& p : {make_problem(1, 300, 1, 2, 128, 128, 64, true),
+                              make_problem(1, 400, 2, 4, 64, 64, 64, true, {0, 90, 91, 400})}) {
+    const GdnInputs<float> d = random_gdn_inputs<float>(p, 31, true);
+    const auto up = [](const std::vector<Bf16>& x) { return to_device<Cuda>(x.data(), x.size()); };
+    const DeviceBuffer<Bf16> gq = up(narrow(d.q)), gk = up(narrow(d.k)), gv16 = up(narrow(d.v)),
+                             gb = up(narrow(d.beta)),
+                             gdO = up(narrow(random_tensor<float>(output_shape(p), 32)));
+    const DeviceBuffer<float> gg = on_gpu<float>(d.g), gh0 = on_gpu<float>(d.h0),
+                              gdht = on_gpu<float>(random_tensor<float>(state_shape(p), 33, 0.1));
+    auto run = [&](bool tiled) {
+      if (tiled) ::setenv("GDN_CUDA_WALK", "tiled", 1);
+      const Bf16Autocast bf16(true);
+      DeviceBuffer<Bf16> go(gdO.size());
+      DeviceBuffer<float> ght(gh0.size()), gdq(d.q.data.size()), gdk(d.k.data.size()),
+          gdv(d.v.data.size()), gdg(d.g.data.size()), gdbeta(d.beta.data.size()), gdh0(gh0.size());
+      ChunkedGdnBf16<Cuda> op(
+          p, {gq.data(), gk.data(), gv16.data(), gb.data(), gg.data(), gh0.data()});
+      op.forward(go.data(), ght.data());
+      GdnGradView<float> gv{gdq.data(), gdk.data(),    gdv.data(),
+                            gdg.data(), gdbeta.data(), gdh0.data()};
+      op.backward(gdO.data(), gdht.data(), gv);
+      ::unsetenv("GDN_CUDA_WALK");
+      std::vector<std::vector<float>> out = {widen(to_host<Cuda>(go))};
+      for (const DeviceBuffer<float>* b : {&ght, &gdq, &gdk, &gdv, &gdg, &gdbeta, &gdh0})
+        out.push_back(to_host<Cuda>(*b));
+      return out;
+    };
+    const auto tiled = run(true), direct = run(false);
+    const char* names[] = {"o", "ht", "dq", "dk", "dv", "dg", "dbeta", "dh0"};
+    for (std::size_t x = 0; x < tiled.size(); ++x) {
+      INFO(names[x]);
+      CHECK(bit_difference(direct[x], tiled[x]) == "");
+    }
   }
 }

@@ -617,7 +617,9 @@ void check_cuda_pass_order(const Case& c, std::int64_t t0, std::int64_t t1, int 
                      states.data(),
                      nullptr,
                      exits.data(),
-                     ChunkGemm::kFp32};
+                     ChunkGemm::kFp32,
+                     false,
+                     {}};
   pass::prepare(Host{}, a);
   std::vector<double> tile(walk::tile_elems(K, C, bv), std::nan(""));
   Tensor<double> eM(M.shape), eU(U.shape), eo(local), eht(state_shape(p)), eD(bh_state);

@@ -24,6 +24,7 @@
 #include "gdn/state_walk/state_walk_bf16.h"
 #include "gdn/state_walk/state_walk_tiled.h"
 #include "mma_emulation.h"
+#include "ops/l2norm/l2norm.h"
 #include "test_support.h"
 
 using namespace gdn;
@@ -135,7 +136,23 @@ struct WalkCase {
   std::int64_t t0, t1;
   int bv;
   std::vector<std::int64_t> forget;  // tokens with g = -inf
+  // The bf16 op's form: the register kernels read q, k, v, beta and dO and write o in bf16
+  // (PassArgs::io), normalising q and k where l2norm is set.
+  bool bf16_io = false, l2norm = false;
 };
+
+// The bf16 tensors of a bf16_io case, and x made the float values every other path reads
+// (widened; rows of `norm` elements normalised by l2norm_row where norm > 0).
+std::vector<Bf16> to_bf16_io(std::vector<float>& x, int norm) {
+  std::vector<Bf16> h(x.size());
+  for (std::size_t e = 0; e < x.size(); ++e) {
+    h[e] = to_bf16(x[e]);
+    x[e] = to_float(h[e]);
+  }
+  if (norm > 0)
+    for (std::size_t r = 0; r < x.size(); r += norm) l2norm_row(x.data() + r, norm, x.data() + r);
+  return h;
+}
 
 void check_walks(const WalkCase& c) {
   const GdnProblem& p = c.p;
@@ -145,11 +162,9 @@ void check_walks(const WalkCase& c) {
     for (const std::int64_t t : c.forget)
       for (int h = 0; h < Hv; ++h)
         d.g.data[(b * p.T + t) * Hv + h] = -std::numeric_limits<float>::infinity();
-  const std::vector<float> q = token_slice(d.q, c.t0, c.t1).data,
-                           k = token_slice(d.k, c.t0, c.t1).data,
-                           v = token_slice(d.v, c.t0, c.t1).data,
-                           g = token_slice(d.g, c.t0, c.t1).data,
-                           beta = token_slice(d.beta, c.t0, c.t1).data;
+  std::vector<float> q = token_slice(d.q, c.t0, c.t1).data, k = token_slice(d.k, c.t0, c.t1).data,
+                     v = token_slice(d.v, c.t0, c.t1).data, g = token_slice(d.g, c.t0, c.t1).data,
+                     beta = token_slice(d.beta, c.t0, c.t1).data;
   const SliceLayout L(p, c.t0, c.t1);
   // Chunk ci of bh's rows, zero-padded to C, as ChunkKernel takes them.
   struct Rows {
@@ -174,8 +189,24 @@ void check_walks(const WalkCase& c) {
     return x;
   };
   const std::size_t n_ht = std::size_t(p.num_sequences()) * Hv * KV;
-  const std::vector<float> h_in = random(BH * KV), lambda = random(BH * KV), dht = random(n_ht),
-                           dO = random(std::size_t(BH) * (c.t1 - c.t0) * V);
+  const std::vector<float> h_in = random(BH * KV), lambda = random(BH * KV), dht = random(n_ht);
+  std::vector<float> dO = random(std::size_t(BH) * (c.t1 - c.t0) * V);
+  std::vector<Bf16> q16, k16, v16, beta16, dO16, o16;
+  Bf16Io io;
+  if (c.bf16_io) {
+    const int norm = c.l2norm ? K : 0;
+    q16 = to_bf16_io(q, norm), k16 = to_bf16_io(k, norm), v16 = to_bf16_io(v, 0);
+    beta16 = to_bf16_io(beta, 0), dO16 = to_bf16_io(dO, 0);
+    o16.assign(std::size_t(B) * (c.t1 - c.t0) * Hv * V, Bf16{0x7fc0});  // NaN
+    io = {q16.data(), k16.data(), v16.data(), beta16.data(), dO16.data(), o16.data(), c.l2norm};
+  }
+  // The register kernels' view of the inputs: through io alone in a bf16_io case.
+  auto registers = [&](PassArgs<float> r) {
+    r.io = io;
+    if (c.bf16_io) r.in.q = r.in.k = r.in.v = r.in.beta = nullptr;
+    return r;
+  };
+  const float* dO_reg = c.bf16_io ? nullptr : dO.data();
   std::vector<float> want_exits(want_states.size(), NAN), got_exits = want_exits;
   PassArgs<float> a{B,
                     p.Hk,
@@ -198,7 +229,9 @@ void check_walks(const WalkCase& c) {
                     want_states.data(),
                     nullptr,
                     want_exits.data(),
-                    ChunkGemm::kBf16};
+                    ChunkGemm::kBf16,
+                    false,
+                    {}};
   pass::prepare(Host{}, a);
   REQUIRE(rwalk::supported(C, K, V, bv));
 
@@ -239,7 +272,7 @@ void check_walks(const WalkCase& c) {
 
   // The register walks, every job on one emulated block, on the factors in bf16.
   std::vector<float> packed = to_bf16_factors(factors, C, K, V);
-  PassArgs<float> r = with_bf16_factors(a, packed);
+  PassArgs<float> r = registers(with_bf16_factors(a, packed));
   r.states = got_states.data();
   r.adjoints = got_exits.data();
   std::vector<float> got_ht(n_ht, 7.0f), got_M(want_M.size(), NAN), got_U(want_U.size(), NAN),
@@ -256,10 +289,15 @@ void check_walks(const WalkCase& c) {
   for (std::int64_t job = 0; job < rwalk::output_jobs(r, bv); ++job)
     rwalk::outputs(blk, r, got_o.data(), bv, job, smem.data());
   for (std::int64_t job = 0; job < state_jobs; ++job) {
-    rwalk::adjoint(blk, r, dO.data(), dht.data(), got_D.data(), bv, job, smem.data());
-    rwalk::backward_walk(blk, r, lambda.data(), dO.data(), dht.data(), got_dh0.data(), bv, job,
+    rwalk::adjoint(blk, r, dO_reg, dht.data(), got_D.data(), bv, job, smem.data());
+    rwalk::backward_walk(blk, r, lambda.data(), dO_reg, dht.data(), got_dh0.data(), bv, job,
                          smem.data());
   }
+  if (c.bf16_io)  // o in bf16: the float o rounded once
+    for (std::size_t x = 0; x < o16.size(); ++x) {
+      got_o[x] = to_float(o16[x]);
+      want_o[x] = to_float(to_bf16(want_o[x]));
+    }
 
   // The factors: ChunkKernel::prepare on the emulated GEMM, chunk by chunk, against the
   // register prepare's jobs (each factor rounded as the register kernels store it), and
@@ -273,7 +311,7 @@ void check_walks(const WalkCase& c) {
         const rwalk::RowsAt at = rwalk::rows_at(a, bh, ci);
         math.prepare(rows_of(at).view(), want_f.data() + (std::size_t(bh) * nc + ci) * fsize);
       }
-    const PassArgs<float> r = with_bf16_factors(a, got_f);
+    const PassArgs<float> r = registers(with_bf16_factors(a, got_f));
     std::vector<unsigned char> smem(rwalk::PrepareLayout{K, V}.bytes(), 0xff);
     EmulatedBlock blk;
     for (std::int64_t job = 0; job < BH * nc; ++job) rwalk::prepare(blk, r, job, smem.data());
@@ -293,7 +331,7 @@ void check_walks(const WalkCase& c) {
     PassArgs<float> r = a;
     r.factors = want_f.data();
     std::vector<float> want_packed = to_bf16_factors(want_f, C, K, V);
-    const PassArgs<float> rb = with_bf16_factors(r, want_packed);
+    const PassArgs<float> rb = registers(with_bf16_factors(r, want_packed));
     std::vector<float> ws(ChunkKernel<float, Bf16GroupExec>::workspace_size(C, K, V));
     ChunkKernel<float, Bf16GroupExec> math(C, K, V, a.scale, ws.data());
     std::vector<float> dh(KV), dq(std::size_t(C) * K), dk(dq.size()), dv(std::size_t(C) * V), dg(C),
@@ -324,8 +362,8 @@ void check_walks(const WalkCase& c) {
     gr.dbeta = got_dbeta.data();
     EmulatedBlock blk;
     for (std::int64_t job = 0; job < BH * nc; ++job) {
-      rwalk::backward_products(blk, rb, dO.data(), got_dqv.data(), got_dkv.data(), handoff.data(),
-                               job, smem.data());
+      rwalk::backward_products(blk, rb, dO_reg, got_dqv.data(), got_dkv.data(), handoff.data(), job,
+                               smem.data());
       std::fill(smem.begin(), smem.end(), 0xff);  // part 2 finds nothing of part 1's
       rwalk::backward_wy(blk, rb, gr, got_dqv.data(), got_dkv.data(), handoff.data(), job,
                          smem.data());
@@ -415,6 +453,23 @@ TEST_CASE("The register kernels equal the CudaExec order on the bf16 GEMM, bit f
        32,
        {}},
       {"K = 64, V = 128, BV = 64, Hv = 2 Hk", make_problem(1, 140, 1, 2, 64, 128), 0, 140, 64, {}},
+      // The bf16 op's form: bf16 tensors through PassArgs::io, q and k normalised inside.
+      {"K = V = 128, BV = 32, bf16 tensors, l2norm",
+       make_problem(2, 150, 1, 2, 128, 128),
+       20,
+       150,
+       32,
+       {70},
+       true,
+       true},
+      {"K = 64, V = 128, BV = 64, bf16 tensors, packed",
+       make_problem(1, 300, 1, 2, 64, 128, 64, false, {0, 70, 71, 200, 300}),
+       50,
+       260,
+       64,
+       {},
+       true,
+       false},
   };
   for (const WalkCase& c : cases) check_walks(c);
 }

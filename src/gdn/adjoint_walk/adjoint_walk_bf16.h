@@ -24,7 +24,8 @@ struct AdjointLayout {
   int K, bv;
   GDN_HD int ldk() const { return K + 8; }  // k~, q_g and w
   GDN_HD int ldp() const { return kC + 8; }
-  GDN_HD int ldo() const { return bv + 4; }
+  GDN_HD int ldo() const { return bv + 4; }    // dO in fp32
+  GDN_HD int ldo16() const { return bv + 8; }  // or in bf16 (Bf16Io::dO), in the same space
   GDN_HD int ldh() const { return K + 8; }
   GDN_HD int ldv() const { return kC + 8; }
   GDN_HD std::size_t factor_bytes() const {
@@ -39,14 +40,17 @@ struct AdjointLayout {
   GDN_HD Bf16* w(unsigned char* s) const { return qg(s) + kC * ldk(); }
   GDN_HD Bf16* P(unsigned char* s) const { return w(s) + kC * ldk(); }
   GDN_HD float* dO(unsigned char* s) const { return reinterpret_cast<float*>(s + factor_bytes()); }
+  GDN_HD Bf16* dO16(unsigned char* s) const { return reinterpret_cast<Bf16*>(dO(s)); }
   GDN_HD Bf16* muT(unsigned char* s) const { return reinterpret_cast<Bf16*>(dO(s) + kC * ldo()); }
   GDN_HD Bf16* dvT(unsigned char* s) const { return muT(s) + bv * ldh(); }
   GDN_HD Bf16* dOT(unsigned char* s) const { return dvT(s) + bv * ldv(); }
 };
 
-// Where one chunk's rows of dO's job columns are: `rows` rows `stride` apart from src.
+// Where one chunk's rows of dO's job columns are: `rows` rows `stride` apart from src, or
+// from src16 where dO is bf16 (Bf16Io::dO).
 struct ChunkRowsAt {
   const float* src;
+  const Bf16* src16;
   std::int64_t stride;
   int rows;
 };
@@ -59,10 +63,17 @@ GDN_HD void stage_front(Blk& blk, int tid, const AdjointLayout& L, const Bf16Fac
   copy_tile(blk, tid, L.kt(smem), L.ldk(), fl.kt(f), fl.K, kC, fl.K);
   copy_tile(blk, tid, L.qg(smem), L.ldk(), fl.qg(f), fl.K, kC, fl.K);
   copy_tile(blk, tid, L.P(smem), L.ldp(), fl.P(f), kC, kC, kC);
-  copy_tile(blk, tid, L.dO(smem), L.ldo(), dO.src, dO.stride, dO.rows, L.bv);
-  float* pad = L.dO(smem) + dO.rows * L.ldo();
-  for (int x = tid; x < (kC - dO.rows) * L.bv; x += kThreads)
-    pad[(x / L.bv) * L.ldo() + x % L.bv] = 0.0f;
+  if (dO.src16) {
+    copy_tile(blk, tid, L.dO16(smem), L.ldo16(), dO.src16, dO.stride, dO.rows, L.bv);
+    Bf16* pad = L.dO16(smem) + dO.rows * L.ldo16();
+    for (int x = tid; x < (kC - dO.rows) * L.bv; x += kThreads)
+      pad[(x / L.bv) * L.ldo16() + x % L.bv] = Bf16{};
+  } else {
+    copy_tile(blk, tid, L.dO(smem), L.ldo(), dO.src, dO.stride, dO.rows, L.bv);
+    float* pad = L.dO(smem) + dO.rows * L.ldo();
+    for (int x = tid; x < (kC - dO.rows) * L.bv; x += kThreads)
+      pad[(x / L.bv) * L.ldo() + x % L.bv] = 0.0f;
+  }
 }
 
 // Step 2 of one warp. dv_new's epilogue is adjoint_cols' two block GEMMs' in turn,
@@ -117,8 +128,9 @@ GDN_HD void adjoint_chunks(Blk& blk, const PassArgs<float>& a, const AdjointLayo
   const int b = j.bh / a.Hv, hv = j.bh % a.Hv;
   auto rows_of = [&](std::int64_t c) {
     const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
-    return ChunkRowsAt{dO + (t * a.Hv + hv) * a.V + j.c0, std::int64_t(a.Hv) * a.V,
-                       a.chunks[c].rows};
+    const std::int64_t at = (t * a.Hv + hv) * a.V + j.c0;
+    return ChunkRowsAt{a.io.dO ? nullptr : dO + at, a.io.dO ? a.io.dO + at : nullptr,
+                       std::int64_t(a.Hv) * a.V, a.chunks[c].rows};
   };
   auto front = [&](std::int64_t c) {
     blk.threads(
@@ -140,7 +152,10 @@ GDN_HD void adjoint_chunks(Blk& blk, const PassArgs<float>& a, const AdjointLayo
     publish_state(blk, L.K, L.bv, L.muT(smem), L.ldh(),
                   keep ? a.exit_adjoint(j.bh, c) + j.c0 : nullptr, a.V);
     blk.threads([&](int tid) {  // dO^T in bf16 (its zero padding rows included)
-      round_tile<true>(tid, L.dOT(smem), L.ldv(), L.dO(smem), L.ldo(), kC, L.bv);
+      if (a.io.dO)
+        round_tile<true>(tid, L.dOT(smem), L.ldv(), L.dO16(smem), L.ldo16(), kC, L.bv);
+      else
+        round_tile<true>(tid, L.dOT(smem), L.ldv(), L.dO(smem), L.ldo(), kC, L.bv);
     });
     blk.sync();
     const float gamma = fl.gamma(a.factors_of(j.bh, c));

@@ -97,7 +97,8 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
     round_tile<false>(tid, dhb, ldv, dh, V, K, V);
     for (int x = tid; x < kC * V; x += kThreads) {
       const int i = x / V, d = x % V;
-      dOb[i * ldv + d] = to_bf16(i < at.rows ? dO[at.v + i * at.v_stride + d] : 0.0f);
+      const std::int64_t x_at = at.v + i * at.v_stride + d;
+      dOb[i * ldv + d] = i >= at.rows ? Bf16{} : a.io.dO ? a.io.dO[x_at] : to_bf16(dO[x_at]);
     }
     for (int i = tid; i < K; i += kThreads) hdh[i] = row_dot(h + i * V, dh + i * V, V);
     blk.wait_all();
@@ -228,28 +229,26 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   auto vec = [&](int i) { return Ly.vec(smem, i); };
   float *beta = vec(kBeta), *dGam = vec(kDGam), *dbeta = vec(kDBeta), *dg = vec(kDg),
         *redC = vec(kRedC);
-  const float* q_in = a.in.q + at.qk;
-  const float* k_in = a.in.k + at.qk;
-  const float* v_in = a.in.v + at.v;
   const std::int64_t rows0 = head_rows(a, bh, at), ld = at.qk_stride;
   float *dq = dqv + rows0, *dk = dkv + rows0;  // part 1's X and dk~ until overwritten
   const float* dP = ho.dP(ho_block);
 
   blk.sync();  // the previous job is done with shared memory
+  const ChunkInputs in_rows = chunk_inputs(blk, a, at, vec);
   blk.threads([&](int tid) {
     for (int x = tid; x < kC * K; x += kThreads) {
       const int i = x / K, d = x % K;
       const bool in = i < rows;
-      kb[i * ldk + d] = to_bf16(in ? k_in[i * at.qk_stride + d] : 0.0f);
-      qb[i * ldk + d] = to_bf16(in ? q_in[i * at.qk_stride + d] : 0.0f);
+      kb[i * ldk + d] = to_bf16(in ? in_rows.k(i)[d] : 0.0f);
+      qb[i * ldk + d] = to_bf16(in ? in_rows.q(i)[d] : 0.0f);
     }
     for (int x = tid; x < kC * kC; x += kThreads) T[(x / kC) * ldt + x % kC] = 0.0f;
     if (tid < kC) {
       const bool in = tid < rows;
       vec(kG)[tid] = in ? a.in.g[at.gb + tid * at.gb_stride] : 0.0f;
-      beta[tid] = in ? a.in.beta[at.gb + tid * at.gb_stride] : 0.0f;
+      beta[tid] = in ? in_rows.beta(tid) : 0.0f;
       // dGamma = <q_i, X_i> (zero rows past the chunk's end), before dq overwrites X.
-      dGam[tid] = in ? row_dot(q_in + tid * at.qk_stride, dq + tid * ld, K) : 0.0f;
+      dGam[tid] = in ? row_dot(in_rows.q(tid), dq + tid * ld, K) : 0.0f;
     }
   });
   blk.sync();
@@ -386,8 +385,8 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   blk.threads([&](int i) {
     if (i >= kC) return;
     const bool in = i < rows;
-    const float* ki = k_in + i * at.qk_stride;
-    const float rv = in ? row_dot(v_in + i * at.v_stride, dVb + i * ldvf, V) : 0.0f;
+    const InputRow ki = in_rows.k(i);
+    const float rv = in ? row_dot(in_rows.v(i), dVb + i * ldvf, V) : 0.0f;
     const float rk = in ? row_dot(ki, dKb + i * ldkf, K) : 0.0f;
     const float de = in ? row_dot(ki, dk + i * ld, K) : 0.0f;
     dbeta[i] += fused(Gam[i], rk, rv);

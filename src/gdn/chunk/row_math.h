@@ -14,9 +14,9 @@ namespace gdn {
 // sum_i a[i] b[i], i < n. On the host in 16 interleaved partial sums that are then added
 // pairwise: the compiler turns that into vector FMAs, where one running sum would wait on
 // the add latency at every element. On the GPU in order. Either way the order depends on
-// n only.
-template <typename T>
-GDN_HD T row_dot(const T* a, const T* b, int n) {
+// n only. a is a pointer or anything with a[i] (a row read in another form).
+template <typename A, typename T>
+GDN_HD T row_dot(const A& a, const T* b, int n) {
 #ifdef __CUDA_ARCH__
   T acc = 0;
   for (int i = 0; i < n; ++i) acc += a[i] * b[i];

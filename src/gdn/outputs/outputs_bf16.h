@@ -38,7 +38,8 @@ GDN_HD inline std::int64_t output_jobs(const PassArgs<float>& a, int bv) {
   return std::int64_t(a.B) * a.Hv * a.num_chunks * walk::tiles(a.V, bv);
 }
 
-// One job. The warps' accumulators (State::h, its first kMaxChunkTiles) carry q_g h from
+// One job; o is written in bf16 to a.io.o where that is set (o may then be null). The
+// warps' accumulators (State::h, its first kMaxChunkTiles) carry q_g h from
 // step 1 to step 2.
 template <typename Blk>
 GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::int64_t job,
@@ -80,15 +81,19 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
   blk.sync();
   const std::int64_t t0 = std::int64_t(b) * a.Tl + a.chunks[c].begin;
   const int rows = a.chunks[c].rows;
-  float* out = o + (t0 * a.Hv + hv) * V + c0;
-  const std::int64_t ldo = std::int64_t(a.Hv) * V;
+  const std::int64_t at0 = (t0 * a.Hv + hv) * V + c0, ldo = std::int64_t(a.Hv) * V;
   const float s = a.scale;
   blk.warps([&](const auto& wp, int warp, auto& st) {
     const Owned t = chunk_tiles(bv, warp);
     Acc<std::remove_cvref_t<decltype(wp)>> pv[kMaxChunkTiles];
     warp_gemm(wp, t, kC, pv, Rows{P, ldc}, Cols{vT, ldc});
     each_pair(wp, t, st.h, pv, [&](int i, int j, float& qh, float d) {
-      if (i < rows) out[i * ldo + j] = mma::epilogue(s, d, 1.0f, mma::epilogue(s, qh, 0.0f, 0.0f));
+      if (i >= rows) return;
+      const float x = mma::epilogue(s, d, 1.0f, mma::epilogue(s, qh, 0.0f, 0.0f));
+      if (a.io.o)  // the bf16 op's o, rounded once as its float o would be
+        a.io.o[at0 + i * ldo + j] = to_bf16(x);
+      else
+        o[at0 + i * ldo + j] = x;
     });
   });
 }

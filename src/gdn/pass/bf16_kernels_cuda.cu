@@ -210,7 +210,7 @@ const DeviceLimits& device_limits() {
 // What decides whether a register kernel runs (launch_counts.h): the bf16 mode, a shape it
 // takes (bv = 0: prepare's), 16-byte aligned factors (and dO for the adjoints), a device
 // with cp.async and room for `smem` bytes, and no GDN_CUDA_WALK=tiled.
-RegisterConditions conditions(const PassArgs<float>& a, int bv, const float* dO, std::size_t smem) {
+RegisterConditions conditions(const PassArgs<float>& a, int bv, const void* dO, std::size_t smem) {
   RegisterConditions c;
   const char* env = std::getenv("GDN_CUDA_WALK");
   c.bf16_mode = a.gemm == ChunkGemm::kBf16;
@@ -235,7 +235,8 @@ template <typename Kernel>
 bool usable(const char* phase, const PassArgs<float>& a, int bv, const float* dO, std::size_t smem,
             Kernel kernel) {
   if (!a.bf16_factors) return false;
-  const std::string why = register_fallback_reason(conditions(a, bv, dO, smem));
+  const void* d = a.io.dO ? static_cast<const void*>(a.io.dO) : dO;  // the dO the passes read
+  const std::string why = register_fallback_reason(conditions(a, bv, d, smem));
   GDN_CHECK(why.empty(), "GDN CUDA pass: the ", phase, " register kernel cannot run (", why,
             "), but prepare() made bf16 factors, which only the register kernels read");
   GDN_CUDA_CHECK(

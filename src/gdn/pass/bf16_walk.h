@@ -167,14 +167,22 @@ GDN_HD void copy_tile(Blk& blk, int tid, E* dst, int ldd, const E* src, std::int
   }
 }
 
-// Thread tid's share of rounding rows x width floats of src (leading dimension lds) into
-// dst (leading dimension ldd), or their transpose (dst[j * ldd + i] = src(i, j)).
-template <bool kTranspose>
-GDN_HD void round_tile(int tid, Bf16* dst, int ldd, const float* src, std::int64_t lds, int rows,
+GDN_HD inline Bf16 as_bf16(float x) {
+  return to_bf16(x);
+}
+GDN_HD inline Bf16 as_bf16(Bf16 x) {
+  return x;
+}
+
+// Thread tid's share of rounding rows x width elements (floats, or bf16 already) of src
+// (leading dimension lds) into dst (leading dimension ldd), or their transpose
+// (dst[j * ldd + i] = src(i, j)).
+template <bool kTranspose, typename E>
+GDN_HD void round_tile(int tid, Bf16* dst, int ldd, const E* src, std::int64_t lds, int rows,
                        int width) {
   for (int x = tid; x < rows * width; x += kThreads) {
     const int i = x / width, j = x % width;
-    dst[kTranspose ? j * ldd + i : i * ldd + j] = to_bf16(src[i * lds + j]);
+    dst[kTranspose ? j * ldd + i : i * ldd + j] = as_bf16(src[i * lds + j]);
   }
 }
 

@@ -59,7 +59,8 @@ PassArgs<T> LocalPass<T, Dev>::args() {
                 nullptr,
                 nullptr,
                 ChunkGemm::kFp32,
-                bf16_factors_};
+                bf16_factors_,
+                bf16_factors_ ? io_ : Bf16Io{}};
   const std::size_t ws = pass::workspace_elems(Dev{}, a);
   if (workspace_.size() < ws) workspace_.resize(ws);
   a.workspace = workspace_.data();
@@ -80,6 +81,17 @@ std::size_t LocalPass<T, Dev>::factor_elems() const {
 template <typename T, typename Dev>
 std::size_t LocalPass<T, Dev>::state_elems() const {
   return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
+}
+
+template <typename T, typename Dev>
+bool LocalPass<T, Dev>::makes_bf16_factors() {
+  if constexpr (std::is_same_v<T, float>) {
+    PassArgs<T> a = args();
+    a.bf16_factors = false;
+    return pass::bf16_factors(Dev{}, a);
+  } else {
+    return false;
+  }
 }
 
 template <typename T, typename Dev>

@@ -46,6 +46,14 @@ class LocalPass {
 
   std::int64_t tokens() const { return layout_ ? layout_->tokens() : 0; }
 
+  // Whether prepare() would make Bf16Factors blocks now (pass::bf16_factors: float passes in
+  // the bf16 mode on CUDA where every register kernel runs). After reset().
+  bool makes_bf16_factors();
+  // The bf16 mode's tensors in bf16 (PassArgs::io), which the register kernels then read
+  // and write instead of reset()'s q, k, v and beta (which may be null) and the passes' dO
+  // and o (null then): only where prepare() makes bf16 factors; kept until the next call.
+  void set_bf16_io(const Bf16Io& io) { io_ = io; }
+
   // WY factors of every chunk, kept for the passes below (chunks are independent, so
   // this runs in parallel over chunks). adjoint() needs it. transition() and output()
   // without it make each chunk's factors on the fly on the host, which is faster when
@@ -114,6 +122,7 @@ class LocalPass {
   GdnInputView<T> in_;
   bool prepared_ = false;      // factors_ hold this reset's WY factors
   bool bf16_factors_ = false;  // as Bf16Factors blocks (pass::bf16_factors)
+  Bf16Io io_;
   // What states_ hold: nothing; the chunk entry states of an output() on this reset's
   // inputs (backward() may run); or those of an output() before release(Keep::replay),
   // kept through reset() on the same layout (output_from_states() may run).

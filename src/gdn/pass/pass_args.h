@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/device.h"
 #include "core/hd.h"
 #include "gdn/chunk/chunk_gemm.h"
@@ -13,6 +14,16 @@
 #include "gdn/slice_layout.h"
 
 namespace gdn {
+
+// The bf16 mode's tensors as ChunkedGdnBf16 stores them ([B, Tl, H, D] like `in`), for the
+// register kernels to read and write as they are: q, k, v, beta and dO widened as they
+// load them (q and k also normalised, l2norm_row's bits, where `l2norm`), o rounded as they
+// store it. No widened copies. Null: the kernels read PassArgs::in, dO and o in T.
+struct Bf16Io {
+  const Bf16 *q = nullptr, *k = nullptr, *v = nullptr, *beta = nullptr, *dO = nullptr;
+  Bf16* o = nullptr;
+  bool l2norm = false;
+};
 
 template <typename T>
 struct PassArgs {
@@ -44,6 +55,8 @@ struct PassArgs {
   // register kernels read, instead of ChunkFactors<T>: LocalPass sets it from what
   // prepare() chose (pass::bf16_factors), and every pass then takes its register kernel.
   bool bf16_factors = false;
+  // Set only with bf16_factors (LocalPass::set_bf16_io).
+  Bf16Io io;
 
   GDN_HD int seq_of(const Segment& s, int b) const { return packed ? s.seq : b; }
   GDN_HD std::int64_t state_offset(int seq, int h) const {

@@ -20,6 +20,7 @@
 
 #include "gdn/chunk/row_math.h"
 #include "gdn/pass/bf16_walk.h"
+#include "ops/l2norm/l2norm.h"
 
 namespace gdn::rwalk {
 
@@ -29,8 +30,21 @@ GDN_HD inline bool prepare_supported(int C, int K, int V) {
 }
 
 // The per-row vectors of a chunk's gates in shared memory, kC floats each: g and beta (the
-// caller's), the scan's two ping-pong pairs (sum, count), Gamma and e.
-enum GateVec { kG = 0, kBeta, kSum0, kCount0, kSum1, kCount1, kGamma, kE, kGateVecs };
+// caller's), the scan's two ping-pong pairs (sum, count), Gamma and e; and the rows'
+// l2norm factors of q and k where the kernel normalises them (Bf16Io::l2norm).
+enum GateVec {
+  kG = 0,
+  kBeta,
+  kSum0,
+  kCount0,
+  kSum1,
+  kCount1,
+  kGamma,
+  kE,
+  kNormQ,
+  kNormK,
+  kGateVecs
+};
 
 constexpr int kLdMerge = 32 + 8;  // a merge's product, transposed (bf16)
 constexpr std::size_t kMergeElems = std::size_t(2) * 32 * kLdMerge;
@@ -80,6 +94,66 @@ GDN_HD inline RowsAt rows_at(const PassArgs<float>& a, int bh, std::int64_t c) {
           std::int64_t(a.Hv) * a.V,
           a.Hv,
           a.chunks[c].rows};
+}
+
+// Row i of the chunk's q or k (k a row pointer into either form of it) as the chunk math
+// takes it: the fp32 input; or the bf16 one widened, times the row's l2norm factor where
+// the op normalises (l2norm_row's bits on the widened row).
+struct InputRow {
+  const float* f;
+  const Bf16* h;
+  float factor;
+  bool norm;
+  GDN_HD float operator[](int d) const {
+    if (!h) return f[d];
+    const float x = to_float(h[d]);
+    return norm ? x * factor : x;
+  }
+};
+
+// The chunk's rows of q, k, v and beta in the form the caller keeps them (PassArgs::io or
+// PassArgs::in); nq, nk: the l2norm factors (vec(kNormQ), vec(kNormK)). Pointers by value:
+// a reference to the kernel's PassArgs would put them on the stack.
+struct ChunkInputs {
+  GdnInputView<float> in;
+  Bf16Io io;
+  RowsAt at;
+  const float *nq, *nk;
+  GDN_HD InputRow q(int i) const { return qk(io.q, in.q, nq, i); }
+  GDN_HD InputRow k(int i) const { return qk(io.k, in.k, nk, i); }
+  GDN_HD InputRow v(int i) const {
+    const std::int64_t at_i = at.v + i * at.v_stride;
+    return io.v ? InputRow{nullptr, io.v + at_i, 1.0f, false}
+                : InputRow{in.v + at_i, nullptr, 1.0f, false};
+  }
+  GDN_HD float beta(int i) const {
+    const std::int64_t at_i = at.gb + i * at.gb_stride;
+    return io.beta ? to_float(io.beta[at_i]) : in.beta[at_i];
+  }
+
+ private:
+  GDN_HD InputRow qk(const Bf16* h, const float* f, const float* n, int i) const {
+    const std::int64_t at_i = at.qk + i * at.qk_stride;
+    return h ? InputRow{nullptr, h + at_i, io.l2norm ? n[i] : 1.0f, io.l2norm}
+             : InputRow{f + at_i, nullptr, 1.0f, false};
+  }
+};
+
+// Where the op normalises q and k (Bf16Io::l2norm), every real row's l2norm factor into
+// vec(kNormQ) and vec(kNormK), then a barrier; nothing otherwise.
+template <typename Blk, typename Vec>
+GDN_HD ChunkInputs chunk_inputs(Blk& blk, const PassArgs<float>& a, const RowsAt& at, Vec vec) {
+  const ChunkInputs in{a.in, a.io, at, vec(kNormQ), vec(kNormK)};
+  if (!a.io.l2norm) return in;
+  blk.threads([&](int tid) {
+    if (tid >= 2 * kC || tid % kC >= at.rows) return;
+    const int i = tid % kC;
+    const Bf16* row = (tid < kC ? a.io.q : a.io.k) + at.qk + i * at.qk_stride;
+    vec(tid < kC ? kNormQ : kNormK)[i] =
+        l2norm_factor<float>([row](int d) { return to_float(row[d]); }, a.K);
+  });
+  blk.sync();
+  return in;
 }
 
 // One product of the inverse's merges on warps [0, n): out = alpha A B over k, A from
@@ -222,23 +296,21 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
   const int ldk = Ly.ldk(), ldt = Ly.ldt();
   Bf16 *kb = Ly.k(smem), *qb = Ly.q(smem);
   float *L = Ly.L(smem), *T = Ly.T(smem), *g = Ly.vec(smem, kG), *beta = Ly.vec(smem, kBeta);
-  const float* q_in = a.in.q + at.qk;
-  const float* k_in = a.in.k + at.qk;
-  const float* v_in = a.in.v + at.v;
 
   blk.sync();  // the previous job is done with shared memory
+  const ChunkInputs rows = chunk_inputs(blk, a, at, [&](int i) { return Ly.vec(smem, i); });
   blk.threads([&](int tid) {
     for (int x = tid; x < kC * K; x += kThreads) {
       const int i = x / K, d = x % K;
       const bool in = i < at.rows;
-      kb[i * ldk + d] = to_bf16(in ? k_in[i * at.qk_stride + d] : 0.0f);
-      qb[i * ldk + d] = to_bf16(in ? q_in[i * at.qk_stride + d] : 0.0f);
+      kb[i * ldk + d] = to_bf16(in ? rows.k(i)[d] : 0.0f);
+      qb[i * ldk + d] = to_bf16(in ? rows.q(i)[d] : 0.0f);
     }
     for (int x = tid; x < kC * kC; x += kThreads) T[(x / kC) * ldt + x % kC] = 0.0f;
     if (tid < kC) {
       const bool in = tid < at.rows;
       g[tid] = in ? a.in.g[at.gb + tid * at.gb_stride] : 0.0f;
-      beta[tid] = in ? a.in.beta[at.gb + tid * at.gb_stride] : 0.0f;
+      beta[tid] = in ? rows.beta(tid) : 0.0f;
     }
   });
   blk.sync();
@@ -271,14 +343,14 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
   blk.threads([&](int tid) {
     for (int x = tid; x < kC * V; x += kThreads) {
       const int i = x / V, d = x % V;
-      const float v = i < at.rows ? v_in[i * at.v_stride + d] : 0.0f;
+      const float v = i < at.rows ? rows.v(i)[d] : 0.0f;
       bvT[d * ldt + i] = to_bf16(beta[i] * v);
     }
     for (int x = tid; x < kC * K; x += kThreads) {
       const int i = x / K, d = x % K;
       const bool in = i < at.rows;
-      const float kv = in ? k_in[i * at.qk_stride + d] : 0.0f;
-      const float qv = in ? q_in[i * at.qk_stride + d] : 0.0f;
+      const float kv = in ? rows.k(i)[d] : 0.0f;
+      const float qv = in ? rows.q(i)[d] : 0.0f;
       bkT[d * ldt + i] = to_bf16(beta[i] * Gam[i] * kv);
       kt[i * K + d] = to_bf16(e[i] * kv);
       qg[i * K + d] = to_bf16(Gam[i] * qv);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/device.h"
 #include "core/hd.h"
 
@@ -12,17 +13,25 @@ namespace gdn {
 
 inline constexpr double kL2NormEps = 1e-6;
 
+// 1 / sqrt(|x|^2 + eps) of the row x(0), ..., x(dim - 1): y = x times it. Kernels that read
+// the row in another form (bf16, widened as they load it) get l2norm_row's bits from it.
+template <typename T, typename X>
+GDN_HD inline T l2norm_factor(X x, int dim) {
+  T ss = 0;
+  for (int d = 0; d < dim; ++d) ss += x(d) * x(d);
+  return T(1) / hd::sqrt(ss + T(kL2NormEps));
+}
+
 template <typename T>
 GDN_HD inline void l2norm_row(const T* x, int dim, T* y) {
-  T ss = 0;
-  for (int d = 0; d < dim; ++d) ss += x[d] * x[d];
-  const T inv = T(1) / hd::sqrt(ss + T(kL2NormEps));
+  const T inv = l2norm_factor<T>([x](int d) { return x[d]; }, dim);
   for (int d = 0; d < dim; ++d) y[d] = x[d] * inv;
 }
 
-// dx may alias dy (the row is read before it is written).
-template <typename T>
-GDN_HD inline void l2norm_row_backward(const T* x, const T* dy, int dim, T* dx) {
+// dx may alias dy (the row is read before it is written). x: a pointer, or a row with
+// x[d] -> T (Bf16Row: bf16, widened as it is read).
+template <typename X, typename T>
+GDN_HD inline void l2norm_row_backward(const X& x, const T* dy, int dim, T* dx) {
   T ss = 0, xdy = 0;
   for (int d = 0; d < dim; ++d) {
     ss += x[d] * x[d];
@@ -32,6 +41,12 @@ GDN_HD inline void l2norm_row_backward(const T* x, const T* dy, int dim, T* dx) 
   const T inv = T(1) / n, c = xdy / (n * n * n);
   for (int d = 0; d < dim; ++d) dx[d] = dy[d] * inv - x[d] * c;
 }
+
+// A bf16 row read as floats.
+struct Bf16Row {
+  const Bf16* h;
+  GDN_HD float operator[](int d) const { return to_float(h[d]); }
+};
 
 namespace ops {
 
@@ -45,6 +60,12 @@ template <typename T>
 void l2norm_rows_backward(Host, const T* x, const T* dy, std::int64_t rows, int dim, T* dx);
 template <typename T>
 void l2norm_rows_backward(Cuda, const T* x, const T* dy, std::int64_t rows, int dim, T* dx);
+// The same with x in bf16 (the bf16 op's q and k, widened as they are read): the bits of
+// widening x first.
+void l2norm_rows_backward(Host, const Bf16* x, const float* dy, std::int64_t rows, int dim,
+                          float* dx);
+void l2norm_rows_backward(Cuda, const Bf16* x, const float* dy, std::int64_t rows, int dim,
+                          float* dx);
 
 }  // namespace ops
 }  // namespace gdn
