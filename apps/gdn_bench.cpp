@@ -328,10 +328,10 @@ void print_bytes(const GdnProblem& p, int sms) {
       "{} SMs): GB per kernel\n",
       p.B, p.T, p.Hk, p.Hv, p.K, p.V, p.chunk_size, p.l2norm_qk ? "on" : "off", sms);
   auto line = [](const std::string& name, double read, double written, double reread) {
-    std::cout << fmt::format("{:<42} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}\n", name, read / 1e9,
+    std::cout << fmt::format("{:<46} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}\n", name, read / 1e9,
                              written / 1e9, (read + written) / 1e9, reread / 1e9);
   };
-  std::cout << fmt::format("{:<42} {:>8} {:>8} {:>8} {:>8}\n", "kernel", "read", "written", "total",
+  std::cout << fmt::format("{:<46} {:>8} {:>8} {:>8} {:>8}\n", "kernel", "read", "written", "total",
                            "reread");
   double read = 0, written = 0, reread = 0;
   for (const KernelBytes& k : bf16_op_bytes(p, sms)) {

@@ -4,7 +4,6 @@
 #include "core/error.h"
 #include "gdn/empty_sequences.h"
 #include "ops/convert/convert.h"
-#include "ops/l2norm/l2norm.h"
 #include "runtime/devices.h"
 
 namespace gdn {
@@ -86,13 +85,8 @@ void ChunkedGdnBf16<Dev>::backward(const Bf16* dO, const float* dht, GdnGradView
   if (direct_) {
     pass_.rebind(bare());
     pass_.set_bf16_io(io(nullptr, dO));
-    pass_.backward(nullptr, nullptr, dht, grads);
+    pass_.backward(nullptr, nullptr, dht, grads);  // and the norm's backward, where asked
     pass_.set_bf16_io({});
-    if (p_.l2norm_qk) {  // the norm's backward on the bf16 q and k, widened as it reads them
-      const std::int64_t rows = std::int64_t(p_.B) * p_.T * p_.Hk;
-      ops::l2norm_rows_backward(Dev{}, in_.q, grads.dq, rows, p_.K, grads.dq);
-      ops::l2norm_rows_backward(Dev{}, in_.k, grads.dk, rows, p_.K, grads.dk);
-    }
   } else {
     // The same float values as in forward(), so the kept entry states still hold.
     pass_.rebind(widen());

@@ -1,10 +1,10 @@
 // The bytes each kernel of the bf16 op on CUDA (ChunkedGdnBf16<Cuda>: forward, then
 // backward, on the register kernels, straight from the bf16 tensors) reads and writes in
-// global memory, counted from the kernels' code: what DRAM must carry if every kernel found each byte it touches once (its
-// re-reads in L2). `reread` is what the kernel asks for beyond that: the walks' column
-// tiles each read the chunk's whole factor tiles. The measured side is ncu's DRAM bytes
-// (scripts/ncu_bytes.py); docs/gpu.md tables both. h0, ht, dht and dh0 (B Hv K V floats
-// each) are left out: the benchmarks pass none.
+// global memory, counted from the kernels' code: what DRAM must carry if every kernel found each
+// byte it touches once (its re-reads in L2). `reread` is what the kernel asks for beyond that: the
+// walks' column tiles each read the chunk's whole factor tiles. The measured side is ncu's DRAM
+// bytes (scripts/ncu_bytes.py); docs/gpu.md tables both. h0, ht, dht and dh0 (B Hv K V floats each)
+// are left out: the benchmarks pass none.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,8 @@ inline std::vector<KernelBytes> bf16_op_bytes(const GdnProblem& p, int sms) {
   std::vector<KernelBytes> k;
   k.push_back({"forward: prepare", qkv, factors, qk_again});
   k.push_back({"forward: state_walk", 2 * w + u + gamma, states, 2 * w * (walk_tiles - 1)});
-  k.push_back({"forward: outputs", 2 * w + P + u + states, b16 * n_v, (2 * w + P) * (out_tiles - 1)});
+  k.push_back(
+      {"forward: outputs", 2 * w + P + u + states, b16 * n_v, (2 * w + P) * (out_tiles - 1)});
   k.push_back({"backward: prepare", qkv, factors, qk_again});
   k.push_back({"backward: backward_walk", 3 * w + P + gamma + b16 * n_v, states,
                (3 * w + P) * (walk_tiles - 1)});
@@ -54,10 +55,14 @@ inline std::vector<KernelBytes> bf16_op_bytes(const GdnProblem& p, int sms) {
   k.push_back({"backward: backward_products", 2 * states + 2 * w + P + b16 * n_v + u,
                2 * f32 * G * n_qk + handoff_f32 + handoff_b16, 0});
   // Part 2: q, k, v, g, beta, the handoff, X and dk~ (overwritten by dq, dk), u, w.
-  k.push_back({"backward: backward_wy", qkv + handoff_f32 + handoff_b16 + 2 * f32 * G * n_qk + u + w,
+  k.push_back({"backward: backward_wy",
+               qkv + handoff_f32 + handoff_b16 + 2 * f32 * G * n_qk + u + w,
                2 * f32 * G * n_qk + f32 * (n_v + 2 * n_g), qk_again});
-  k.push_back({"backward: sum dq, dk over value heads", 2 * f32 * G * n_qk, 2 * f32 * n_qk, 0});
-  if (norm) k.push_back({"backward: l2norm backward", (b16 + f32) * 2 * n_qk, 2 * f32 * n_qk, 0});
+  // dq and dk summed over each key head's value heads, and the norm's backward in the same
+  // kernel (it reads the bf16 q and k).
+  k.push_back({norm ? "backward: sum dq, dk over value heads, l2norm"
+                    : "backward: sum dq, dk over value heads",
+               2 * f32 * G * n_qk + norm * b16 * 2 * n_qk, 2 * f32 * n_qk, 0});
   return k;
 }
 

@@ -267,6 +267,16 @@ void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const
   }
   const std::int64_t qk_elems = std::int64_t(a.B) * a.Tl * a.Hk * a.K;
   if (qk_elems == 0) return;
+  if (a.io.l2norm) {  // the bf16 op normalised q and k inside: their backward here too
+    const std::int64_t rows = qk_elems / a.K;
+    sum_head_groups_l2norm_kernel<T>
+        <<<grid_for(rows, 256), 256>>>(dqv, rows, a.K, a.G, a.io.q, gr.dq);
+    GDN_CUDA_CHECK(cudaGetLastError());
+    sum_head_groups_l2norm_kernel<T>
+        <<<grid_for(rows, 256), 256>>>(dkv, rows, a.K, a.G, a.io.k, gr.dk);
+    GDN_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   sum_head_groups_kernel<T><<<grid_for(qk_elems, 256), 256>>>(dqv, qk_elems, a.G, gr.dq);
   GDN_CUDA_CHECK(cudaGetLastError());
   sum_head_groups_kernel<T><<<grid_for(qk_elems, 256), 256>>>(dkv, qk_elems, a.G, gr.dk);

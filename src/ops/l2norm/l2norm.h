@@ -60,12 +60,6 @@ template <typename T>
 void l2norm_rows_backward(Host, const T* x, const T* dy, std::int64_t rows, int dim, T* dx);
 template <typename T>
 void l2norm_rows_backward(Cuda, const T* x, const T* dy, std::int64_t rows, int dim, T* dx);
-// The same with x in bf16 (the bf16 op's q and k, widened as they are read): the bits of
-// widening x first.
-void l2norm_rows_backward(Host, const Bf16* x, const float* dy, std::int64_t rows, int dim,
-                          float* dx);
-void l2norm_rows_backward(Cuda, const Bf16* x, const float* dy, std::int64_t rows, int dim,
-                          float* dx);
 
 }  // namespace ops
 }  // namespace gdn

@@ -1,6 +1,4 @@
 // L2 normalisation on the GPU: a row per thread (the row functions of l2norm.h).
-#include <type_traits>
-
 #include "ops/cuda_util.cuh"
 #include "ops/l2norm/l2norm.h"
 
@@ -16,14 +14,10 @@ __global__ void l2norm_kernel(const T* x, i64 rows, int dim, T* y) {
     l2norm_row(x + r * dim, dim, y + r * dim);
 }
 
-template <typename X, typename T>
-__global__ void l2norm_backward_kernel(const X* x, const T* dy, i64 rows, int dim, T* dx) {
-  for (i64 r = thread_index(); r < rows; r += thread_stride()) {
-    if constexpr (std::is_same_v<X, Bf16>)
-      l2norm_row_backward(Bf16Row{x + r * dim}, dy + r * dim, dim, dx + r * dim);
-    else
-      l2norm_row_backward(x + r * dim, dy + r * dim, dim, dx + r * dim);
-  }
+template <typename T>
+__global__ void l2norm_backward_kernel(const T* x, const T* dy, i64 rows, int dim, T* dx) {
+  for (i64 r = thread_index(); r < rows; r += thread_stride())
+    l2norm_row_backward(x + r * dim, dy + r * dim, dim, dx + r * dim);
 }
 
 }  // namespace
@@ -38,13 +32,7 @@ void l2norm_rows(Cuda, const T* x, i64 rows, int dim, T* y) {
 template <typename T>
 void l2norm_rows_backward(Cuda, const T* x, const T* dy, i64 rows, int dim, T* dx) {
   if (rows == 0) return;
-  l2norm_backward_kernel<T, T><<<blocks_for(rows), kThreads>>>(x, dy, rows, dim, dx);
-  check_launch();
-}
-
-void l2norm_rows_backward(Cuda, const Bf16* x, const float* dy, i64 rows, int dim, float* dx) {
-  if (rows == 0) return;
-  l2norm_backward_kernel<Bf16, float><<<blocks_for(rows), kThreads>>>(x, dy, rows, dim, dx);
+  l2norm_backward_kernel<T><<<blocks_for(rows), kThreads>>>(x, dy, rows, dim, dx);
   check_launch();
 }
 

@@ -16,13 +16,6 @@ void l2norm_rows_backward(Host, const T* x, const T* dy, std::int64_t rows, int 
     l2norm_row_backward(x + r * dim, dy + r * dim, dim, dx + r * dim);
 }
 
-void l2norm_rows_backward(Host, const Bf16* x, const float* dy, std::int64_t rows, int dim,
-                          float* dx) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r)
-    l2norm_row_backward(Bf16Row{x + r * dim}, dy + r * dim, dim, dx + r * dim);
-}
-
 template void l2norm_rows(Host, const float*, std::int64_t, int, float*);
 template void l2norm_rows(Host, const double*, std::int64_t, int, double*);
 template void l2norm_rows_backward(Host, const float*, const float*, std::int64_t, int, float*);
