@@ -30,7 +30,7 @@ inline std::vector<KernelBytes> bf16_op_bytes(const GdnProblem& p, int sms) {
   const double f32 = 4, b16 = 2;
   const double states = chunks * K * V * f32;  // entry states, exit adjoints
   const double factors = chunks * double(Bf16Factors{p.chunk_size, p.K, p.V}.floats()) * f32;
-  const double w = chunks * C * K * b16, P = chunks * C * C * b16, u = chunks * C * V * f32;
+  const double w = chunks * C * K * b16, P = chunks * C * C * b16, u = chunks * C * V * b16;
   const double gamma = chunks * f32;
   const double handoff_f32 = chunks * (C * C + 4) * f32, handoff_b16 = chunks * C * (V + K) * b16;
   // The walks' column tiles (walk_width) and the outputs' (register_outputs).

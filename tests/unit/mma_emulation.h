@@ -102,6 +102,7 @@ inline void emulated_block_gemm(bool ta, bool tb, int m, int n, int k, float alp
 template <bool kSerial>
 struct Bf16MmaExecOf {
   static constexpr bool serial = kSerial;
+  static constexpr bool bf16_operands() { return true; }
   static constexpr int tid() { return 0; }
   static constexpr int nthreads() { return 1; }
   static void sync() {}

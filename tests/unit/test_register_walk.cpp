@@ -88,7 +88,7 @@ std::vector<float> chunk_rows(const std::vector<float>& src, std::int64_t at, st
 }
 
 // ChunkFactors<float> blocks as the Bf16Factors blocks the register kernels read (w, k~,
-// q_g and P rounded to bf16, u and gamma as they are), or (widen) back.
+// q_g, P and u rounded to bf16, gamma as it is), or (widen) back.
 std::vector<float> convert_factors(const std::vector<float>& f, int C, int K, int V, bool widen) {
   const ChunkFactors<float> cf{C, K, V};
   const Bf16Factors bf{C, K, V};
@@ -98,7 +98,7 @@ std::vector<float> convert_factors(const std::vector<float>& f, int C, int K, in
   for (std::size_t x = 0; x < n; ++x) {
     const float* src = f.data() + x * from;
     float* dst = out.data() + x * to;
-    // w, k~ and q_g lie together in both layouts; P follows them in Bf16Factors, u in
+    // w, k~ and q_g lie together in both layouts; then P and u in Bf16Factors, u and P in
     // ChunkFactors.
     auto convert = [&](std::size_t wide_at, std::size_t narrow_at, std::size_t m) {
       for (std::size_t e = 0; e < m; ++e) {
@@ -110,7 +110,7 @@ std::vector<float> convert_factors(const std::vector<float>& f, int C, int K, in
     };
     convert(0, 0, 3 * CK);
     convert(std::size_t(cf.P(src) - cf.w(src)), 3 * CK, std::size_t(C) * C);
-    std::copy_n(widen ? bf.u(src) : cf.u(src), std::size_t(C) * V, widen ? cf.u(dst) : bf.u(dst));
+    convert(3 * CK, 3 * CK + std::size_t(C) * C, std::size_t(C) * V);
     *(widen ? cf.gamma_at(dst) : bf.gamma_at(dst)) = widen ? bf.gamma(src) : cf.gamma(src);
   }
   return out;
@@ -233,6 +233,11 @@ void check_walks(const WalkCase& c) {
                     false,
                     {}};
   pass::prepare(Host{}, a);
+  // The bf16 mode's u, rounded as ChunkKernel::wy rounds it on a bf16 GEMM.
+  for (std::size_t x = 0; x < factors.size(); x += fsize) {
+    float* u = ChunkFactors<float>{C, K, V}.u(factors.data() + x);
+    for (int e = 0; e < C * V; ++e) u[e] = to_float(to_bf16(u[e]));
+  }
   REQUIRE(rwalk::supported(C, K, V, bv));
 
   // The tiled walks on the emulated bf16 block GEMM.
@@ -377,6 +382,15 @@ void check_walks(const WalkCase& c) {
   CHECK(bit_difference(got_dg, want_dg) == "");
   CHECK(bit_difference(got_dbeta, want_dbeta) == "");
   CHECK(bit_difference(got_f, to_bf16_factors(want_f, C, K, V)) == "");
+  // ChunkKernel::prepare on a bf16 GEMM rounds u itself (so the tiled kernels read the u
+  // the register kernels keep): every u is a bf16 value already.
+  std::size_t unrounded = 0;
+  for (std::size_t x = 0; x < want_f.size(); x += fsize)
+    for (int e = 0; e < C * V; ++e) {
+      const float u = ChunkFactors<float>{C, K, V}.u(want_f.data() + x)[e];
+      unrounded += u != to_float(to_bf16(u));
+    }
+  CHECK(unrounded == 0);
   const std::vector<float> got_wide = from_bf16_factors(got_f, C, K, V);
   CHECK(rel_l2(got_wide.data(), factors.data(), factors.size()) < 3e-2);
   CHECK(bit_difference(got_states, want_states) == "");

@@ -105,7 +105,7 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
   });
   blk.sync();
   const float s = a.scale;
-  const float* u = fl.u(f);
+  const Bf16* u = fl.u(f);
   Bf16* du_out = ho.du(ho_block);
   // v_new = u - w h, and du = k~ dh + s P^T dO: 64 columns of V at a time.
   blk.warps([&](const auto& w, int warp, auto&) {
@@ -116,7 +116,7 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
       Acc<W> wh[kMaxChunkTiles], kd[kMaxChunkTiles], pd[kMaxChunkTiles];
       warp_gemm(w, o, K, wh, Rows{wb, ldk}, Rows{hb, ldv});
       each_element(w, o, wh, [&](int i, int j, float& d) {
-        vn[i * ldv + j] = to_bf16(mma::epilogue(-1.0f, d, 1.0f, u[i * V + j]));
+        vn[i * ldv + j] = to_bf16(mma::epilogue(-1.0f, d, 1.0f, to_float(u[i * V + j])));
       });
       warp_gemm(w, o, K, kd, Rows{ktb, ldk}, Rows{dhb, ldv});
       warp_gemm(w, o, kC, pd, Cols{Pb, ldc}, Rows{dOb, ldv});
@@ -326,8 +326,8 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   blk.sync();  // du and dw are read: u and w take their place
   blk.threads([&](int tid) {
     copy_tile(blk, tid, dkb, ldk, fl.w(f), K, kC, K);
+    copy_tile(blk, tid, dvb, ldv, fl.u(f), V, kC, V);
     blk.commit();
-    round_tile<false>(tid, dvb, ldv, fl.u(f), V, kC, V);
     blk.wait_all();
   });
   blk.sync();

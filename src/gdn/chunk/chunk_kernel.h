@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
+#include "core/bf16.h"
 #include "core/hd.h"
 #include "gdn/chunk/chunk_gemm.h"
 #include "gdn/chunk/row_math.h"
@@ -90,6 +92,8 @@ struct ChunkFactors {
 //       thread before the call are read, and its result is visible to all threads after.
 //       beta == 0 never reads C. s (ops/gemm/structure.h) names known zeros of op(A) or
 //       the unwanted upper triangle of C: an Exec may skip that work or ignore the hint.
+//   bf16_operands() (optional)     true where gemm rounds its operands to bf16 (the bf16
+//       mode): prepare then rounds u too (ChunkKernel::wy).
 // HostExec (host_exec.h) and CudaExec (cuda_exec.cuh) are the two.
 
 // The simple cooperative GEMM: thread tid computes the entries tid, tid + nt, ... of C

@@ -16,6 +16,7 @@ namespace gdn {
 struct CudaExec {
   static constexpr bool serial = false;
   ChunkGemm precision = ChunkGemm::kFp32;  // what float GEMMs run on (PassArgs::gemm)
+  __device__ bool bf16_operands() const { return precision == ChunkGemm::kBf16; }
   __device__ int tid() const { return int(threadIdx.x); }
   __device__ int nthreads() const { return int(blockDim.x); }
   __device__ void sync() const { __syncthreads(); }

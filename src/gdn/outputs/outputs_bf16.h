@@ -62,7 +62,7 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
     blk.wait_all();
   });
   blk.sync();
-  const float* u = fl.u(f) + c0;
+  const Bf16* u = fl.u(f) + c0;
   const Bf16 *w = L.w(smem), *qg = L.qg(smem), *P = L.P(smem), *hT = L.hT(smem);
   Bf16* vT = L.vT(smem);
   const int ldk = L.ldk(), ldc = L.ldc();
@@ -72,7 +72,7 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
     Acc<std::remove_cvref_t<decltype(wp)>> vnew[kMaxChunkTiles];
     warp_gemm(wp, t, K, vnew, Rows{w, ldk}, h_at);
     each_element(wp, t, vnew, [&](int i, int j, float& d) {
-      vT[j * ldc + i] = to_bf16(mma::epilogue(-1.0f, d, 1.0f, u[i * V + j]));
+      vT[j * ldc + i] = to_bf16(mma::epilogue(-1.0f, d, 1.0f, to_float(u[i * V + j])));
     });
     // q_g h into the first tiles of the accumulators, which start at zero.
     each_element(wp, t, st.h, [](int, int, float& x) { x = 0.0f; });

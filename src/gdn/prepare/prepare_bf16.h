@@ -10,8 +10,8 @@
 //    the merges as mma products;
 //  - (beta V)^T and (beta Gamma K)^T in bf16 where k and q were, then u = T (beta V) and
 //    w = T (beta Gamma K) to the factors; k~ = e k and q_g = Gamma q straight to them.
-// The factors are a Bf16Factors block: w, k~, q_g and P rounded to bf16 as they are stored
-// (every reader rounds them so), u and gamma in fp32.
+// The factors are a Bf16Factors block: w, k~, q_g, P and u rounded to bf16 as they are
+// stored (every reader rounds them so, and the bf16 mode rounds u), gamma in fp32.
 // The same sums and epilogues as ChunkKernel::prepare on the bf16 block GEMM with a thread
 // group's scan and leaves (bf16_walk.h says why that gives its bits).
 #pragma once
@@ -358,9 +358,8 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
   });
   unit_lower_inverse(blk, L, T, ldt, Ly.mT(smem),
                      Ly.mops(smem));  // L visible since the last barrier
-  // u = T (beta V) (fp32), w = T (beta Gamma K) (bf16), 64 columns at a time.
-  float* u = fl.u(f);
-  Bf16* wf = fl.w(f);
+  // u = T (beta V), w = T (beta Gamma K), 64 columns at a time.
+  Bf16 *u = fl.u(f), *wf = fl.w(f);
   blk.warps([&](const auto& w, int warp, auto&) {
     auto t_at = mma::FloatRows{T, ldt};
     for (int cb = 0; cb < V + K; cb += 64) {
@@ -373,10 +372,7 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
       warp_gemm(w, o, kC, acc, t_at, Cols{src, ldt});
       each_element(w, o, acc, [&](int i, int j, float& d) {
         const float x = mma::epilogue(1.0f, d, 0.0f, 0.0f);
-        if (of_u)
-          u[i * V + j] = x;
-        else
-          wf[i * K + j] = to_bf16(x);
+        (of_u ? u[i * V + j] : wf[i * K + j]) = to_bf16(x);
       });
     }
   });

@@ -5,8 +5,8 @@
 //     pass, to the chunk's entry state;
 //  2. v_new = u - w h (C x bv), into shared memory as bf16 v_new^T;
 //  3. h <- gamma h + k~^T v_new, in the accumulators.
-// Three barriers per chunk. Chunk c + 1's w and k~ (bf16) and u (fp32) tiles come into the
-// other of two stages by cp.async meanwhile. transition's M columns run the same walk with
+// Three barriers per chunk. Chunk c + 1's w, k~ and u tiles (bf16) come into the other of
+// two stages by cp.async meanwhile. transition's M columns run the same walk with
 // M <- gamma M - k~^T (w M): v_new is w M and the update subtracts.
 #pragma once
 
@@ -19,10 +19,10 @@ namespace gdn::rwalk {
 // kM: transition's M columns.
 enum class Mode { kStates, kU, kM };
 
-// One job's shared memory: two stages of factor tiles (w and k~ in bf16, u's columns in
-// fp32), then h^T and v_new^T in bf16. Every bf16 tile's rows are K + 8 or C + 8 elements
-// apart (4 banks mod 32), so the eight 16-byte rows of an ldmatrix hit 32 banks; u's rows,
-// which the epilogues read, bv + 8 floats.
+// One job's shared memory: two stages of factor tiles (w, k~ and u's columns), then h^T
+// and v_new^T, all bf16. The mma operands' rows are K + 8 or C + 8 elements apart (4 banks
+// mod 32), so the eight 16-byte rows of an ldmatrix hit 32 banks; u's, which the epilogues
+// read, bv + 8.
 struct StateLayout {
   int K, bv;
   GDN_HD int ldw() const { return K + 8; }  // w and k~
@@ -30,7 +30,7 @@ struct StateLayout {
   GDN_HD int ldh() const { return K + 8; }
   GDN_HD int ldv() const { return kC + 8; }
   GDN_HD std::size_t stage_bytes() const {
-    return std::size_t(kC) * (2 * ldw() * sizeof(Bf16) + ldu() * sizeof(float));
+    return std::size_t(kC) * (2 * ldw() + ldu()) * sizeof(Bf16);
   }
   GDN_HD std::size_t bytes() const {
     return 2 * stage_bytes() + std::size_t(bv) * (ldh() + ldv()) * sizeof(Bf16);
@@ -39,9 +39,7 @@ struct StateLayout {
     return reinterpret_cast<Bf16*>(s + stage * stage_bytes());
   }
   GDN_HD Bf16* kt(unsigned char* s, int stage) const { return w(s, stage) + kC * ldw(); }
-  GDN_HD float* u(unsigned char* s, int stage) const {
-    return reinterpret_cast<float*>(kt(s, stage) + kC * ldw());
-  }
+  GDN_HD Bf16* u(unsigned char* s, int stage) const { return kt(s, stage) + kC * ldw(); }
   GDN_HD Bf16* hT(unsigned char* s) const { return w(s, 2); }
   GDN_HD Bf16* vT(unsigned char* s) const { return hT(s) + bv * ldh(); }
 };
@@ -60,7 +58,7 @@ GDN_HD void stage_factors(Blk& blk, int tid, const StateLayout& L, const Bf16Fac
 // v_new (C x bv) = u - w h, or w M for kM, into v_new^T as bf16: store_tile's epilogue
 // beta C + alpha acc with step_cols' (1, -1) and compose_cols' (0, 1).
 template <typename W>
-GDN_HD void make_vnew(const W& w, int warp, const StateLayout& L, const Bf16* ws, const float* us,
+GDN_HD void make_vnew(const W& w, int warp, const StateLayout& L, const Bf16* ws, const Bf16* us,
                       const Bf16* hT, Bf16* vT, Mode mode) {
   const Owned o = chunk_tiles(L.bv, warp);
   const int ldw = L.ldw(), ldh = L.ldh(), ldu = L.ldu(), ldv = L.ldv();
@@ -68,7 +66,7 @@ GDN_HD void make_vnew(const W& w, int warp, const StateLayout& L, const Bf16* ws
   warp_gemm(w, o, L.K, acc, mma::MatrixRows{{ws, ldw}}, Cols{hT, ldh});
   each_element(w, o, acc, [&](int i, int j, float& d) {
     const float v = mode == Mode::kM ? mma::epilogue(1.0f, d, 0.0f, 0.0f)
-                                     : mma::epilogue(-1.0f, d, 1.0f, us[i * ldu + j]);
+                                     : mma::epilogue(-1.0f, d, 1.0f, to_float(us[i * ldu + j]));
     vT[j * ldv + i] = to_bf16(v);
   });
 }
