@@ -342,6 +342,12 @@ PY
   step "bf16 and f32 vs fp64 at T=32768 and B=4 (table check)" 90 "$BUILD/apps/gdn_bench" \
     --device cuda --shapes "1,32768,16,32,128,128;4,8192,16,32,128,128" --phases=false --reps 1 \
     --skip-recurrent-above 0 --warmup 0 --ceiling-size 0
+  # The bytes of a bf16 forward + backward at T = 32768 counted from the kernels' code
+  # (gdn/byte_count.h; no GPU), beside ncu's DRAM bytes of the same variant below.
+  "$BUILD/apps/gdn_bench" --bytes --l2norm-qk --shapes 1,32768,16,32,128,128 \
+    > "$OUT/bytes_model.txt" 2>&1 &&
+    row "bytes counted from the code (T=32768)" info \
+      "$(awk '$1 == "sum" {print $4 " GB (bytes_model.txt)"}' "$OUT/bytes_model.txt")"
   # One ncu pass: speed of light and occupancy of the bf16 register kernels at T = 8192
   # (the first 40 launches: forward and backward of the bf16 rows).
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
