@@ -117,6 +117,21 @@ GDN_HD inline T add_rn(T a, T b) {
 #endif
 }
 
+// a b + c rounded once, on every device and in every inlining context (a compiler that may
+// contract a b + c decides per context, and two kernels that must agree bit for bit then
+// need not).
+template <typename T>
+GDN_HD inline T fma(T a, T b, T c) {
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(T) == 4)
+    return fmaf(a, b, c);
+  else
+    return ::fma(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
 // x == -inf (a NaN is not).
 template <typename T>
 GDN_HD inline bool is_minus_inf(T x) {

@@ -16,9 +16,11 @@
 #include "core/bf16.h"
 #include "core/rng.h"
 #include "gdn/bf16_op.h"
+#include "gdn/head_groups.h"
 #include "gdn/op.h"
 #include "gdn/random_inputs.h"
 #include "ops/convert/convert.h"
+#include "ops/l2norm/l2norm.h"
 #include "test_support.h"
 
 using namespace gdn;
@@ -193,4 +195,27 @@ TEST_CASE("bf16 mode: the float op on the bf16 values, o rounded once", "[bf16]"
     CHECK(rel_l2(g16.dv, g_full.dv) <= kBf16Tol);
     CHECK(rel_l2(g16.dq, g_full.dq) <= kBf16Tol);
   }
+}
+
+// The bf16 op's last step on CUDA (gdn/head_groups.h's row function, which its kernel runs
+// a row per thread): dq summed over a group's value heads, then the norm's backward from
+// the bf16 input, against sum_head_groups and l2norm_rows_backward on the widened input,
+// bit for bit.
+TEST_CASE("the value heads' sum with the norm's backward from bf16 inputs", "[bf16]") {
+  const int G = 3, dim = 40;
+  const std::int64_t rows = 7, n = rows * dim;
+  Rng rng(5);
+  std::vector<float> per_head(G * n), x(n);
+  for (float& e : per_head) e = float(rng.normal());
+  std::vector<Bf16> x16(n);
+  for (std::int64_t e = 0; e < n; ++e) {
+    x16[e] = to_bf16(float(rng.normal()));
+    x[e] = to_float(x16[e]);
+  }
+  std::vector<float> want(n), got(n, NAN);
+  sum_head_groups(per_head.data(), n, G, want.data());
+  ops::l2norm_rows_backward(Host{}, x.data(), want.data(), rows, dim, want.data());
+  for (std::int64_t r = 0; r < rows; ++r)
+    sum_head_group_row_l2norm(per_head.data(), n, r, dim, G, x16.data(), got.data());
+  CHECK(bit_difference(got, want) == "");
 }

@@ -4,8 +4,8 @@
 // mode's two kernels are backward_bf16.h.
 #pragma once
 
+#include "gdn/head_groups.h"
 #include "gdn/pass/block_buffers.cuh"
-#include "ops/l2norm/l2norm.h"
 
 namespace gdn::pass {
 
@@ -59,22 +59,14 @@ __global__ void sum_head_groups_kernel(const T* per_head, std::int64_t n, int G,
 
 // The same sum per row of dim elements (a thread each), then the l2norm's backward of the
 // row in place, from the bf16 input x the op normalised inside prepare (PassArgs::io):
-// the bits of sum_head_groups_kernel followed by l2norm_rows_backward on the widened x,
-// without writing and reading the summed gradient twice.
+// head_groups.h's sum_head_group_row_l2norm, without writing and reading the summed
+// gradient twice.
 template <typename T>
 __global__ void sum_head_groups_l2norm_kernel(const T* per_head, std::int64_t rows, int dim, int G,
                                               const Bf16* x, T* out) {
-  const std::int64_t n = rows * dim;
   for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < rows;
-       r += std::int64_t(gridDim.x) * blockDim.x) {
-    T* o = out + r * dim;
-    for (int d = 0; d < dim; ++d) {
-      T acc = 0;
-      for (int j = 0; j < G; ++j) acc += per_head[j * n + r * dim + d];
-      o[d] = acc;
-    }
-    l2norm_row_backward(Bf16Row{x + r * dim}, o, dim, o);
-  }
+       r += std::int64_t(gridDim.x) * blockDim.x)
+    sum_head_group_row_l2norm(per_head, rows * dim, r, dim, G, x, out);
 }
 
 }  // namespace

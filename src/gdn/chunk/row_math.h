@@ -42,14 +42,7 @@ GDN_HD T row_dot(const A& a, const T* b, int n) {
 // FMA host (the build's -march=native), in vectorised loops too.
 template <typename T>
 GDN_HD T fused(T a, T b, T c) {
-#ifdef __CUDA_ARCH__
-  if constexpr (sizeof(T) == 4)
-    return fmaf(a, b, c);
-  else
-    return ::fma(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
+  return hd::fma(a, b, c);
 }
 
 // exp(x) in float as straight-line arithmetic (Cephes' expf: x = n ln2 + r, a degree-6

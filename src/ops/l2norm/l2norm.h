@@ -14,11 +14,13 @@ namespace gdn {
 inline constexpr double kL2NormEps = 1e-6;
 
 // 1 / sqrt(|x|^2 + eps) of the row x(0), ..., x(dim - 1): y = x times it. Kernels that read
-// the row in another form (bf16, widened as they load it) get l2norm_row's bits from it.
+// the row in another form (bf16, widened as they load it) get l2norm_row's bits from it:
+// every multiply-add is said outright (hd::fma), so no compiler contracts one form's sums
+// and not the other's.
 template <typename T, typename X>
 GDN_HD inline T l2norm_factor(X x, int dim) {
   T ss = 0;
-  for (int d = 0; d < dim; ++d) ss += x(d) * x(d);
+  for (int d = 0; d < dim; ++d) ss = hd::fma(x(d), x(d), ss);
   return T(1) / hd::sqrt(ss + T(kL2NormEps));
 }
 
@@ -34,12 +36,16 @@ template <typename X, typename T>
 GDN_HD inline void l2norm_row_backward(const X& x, const T* dy, int dim, T* dx) {
   T ss = 0, xdy = 0;
   for (int d = 0; d < dim; ++d) {
-    ss += x[d] * x[d];
-    xdy += x[d] * dy[d];
+    const T xd = x[d];
+    ss = hd::fma(xd, xd, ss);
+    xdy = hd::fma(xd, T(dy[d]), xdy);
   }
   const T n = hd::sqrt(ss + T(kL2NormEps));
   const T inv = T(1) / n, c = xdy / (n * n * n);
-  for (int d = 0; d < dim; ++d) dx[d] = dy[d] * inv - x[d] * c;
+  for (int d = 0; d < dim; ++d) {
+    const T xc = x[d] * c;  // rounded: the fma below takes it as its addend
+    dx[d] = hd::fma(dy[d], inv, -xc);
+  }
 }
 
 // A bf16 row read as floats.
