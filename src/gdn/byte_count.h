@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gdn/pass/bf16_factors.h"
+#include "gdn/pass/walk_tiles.h"
 #include "gdn/problem.h"
 
 namespace gdn {
@@ -33,9 +34,9 @@ inline std::vector<KernelBytes> bf16_op_bytes(const GdnProblem& p, int sms) {
   const double w = chunks * C * K * b16, P = chunks * C * C * b16, u = chunks * C * V * b16;
   const double gamma = chunks * f32;
   const double handoff_f32 = chunks * (C * C + 4) * f32, handoff_b16 = chunks * C * (V + K) * b16;
-  // The walks' column tiles (walk_width) and the outputs' (register_outputs).
-  const double walk_tiles = V / ((double(p.B) * p.Hv * ((p.V + 63) / 64) >= sms) ? 64 : 32);
-  const double out_tiles = V / (p.V % 64 == 0 ? 64 : 32);
+  // The walks' column tiles and the outputs'.
+  const double walk_tiles = V / walk::walk_width_for(std::int64_t(p.B) * p.Hv, p.V, sms);
+  const double out_tiles = V / walk::output_width(p.V);
   const double norm = p.l2norm_qk ? 1 : 0;
 
   // The register kernels read q, k, v, beta and dO and write o in bf16 (PassArgs::io); g

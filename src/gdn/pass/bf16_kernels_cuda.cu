@@ -320,7 +320,7 @@ bool register_prepare(const PassArgs<float>& a) {
 
 // Column tiles of 64 where V allows: every tile re-reads the chunk's w, q_g and P.
 bool register_outputs(const PassArgs<float>& a, float* o) {
-  const int bv = a.V % 64 == 0 ? 64 : 32;
+  const int bv = walk::output_width(a.V);
   return launch("outputs", Outputs{a, o, bv}, rwalk::output_jobs(a, bv),
                 rwalk::OutputLayout{a.K, bv}.bytes(), nullptr);
 }

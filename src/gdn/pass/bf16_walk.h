@@ -21,8 +21,8 @@
 //     make(f) -> Reg<R> with R = f(lane), each(f), at(reg, lane), mma(d, a, b) (d += a b)
 //   threads(f): f(tid) for each thread the caller runs
 //   sync(): a barrier; copy16(dst, src): 16 bytes, asynchronous; commit(); wait_all()
-// The chunks' factors are Bf16Factors blocks (gdn/pass/bf16_factors.h): w, k~, q_g and P
-// come into shared memory as the bf16 operands they are, u as fp32.
+// The chunks' factors are Bf16Factors blocks (gdn/pass/bf16_factors.h): w, k~, q_g, P and u
+// come into shared memory as the bf16 tiles they are stored as.
 // docs/design.md §2f.
 #pragma once
 

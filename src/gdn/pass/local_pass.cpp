@@ -96,10 +96,7 @@ bool LocalPass<T, Dev>::makes_bf16_factors() {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::prepare() {
-  if constexpr (std::is_same_v<T, float>) {
-    bf16_factors_ = false;  // args() below describes the problem, not the last factors
-    bf16_factors_ = pass::bf16_factors(Dev{}, args());
-  }
+  bf16_factors_ = makes_bf16_factors();
   const std::size_t n = factor_elems();
   if (factors_.size() != n) factors_.resize(n);
   pass::prepare(Dev{}, args());

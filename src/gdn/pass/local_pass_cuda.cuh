@@ -105,8 +105,7 @@ struct WalkLaunch {
 // static share (the GEMM's staging), which only large K or C in fp64 need.
 template <typename T>
 int walk_width(const PassArgs<T>& a) {
-  const std::int64_t bh = std::int64_t(a.B) * a.Hv;
-  return bh * ((a.V + 63) / 64) >= sm_count() ? 64 : 32;
+  return walk::walk_width_for(std::int64_t(a.B) * a.Hv, a.V, sm_count());
 }
 
 template <typename T, typename Kernel>

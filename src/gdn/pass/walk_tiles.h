@@ -23,6 +23,17 @@
 
 namespace gdn::walk {
 
+// The walks' column width for bh = B Hv (batch, value head) pairs on `sms` multiprocessors:
+// 64 where bh ceil(V / 64) blocks already fill them, else 32 (local_pass_cuda.cuh says
+// why); and the register outputs' (outputs_bf16.h), whose tiles re-read the chunk's w, q_g
+// and P: 64 where V allows.
+GDN_HD inline int walk_width_for(std::int64_t bh, int V, int sms) {
+  return bh * ((V + 63) / 64) >= sms ? 64 : 32;
+}
+GDN_HD inline int output_width(int V) {
+  return V % 64 == 0 ? 64 : 32;
+}
+
 // Jobs per (b, h): the column tiles of width bv over `width` columns.
 GDN_HD inline int tiles(int width, int bv) {
   return (width + bv - 1) / bv;
