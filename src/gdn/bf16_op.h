@@ -2,8 +2,9 @@
 // gradient dO are stored in bf16 (half the bytes of float, as fla and the Qwen3.5 models
 // keep them); g, the states (h0, ht and the chunk entry states the backward needs) and
 // every product and accumulator are float. Between forward() and backward() the op keeps
-// only the chunk entry states: the float copies of the inputs exist only while a call
-// runs, so what a layer stores for its backward is its bf16 inputs plus those states. On
+// only the chunk entry states (in bf16 where CUDA's register kernels run, as fla keeps h):
+// the float copies of the inputs exist only while a call runs, so what a layer stores for
+// its backward is its bf16 inputs plus those states. On
 // CUDA, where the register kernels run (LocalPass::makes_bf16_factors), there are no float
 // copies: the kernels read q, k, v, beta and dO and write o in bf16 (PassArgs::io), and
 // normalise q and k themselves, with the bits of the float path.

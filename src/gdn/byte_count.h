@@ -29,7 +29,7 @@ inline std::vector<KernelBytes> bf16_op_bytes(const GdnProblem& p, int sms) {
   const double tokens = double(p.B) * p.T;
   const double n_qk = tokens * p.Hk * K, n_v = tokens * p.Hv * V, n_g = tokens * p.Hv;
   const double f32 = 4, b16 = 2;
-  const double states = chunks * K * V * f32;  // entry states, exit adjoints
+  const double states = chunks * K * V * b16;  // entry states, exit adjoints (kept in bf16)
   const double factors = chunks * double(Bf16Factors{p.chunk_size, p.K, p.V}.floats()) * f32;
   const double w = chunks * C * K * b16, P = chunks * C * C * b16, u = chunks * C * V * b16;
   const double gamma = chunks * f32;

@@ -155,3 +155,55 @@ TEST_CASE("the bf16 op from its bf16 tensors gives the float copies' bits", "[cu
     }
   }
 }
+
+// The recomputation of a slice in the bf16 mode (LocalPass::output_from_states): the
+// register kernels keep the chunk entry states in bf16 and recompute o from them with
+// prepare and the outputs kernel; the tiled kernels keep float copies rounded alike. Either
+// way o, D and every gradient are the plain passes' bits, and ht is refused (the rounded
+// states would not give the first forward's).
+TEST_CASE("the bf16 mode recomputes o from its kept bf16 entry states, same bits",
+          "[cuda_bf16][recompute]") {
+  const GdnProblem p = make_problem(1, 300, 1, 2, 128, 128, 64, false, {0, 130, 300});
+  const GdnInputs<float> d = random_gdn_inputs<float>(p, 41, true);
+  const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
+                            g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta),
+                            h0 = on_gpu<float>(d.h0),
+                            dO = on_gpu<float>(random_tensor<float>(output_shape(p), 42));
+  const GdnInputView<float> in{q.data(), k.data(), v.data(), g.data(), beta.data(), h0.data()};
+  const std::size_t n_state = std::size_t(Tensor<float>(state_shape(p)).size());
+  const Grads<float> shapes(p, true);
+  for (const bool tiled : {false, true}) {
+    if (tiled) ::setenv("GDN_CUDA_WALK", "tiled", 1);
+    auto run = [&](bool replay) {
+      const Bf16Autocast bf16(true);
+      const auto n = [](const Tensor<float>& t) { return std::size_t(t.size()); };
+      DeviceBuffer<float> o(d.v.data.size()), ht(n_state), D(std::size_t(p.B) * p.Hv * p.K * p.V),
+          dq(n(shapes.dq)), dk(n(shapes.dk)), dv(n(shapes.dv)), dg(n(shapes.dg)),
+          dbeta(n(shapes.dbeta)), dh0(n_state);
+      LocalPass<float, Cuda> pass(p, 0, p.T, in);
+      pass.output(nullptr, o.data(), ht.data());
+      if (replay) {
+        pass.release(Keep::replay);
+        pass.reset(p, 0, p.T, in);
+        CHECK_THROWS_WITH(pass.output_from_states(o.data(), ht.data()),
+                          Catch::Contains("ht is not recomputed in the bf16 mode"));
+        Cuda::fill(o.data(), std::int64_t(o.size()), 0.0f);
+        pass.output_from_states(o.data(), nullptr);
+      }
+      pass.adjoint(dO.data(), nullptr, D.data());
+      GdnGradView<float> gv{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), dh0.data()};
+      pass.backward(nullptr, dO.data(), nullptr, gv);
+      std::vector<std::vector<float>> out;
+      for (const DeviceBuffer<float>* b : {&o, &D, &dq, &dk, &dv, &dg, &dbeta, &dh0})
+        out.push_back(to_host<Cuda>(*b));
+      return out;
+    };
+    const auto want = run(false), got = run(true);
+    ::unsetenv("GDN_CUDA_WALK");
+    const char* names[] = {"o", "D", "dq", "dk", "dv", "dg", "dbeta", "dh0"};
+    for (std::size_t x = 0; x < want.size(); ++x) {
+      INFO((tiled ? "tiled: " : "register: ") << names[x]);
+      CHECK(bit_difference(got[x], want[x]) == "");
+    }
+  }
+}

@@ -150,7 +150,7 @@ GDN_HD void adjoint_chunks(Blk& blk, const PassArgs<float>& a, const AdjointLayo
     blk.wait_all();
     blk.sync();  // chunk c's tiles have landed
     publish_state(blk, L.K, L.bv, L.muT(smem), L.ldh(),
-                  keep ? a.exit_adjoint(j.bh, c) + j.c0 : nullptr, a.V);
+                  keep ? a.bf16_exit_adjoint(j.bh, c) + j.c0 : nullptr, a.V);
     blk.threads([&](int tid) {  // dO^T in bf16 (its zero padding rows included)
       if (a.io.dO)
         round_tile<true>(tid, L.dOT(smem), L.ldv(), L.dO16(smem), L.ldo16(), kC, L.bv);

@@ -22,7 +22,7 @@ GDN_HD void adjoint_segment(ChunkKernel<T, Exec>& math, const Exec& ex, const Pa
   const int b = j.bh / a.Hv, hv = j.bh % a.Hv, V = a.V, n = j.n;
   const std::int64_t stride = std::int64_t(a.Hv) * V;
   for (std::int64_t c = s.first_chunk + s.num_chunks - 1; c >= s.first_chunk; --c) {
-    if (keep) store(ex, a.exit_adjoint(j.bh, c) + j.c0, V, tl.state, a.K, n);
+    if (keep) store_kept(ex, a.exit_adjoint(j.bh, c) + j.c0, V, tl.state, a.K, n);
     const std::int64_t t = std::int64_t(b) * a.Tl + a.chunks[c].begin;
     const int rows = a.chunks[c].rows;
     const T* src = dO + (t * a.Hv + hv) * V + j.c0;

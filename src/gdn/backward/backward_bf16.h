@@ -4,7 +4,8 @@
 // they hand each other (BackwardHandoff, a third of the chunk's factor block). The
 // CudaExec kernel they replace ran ChunkKernel::backward in a 0.9 MB workspace per block.
 //
-//  1. backward_products, from the chunk's entry state h and exit adjoint dh (the products
+//  1. backward_products, from the chunk's entry state h and exit adjoint dh (bf16, as the
+//     walks keep them; the products
 //     that contract over V, or need the states): v_new = u - w h, du = dv_new =
 //     k~ dh + s P^T dO, then dk~ = v_new dh^T and X = s dO h^T into the dk and dq rows
 //     (finished by part 2), dw = -du h^T, dP = s dO v_new^T and dgamma = <h, dh> to the
@@ -42,8 +43,8 @@ struct BackwardHandoff {
   GDN_HD Bf16* dw(float* h) const { return du(h) + kC * V; }
 };
 
-// Part 1's shared memory, bf16 tiles: h and dh (K x V), dO, v_new and du (C x V), w and
-// k~ (C x K), P (C x C); then <h_i, dh_i> per row i of the states.
+// Part 1's shared memory, bf16 tiles: h and dh (K x V, as the walks keep them), dO, v_new and du (C
+// x V), w and k~ (C x K), P (C x C); then <h_i, dh_i> per row i of the states.
 struct ProductsLayout {
   int K, V;
   GDN_HD int ldv() const { return V + 8; }
@@ -80,7 +81,7 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
   const RowsAt at = rows_at(a, bh, c);
   const Bf16Factors fl{kC, K, V};
   const float* f = a.factors_of(bh, c);
-  const float *h = a.entry_state(bh, c), *dh = a.exit_adjoint(bh, c);
+  const Bf16 *h = a.bf16_entry_state(bh, c), *dh = a.bf16_exit_adjoint(bh, c);
   const ProductsLayout Ly{K, V};
   const BackwardHandoff ho{K, V};
   const int ldv = Ly.ldv(), ldk = Ly.ldk(), ldc = Ly.ldc();
@@ -92,18 +93,21 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
     copy_tile(blk, tid, wb, ldk, fl.w(f), K, kC, K);
     copy_tile(blk, tid, ktb, ldk, fl.kt(f), K, kC, K);
     copy_tile(blk, tid, Pb, ldc, fl.P(f), kC, kC, kC);
+    copy_tile(blk, tid, hb, ldv, h, V, K, V);
+    copy_tile(blk, tid, dhb, ldv, dh, V, K, V);
     blk.commit();
-    round_tile<false>(tid, hb, ldv, h, V, K, V);
-    round_tile<false>(tid, dhb, ldv, dh, V, K, V);
     for (int x = tid; x < kC * V; x += kThreads) {
       const int i = x / V, d = x % V;
       const std::int64_t x_at = at.v + i * at.v_stride + d;
       dOb[i * ldv + d] = i >= at.rows ? Bf16{} : a.io.dO ? a.io.dO[x_at] : to_bf16(dO[x_at]);
     }
-    for (int i = tid; i < K; i += kThreads) hdh[i] = row_dot(h + i * V, dh + i * V, V);
     blk.wait_all();
   });
   blk.sync();
+  blk.threads([&](int tid) {
+    for (int i = tid; i < K; i += kThreads)
+      hdh[i] = row_dot(Bf16Row{hb + i * ldv}, Bf16Row{dhb + i * ldv}, V);
+  });
   const float s = a.scale;
   const Bf16* u = fl.u(f);
   Bf16* du_out = ho.du(ho_block);
@@ -127,6 +131,7 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
       });
     }
   });
+  blk.sync();  // every row's <h_i, dh_i> is in
   blk.threads([&](int tid) {
     if (tid != 0) return;
     float dgamma = 0.0f;  // ChunkKernel::backward's tail sums the rows in this order

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/hd.h"
 
@@ -14,9 +15,11 @@ namespace gdn {
 // sum_i a[i] b[i], i < n. On the host in 16 interleaved partial sums that are then added
 // pairwise: the compiler turns that into vector FMAs, where one running sum would wait on
 // the add latency at every element. On the GPU in order. Either way the order depends on
-// n only. a is a pointer or anything with a[i] (a row read in another form).
-template <typename A, typename T>
-GDN_HD T row_dot(const A& a, const T* b, int n) {
+// n only. a and b are pointers or anything with a[i] (a row read in another form); the sum
+// is in b's element type.
+template <typename A, typename B>
+GDN_HD auto row_dot(const A& a, const B& b, int n) {
+  using T = std::remove_cvref_t<decltype(b[0])>;
 #ifdef __CUDA_ARCH__
   T acc = 0;
   for (int i = 0; i < n; ++i) acc += a[i] * b[i];

@@ -1,7 +1,7 @@
 // Every chunk's outputs from its entry state in the bf16 mode, after fla's chunk_fwd_o:
 // o = s (q_g h + P (u - w h)), one block of eight warps per (batch * value head, chunk,
 // column tile) job, with nothing in global memory but the inputs and o. w, q_g and P come
-// into shared memory as the bf16 tiles they are stored as (cp.async), h rounded and
+// into shared memory as the bf16 tiles they are stored as (cp.async), h (kept in bf16)
 // transposed, so a block needs 69 KiB at K = 128, BV = 64 and three fit an SM. Then:
 //  1. v_new = u - w h into shared memory as bf16 v_new^T, and q_g h in the accumulators;
 //  2. o = s q_g h + s P v_new, the C-fragments written straight to o's rows.
@@ -58,7 +58,7 @@ GDN_HD void outputs(Blk& blk, const PassArgs<float>& a, float* o, int bv, std::i
     copy_tile(blk, tid, L.qg(smem), L.ldk(), fl.qg(f), K, kC, K);
     copy_tile(blk, tid, L.P(smem), L.ldc(), fl.P(f), kC, kC, kC);
     blk.commit();
-    round_tile<true>(tid, L.hT(smem), L.ldk(), a.entry_state(bh, c) + c0, V, K, bv);
+    round_tile<true>(tid, L.hT(smem), L.ldk(), a.bf16_entry_state(bh, c) + c0, V, K, bv);
     blk.wait_all();
   });
   blk.sync();

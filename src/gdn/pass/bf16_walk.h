@@ -142,14 +142,15 @@ GDN_HD void store_state(Blk& blk, int K, int bv, float* dst, std::int64_t ld) {
   each_state(blk, K, bv, [&](int i, int j, float& h) { dst[i * ld + j] = h; });
 }
 
-// The walked tile into tT (its transpose in bf16: the B operand of the next products,
-// pairs along k adjacent) with leading dimension ldt, and into dst (leading dimension ld)
-// where dst is set.
+// The walked tile rounded to bf16 into tT (its transpose: the B operand of the next
+// products, pairs along k adjacent) with leading dimension ldt, and into dst (leading
+// dimension ld, the kept entry state or exit adjoint) where dst is set.
 template <typename Blk>
-GDN_HD void publish_state(Blk& blk, int K, int bv, Bf16* tT, int ldt, float* dst, std::int64_t ld) {
+GDN_HD void publish_state(Blk& blk, int K, int bv, Bf16* tT, int ldt, Bf16* dst, std::int64_t ld) {
   each_state(blk, K, bv, [&](int i, int j, float& h) {
-    tT[j * ldt + i] = to_bf16(h);
-    if (dst) dst[i * ld + j] = h;
+    const Bf16 x = to_bf16(h);
+    tT[j * ldt + i] = x;
+    if (dst) dst[i * ld + j] = x;
   });
 }
 

@@ -79,8 +79,9 @@ std::size_t LocalPass<T, Dev>::factor_elems() const {
 }
 
 template <typename T, typename Dev>
-std::size_t LocalPass<T, Dev>::state_elems() const {
-  return std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
+std::size_t LocalPass<T, Dev>::state_elems(bool bf16) const {
+  const std::size_t n = std::size_t(p_.B) * p_.Hv * layout_->chunks.size() * p_.K * p_.V;
+  return bf16 ? (n + 1) / 2 : n;
 }
 
 template <typename T, typename Dev>
@@ -111,11 +112,12 @@ void LocalPass<T, Dev>::transition(T* M, T* U) {
 
 template <typename T, typename Dev>
 void LocalPass<T, Dev>::output(const T* h_in, T* o, T* ht) {
-  const std::size_t n = state_elems();
-  if (states_.size() != n) states_.resize(n);
   if (!prepared_ && pass::needs_prepare(Dev{})) prepare();
+  const std::size_t n = state_elems(bf16_factors_);  // the factors' form is the states'
+  if (states_.size() != n) states_.resize(n);
   pass::output(Dev{}, args(), h_in, o, ht);
   states_of_ = States::inputs;
+  states_bf16_ = bf16_factors_;
 }
 
 template <typename T, typename Dev>
@@ -124,10 +126,21 @@ void LocalPass<T, Dev>::output_from_states(T* o, T* ht) {
   GDN_CHECK(states_of_ != States::none,
             "LocalPass::output_from_states without kept chunk entry states of slice [", layout_->t0,
             ", ", layout_->t1, "): call output(), then release(Keep::replay)");
-  GDN_CHECK(states_.size() == state_elems(), "LocalPass::output_from_states: the kept states hold ",
+  const std::size_t n = state_elems(states_bf16_);
+  GDN_CHECK(states_.size() == n, "LocalPass::output_from_states: the kept states hold ",
             states_.size(), " elements, but B = ", p_.B, ", Hv = ", p_.Hv, ", K = ", p_.K,
-            ", V = ", p_.V, " and ", layout_->chunks.size(), " chunks need ", state_elems());
-  // The CUDA pass makes the factors into the factor buffer as it goes (pass_args.h).
+            ", V = ", p_.V, " and ", layout_->chunks.size(), " chunks need ", n);
+  if (states_bf16_) {
+    // Kept in bf16 by the register kernels: their prepare and outputs read them so.
+    GDN_CHECK(makes_bf16_factors(),
+              "LocalPass::output_from_states: the entry states were kept in bf16 by the register "
+              "kernels, which cannot run now (was GDN_CUDA_WALK or the bf16 mode changed?)");
+    if (!prepared_ || !bf16_factors_) prepare();
+  } else if (bf16_factors_) {
+    prepared_ = false;  // states in T: the tiled chunk jobs make ChunkFactors blocks
+  }
+  // Unprepared, the CUDA pass makes the factors into the factor buffer as it goes
+  // (pass_args.h).
   const bool makes_factors = !prepared_ && pass::needs_prepare(Dev{});
   if (makes_factors) bf16_factors_ = false;  // the chunk jobs make ChunkFactors blocks
   if (makes_factors && factors_.size() != factor_elems()) factors_.resize(factor_elems());
@@ -161,7 +174,12 @@ void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, Gdn
   PassBuffer<Dev, T> exits;
   if (pass::chunk_parallel_backward(Dev{})) {
     if (!prepared_) prepare();
-    exits.resize(state_elems());
+    GDN_CHECK(
+        bf16_factors_ == states_bf16_, "LocalPass::backward: the forward kept its entry states ",
+        states_bf16_ ? "in bf16 for the register kernels" : "in full precision",
+        " but this backward runs ", bf16_factors_ ? "the register kernels" : "the tiled kernels",
+        " (was GDN_CUDA_WALK or the bf16 mode changed between forward and backward?)");
+    exits.resize(state_elems(bf16_factors_));
   }
   PassArgs<T> a = args();
   a.adjoints = exits.data();

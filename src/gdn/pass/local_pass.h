@@ -65,8 +65,9 @@ class LocalPass {
   // M [B, Hv, K, K], U [B, Hv, K, V]. An empty slice is the identity (M = I, U = 0).
   void transition(T* M, T* U);
   // Phase 3: outputs o [B, t1 - t0, Hv, V] from the entry state h_in [B, Hv, K, V]
-  // (null: zero). Keeps each chunk's entry state for backward(). ht, when set, gets the
-  // final state of every sequence that ends in this slice (other rows untouched).
+  // (null: zero). Keeps each chunk's entry state for backward() (in bf16 where prepare()
+  // made bf16 factors, half the memory). ht, when set, gets the final state of every
+  // sequence that ends in this slice (other rows untouched).
   void output(const T* h_in, T* o, T* ht);
   // Phase 3 again, for activation recomputation: the same o and ht bits as the output()
   // whose chunk entry states release(Keep::replay) kept, on the same slice and the same
@@ -74,7 +75,9 @@ class LocalPass {
   // The chunks are independent given their entry states, so this runs in parallel over
   // (batch, value head, chunk) instead of walking the chunks in order; each job makes
   // its chunk's factors (on the host in scratch; on CUDA into the factor buffer, kept for
-  // adjoint() as after prepare()). backward() may follow, as after output().
+  // adjoint() as after prepare()); where the states were kept in bf16, prepare() and the
+  // register outputs run instead. backward() may follow, as after output(). In the bf16
+  // mode on CUDA the kept states are rounded, so ht must be null there (it throws).
   void output_from_states(T* o, T* ht);
   // Backward phase 1: D [B, Hv, K, V] = dLoss/dh_in with a zero exit adjoint (lambda = 0);
   // dht (global [N, Hv, K, V], may be null) applies where a sequence ends in the slice.
@@ -99,6 +102,7 @@ class LocalPass {
     if (keep == Keep::nothing) {
       states_ = PassBuffer<Dev, T>();
       states_of_ = States::none;
+      states_bf16_ = false;
     } else if (states_of_ == States::inputs) {
       states_of_ = States::kept;
     }
@@ -115,7 +119,9 @@ class LocalPass {
   PassArgs<T> args();
   std::size_t factor_size(bool bf16) const;  // of one chunk's factor block (PassArgs::fsize)
   std::size_t factor_elems() const;          // of every chunk's factors
-  std::size_t state_elems() const;           // of every chunk's entry state
+  // Of every chunk's entry state: in T, or in bf16 (half as many T) where the register
+  // kernels keep them (PassArgs::bf16_entry_state).
+  std::size_t state_elems(bool bf16) const;
 
   GdnProblem p_;
   std::optional<SliceLayout> layout_;
@@ -128,6 +134,7 @@ class LocalPass {
   // kept through reset() on the same layout (output_from_states() may run).
   enum class States { none, inputs, kept };
   States states_of_ = States::none;
+  bool states_bf16_ = false;  // states_ hold bf16 values (the output() ran on bf16 factors)
   Buffer<Dev, SliceLayout::Segment> segments_;  // the layout's tables in Dev's memory
   Buffer<Dev, SliceLayout::Chunk> chunks_;
   PassBuffer<Dev, T> factors_;  // [B * Hv, chunks, factor size], filled by prepare()

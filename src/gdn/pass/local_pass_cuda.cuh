@@ -215,6 +215,13 @@ void output_from_states(Cuda, const PassArgs<T>& args, T* o, T* ht) {
   const PassArgs<T> a = configured(args);
   const std::int64_t jobs = std::int64_t(a.B) * a.Hv * a.num_chunks;
   if (jobs == 0) return;
+  // The bf16 mode keeps the entry states rounded to bf16 (walk::store_kept), from which the
+  // last chunk's step would not give the first forward's ht bits.
+  GDN_CHECK(!(ht && a.gemm == ChunkGemm::kBf16),
+            "LocalPass::output_from_states: ht is not recomputed in the bf16 mode on CUDA (the "
+            "kept entry states are rounded to bf16); take it from the first forward");
+  if constexpr (std::is_same_v<T, float>)
+    if (register_outputs(a, o)) return count_launch("outputs", KernelPath::bf16_register);
   count_launch("output_from_states", KernelPath::tiled);
   output_from_states_kernel<T><<<blocks_for(jobs), kThreads>>>(a, o, ht);
   GDN_CUDA_CHECK(cudaGetLastError());

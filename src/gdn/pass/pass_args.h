@@ -54,6 +54,8 @@ struct PassArgs {
   // The factors are Bf16Factors blocks (gdn/pass/bf16_factors.h), which only the bf16
   // register kernels read, instead of ChunkFactors<T>: LocalPass sets it from what
   // prepare() chose (pass::bf16_factors), and every pass then takes its register kernel.
+  // The entry states and exit adjoints are then bf16 too (bf16_entry_state): half of
+  // `states` and `adjoints` holds them.
   bool bf16_factors = false;
   // Set only with bf16_factors (LocalPass::set_bf16_io).
   Bf16Io io;
@@ -70,6 +72,15 @@ struct PassArgs {
   }
   GDN_HD T* exit_adjoint(int bh, std::int64_t c) const {
     return adjoints + (std::size_t(bh) * num_chunks + c) * K * V;
+  }
+  // The same in bf16 (with bf16_factors): what only an mma and part 1's dgamma read, rounded
+  // once as the walk stores it (the tiled walks round their float copies alike on bf16
+  // GEMMs, walk::store_kept).
+  GDN_HD Bf16* bf16_entry_state(int bh, std::int64_t c) const {
+    return reinterpret_cast<Bf16*>(states) + (std::size_t(bh) * num_chunks + c) * K * V;
+  }
+  GDN_HD Bf16* bf16_exit_adjoint(int bh, std::int64_t c) const {
+    return reinterpret_cast<Bf16*>(adjoints) + (std::size_t(bh) * num_chunks + c) * K * V;
   }
   // The segment holding chunk c (0 <= c < num_chunks): a binary search over the segments'
   // first chunks, so that a pass over independent chunks finds which sequence a chunk

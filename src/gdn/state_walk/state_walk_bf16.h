@@ -86,7 +86,7 @@ GDN_HD void update_state(const W& w, int warp, State<W>& st, const StateLayout& 
 }
 
 // Chunks [first, end) of (batch * value head) bh on the tile in the accumulators, columns
-// [c0, c0 + bv); every chunk's entry state into a.states where mode is kStates.
+// [c0, c0 + bv); every chunk's entry state into a.states (in bf16) where mode is kStates.
 template <typename Blk>
 GDN_HD void forward_chunks(Blk& blk, const PassArgs<float>& a, const StateLayout& L, int bh, int c0,
                            std::int64_t first, std::int64_t end, Mode mode, unsigned char* smem) {
@@ -108,7 +108,7 @@ GDN_HD void forward_chunks(Blk& blk, const PassArgs<float>& a, const StateLayout
       blk.commit();
     }
     const float gamma = fl.gamma(a.factors_of(bh, c));
-    float* entry = mode == Mode::kStates ? a.entry_state(bh, c) + c0 : nullptr;
+    Bf16* entry = mode == Mode::kStates ? a.bf16_entry_state(bh, c) + c0 : nullptr;
     publish_state(blk, L.K, L.bv, L.hT(smem), L.ldh(), entry, a.V);
     blk.sync();
     blk.warps([&](const auto& w, int warp, auto&) {

@@ -74,7 +74,7 @@ GDN_HD void state_walk(ChunkKernel<T, Exec>& math, const Exec& ex, const PassArg
     ex.sync();
     for (std::int64_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
       // Reads the tile only; step_cols writes it after its GEMMs' barriers.
-      store(ex, a.entry_state(j.bh, c) + c0, V, tl.state, K, n);
+      store_kept(ex, a.entry_state(j.bh, c) + c0, V, tl.state, K, n);
       math.step_cols(a.factors_of(j.bh, c), c0, n, tl.state, n, nullptr, 0, tl.s1);
     }
     if (s.ends && ht) store(ex, ht + a.state_offset(seq, hv) + c0, V, tl.state, K, n);
