@@ -55,9 +55,10 @@ inline std::vector<KernelBytes> bf16_op_bytes(const GdnProblem& p, int sms) {
   // Part 1: h, dh, w, k~, P, dO, u; X and dk~ per value head, the handoff.
   k.push_back({"backward: backward_products", 2 * states + 2 * w + P + b16 * n_v + u,
                2 * f32 * G * n_qk + handoff_f32 + handoff_b16, 0});
-  // Part 2: q, k, v, g, beta, the handoff, X and dk~ (overwritten by dq, dk), u, w.
+  // Part 2: q, k, v, g, beta, the handoff, X and dk~ (overwritten by dq, dk), u, w and T
+  // (prepare's inverse, C x C in bf16 like P).
   k.push_back({"backward: backward_wy",
-               qkv + handoff_f32 + handoff_b16 + 2 * f32 * G * n_qk + u + w,
+               qkv + handoff_f32 + handoff_b16 + 2 * f32 * G * n_qk + u + w + P,
                2 * f32 * G * n_qk + f32 * (n_v + 2 * n_g), qk_again});
   // dq and dk summed over each key head's value heads, and the norm's backward in the same
   // kernel (it reads the bf16 q and k).

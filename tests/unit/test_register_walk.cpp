@@ -140,6 +140,16 @@ std::vector<float> from_bf16_states(const std::vector<float>& x, std::size_t n) 
   return out;
 }
 
+// `packed` (Bf16Factors blocks) with the T = (I + L)^{-1} sections of `from`'s blocks, which
+// ChunkFactors blocks have no counterpart of (convert_factors leaves them zero).
+std::vector<float> with_inverse_of(std::vector<float> packed, const std::vector<float>& from, int C,
+                                   int K, int V) {
+  const Bf16Factors bf{C, K, V};
+  for (std::size_t x = 0; x < packed.size(); x += bf.floats())
+    std::copy_n(bf.Tinv(from.data() + x), std::size_t(C) * C, bf.Tinv(packed.data() + x));
+  return packed;
+}
+
 // a's arguments with the same factors as Bf16Factors blocks in `packed`.
 PassArgs<float> with_bf16_factors(PassArgs<float> a, std::vector<float>& packed) {
   a.factors = packed.data();
@@ -354,7 +364,10 @@ void check_walks(const WalkCase& c) {
   {
     PassArgs<float> r = a;
     r.factors = want_f.data();
-    std::vector<float> want_packed = to_bf16_factors(want_f, C, K, V);
+    // T from the register prepare (ChunkKernel::backward inverts again: the outputs' bits
+    // below check that the stored T is its T rounded).
+    std::vector<float> want_packed =
+        with_inverse_of(to_bf16_factors(want_f, C, K, V), got_f, C, K, V);
     // The walks' states as the register kernels keep them (the tiled walks' are rounded).
     std::vector<float> states16 = to_bf16_states(want_states), exits16 = to_bf16_states(want_exits);
     PassArgs<float> rb = registers(with_bf16_factors(r, want_packed));
@@ -404,7 +417,17 @@ void check_walks(const WalkCase& c) {
   CHECK(bit_difference(got_dv, want_dv) == "");
   CHECK(bit_difference(got_dg, want_dg) == "");
   CHECK(bit_difference(got_dbeta, want_dbeta) == "");
-  CHECK(bit_difference(got_f, to_bf16_factors(want_f, C, K, V)) == "");
+  CHECK(bit_difference(got_f, with_inverse_of(to_bf16_factors(want_f, C, K, V), got_f, C, K, V)) ==
+        "");
+  // T = (I + L)^{-1} of a strictly lower L: unit lower triangular.
+  std::size_t not_unit_lower = 0;
+  for (std::size_t x = 0; x < got_f.size(); x += Bf16Factors{C, K, V}.floats()) {
+    const Bf16* T = Bf16Factors{C, K, V}.Tinv(got_f.data() + x);
+    for (int i = 0; i < C; ++i)
+      for (int j = i; j < C; ++j)
+        not_unit_lower += to_float(T[i * C + j]) != (i == j ? 1.0f : 0.0f);
+  }
+  CHECK(not_unit_lower == 0);
   // ChunkKernel::prepare on a bf16 GEMM rounds u itself (so the tiled kernels read the u
   // the register kernels keep): every u is a bf16 value already.
   std::size_t unrounded = 0;

@@ -10,10 +10,10 @@
 //     k~ dh + s P^T dO, then dk~ = v_new dh^T and X = s dO h^T into the dk and dq rows
 //     (finished by part 2), dw = -du h^T, dP = s dO v_new^T and dgamma = <h, dh> to the
 //     handoff. 163 KiB of shared memory at K = V = 128.
-//  2. backward_wy, from the rows and the handoff (the WY representation and the gates): the
-//     gate scan, k k^T and q k^T, T = (I + L)^{-1} again (prepare_bf16.h's steps), then
-//     dq, dk, dT's products dVb = T^T du and dKb = T^T dw, dL, and the row sums that make
-//     dbeta and dg. 219 KiB.
+//  2. backward_wy, from the rows, the handoff and T = (I + L)^{-1} from prepare's factors
+//     (the WY representation and the gates): the gate scan, k k^T and q k^T, then dq, dk,
+//     dT's products dVb = T^T du and dKb = T^T dw, dL, and the row sums that make dbeta
+//     and dg. 210 KiB.
 //
 // The entry adjoint that ChunkKernel::backward also returns is the adjoint walk's, so its
 // three products are not made. The rest are ChunkKernel::backward's GEMMs in its k order
@@ -177,10 +177,9 @@ GDN_HD void backward_products(Blk& blk, const PassArgs<float>& a, const float* d
 // Part 2's per-row vectors beyond the gates'.
 enum WyVec { kDGam = kGateVecs, kDBeta, kDg, kRedC, kWyVecs };
 
-// Part 2's shared memory: k, q (bf16 rows); four fp32 C x C tiles (L, then dL, then D; T;
-// k k^T; dD); one bf16 C x C tile (dP .* D, then dL + dL^T); a bf16 region for du and dw,
-// then u and w (the inverse's merge products before them); dVb and dKb in fp32; the
-// per-row vectors.
+// Part 2's shared memory: k, q (bf16 rows); two bf16 C x C tiles (dP .* D, then
+// dL + dL^T; T); a bf16 region for du and dw, then u and w; three fp32 C x C tiles (dL,
+// then D; k k^T; dD); dVb and dKb in fp32; the per-row vectors.
 struct WyLayout {
   int K, V;
   GDN_HD int ldk() const { return K + 8; }  // k, q, dw, w (bf16)
@@ -189,25 +188,23 @@ struct WyLayout {
   GDN_HD int ldvf() const { return V + 4; }  // dVb (fp32)
   GDN_HD int ldkf() const { return K + 4; }  // dKb (fp32)
   GDN_HD std::size_t bytes() const {
-    return (std::size_t(2) * kC * ldk() + std::size_t(kC) * ldt() +
+    return (std::size_t(2) * kC * ldk() + std::size_t(2) * kC * ldt() +
             std::size_t(kC) * (ldv() + ldk())) *
                sizeof(Bf16) +
-           (std::size_t(4) * kC * ldt() + std::size_t(kC) * (ldvf() + ldkf()) +
+           (std::size_t(3) * kC * ldt() + std::size_t(kC) * (ldvf() + ldkf()) +
             std::size_t(kWyVecs) * kC) *
                sizeof(float);
   }
   GDN_HD Bf16* k(unsigned char* s) const { return reinterpret_cast<Bf16*>(s); }
   GDN_HD Bf16* q(unsigned char* s) const { return k(s) + kC * ldk(); }
   GDN_HD Bf16* cc(unsigned char* s) const { return q(s) + kC * ldk(); }
-  GDN_HD Bf16* dv(unsigned char* s) const { return cc(s) + kC * ldt(); }  // du, then u
+  GDN_HD Bf16* T(unsigned char* s) const { return cc(s) + kC * ldt(); }
+  GDN_HD Bf16* dv(unsigned char* s) const { return T(s) + kC * ldt(); }   // du, then u
   GDN_HD Bf16* dk(unsigned char* s) const { return dv(s) + kC * ldv(); }  // dw, then w
-  // The inverse's scratch (product, operands), in du's and dw's space before they come.
-  GDN_HD Bf16* merges(unsigned char* s) const { return dv(s); }
-  GDN_HD Bf16* merge_ops(unsigned char* s) const { return dv(s) + kMergeElems; }
-  GDN_HD float* tile(unsigned char* s, int i) const {  // 0: L / dL / D, 1: T, 2: k k^T, 3: dD
+  GDN_HD float* tile(unsigned char* s, int i) const {  // 0: dL / D, 1: k k^T, 2: dD
     return reinterpret_cast<float*>(dk(s) + kC * ldk()) + i * kC * ldt();
   }
-  GDN_HD float* dVb(unsigned char* s) const { return tile(s, 4); }
+  GDN_HD float* dVb(unsigned char* s) const { return tile(s, 3); }
   GDN_HD float* dKb(unsigned char* s) const { return dVb(s) + kC * ldvf(); }
   GDN_HD float* vec(unsigned char* s, int i) const { return dKb(s) + kC * ldkf() + i * kC; }
 };
@@ -227,9 +224,9 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   const BackwardHandoff ho{K, V};
   const int ldk = Ly.ldk(), ldv = Ly.ldv(), ldt = Ly.ldt(), ldvf = Ly.ldvf(), ldkf = Ly.ldkf();
   const int rows = at.rows;
-  Bf16 *kb = Ly.k(smem), *qb = Ly.q(smem), *cc = Ly.cc(smem);
-  float *L = Ly.tile(smem, 0), *T = Ly.tile(smem, 1), *KK = Ly.tile(smem, 2),
-        *dD = Ly.tile(smem, 3);
+  Bf16 *kb = Ly.k(smem), *qb = Ly.q(smem), *cc = Ly.cc(smem), *T = Ly.T(smem);
+  Bf16 *dvb = Ly.dv(smem), *dkb = Ly.dk(smem);
+  float *dL = Ly.tile(smem, 0), *KK = Ly.tile(smem, 1), *dD = Ly.tile(smem, 2);
   float *dVb = Ly.dVb(smem), *dKb = Ly.dKb(smem);
   auto vec = [&](int i) { return Ly.vec(smem, i); };
   float *beta = vec(kBeta), *dGam = vec(kDGam), *dbeta = vec(kDBeta), *dg = vec(kDg),
@@ -238,7 +235,13 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   float *dq = dqv + rows0, *dk = dkv + rows0;  // part 1's X and dk~ until overwritten
   const float* dP = ho.dP(ho_block);
 
-  blk.sync();  // the previous job is done with shared memory
+  blk.sync();                 // the previous job is done with shared memory
+  blk.threads([&](int tid) {  // T, du and dw land while the rows and the gates are made
+    copy_tile(blk, tid, T, ldt, fl.Tinv(f), kC, kC, kC);
+    copy_tile(blk, tid, dvb, ldv, ho.du(ho_block), V, kC, V);
+    copy_tile(blk, tid, dkb, ldk, ho.dw(ho_block), K, kC, K);
+    blk.commit();
+  });
   const ChunkInputs in_rows = chunk_inputs(blk, a, at, vec);
   blk.threads([&](int tid) {
     for (int x = tid; x < kC * K; x += kThreads) {
@@ -247,7 +250,6 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
       kb[i * ldk + d] = to_bf16(in ? in_rows.k(i)[d] : 0.0f);
       qb[i * ldk + d] = to_bf16(in ? in_rows.q(i)[d] : 0.0f);
     }
-    for (int x = tid; x < kC * kC; x += kThreads) T[(x / kC) * ldt + x % kC] = 0.0f;
     if (tid < kC) {
       const bool in = tid < rows;
       vec(kG)[tid] = in ? a.in.g[at.gb + tid * at.gb_stride] : 0.0f;
@@ -260,17 +262,14 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
   const GateTerms gt = gate_terms(blk, vec);
   const float *Gam = gt.Gam, *e = gt.e;
   blk.sync();
-  // k k^T into KK and L = strict_lower(beta k k^T .* D); q k^T makes dD = dP .* q k^T and
-  // dP .* D (bf16, lower).
+  // k k^T into KK; q k^T makes dD = dP .* q k^T and dP .* D (bf16, lower).
   blk.warps([&](const auto& w, int warp, auto&) {
     using W = std::remove_cvref_t<decltype(w)>;
     const Owned o = chunk_tiles(kC, warp);
     Acc<W> acc[kMaxChunkTiles];
     warp_gemm(w, o, K, acc, Rows{kb, ldk}, Cols{kb, ldk});
     each_element(w, o, acc, [&](int i, int j, float& d) {
-      const float kk = mma::epilogue(1.0f, d, 0.0f, 0.0f);
-      KK[i * ldt + j] = kk;
-      L[i * ldt + j] = j < i ? beta[i] * kk * gt.D(i, j) : 0.0f;
+      KK[i * ldt + j] = mma::epilogue(1.0f, d, 0.0f, 0.0f);
     });
     Acc<W> qk[kMaxChunkTiles];
     warp_gemm(w, o, K, qk, Rows{qb, ldk}, Cols{kb, ldk});
@@ -301,17 +300,9 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     warp_gemm(w, o, kC, st.h, Cols{cc, ldt}, Rows{qb, ldk});
     each_element(w, o, st.h, [](int, int, float& x) { x = mma::epilogue(1.0f, x, 0.0f, 0.0f); });
   });
-  static_assert(kMergeElems + kMergeOperandElems <= std::size_t(kC) * (64 + 8) * 2,
-                "the inverse's scratch fits in du's and dw's space (V, K >= 64)");
-  unit_lower_inverse(blk, L, T, ldt, Ly.merges(smem), Ly.merge_ops(smem));  // L visible
   // dVb = T^T du, dKb = T^T dw.
-  Bf16 *dvb = Ly.dv(smem), *dkb = Ly.dk(smem);
-  blk.threads([&](int tid) {
-    const Bf16 *du = ho.du(ho_block), *dw = ho.dw(ho_block);
-    for (int x = tid; x < kC * V; x += kThreads) dvb[(x / V) * ldv + x % V] = du[x];
-    for (int x = tid; x < kC * K; x += kThreads) dkb[(x / K) * ldk + x % K] = dw[x];
-  });
-  blk.sync();
+  blk.threads([&](int) { blk.wait_all(); });
+  blk.sync();  // T, du and dw have landed
   blk.warps([&](const auto& w, int warp, auto&) {
     using W = std::remove_cvref_t<decltype(w)>;
     for (int cb = 0; cb < V + K; cb += 64) {
@@ -322,7 +313,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
       const int lds = of_v ? ldv : ldk, ldo = of_v ? ldvf : ldkf;
       float* out = of_v ? dVb : dKb;
       Acc<W> acc[kMaxChunkTiles];
-      warp_gemm(w, o, kC, acc, mma::FloatCols{T, ldt}, Rows{src, lds});
+      warp_gemm(w, o, kC, acc, Cols{T, ldt}, Rows{src, lds});
       each_element(w, o, acc, [&](int i, int j, float& d) {
         out[i * ldo + j] = mma::epilogue(1.0f, d, 0.0f, 0.0f);
       });
@@ -336,8 +327,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     blk.wait_all();
   });
   blk.sync();
-  // dL = -(dVb u^T) - (dKb w^T), where L was.
-  float* dL = L;
+  // dL = -(dVb u^T) - (dKb w^T).
   blk.warps([&](const auto& w, int warp, auto&) {
     using W = std::remove_cvref_t<decltype(w)>;
     const Owned o = chunk_tiles(kC, warp);
@@ -371,7 +361,7 @@ GDN_HD void backward_wy(Blk& blk, const PassArgs<float>& a, const GdnGradView<fl
     }
   });
   blk.sync();  // dL is read: D takes its place (the row sums read it as an array)
-  float* Dm = L;
+  float* Dm = dL;
   blk.threads([&](int tid) {
     for (int x = tid; x < kC * kC; x += kThreads)
       Dm[(x / kC) * ldt + x % kC] = gt.D(x / kC, x % kC);

@@ -9,8 +9,9 @@
 //  - T = (I + L)^{-1}: the 16 x 16 leaves by forward substitution (invert_leaves' order),
 //    the merges as mma products;
 //  - (beta V)^T and (beta Gamma K)^T in bf16 where k and q were, then u = T (beta V) and
-//    w = T (beta Gamma K) to the factors; k~ = e k and q_g = Gamma q straight to them.
-// The factors are a Bf16Factors block: w, k~, q_g, P and u rounded to bf16 as they are
+//    w = T (beta Gamma K) to the factors; k~ = e k and q_g = Gamma q straight to them;
+//    T too, for backward part 2.
+// The factors are a Bf16Factors block: w, k~, q_g, P, u and T rounded to bf16 as they are
 // stored (every reader rounds them so, and the bf16 mode rounds u), gamma in fp32.
 // The same sums and epilogues as ChunkKernel::prepare on the bf16 block GEMM with a thread
 // group's scan and leaves (bf16_walk.h says why that gives its bits).
@@ -358,8 +359,12 @@ GDN_HD void prepare(Blk& blk, const PassArgs<float>& a, std::int64_t job, unsign
   });
   unit_lower_inverse(blk, L, T, ldt, Ly.mT(smem),
                      Ly.mops(smem));  // L visible since the last barrier
-  // u = T (beta V), w = T (beta Gamma K), 64 columns at a time.
-  Bf16 *u = fl.u(f), *wf = fl.w(f);
+  // T to the factors (backward part 2 reads it), u = T (beta V), w = T (beta Gamma K),
+  // 64 columns at a time.
+  Bf16 *u = fl.u(f), *wf = fl.w(f), *Tf = fl.Tinv(f);
+  blk.threads([&](int tid) {
+    for (int x = tid; x < kC * kC; x += kThreads) Tf[x] = to_bf16(T[(x / kC) * ldt + x % kC]);
+  });
   blk.warps([&](const auto& w, int warp, auto&) {
     auto t_at = mma::FloatRows{T, ldt};
     for (int cb = 0; cb < V + K; cb += 64) {
