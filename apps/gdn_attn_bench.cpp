@@ -1,10 +1,11 @@
 // The attention op's speed (a benchmark, not a test): causal grouped-query
 // attention forward and forward + backward at one shape, in the bf16 mode (on CUDA the
-// flash kernels on bf16 tensor cores, ops/attention/flash_attention.h) or in float (the
-// exact kernels), and on CUDA the measured bf16 tensor-core peak: a cuBLAS bf16 x bf16 ->
-// fp32 GEMM of --peak-n cubed, the denominator of the model-FLOP fractions the device
-// check reports. scripts/bench_sdpa.py times torch's scaled_dot_product_attention (flash
-// backend) at the same shape, with the same FLOP count, for the ratio.
+// flash kernels on bf16 tensor cores, ops/attention/flash_attention.h; on CUDA also on q, k,
+// v stored in bf16, attn_bf16_io, as SDPA reads them) or in float (the exact kernels), and on CUDA
+// the measured bf16 tensor-core peak: a cuBLAS bf16 x bf16 -> fp32 GEMM of --peak-n cubed, the
+// denominator of the model-FLOP fractions the device check reports. scripts/bench_sdpa.py times
+// torch's scaled_dot_product_attention (flash backend) at the same shape, with the same FLOP count,
+// for the ratio.
 //
 // Prints the benchmark table (common/bench_table.h), or with --json JSON lines. The
 // table's check column compares what each variant's last run wrote with exact attention
@@ -22,6 +23,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "common/app_common.h"
@@ -33,6 +35,7 @@
 
 #if GDN_HAVE_CUDA
 #include "core/bf16.h"
+#include "ops/attention/flash_attention.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_check.h"
 #include "runtime/cuda_device.h"
@@ -235,6 +238,34 @@ void bench_attention(const Shape& s, bool bf16, int warmup, int reps, const std:
   const double fwd_bwd_ms =
       median_ms([&] { forward(), backward(), Dev::synchronize(); }, warmup, reps);
   print(s, device, tag + "_fwd_bwd", fwd_bwd_ms, 3.5 * f, check(true));
+#if GDN_HAVE_CUDA
+  // q, k, v stored in bf16, as SDPA reads them (the flash kernels on bf16 global memory,
+  // K and V by cp.async in two stages): attn_bf16_io.
+  if constexpr (std::is_same_v<Dev, Cuda>) {
+    if (!bf16 || !ops::flash_attention_chosen(s.D) || s.D % 8 != 0) return;
+    auto narrow = [](const std::vector<float>& x) {
+      std::vector<Bf16> y(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) y[i] = to_bf16(x[i]);
+      return to_device<Cuda>(y.data(), y.size());
+    };
+    const Buffer<Cuda, Bf16> q16 = narrow(host[0]), k16 = narrow(host[1]), v16 = narrow(host[2]);
+    auto forward16 = [&] {
+      ops::flash_attention_forward(Cuda{}, q16.data(), k16.data(), v16.data(), qpos.data(), s.B,
+                                   s.T, s.T, s.Hq, s.Hkv, s.D, scale, o.data(), lse.data(),
+                                   nullptr);
+    };
+    auto backward16 = [&] {
+      ops::flash_attention_backward(Cuda{}, q16.data(), k16.data(), v16.data(), o.data(),
+                                    lse.data(), dout.data(), qpos.data(), s.B, s.T, s.T, s.Hq,
+                                    s.Hkv, s.D, scale, dq.data(), dk.data(), dv.data(), nullptr);
+    };
+    print(s, device, "attn_bf16_io_fwd",
+          median_ms([&] { forward16(), Dev::synchronize(); }, warmup, reps), f, check(false));
+    print(s, device, "attn_bf16_io_fwd_bwd",
+          median_ms([&] { forward16(), backward16(), Dev::synchronize(); }, warmup, reps), 3.5 * f,
+          check(true));
+  }
+#endif
 }
 
 #if GDN_HAVE_CUDA

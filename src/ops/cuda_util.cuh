@@ -85,6 +85,24 @@ __device__ inline i64 thread_stride() {
   return i64(gridDim.x) * blockDim.x;
 }
 
+// 16 bytes from global to shared memory without passing through registers (cp.async.cg,
+// sm_80 on; both addresses 16-byte aligned), in commit groups: async_wait<N>() returns
+// when at most N of this thread's newest groups are still in flight.
+__device__ inline void copy16_async(void* dst, const void* src) {
+  const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
+}
+__device__ inline void async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ inline void async_wait_all() {  // commits what is pending, then waits for it all
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+template <int N>
+__device__ inline void async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 __device__ inline double sigmoid_d(double x) {
   return 1.0 / (1.0 + ::exp(-x));
 }

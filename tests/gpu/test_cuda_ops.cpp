@@ -746,6 +746,27 @@ TEST_CASE("cuda flash attention matches the host in fp64: GQA, stripes, document
     CHECK(to_host<Cuda>(dq2) == to_host<Cuda>(dq_));
     CHECK(to_host<Cuda>(dk2) == to_host<Cuda>(dk_));
     CHECK(to_host<Cuda>(dv2) == to_host<Cuda>(dv_));
+    // q, k, v in bf16 in global memory (the forward's K and V by cp.async, two stages): the
+    // float inputs' bits, which the kernels round the same way as they stage them.
+    auto narrow = [](const std::vector<float>& x) {
+      std::vector<Bf16> y(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) y[i] = to_bf16(x[i]);
+      return to_device(y);
+    };
+    auto q16 = narrow(q), k16 = narrow(k), v16 = narrow(v);
+    auto o3 = to_device(random_vec<float>(nq, 115)), lse3 = to_device(random_vec<float>(nl, 116));
+    auto dq3 = to_device(random_vec<float>(nq, 117)), dk3 = to_device(random_vec<float>(nk, 118)),
+         dv3 = to_device(random_vec<float>(nk, 119));
+    ops::flash_attention_forward(Cuda{}, q16.data(), k16.data(), v16.data(), qpos_.data(), c.B, Tq,
+                                 c.Tk, c.Hq, c.Hkv, c.D, scale, o3.data(), lse3.data(), ks_dev);
+    ops::flash_attention_backward(Cuda{}, q16.data(), k16.data(), v16.data(), o3.data(),
+                                  lse3.data(), dout_.data(), qpos_.data(), c.B, Tq, c.Tk, c.Hq,
+                                  c.Hkv, c.D, scale, dq3.data(), dk3.data(), dv3.data(), ks_dev);
+    CHECK(to_host<Cuda>(o3) == to_host<Cuda>(o_));
+    CHECK(to_host<Cuda>(lse3) == to_host<Cuda>(lse_));
+    CHECK(to_host<Cuda>(dq3) == to_host<Cuda>(dq_));
+    CHECK(to_host<Cuda>(dk3) == to_host<Cuda>(dk_));
+    CHECK(to_host<Cuda>(dv3) == to_host<Cuda>(dv_));
   }
 }
 

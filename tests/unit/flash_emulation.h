@@ -60,12 +60,15 @@ inline void mma_tiles(Frags& d, const Bf16* a, int lda, const Bf16* b, int ldb) 
   load_b(fb, b, ldb);
   emulate_mma(d.f, fa, fb);
 }
-// d += P V-style: A from two score fragments by c_pair_to_a.
+// d += P V-style: A from two score fragments by c_pair_to_a, B from a row tile read across
+// its rows (frag_b_rows).
 inline void mma_pair(Frags& d, const Frags& left, const Frags& right, const Bf16* b, int ldb) {
   mma::FragA fa[32];
   mma::FragB fb[32];
-  for (int lane = 0; lane < 32; ++lane) fa[lane] = mma::c_pair_to_a(left.f[lane], right.f[lane]);
-  load_b(fb, b, ldb);
+  for (int lane = 0; lane < 32; ++lane) {
+    fa[lane] = mma::c_pair_to_a(left.f[lane], right.f[lane]);
+    fb[lane] = fl::frag_b_rows(lane, b, ldb);
+  }
   emulate_mma(d.f, fa, fb);
 }
 
@@ -87,7 +90,7 @@ void forward(const FlashProblem& p, const float* q, const float* k, const float*
   const i64 Tq = p.Tq(), Tk = p.Tk, tiles = (Tq + fl::kTile - 1) / fl::kTile;
   const int D = p.D, G = p.Hq / p.Hkv;
   const float scale2 = float(p.scale * double(fl::kLog2e));
-  std::vector<Bf16> Qs(L::kRowElems), Ks(L::kRowElems), Vt(L::kColElems);
+  std::vector<Bf16> Qs(L::kRowElems), Ks(L::kRowElems), Vs(L::kRowElems);
   std::vector<Frags> acc(std::size_t(fl::kWarps) * N);
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.Hq; ++h)
@@ -120,8 +123,8 @@ void forward(const FlashProblem& p, const float* q, const float* k, const float*
           for (int tid = 0; tid < fl::kThreads; ++tid) {
             fl::stage_rows<Dp>(tid, k + at(b, j0, Tk, kh, p.Hkv, D), i64(p.Hkv) * D, nk, D,
                                Ks.data());
-            fl::stage_cols<Dp>(tid, v + at(b, j0, Tk, kh, p.Hkv, D), i64(p.Hkv) * D, nk, D,
-                               Vt.data());
+            fl::stage_rows<Dp>(tid, v + at(b, j0, Tk, kh, p.Hkv, D), i64(p.Hkv) * D, nk, D,
+                               Vs.data());
           }
           for (int warp = 0; warp < fl::kWarps; ++warp) {
             Frags s[fl::kTile / 8] = {};
@@ -156,7 +159,7 @@ void forward(const FlashProblem& p, const float* q, const float* k, const float*
             for (int kk = 0; kk < fl::kSlices; ++kk)
               for (int n = 0; n < N; ++n)
                 mma_pair(acc[std::size_t(warp) * N + n], s[2 * kk], s[2 * kk + 1],
-                         Vt.data() + n * 8 * L::kLdCol + kk * 16, L::kLdCol);
+                         Vs.data() + kk * 16 * L::kLdRow + n * 8, L::kLdRow);
           }
         }
         for (int warp = 0; warp < fl::kWarps; ++warp) {
@@ -204,8 +207,7 @@ void backward(const FlashProblem& p, const float* q, const float* k, const float
     }
     delta[r] = s[0];
   }
-  std::vector<Bf16> Qs(L::kRowElems), Gs(L::kRowElems), Ks(L::kRowElems), Vs(L::kRowElems),
-      Xt(L::kColElems);
+  std::vector<Bf16> Qs(L::kRowElems), Gs(L::kRowElems), Ks(L::kRowElems), Vs(L::kRowElems);
   std::vector<Frags> acc(std::size_t(fl::kWarps) * N);
   auto clear = [&] {
     for (auto& f : acc)
@@ -247,7 +249,6 @@ void backward(const FlashProblem& p, const float* q, const float* k, const float
           for (int tid = 0; tid < fl::kThreads; ++tid) {
             fl::stage_rows<Dp>(tid, k + kv, kstride, nk, D, Ks.data());
             fl::stage_rows<Dp>(tid, v + kv, kstride, nk, D, Vs.data());
-            fl::stage_cols<Dp>(tid, k + kv, kstride, nk, D, Xt.data());
           }
           for (int warp = 0; warp < fl::kWarps; ++warp)
             for (int kk = 0; kk < fl::kSlices; ++kk) {
@@ -270,7 +271,7 @@ void backward(const FlashProblem& p, const float* q, const float* k, const float
               }
               for (int n = 0; n < N; ++n)
                 mma_pair(acc[std::size_t(warp) * N + n], s[0], s[1],
-                         Xt.data() + n * 8 * L::kLdCol + kk * 16, L::kLdCol);
+                         Ks.data() + kk * 16 * L::kLdRow + n * 8, L::kLdRow);
             }
         }
         for (int warp = 0; warp < fl::kWarps; ++warp)
@@ -313,12 +314,7 @@ void backward(const FlashProblem& p, const float* q, const float* k, const float
               const i64 qo = at(b, i0, Tq, h, p.Hq, D);
               for (int tid = 0; tid < fl::kThreads; ++tid) {
                 fl::stage_rows<Dp>(tid, q + qo, qstride, nr, D, Qs.data());
-                if (kDk) {
-                  fl::stage_cols<Dp>(tid, q + qo, qstride, nr, D, Xt.data());
-                  fl::stage_rows<Dp>(tid, dout + qo, qstride, nr, D, Gs.data());
-                } else {
-                  fl::stage_cols<Dp>(tid, dout + qo, qstride, nr, D, Xt.data());
-                }
+                fl::stage_rows<Dp>(tid, dout + qo, qstride, nr, D, Gs.data());
               }
               for (int warp = 0; warp < fl::kWarps; ++warp)
                 for (int kk = 0; kk < fl::kSlices; ++kk) {
@@ -344,7 +340,7 @@ void backward(const FlashProblem& p, const float* q, const float* k, const float
                   }
                   for (int n = 0; n < N; ++n)
                     mma_pair(acc[std::size_t(warp) * N + n], s[0], s[1],
-                             Xt.data() + n * 8 * L::kLdCol + kk * 16, L::kLdCol);
+                             (kDk ? Qs : Gs).data() + kk * 16 * L::kLdRow + n * 8, L::kLdRow);
                 }
             }
           const float f = kDk ? scale : 1.0f;

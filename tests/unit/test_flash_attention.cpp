@@ -66,12 +66,11 @@ TEST_CASE("flash fragment paths give Q K^T, P V and the key-major products exact
   using L = fl::Layout<Dp>;
   Rng rng(11);
   const auto q = integers(T * D, rng, 1), k = integers(T * D, rng, 1), v = integers(T * D, rng, 1);
-  std::vector<Bf16> Qs(L::kRowElems), Ks(L::kRowElems), Vt(L::kColElems), Qt(L::kColElems);
+  std::vector<Bf16> Qs(L::kRowElems), Ks(L::kRowElems), Vs(L::kRowElems);
   for (int tid = 0; tid < fl::kThreads; ++tid) {
     fl::stage_rows<Dp>(tid, q.data(), D, T, D, Qs.data());
     fl::stage_rows<Dp>(tid, k.data(), D, 60, D, Ks.data());  // keys 60..63: padding, zero
-    fl::stage_cols<Dp>(tid, v.data(), D, 60, D, Vt.data());
-    fl::stage_cols<Dp>(tid, q.data(), D, T, D, Qt.data());
+    fl::stage_rows<Dp>(tid, v.data(), D, 60, D, Vs.data());
   }
   auto kval = [&](int j, int d) { return j < 60 ? double(k[j * D + d]) : 0.0; };
   int wrong_s = 0, wrong_o = 0, wrong_st = 0, wrong_x = 0;
@@ -84,8 +83,8 @@ TEST_CASE("flash fragment paths give Q K^T, P V and the key-major products exact
                              Ks.data() + c * 8 * L::kLdRow + ks, L::kLdRow);
     for (int kk = 0; kk < fl::kSlices; ++kk)
       for (int n = 0; n < Dp / 8; ++n)
-        flash_emu::mma_pair(o[n], s[2 * kk], s[2 * kk + 1], Vt.data() + n * 8 * L::kLdCol + kk * 16,
-                            L::kLdCol);
+        flash_emu::mma_pair(o[n], s[2 * kk], s[2 * kk + 1], Vs.data() + kk * 16 * L::kLdRow + n * 8,
+                            L::kLdRow);
     std::vector<double> S(16 * T);
     for (int r = 0; r < 16; ++r)
       for (int j = 0; j < T; ++j) {
@@ -114,7 +113,7 @@ TEST_CASE("flash fragment paths give Q K^T, P V and the key-major products exact
     for (int kk = 0; kk < fl::kSlices; ++kk)
       for (int n = 0; n < Dp / 8; ++n)
         flash_emu::mma_pair(x[n], st[2 * kk], st[2 * kk + 1],
-                            Qt.data() + n * 8 * L::kLdCol + kk * 16, L::kLdCol);
+                            Qs.data() + kk * 16 * L::kLdRow + n * 8, L::kLdRow);
     for (int lane = 0; lane < 32; ++lane)
       for (int e = 0; e < 4; ++e) {
         const int j = warp * 16 + mma::c_row(lane, e);

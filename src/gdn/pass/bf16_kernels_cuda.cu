@@ -13,6 +13,7 @@
 #include "gdn/pass/launch_counts.h"
 #include "gdn/prepare/prepare_bf16.h"
 #include "gdn/state_walk/state_walk_bf16.h"
+#include "ops/cuda_util.cuh"
 #include "ops/mma/mma_bf16.cuh"
 #include "runtime/cuda_check.h"
 #include "runtime/cuda_device.h"
@@ -54,12 +55,9 @@ struct DeviceBlock {
     f(int(threadIdx.x));
   }
   __device__ void sync() { __syncthreads(); }
-  __device__ void copy16(void* dst, const void* src) {
-    const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
-  }
-  __device__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-  __device__ void wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+  __device__ void copy16(void* dst, const void* src) { ops::cuda_util::copy16_async(dst, src); }
+  __device__ void commit() { ops::cuda_util::async_commit(); }
+  __device__ void wait_all() { ops::cuda_util::async_wait_all(); }
 };
 #endif
 

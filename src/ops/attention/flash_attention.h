@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/device.h"
 
 namespace gdn::ops {
@@ -23,11 +24,24 @@ inline bool flash_attention_supports(int D) {
 // (the GPU tests compare it with the host at 1e-4, which bf16 operands do not meet).
 bool flash_attention_chosen(int D);
 
+// q, k, v in float (rounded to bf16 as the kernels stage them) or in bf16 as a model that
+// stores them so holds them (the forward's K and V tiles then come by cp.async, double
+// buffered; D a multiple of 8). The same bits for the same bf16 values.
 void flash_attention_forward(Cuda, const float* q, const float* k, const float* v,
                              const std::int64_t* qpos, int B, std::int64_t Tq, std::int64_t Tk,
                              int Hq, int Hkv, int D, double scale, float* o, float* lse,
                              const std::int64_t* kstart);
+void flash_attention_forward(Cuda, const Bf16* q, const Bf16* k, const Bf16* v,
+                             const std::int64_t* qpos, int B, std::int64_t Tq, std::int64_t Tk,
+                             int Hq, int Hkv, int D, double scale, float* o, float* lse,
+                             const std::int64_t* kstart);
 void flash_attention_backward(Cuda, const float* q, const float* k, const float* v, const float* o,
+                              const float* lse, const float* dout, const std::int64_t* qpos, int B,
+                              std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D,
+                              double scale, float* dq, float* dk, float* dv,
+                              const std::int64_t* kstart);
+
+void flash_attention_backward(Cuda, const Bf16* q, const Bf16* k, const Bf16* v, const float* o,
                               const float* lse, const float* dout, const std::int64_t* qpos, int B,
                               std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D,
                               double scale, float* dq, float* dk, float* dv,

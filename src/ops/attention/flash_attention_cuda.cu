@@ -1,7 +1,8 @@
 // Flash attention on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation), in the
 // order of flash_order.h. A block is 4 warps; a warp owns 16 rows of a 64-row tile.
-//  - Forward: a block per (64 query rows, b, h); Q staged once, K and V^T a 64-key tile
-//    at a time; S = Q K^T in registers, the online softmax per tile, P turned into A
+//  - Forward: a block per (64 query rows, b, h); Q staged once, K and V a 64-key tile at a
+//    time (bf16 inputs by cp.async into two stages, the next tile landing while the warps
+//    work); S = Q K^T in registers, the online softmax per tile, P turned into A
 //    fragments in registers (c_pair_to_a) for O += P V. Key tiles outside every row's
 //    window are skipped (the tile's window union, then a block vote per tile).
 //  - Backward, FA2's formulas from the saved lse, as three kernels so that every output
@@ -10,13 +11,17 @@
 //    query heads of its group, then the query tiles. Three kernels recompute S (and dP)
 //    where one fused kernel would not, but each keeps one 16 x D accumulator per warp:
 //    at D = 256 two would not fit in registers.
-// Head dims are padded to 64, 128 or 256 (template Dp); shared memory is up to 168 KiB
-// (D = 256, the dQ and dK kernels), opted into per kernel.
+// Every tile lies in shared memory as it lies in the tensor (tokens by head dim); a B
+// operand whose k runs over tokens (V in P V, K in dS K, Q or dO in the dK, dV sums) is
+// read across the rows by ldmatrix .trans (flash_order.h's frag_b_rows). Head dims are
+// padded to 64, 128 or 256 (template Dp); shared memory is up to 165 KiB (D = 256, the
+// forward on bf16 inputs), opted into per kernel.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "core/autocast.h"
 #include "core/error.h"
@@ -91,16 +96,52 @@ struct QueryTile {
         r0(lane_row(warp, lane)) {}
 };
 
+// Thread tid's share of staging rows [0, n) of a key tile of bf16 K or V (D columns, a
+// multiple of 8, at 16-byte-aligned rows) by 16-byte cp.async, and zeros into rows
+// [n, kTile) (plain stores; columns [D, Dp) the caller zeroed once).
 template <int Dp>
-__global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(const float* q, const float* k, const float* v, const i64* qpos,
-                         const i64* kstart, const Window* windows, i64 Tq, i64 Tk, int Hq, int Hkv,
-                         int D, float scale2, float* o, float* lse) {
+__device__ void copy_rows_async(int tid, const Bf16* src, i64 stride, int n, int D, Bf16* dst) {
   using L = fl::Layout<Dp>;
+  const int pieces = D / 8;
+  for (int x = tid; x < kTile * pieces; x += kThreads) {
+    const int r = x / pieces, c = 8 * (x % pieces);
+    Bf16* to = dst + r * L::kLdRow + c;
+    if (r < n)
+      cuda_util::copy16_async(to, src + r * stride + c);
+    else
+      *reinterpret_cast<uint4*>(to) = uint4{0, 0, 0, 0};
+  }
+}
+
+// Thread tid's share of staging key tile j0's rows of K and V (from offset kv on, nk of
+// them) into Ks and Vs: by cp.async where they are bf16, else rounded as they are read.
+template <int Dp, typename E>
+__device__ void stage_kv(int tid, const E* k, const E* v, i64 kv, i64 stride, int nk, int D,
+                         Bf16* Ks, Bf16* Vs) {
+  if constexpr (std::is_same_v<E, Bf16>) {
+    copy_rows_async<Dp>(tid, k + kv, stride, nk, D, Ks);
+    copy_rows_async<Dp>(tid, v + kv, stride, nk, D, Vs);
+  } else {
+    fl::stage_rows<Dp>(tid, k + kv, stride, nk, D, Ks);
+    fl::stage_rows<Dp>(tid, v + kv, stride, nk, D, Vs);
+  }
+}
+
+// The forward on Q, K, V in E: float (each tile rounded to bf16 as it is staged) or bf16 as
+// it lies in global memory, whose K and V tiles then come by cp.async into two stages, the
+// next tile in flight while the warps work on this one (D a multiple of 8).
+template <int Dp, typename E>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_kernel(const E* q, const E* k, const E* v, const i64* qpos, const i64* kstart,
+                         const Window* windows, i64 Tq, i64 Tk, int Hq, int Hkv, int D,
+                         float scale2, float* o, float* lse) {
+  using L = fl::Layout<Dp>;
+  constexpr bool kAsync = std::is_same_v<E, Bf16>;
+  constexpr int kStages = kAsync ? 2 : 1;
   extern __shared__ __align__(16) unsigned char smem[];
   Bf16* Qs = reinterpret_cast<Bf16*>(smem);
-  Bf16* Ks = Qs + L::kRowElems;
-  Bf16* Vt = Ks + L::kRowElems;
+  Bf16* K0 = Qs + L::kRowElems;            // stage s's K tile: K0 + s kRowElems
+  Bf16* V0 = K0 + kStages * L::kRowElems;  // and its V tile (rows, as V lies)
   const int tid = int(threadIdx.x), warp = tid / mma::kWarp, lane = tid % mma::kWarp;
   const QueryTile qt(Tq, Hq, Hkv, warp, lane);
   const i64 tiles = qt.tiles, tile = qt.tile, i0 = qt.i0, b = qt.b;
@@ -109,15 +150,40 @@ __global__ void __launch_bounds__(kThreads)
   const Window win = windows[b * tiles + tile];
   const Window w[2] = {fl::query_window(qpos, kstart, b, Tq, i0 + r0),
                        fl::query_window(qpos, kstart, b, Tq, i0 + r0 + 8)};
+  const i64 stride = i64(Hkv) * D;
+  // Key tile j0 into stage s.
+  auto stage = [=](i64 j0, int s) {
+    stage_kv<Dp>(tid, k, v, at(b, j0, Tk, kh, Hkv, D), stride,
+                 int(Tk - j0 < kTile ? Tk - j0 : kTile), D, K0 + s * L::kRowElems,
+                 V0 + s * L::kRowElems);
+  };
+  i64 j0 = fl::first_key_tile(win);
+  if constexpr (kAsync) {
+    if (D < Dp)  // the padding columns of every stage, never copied into
+      for (int x = tid; x < 2 * kStages * kTile * (Dp - D); x += kThreads) {
+        const int r = x / (Dp - D);
+        K0[(r / kTile) * L::kRowElems + (r % kTile) * L::kLdRow + D + x % (Dp - D)] = Bf16{};
+      }
+    if (j0 <= win.hi) stage(j0, 0);
+    cuda_util::async_commit();
+  }
   FragC acc[Dp / 8];
   float m[2] = {fl::kNoMax, fl::kNoMax}, l[2] = {0.0f, 0.0f};
-  for (i64 j0 = fl::first_key_tile(win); j0 <= win.hi; j0 += kTile) {
-    // Also the barrier after the last tile's reads of Ks, Vt (and the staging of Qs).
-    if (!__syncthreads_or(fl::meets(w[0], j0) || fl::meets(w[1], j0))) continue;
-    const int nk = int(Tk - j0 < kTile ? Tk - j0 : kTile);
-    fl::stage_rows<Dp>(tid, k + at(b, j0, Tk, kh, Hkv, D), i64(Hkv) * D, nk, D, Ks);
-    fl::stage_cols<Dp>(tid, v + at(b, j0, Tk, kh, Hkv, D), i64(Hkv) * D, nk, D, Vt);
+  for (int it = 0; j0 <= win.hi; j0 += kTile, ++it) {
+    // Also the barrier after the last tile's reads of its stage (and the staging of Qs).
+    const bool seen = __syncthreads_or(fl::meets(w[0], j0) || fl::meets(w[1], j0));
+    const int st = it % kStages;
+    if constexpr (kAsync) {
+      if (j0 + kTile <= win.hi) stage(j0 + kTile, 1 - st);  // the stage tile it - 1 read
+      cuda_util::async_commit();                            // (empty past the last tile)
+      if (!seen) continue;
+      cuda_util::async_wait<1>();  // this tile's copies have landed; the next one's may not
+    } else {
+      if (!seen) continue;
+      stage(j0, 0);
+    }
     __syncthreads();
+    const Bf16 *Ks = K0 + st * L::kRowElems, *Vs = V0 + st * L::kRowElems;
     FragC s[kTile / 8];
     GDN_FLASH_UNROLL
     for (int ks = 0; ks < Dp; ks += 16) {
@@ -138,7 +204,8 @@ __global__ void __launch_bounds__(kThreads)
       const FragA p = mma::c_pair_to_a(s[2 * kk], s[2 * kk + 1]);
       GDN_FLASH_UNROLL
       for (int n = 0; n < Dp / 8; ++n)
-        mma::mma_bf16(acc[n], p, fl::frag_b(lane, Vt + n * 8 * L::kLdCol + kk * 16, L::kLdCol));
+        mma::mma_bf16(acc[n], p,
+                      fl::frag_b_rows(lane, Vs + kk * 16 * L::kLdRow + n * 8, L::kLdRow));
     }
   }
   float inv[2];
@@ -160,19 +227,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // dQ = scale dS K by query tile, the key tiles in order; each 16-key slice makes S and
 // dP (Q K^T, dO V^T) and dS in registers, then dQ += dS K.
-template <int Dp>
+template <int Dp, typename E>
 __global__ void __launch_bounds__(kThreads)
-    flash_dq_kernel(const float* q, const float* k, const float* v, const float* lse,
-                    const float* dout, const float* delta, const i64* qpos, const i64* kstart,
-                    const Window* windows, i64 Tq, i64 Tk, int Hq, int Hkv, int D, float scale2,
-                    float scale, float* dq) {
+    flash_dq_kernel(const E* q, const E* k, const E* v, const float* lse, const float* dout,
+                    const float* delta, const i64* qpos, const i64* kstart, const Window* windows,
+                    i64 Tq, i64 Tk, int Hq, int Hkv, int D, float scale2, float scale, float* dq) {
   using L = fl::Layout<Dp>;
   extern __shared__ __align__(16) unsigned char smem[];
   Bf16* Qs = reinterpret_cast<Bf16*>(smem);
   Bf16* Gs = Qs + L::kRowElems;  // dO
   Bf16* Ks = Gs + L::kRowElems;
   Bf16* Vs = Ks + L::kRowElems;
-  Bf16* Kt = Vs + L::kRowElems;
   const int tid = int(threadIdx.x), warp = tid / mma::kWarp, lane = tid % mma::kWarp;
   const QueryTile qt(Tq, Hq, Hkv, warp, lane);
   const i64 tiles = qt.tiles, tile = qt.tile, i0 = qt.i0, b = qt.b;
@@ -195,7 +260,6 @@ __global__ void __launch_bounds__(kThreads)
     const i64 kv = at(b, j0, Tk, kh, Hkv, D), stride = i64(Hkv) * D;
     fl::stage_rows<Dp>(tid, k + kv, stride, nk, D, Ks);
     fl::stage_rows<Dp>(tid, v + kv, stride, nk, D, Vs);
-    fl::stage_cols<Dp>(tid, k + kv, stride, nk, D, Kt);
     __syncthreads();
     GDN_FLASH_UNROLL_BY(1)
     for (int kk = 0; kk < fl::kSlices; ++kk) {
@@ -215,7 +279,8 @@ __global__ void __launch_bounds__(kThreads)
       const FragA ds = mma::c_pair_to_a(s[0], s[1]);
       GDN_FLASH_UNROLL
       for (int n = 0; n < Dp / 8; ++n)
-        mma::mma_bf16(acc[n], ds, fl::frag_b(lane, Kt + n * 8 * L::kLdCol + kk * 16, L::kLdCol));
+        mma::mma_bf16(acc[n], ds,
+                      fl::frag_b_rows(lane, Ks + kk * 16 * L::kLdRow + n * 8, L::kLdRow));
     }
   }
   GDN_FLASH_UNROLL
@@ -229,21 +294,21 @@ __global__ void __launch_bounds__(kThreads)
 // dV = P^T dO (kDk false) or dK = scale dS^T Q (kDk true) by key tile: a warp owns 16 keys;
 // the query heads of the group, then the query tiles, in order, each in 16-query slices of
 // S^T = K Q^T (and dP^T = V dO^T).
-template <int Dp, bool kDk>
+template <int Dp, bool kDk, typename E>
 __global__ void __launch_bounds__(kThreads)
-    flash_dkv_kernel(const float* q, const float* k, const float* v, const float* lse,
-                     const float* dout, const float* delta, const i64* qpos, const i64* kstart,
-                     const Window* windows, i64 Tq, i64 Tk, int Hq, int Hkv, int D, float scale2,
-                     float scale, float* out) {
+    flash_dkv_kernel(const E* q, const E* k, const E* v, const float* lse, const float* dout,
+                     const float* delta, const i64* qpos, const i64* kstart, const Window* windows,
+                     i64 Tq, i64 Tk, int Hq, int Hkv, int D, float scale2, float scale,
+                     float* out) {
   using L = fl::Layout<Dp>;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ Window win_s[kTile];
   __shared__ float lse2_s[kTile], delta_s[kTile];
   Bf16* Ks = reinterpret_cast<Bf16*>(smem);
   Bf16* Qs = Ks + L::kRowElems;
-  Bf16* Xt = Qs + L::kRowElems;  // dK: Q^T; dV: dO^T (the B operand of the accumulation)
-  Bf16* Vs = Xt + L::kColElems;  // dK only
-  Bf16* Gs = Vs + L::kRowElems;  // dK only: dO
+  Bf16* Gs = Qs + L::kRowElems;   // dO
+  Bf16* Vs = Gs + L::kRowElems;   // dK only
+  const Bf16* X = kDk ? Qs : Gs;  // the accumulation's B: dK = dS^T Q, dV = P^T dO
   const int tid = int(threadIdx.x), warp = tid / mma::kWarp, lane = tid % mma::kWarp;
   const i64 tiles = (Tq + kTile - 1) / kTile, j0 = i64(blockIdx.x) * kTile;
   const i64 b = blockIdx.y / Hkv;
@@ -268,12 +333,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       const i64 qo = at(b, i0, Tq, h, Hq, D), stride = i64(Hq) * D;
       fl::stage_rows<Dp>(tid, q + qo, stride, nr, D, Qs);
-      if constexpr (kDk) {
-        fl::stage_cols<Dp>(tid, q + qo, stride, nr, D, Xt);
-        fl::stage_rows<Dp>(tid, dout + qo, stride, nr, D, Gs);
-      } else {
-        fl::stage_cols<Dp>(tid, dout + qo, stride, nr, D, Xt);
-      }
+      fl::stage_rows<Dp>(tid, dout + qo, stride, nr, D, Gs);
       __syncthreads();
       GDN_FLASH_UNROLL_BY(1)
       for (int kk = 0; kk < fl::kSlices; ++kk) {
@@ -298,7 +358,8 @@ __global__ void __launch_bounds__(kThreads)
         const FragA a = mma::c_pair_to_a(s[0], s[1]);
         GDN_FLASH_UNROLL
         for (int n = 0; n < Dp / 8; ++n)
-          mma::mma_bf16(acc[n], a, fl::frag_b(lane, Xt + n * 8 * L::kLdCol + kk * 16, L::kLdCol));
+          mma::mma_bf16(acc[n], a,
+                        fl::frag_b_rows(lane, X + kk * 16 * L::kLdRow + n * 8, L::kLdRow));
       }
     }
   const float f = kDk ? scale : 1.0f;
@@ -310,12 +371,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Shared memory of each kernel, in bytes.
+// Shared memory of a kernel holding `rows` bf16 row tiles, in bytes.
 template <int Dp>
-constexpr std::size_t bytes(int rows, int cols) {
-  return (std::size_t(rows) * fl::Layout<Dp>::kRowElems +
-          std::size_t(cols) * fl::Layout<Dp>::kColElems) *
-         sizeof(Bf16);
+constexpr std::size_t bytes(int rows) {
+  return std::size_t(rows) * fl::Layout<Dp>::kRowElems * sizeof(Bf16);
 }
 
 template <typename Kernel>
@@ -333,45 +392,46 @@ struct Problem {
   i64 tiles() const { return (Tq + kTile - 1) / kTile; }
 };
 
-template <int Dp>
-void forward(const Problem& p, const float* q, const float* k, const float* v,
-             const Window* windows, float* o, float* lse) {
-  const std::size_t shared = bytes<Dp>(2, 1);
-  allow_shared(flash_forward_kernel<Dp>, shared);
+// Q, then K and V in one stage (float) or two (bf16, cp.async).
+template <int Dp, typename E>
+void forward(const Problem& p, const E* q, const E* k, const E* v, const Window* windows, float* o,
+             float* lse) {
+  const std::size_t shared = bytes<Dp>(std::is_same_v<E, Bf16> ? 5 : 3);
+  allow_shared(flash_forward_kernel<Dp, E>, shared);
   const dim3 grid(unsigned(p.tiles()), unsigned(p.B * p.Hq));
-  flash_forward_kernel<Dp><<<grid, kThreads, shared>>>(q, k, v, p.qpos, p.kstart, windows, p.Tq,
-                                                       p.Tk, p.Hq, p.Hkv, p.D, p.scale2, o, lse);
+  flash_forward_kernel<Dp, E><<<grid, kThreads, shared>>>(q, k, v, p.qpos, p.kstart, windows, p.Tq,
+                                                          p.Tk, p.Hq, p.Hkv, p.D, p.scale2, o, lse);
   cuda_util::check_launch();
 }
 
-template <int Dp>
-void backward(const Problem& p, const float* q, const float* k, const float* v, const float* lse,
+template <int Dp, typename E>
+void backward(const Problem& p, const E* q, const E* k, const E* v, const float* lse,
               const float* dout, const float* delta, const Window* windows, float* dq, float* dk,
               float* dv) {
   if (dq && p.Tq > 0) {
-    const std::size_t shared = bytes<Dp>(4, 1);
-    allow_shared(flash_dq_kernel<Dp>, shared);
+    const std::size_t shared = bytes<Dp>(4);
+    allow_shared(flash_dq_kernel<Dp, E>, shared);
     const dim3 grid(unsigned(p.tiles()), unsigned(p.B * p.Hq));
-    flash_dq_kernel<Dp><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos, p.kstart,
-                                                    windows, p.Tq, p.Tk, p.Hq, p.Hkv, p.D, p.scale2,
-                                                    p.scale, dq);
+    flash_dq_kernel<Dp, E><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos, p.kstart,
+                                                       windows, p.Tq, p.Tk, p.Hq, p.Hkv, p.D,
+                                                       p.scale2, p.scale, dq);
     cuda_util::check_launch();
   }
   const dim3 grid(unsigned((p.Tk + kTile - 1) / kTile), unsigned(p.B * p.Hkv));
   if (dk && p.Tk > 0) {
-    const std::size_t shared = bytes<Dp>(4, 1);
-    allow_shared(flash_dkv_kernel<Dp, true>, shared);
-    flash_dkv_kernel<Dp, true><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos,
-                                                           p.kstart, windows, p.Tq, p.Tk, p.Hq,
-                                                           p.Hkv, p.D, p.scale2, p.scale, dk);
+    const std::size_t shared = bytes<Dp>(4);
+    allow_shared(flash_dkv_kernel<Dp, true, E>, shared);
+    flash_dkv_kernel<Dp, true, E><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos,
+                                                              p.kstart, windows, p.Tq, p.Tk, p.Hq,
+                                                              p.Hkv, p.D, p.scale2, p.scale, dk);
     cuda_util::check_launch();
   }
   if (dv && p.Tk > 0) {
-    const std::size_t shared = bytes<Dp>(2, 1);
-    allow_shared(flash_dkv_kernel<Dp, false>, shared);
-    flash_dkv_kernel<Dp, false><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos,
-                                                            p.kstart, windows, p.Tq, p.Tk, p.Hq,
-                                                            p.Hkv, p.D, p.scale2, p.scale, dv);
+    const std::size_t shared = bytes<Dp>(3);
+    allow_shared(flash_dkv_kernel<Dp, false, E>, shared);
+    flash_dkv_kernel<Dp, false, E><<<grid, kThreads, shared>>>(q, k, v, lse, dout, delta, p.qpos,
+                                                               p.kstart, windows, p.Tq, p.Tk, p.Hq,
+                                                               p.Hkv, p.D, p.scale2, p.scale, dv);
     cuda_util::check_launch();
   }
 }
@@ -405,10 +465,15 @@ bool flash_attention_chosen(int D) {
   return flash && flash_attention_supports(D);
 }
 
-void flash_attention_forward(Cuda, const float* q, const float* k, const float* v, const i64* qpos,
-                             int B, i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, float* o,
-                             float* lse, const i64* kstart) {
+namespace {
+
+template <typename E>
+void run_forward(const E* q, const E* k, const E* v, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq,
+                 int Hkv, int D, double scale, float* o, float* lse, const i64* kstart) {
   const Problem p = problem(qpos, kstart, B, Tq, Tk, Hq, Hkv, D, scale);
+  if constexpr (std::is_same_v<E, Bf16>)
+    GDN_CHECK(D % 8 == 0, "flash attention on bf16 inputs: head_dim ", D,
+              " is not a multiple of 8 (the rows are copied 16 bytes at a time)");
   if (i64(B) * Tq * Hq == 0) return;
   cuda_util::Scratch<Window> windows{std::size_t(B * p.tiles())};
   tile_windows(p, windows.get());
@@ -425,10 +490,10 @@ void flash_attention_forward(Cuda, const float* q, const float* k, const float* 
   }
 }
 
-void flash_attention_backward(Cuda, const float* q, const float* k, const float* v, const float* o,
-                              const float* lse, const float* dout, const i64* qpos, int B, i64 Tq,
-                              i64 Tk, int Hq, int Hkv, int D, double scale, float* dq, float* dk,
-                              float* dv, const i64* kstart) {
+template <typename E>
+void run_backward(const E* q, const E* k, const E* v, const float* o, const float* lse,
+                  const float* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq, int Hkv, int D,
+                  double scale, float* dq, float* dk, float* dv, const i64* kstart) {
   const Problem p = problem(qpos, kstart, B, Tq, Tk, Hq, Hkv, D, scale);
   const i64 rows = i64(B) * Tq * Hq;
   if (B == 0) return;
@@ -451,6 +516,32 @@ void flash_attention_backward(Cuda, const float* q, const float* k, const float*
       backward<256>(p, q, k, v, lse, dout, delta.get(), windows.get(), dq, dk, dv);
       break;
   }
+}
+
+}  // namespace
+
+void flash_attention_forward(Cuda, const float* q, const float* k, const float* v, const i64* qpos,
+                             int B, i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, float* o,
+                             float* lse, const i64* kstart) {
+  run_forward(q, k, v, qpos, B, Tq, Tk, Hq, Hkv, D, scale, o, lse, kstart);
+}
+void flash_attention_forward(Cuda, const Bf16* q, const Bf16* k, const Bf16* v, const i64* qpos,
+                             int B, i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, float* o,
+                             float* lse, const i64* kstart) {
+  run_forward(q, k, v, qpos, B, Tq, Tk, Hq, Hkv, D, scale, o, lse, kstart);
+}
+
+void flash_attention_backward(Cuda, const float* q, const float* k, const float* v, const float* o,
+                              const float* lse, const float* dout, const i64* qpos, int B, i64 Tq,
+                              i64 Tk, int Hq, int Hkv, int D, double scale, float* dq, float* dk,
+                              float* dv, const i64* kstart) {
+  run_backward(q, k, v, o, lse, dout, qpos, B, Tq, Tk, Hq, Hkv, D, scale, dq, dk, dv, kstart);
+}
+void flash_attention_backward(Cuda, const Bf16* q, const Bf16* k, const Bf16* v, const float* o,
+                              const float* lse, const float* dout, const i64* qpos, int B, i64 Tq,
+                              i64 Tk, int Hq, int Hkv, int D, double scale, float* dq, float* dk,
+                              float* dv, const i64* kstart) {
+  run_backward(q, k, v, o, lse, dout, qpos, B, Tq, Tk, Hq, Hkv, D, scale, dq, dk, dv, kstart);
 }
 
 }  // namespace gdn::ops

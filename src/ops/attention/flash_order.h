@@ -47,12 +47,12 @@ GDN_HD constexpr int padded_dim(int D) {
   return D <= 64 ? 64 : D <= 128 ? 128 : 256;
 }
 
-// Shared tiles of bf16: "row" tiles are [kTile][Dp] (tokens by head dim), "col" tiles the
-// transpose [Dp][kTile], for the B operands whose k index runs over tokens.
+// Shared tiles of bf16, [kTile][Dp] (tokens by head dim) as the tensors lie; the B
+// operands whose k index runs over tokens read them across rows (frag_b_rows).
 template <int Dp>
 struct Layout {
-  static constexpr int kLdRow = Dp + kPad, kLdCol = kTile + kPad;
-  static constexpr int kRowElems = kTile * kLdRow, kColElems = Dp * kLdCol;
+  static constexpr int kLdRow = Dp + kPad;
+  static constexpr int kRowElems = kTile * kLdRow;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -89,25 +89,20 @@ GDN_HD inline bool meets(Window w, i64 j0) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Staging: thread tid of kThreads rounds rows [0, n) and columns [0, D) of a strided float
-// array to bf16, zeros elsewhere. Consecutive threads read consecutive addresses.
-
-// dst[r][d] = src[r * stride + d].
-template <int Dp>
-GDN_HD void stage_rows(int tid, const float* src, i64 stride, int n, int D, Bf16* dst) {
-  for (int x = tid; x < kTile * Dp; x += kThreads) {
-    const int r = x / Dp, d = x % Dp;
-    const float v = r < n && d < D ? src[r * stride + d] : 0.0f;
-    dst[r * Layout<Dp>::kLdRow + d] = to_bf16(v);
-  }
+// Staging: thread tid of kThreads takes rows [0, n) and columns [0, D) of a strided array
+// of E (float, rounded to bf16; or bf16 as it is), zeros elsewhere: dst[r][d] =
+// src[r * stride + d]. Consecutive threads read consecutive addresses.
+GDN_HD inline Bf16 staged(float x) {
+  return to_bf16(x);
 }
-// dst[d][r] = src[r * stride + d] (the transpose).
-template <int Dp>
-GDN_HD void stage_cols(int tid, const float* src, i64 stride, int n, int D, Bf16* dst) {
+GDN_HD inline Bf16 staged(Bf16 x) {
+  return x;
+}
+template <int Dp, typename E>
+GDN_HD void stage_rows(int tid, const E* src, i64 stride, int n, int D, Bf16* dst) {
   for (int x = tid; x < kTile * Dp; x += kThreads) {
     const int r = x / Dp, d = x % Dp;
-    const float v = r < n && d < D ? src[r * stride + d] : 0.0f;
-    dst[d * Layout<Dp>::kLdCol + r] = to_bf16(v);
+    dst[r * Layout<Dp>::kLdRow + d] = r < n && d < D ? staged(src[r * stride + d]) : Bf16{};
   }
 }
 
@@ -120,9 +115,14 @@ GDN_HD inline FragA frag_a(int lane, const Bf16* base, int ld) {
   return mma::load_a(lane, mma::MatrixRows{{base, ld}});
 }
 // The B fragment of the 16 x 8 tile whose element (p, j) is base[j * ld + p]: B's columns
-// are rows in memory (K's rows for Q K^T, V^T's rows for P V).
+// are rows in memory (K's rows for Q K^T).
 GDN_HD inline FragB frag_b(int lane, const Bf16* base, int ld) {
   return mma::load_b(lane, mma::MatrixCols{{base, ld}});
+}
+// The B fragment of the 16 x 8 tile whose element (p, j) is base[p * ld + j]: B's rows are
+// rows in memory (V's rows for P V, K's for dS K), one ldmatrix .trans.
+GDN_HD inline FragB frag_b_rows(int lane, const Bf16* base, int ld) {
+  return mma::load_b(lane, mma::Rows{base, ld});
 }
 
 // ---------------------------------------------------------------------------------------
