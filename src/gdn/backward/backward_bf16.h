@@ -4,10 +4,9 @@
 // they hand each other (BackwardHandoff, a third of the chunk's factor block). The
 // CudaExec kernel they replace ran ChunkKernel::backward in a 0.9 MB workspace per block.
 //
-//  1. backward_products, from the chunk's entry state h and exit adjoint dh (bf16, as the
-//     walks keep them; the products
-//     that contract over V, or need the states): v_new = u - w h, du = dv_new =
-//     k~ dh + s P^T dO, then dk~ = v_new dh^T and X = s dO h^T into the dk and dq rows
+//  1. backward_products, from the chunk's entry state h and exit adjoint dh (in bf16, as
+//     the walks keep them; the products that contract over V, or need the states):
+//     v_new = u - w h, du = dv_new = k~ dh + s P^T dO, then dk~ = v_new dh^T and X = s dO h^T into the dk and dq rows
 //     (finished by part 2), dw = -du h^T, dP = s dO v_new^T and dgamma = <h, dh> to the
 //     handoff. 163 KiB of shared memory at K = V = 128.
 //  2. backward_wy, from the rows, the handoff and T = (I + L)^{-1} from prepare's factors
@@ -43,8 +42,8 @@ struct BackwardHandoff {
   GDN_HD Bf16* dw(float* h) const { return du(h) + kC * V; }
 };
 
-// Part 1's shared memory, bf16 tiles: h and dh (K x V, as the walks keep them), dO, v_new and du (C
-// x V), w and k~ (C x K), P (C x C); then <h_i, dh_i> per row i of the states.
+// Part 1's shared memory, bf16 tiles: h and dh (K x V, as the walks keep them), dO, v_new
+// and du (C x V), w and k~ (C x K), P (C x C); then <h_i, dh_i> per row i of the states.
 struct ProductsLayout {
   int K, V;
   GDN_HD int ldv() const { return V + 8; }

@@ -471,9 +471,13 @@ template <typename E>
 void run_forward(const E* q, const E* k, const E* v, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq,
                  int Hkv, int D, double scale, float* o, float* lse, const i64* kstart) {
   const Problem p = problem(qpos, kstart, B, Tq, Tk, Hq, Hkv, D, scale);
-  if constexpr (std::is_same_v<E, Bf16>)
+  if constexpr (std::is_same_v<E, Bf16>) {
     GDN_CHECK(D % 8 == 0, "flash attention on bf16 inputs: head_dim ", D,
               " is not a multiple of 8 (the rows are copied 16 bytes at a time)");
+    GDN_CHECK(reinterpret_cast<std::uintptr_t>(k) % 16 == 0 &&
+                  reinterpret_cast<std::uintptr_t>(v) % 16 == 0,
+              "flash attention on bf16 inputs: k or v is not 16-byte aligned");
+  }
   if (i64(B) * Tq * Hq == 0) return;
   cuda_util::Scratch<Window> windows{std::size_t(B * p.tiles())};
   tile_windows(p, windows.get());
