@@ -51,6 +51,7 @@
 #include "common/bench_table.h"
 #include "common/gdn_reference.h"
 #include "core/autocast.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "gdn/bf16_op.h"
@@ -664,16 +665,21 @@ int run(int argc, char** argv) {
   s.peak_gflops = peak.gflops;
   // gflops_wall below gflops: neighbours held the cores; all / one thread well below the
   // thread count: the threads share a core's FMA units (SMT siblings on the host).
+  // Which CPU, and the vector ISA this build's host code was compiled for, beside every figure.
+  const std::string cpu = cpu_features().describe(),
+                    isa = compiled_isa() + (compiled_native() ? " (-march=native)" : "");
   if (!as_json)
     std::cout << fmt::format(
                      "# gdn_bench {}, chunk size {}, {} threads; FMA peak {:.1f} GFLOP/s "
-                     "({:.1f} one thread, {:.1f} by wall time)",
+                     "({:.1f} one thread, {:.1f} by wall time)\n# CPU {}; compiled for {}",
                      dtype_name(dtype), s.chunk_size, omp_get_max_threads(), peak.gflops,
-                     peak.gflops_one, peak.gflops_wall)
+                     peak.gflops_one, peak.gflops_wall, cpu, isa)
               << std::endl;
   else
     std::cout << json{{"fma_peak",
                        {{"dtype", dtype_name(dtype)},
+                        {"cpu", cpu},
+                        {"compiled_isa", isa},
                         {"gflops", peak.gflops},
                         {"gflops_median", peak.gflops_median},
                         {"gflops_wall", peak.gflops_wall},

@@ -60,11 +60,13 @@ import glob, json, statistics, sys
 work, rounds, threads, config = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 plan = json.load(open(f"{work}/plan.json"))
 flops = plan["flops"]["step"]["total"]
-peaks, ceilings = [], []
+peaks, ceilings, cpu = [], [], "unknown CPU"
 for line in open(f"{work}/bench.jsonl"):
     if line.startswith("{"):
         r = json.loads(line)
-        if "fma_peak" in r: peaks.append(r["fma_peak"]["gflops"])
+        if "fma_peak" in r:
+            peaks.append(r["fma_peak"]["gflops"])
+            cpu = f'{r["fma_peak"].get("cpu", cpu)}; compiled for {r["fma_peak"].get("compiled_isa", "?")}'
         if "gemm_ceiling" in r: ceilings.append(r["gemm_ceiling"]["ceiling_gflops"])
 peak, ceiling = max(peaks), max(ceilings)
 ours, logs, tokens = {}, {}, 0  # per dtype: the best round's mean step and its log
@@ -95,6 +97,7 @@ except FileNotFoundError:
     pass
 print(f"{config}: {flops / 1e9:.0f} GFLOP per step (gdn_plan), {tokens} tokens, {threads} threads, "
       f"best of {rounds} alternating rounds")
+print(f"CPU {cpu}")
 print(f"FMA peak {peak:.1f} GFLOP/s, GEMM ceiling {ceiling:.1f} GFLOP/s (gdn_bench, same run)")
 hdr = f"{'side':<28} | {'ms/step':>8} | {'tokens/s':>8} | {'GFLOP/s':>7} | {'% peak':>6} | {'% ceil':>6} | {'vs ours':>7}"
 print(hdr)
