@@ -93,8 +93,27 @@ struct ChunkFactors {
 //       beta == 0 never reads C. s (ops/gemm/structure.h) names known zeros of op(A) or
 //       the unwanted upper triangle of C: an Exec may skip that work or ignore the hint.
 //   bf16_operands() (optional)     true where gemm rounds its operands to bf16 (the bf16
-//       mode): prepare then rounds u too (ChunkKernel::wy).
+//       mode): prepare then rounds u too, and the walks the states they keep
+//       (keeps_bf16 below).
 // HostExec (host_exec.h) and CudaExec (cuda_exec.cuh) are the two.
+
+// Whether values that only reach mma operands are kept in bf16: where ex's GEMMs round
+// their operands to bf16 (an Exec's optional bf16_operands(): the bf16 mode), never in
+// fp64. kept_as_operand(ex, x) is x as the bf16 mode keeps it then (rounded once: the value
+// the register kernels store, so that every path reads the same one), x itself otherwise.
+template <typename T, typename Exec>
+GDN_HD bool keeps_bf16(const Exec& ex) {
+  if constexpr (std::is_same_v<T, float> && requires { ex.bf16_operands(); })
+    return ex.bf16_operands();
+  else
+    return false;
+}
+template <typename T, typename Exec>
+GDN_HD T kept_as_operand(const Exec& ex, T x) {
+  if constexpr (std::is_same_v<T, float>)
+    if (keeps_bf16<T>(ex)) return to_float(to_bf16(x));
+  return x;
+}
 
 // The simple cooperative GEMM: thread tid computes the entries tid, tid + nt, ... of C
 // (row-major), each a whole dot product accumulated in Acc. CudaExec uses it; so does the

@@ -16,9 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
-#include "core/bf16.h"
 #include "core/hd.h"
 #include "gdn/chunk/chunk_kernel.h"
 #include "gdn/pass/pass_args.h"
@@ -63,20 +61,13 @@ template <typename T, typename Exec>
 GDN_HD void store(const Exec& ex, T* dst, std::int64_t ld, const T* src, int rows, int n) {
   for (int x = ex.tid(); x < rows * n; x += ex.nthreads()) dst[(x / n) * ld + x % n] = src[x];
 }
-// A walked state kept for another pass (an entry state, an exit adjoint): stored as it is,
-// or rounded to bf16 where the Exec's GEMMs take bf16 operands (the bf16 mode), the form
-// the register kernels keep it in (PassArgs::bf16_entry_state), so that every pass after
-// reads the same values on either path.
+// A walked state kept for another pass (an entry state, an exit adjoint), as the register
+// kernels keep it (kept_as_operand: bf16 in the bf16 mode, PassArgs::bf16_entry_state),
+// so that every pass after reads the same values on either path.
 template <typename T, typename Exec>
 GDN_HD void store_kept(const Exec& ex, T* dst, std::int64_t ld, const T* src, int rows, int n) {
-  if constexpr (std::is_same_v<T, float> && requires { ex.bf16_operands(); }) {
-    if (ex.bf16_operands()) {
-      for (int x = ex.tid(); x < rows * n; x += ex.nthreads())
-        dst[(x / n) * ld + x % n] = to_float(to_bf16(src[x]));
-      return;
-    }
-  }
-  store(ex, dst, ld, src, rows, n);
+  for (int x = ex.tid(); x < rows * n; x += ex.nthreads())
+    dst[(x / n) * ld + x % n] = kept_as_operand(ex, src[x]);
 }
 template <typename T, typename Exec>
 GDN_HD void fill(const Exec& ex, T* dst, int count, T value) {

@@ -210,12 +210,11 @@ GDN_HD void ChunkKernel<T, Exec>::wy(const ChunkRows<T>& r, T* w, T* u, T* kt, T
     qg[i * K + d] = Gam_[i] * r.q[i * K + d];
   });
   mm(false, false, C, V, C, T(1), Tm_, bV_, T(0), u, Structure::kLowerA);
-  // On bf16 GEMMs (the bf16 mode) u is rounded to bf16, the form the register kernels keep
-  // it in (gdn/pass/bf16_factors.h), so that every path's epilogues read the same u. The
-  // gemm's barriers order it: every thread is past the last, the next reads no u.
-  if constexpr (std::is_same_v<T, float> && requires { ex_.bf16_operands(); })
-    if (ex_.bf16_operands())
-      each2d(C, V, [&](int i, int d) { u[i * V + d] = to_float(to_bf16(u[i * V + d])); });
+  // u as the register kernels keep it (gdn/pass/bf16_factors.h), so that every path's
+  // epilogues read the same u. The gemm's barriers order it: every thread is past the
+  // last, the next reads no u.
+  if (keeps_bf16<T>(ex_))
+    each2d(C, V, [&](int i, int d) { u[i * V + d] = kept_as_operand(ex_, u[i * V + d]); });
   mm(false, false, C, K, C, T(1), Tm_, bGK_, T(0), w, Structure::kLowerA);
 }
 
