@@ -65,6 +65,7 @@
 #include "gdn_bench/gemm_ceiling.h"
 #include "ops/convert/convert.h"
 #include "ops/gemm/fma_peak.h"
+#include "ops/gemm/gemm_path.h"
 
 #if GDN_HAVE_CUDA
 #include "runtime/cuda_device.h"
@@ -665,9 +666,11 @@ int run(int argc, char** argv) {
   s.peak_gflops = peak.gflops;
   // gflops_wall below gflops: neighbours held the cores; all / one thread well below the
   // thread count: the threads share a core's FMA units (SMT siblings on the host).
-  // Which CPU, and the vector ISA this build's host code was compiled for, beside every figure.
+  // Which CPU, the vector ISA this build's host code was compiled for and the GEMM path it
+  // runs (gemm_path.h), beside every figure.
   const std::string cpu = cpu_features().describe(),
-                    isa = compiled_isa() + (compiled_native() ? " (-march=native)" : "");
+                    isa = compiled_isa() + (compiled_native() ? " (-march=native)" : "") +
+                          ", GEMM path " + la::gemm_path_name(la::gemm_path());
   if (!as_json)
     std::cout << fmt::format(
                      "# gdn_bench {}, chunk size {}, {} threads; FMA peak {:.1f} GFLOP/s "

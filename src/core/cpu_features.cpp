@@ -1,5 +1,7 @@
 #include "core/cpu_features.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -13,6 +15,21 @@
 namespace gdn {
 
 namespace {
+
+#if defined(GDN_BASELINE_NEEDS_AVX2) && defined(__x86_64__)
+// A build for x86-64-v3 would die of SIGILL at its first AVX2 instruction on an older CPU.
+// This runs before main and any static constructor of ours, compiled for plain x86-64
+// whatever the build's flags, and says why instead.
+__attribute__((constructor(101), target("arch=x86-64"))) void check_baseline() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return;
+  static const char msg[] =
+      "gdn-cp: this binary is built for x86-64-v3 (AVX2 and FMA) and this CPU lacks them; "
+      "rebuild with -DGDN_BASELINE_ARCH=x86-64\n";
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(1);
+  _exit(1);
+}
+#endif
 
 #if GDN_X86
 struct Regs {

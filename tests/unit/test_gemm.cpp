@@ -1,9 +1,10 @@
 // la::gemm against a naive GEMM that follows its rounding rule (gemm.h: one FMA chain per
 // element over p = 0 .. k - 1, then C = beta C + alpha acc), for every transpose pair,
 // every Structure hint, leading dimensions larger than the rows, and sizes around the
-// register tile and the vector width (the tails). With hardware FMA the two agree bit for
-// bit; without it, to rounding. And the FMA peak microbenchmark's record and its
-// restoring of the threads' CPU affinity (its rates are timings: not asserted).
+// register tile and the vector width (the tails), on every GEMM path the CPU runs. With
+// hardware FMA the two agree bit for bit; without it, to rounding. And the FMA peak
+// microbenchmark's record and its restoring of the threads' CPU affinity (its rates are
+// timings: not asserted).
 #include <omp.h>
 
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 #include "ops/gemm/exp.h"
 #include "ops/gemm/fma_peak.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_path.h"
 #include "ops/gemm/transpose.h"
 
 #if defined(__linux__)
@@ -81,9 +83,16 @@ void check_gemm() {
 
 }  // namespace
 
+// On every GEMM path this CPU runs (gemm_path.h): the rule, hence the same bits on all.
 TEMPLATE_TEST_CASE("la::gemm follows its rounding rule for every layout and structure", "[gemm]",
                    float, double) {
-  check_gemm<TestType>();
+  const la::GemmPath before = la::gemm_path();
+  for (const la::GemmPath p : la::gemm_paths()) {
+    INFO("GEMM path " << la::gemm_path_name(p));
+    la::set_gemm_path(p);
+    check_gemm<TestType>();
+  }
+  la::set_gemm_path(before);
 }
 
 #if defined(__linux__)
@@ -110,7 +119,7 @@ TEST_CASE("measure_fma_peak leaves every thread's CPU affinity as it found it", 
   const la::FmaPeak p = la::measure_fma_peak<float>(0.02);
   CHECK(thread_masks() == before);
   CHECK(p.threads == omp_get_max_threads());
-  CHECK(p.lanes == simd::kLanes<float>);
+  CHECK(p.lanes == la::gemm_lanes<float>());
   CHECK(p.windows > 0);
   CHECK(p.gflops_one > 0);
   CHECK(p.gflops >= p.gflops_median);

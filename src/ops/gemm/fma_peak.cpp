@@ -1,5 +1,5 @@
-// The FMA peak microbenchmark (fma_peak.h), with the GEMM's own vector type and fmadd
-// (simd.h): it measures the instruction the GEMM micro-kernel issues.
+// The FMA peak microbenchmark (fma_peak.h). Its chains of FMAs are the GEMM path's own
+// (register_gemm.h, fma_chains): it measures the instruction the GEMM micro-kernel issues.
 #include "ops/gemm/fma_peak.h"
 
 #include <omp.h>
@@ -9,7 +9,7 @@
 #include <ctime>
 #include <vector>
 
-#include "ops/gemm/simd.h"
+#include "ops/gemm/gemm_path.h"
 
 #if defined(__linux__)
 #include <sched.h>
@@ -19,38 +19,8 @@ namespace gdn::la {
 
 namespace {
 
-using simd::Vec;
-
-// Independent accumulator chains: the FMA latency (4-5 cycles) times the FMA ports (2)
-// needs about 10. 16 leaves headroom in AVX-512's 32 registers; AVX2's 16 take 12 plus
-// the two operands. (The inner loop compiles to kChains register FMAs and a branch.)
-constexpr int kChains = simd::kVecRegs >= 32 ? 16 : 12;
-constexpr int kInner = 256;  // FMAs per chain between stores of the accumulators
 constexpr int kWindows = 8;  // timed windows per phase; the best counts
 constexpr int kWarmup = 3;   // untimed windows first, per phase: the clock ramps under load
-
-// `blocks` x kInner x kChains vector FMAs; returns their sum so nothing is dead code.
-template <typename T>
-T fma_chains(long blocks, T seed) {
-  Vec<T> acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = simd::broadcast(seed * T(c + 1));
-  // a * acc + b with |a| < 1 keeps the values bounded (no overflow, no subnormals).
-  const Vec<T> a = simd::broadcast(T(0.999) + seed * T(1e-9)), b = simd::broadcast(T(1e-3));
-  for (long blk = 0; blk < blocks; ++blk) {
-    for (int i = 0; i < kInner; ++i) {
-#pragma GCC unroll 16
-      for (int c = 0; c < kChains; ++c) acc[c] = simd::fmadd(a, acc[c], b);
-    }
-    // The accumulators must be in memory here, so the compiler can neither collapse the
-    // block loop into a closed form nor drop it (a store per chain per kInner FMAs).
-    __asm__ volatile("" : : "r"(acc) : "memory");
-  }
-  Vec<T> s = acc[0];
-  for (int c = 1; c < kChains; ++c) s += acc[c];
-  T out = 0;
-  for (int l = 0; l < simd::kLanes<T>; ++l) out += s[l];
-  return out;
-}
 
 // CPU time of the calling thread: what it ran for, whoever else held its core meanwhile.
 double thread_cpu_seconds() {
@@ -119,8 +89,14 @@ double median(std::vector<double> v) {
 
 template <typename T>
 FmaPeak measure_fma_peak(double seconds) {
-  constexpr int L = simd::kLanes<T>;
-  const double flops_per_block = 2.0 * L * kChains * kInner;
+  const GemmKernels& g = gemm_kernels();
+  const int L = g.lanes * int(sizeof(float) / sizeof(T));
+  T (*fma_chains)(long, T) = nullptr;
+  if constexpr (sizeof(T) == 4)
+    fma_chains = g.fma_chains_f32;
+  else
+    fma_chains = g.fma_chains_f64;
+  const double flops_per_block = 2.0 * L * g.fma_chains * kFmaInner;
   const double window_s = seconds / (2 * (kWindows + kWarmup));
   const std::vector<int> cpus = allowed_cpus();
   volatile T sink = 0;
@@ -136,7 +112,7 @@ FmaPeak measure_fma_peak(double seconds) {
     const Pin pin(cpus.empty() ? -1 : cpus[0]);
     for (;;) {
       const double c0 = thread_cpu_seconds();
-      sink = sink + fma_chains<T>(blocks, T(1e-3));
+      sink = sink + fma_chains(blocks, T(1e-3));
       const double s = thread_cpu_seconds() - c0;
       if (s > 2e-3 || blocks > (1L << 30)) {
         blocks = std::max(1L, long(double(blocks) * window_s / s));
@@ -146,7 +122,7 @@ FmaPeak measure_fma_peak(double seconds) {
     }
     for (int w = 0; w < kWarmup + kWindows; ++w) {
       const double c0 = thread_cpu_seconds();
-      sink = sink + fma_chains<T>(blocks, T(1e-3));
+      sink = sink + fma_chains(blocks, T(1e-3));
       const double s = thread_cpu_seconds() - c0;
       if (w >= kWarmup) peak.gflops_one = std::max(peak.gflops_one, flops_per_block * blocks / s);
     }
@@ -173,7 +149,7 @@ FmaPeak measure_fma_peak(double seconds) {
 #pragma omp barrier
       }
       const double c0 = thread_cpu_seconds();
-      part += fma_chains<T>(blocks, T(1e-3) * T(tid + 1));
+      part += fma_chains(blocks, T(1e-3) * T(tid + 1));
       const double s = thread_cpu_seconds() - c0;
       if (w >= 0) rate[std::size_t(w) * max_team + tid] = flops_per_block * blocks / s;
     }

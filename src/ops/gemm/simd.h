@@ -1,10 +1,15 @@
-// The host's native SIMD vector of T as a GCC/Clang vector type (the build uses
-// -march=native), and the few operations the GEMM micro-kernel and the FMA peak benchmark
+// The SIMD vector of T that this translation unit is compiled for, as a GCC/Clang vector
+// type, and the few operations the GEMM micro-kernel and the FMA peak benchmark
 // need. Explicit vectors keep a register tile of accumulators in registers, which the
 // auto-vectoriser does not manage for a GEMM loop nest; explicit FMA makes every
 // multiply-add one rounding whatever -ffp-contract says (the results then depend on the
 // shapes only, never on the compiler's choice to fuse).
 // Host-only: never include it from CUDA sources.
+//
+// The GEMM kernels are compiled once per ISA (gemm_kernels.h) and linked into one binary, so
+// everything here lives in an inline namespace named after the ISA of the including file:
+// an AVX-512 `load` and an AVX2 one are then different functions, and the linker cannot
+// hand the AVX-512 body to code that runs on an AVX2 CPU.
 #pragma once
 
 #include <cstring>
@@ -13,7 +18,18 @@
 #include <immintrin.h>
 #endif
 
+#if defined(__AVX512F__)
+#define GDN_SIMD_ISA avx512
+#elif defined(__AVX2__) && defined(__FMA__)
+#define GDN_SIMD_ISA avx2
+#elif defined(__AVX__)
+#define GDN_SIMD_ISA avx
+#else
+#define GDN_SIMD_ISA base
+#endif
+
 namespace gdn::simd {
+inline namespace GDN_SIMD_ISA {
 
 #if defined(__AVX512F__)
 inline constexpr int kVecBytes = 64;
@@ -110,4 +126,5 @@ inline V fmadd(V a, V b, V c) {
 }
 #endif
 
+}  // namespace GDN_SIMD_ISA
 }  // namespace gdn::simd

@@ -1,14 +1,15 @@
 // Linear on the host: a packed, register-blocked GEMM over row blocks (ops/gemm/gemm.h),
 // bit-identical for any OMP_NUM_THREADS (rounding depends on the tile constants only).
-// In the bf16 mode (core/autocast.h) both operands are rounded to bf16 where they are
-// packed or copied; a product of two bf16 values is exact in float, so the GEMM is then a
-// bf16 x bf16 matmul with float accumulation, the numerics of AMX and of tensor cores.
+// In the bf16 mode (core/autocast.h) both operands are converted to bf16 where they are
+// packed or copied, and the GEMM is a bf16 x bf16 matmul with float sums (la::gemm_bf16:
+// vdpbf16ps where the CPU has it), the numerics of AMX and of tensor cores.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/autocast.h"
@@ -16,7 +17,6 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/gemm/gemm.h"
-#include "ops/gemm/simd.h"
 #include "ops/gemm/transpose.h"
 #include "ops/host_util.h"
 #include "ops/linear/linear.h"
@@ -33,7 +33,7 @@ namespace {
 // into strips of two vector widths (kb x L contiguous: no power-of-two strides that alias
 // in L1) and each strip is swept over a whole row block while it sits in L1. Rounding
 // depends on kDepth (the k blocks are summed into C one after another), never on the
-// thread count, the row block or the strip width.
+// thread count, the row block, the strip width or the GEMM path (gemm_path.h).
 constexpr int kRows = 120;   // rows of C per block of a thread's share: whole tiles of 6 and of 8
 constexpr int kDepth = 256;  // reduction length per micro-kernel call
 
@@ -43,48 +43,22 @@ constexpr int kDepth = 256;  // reduction length per micro-kernel call
 constexpr int kPanelCols = 2048;
 constexpr int kPanelDepth = 2048;
 
-// The strip width: two vectors (12 accumulators on AVX2, 16 on AVX-512; one vector would
-// leave half of them idle and double the A broadcasts per FMA).
-template <typename T>
-constexpr int kStrip = 2 * la::detail::kLanes<T>;
+// The operands as the micro-kernel reads them: E = T (float or double), or, for float in
+// the bf16 mode, E = Bf16, the bf16 GEMM (la::gemm_bf16) on pairs of k: A's rows padded
+// to an even length, op(B)'s strips as rows of pairs, a zero pair closing an odd k.
+template <typename T, typename E>
+struct Operands {
+  static constexpr bool kPairs = std::is_same_v<E, Bf16>;
+  bool round;  // E = T in the bf16 mode (double): operands rounded to bf16 values
 
-// n elements from src to dst, rounded to bf16 values when bf16 (an operand of the bf16 mode).
-template <typename T>
-void copy_operand(const T* src, i64 n, T* dst, bool bf16) {
-  if (!bf16) {
-    std::copy_n(src, n, dst);
-    return;
+  static int padded(int k) { return kPairs ? (k + 1) / 2 * 2 : k; }
+  E element(T x) const {
+    if constexpr (kPairs)
+      return la::bf16_operand(x);
+    else
+      return round ? T(round_bf16(x)) : x;
   }
-  for (i64 i = 0; i < n; ++i) dst[i] = T(round_bf16(src[i]));
-}
-
-// Packs strip s0 / L of rows [p0, p0 + k) x columns [j0, j0 + n) of op(B) (B is
-// [n_total, ldb] holding op(B)^T when trans): the k rows of columns [s0, s0 + w) (w = L, or
-// the tail) contiguously at P + s0 k, rounded to bf16 values when bf16. A whole panel is
-// the strips s0 = 0, L, 2L, ...
-template <typename T>
-void pack_strip(const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0, int n, int s0, T* P,
-                bool bf16) {
-  const int w = std::min(kStrip<T>, n - s0);
-  T* dst = P + i64(s0) * k;
-  if (!trans) {  // w contiguous elements of each row
-    const T* src = B + p0 * ldb + j0 + s0;
-    if (w == kStrip<T> && !bf16) {  // two vector moves per row (memmove's call costs more)
-      constexpr int L = la::detail::kLanes<T>;
-      for (int p = 0; p < k; ++p) {
-        simd::store(dst + i64(p) * w, simd::load(src + p * ldb));
-        simd::store(dst + i64(p) * w + L, simd::load(src + p * ldb + L));
-      }
-      return;
-    }
-    for (int p = 0; p < k; ++p) copy_operand(src + p * ldb, w, dst + i64(p) * w, bf16);
-    return;
-  }
-  // Row j0 + s0 + j of B, read along, is column j: a transpose of w rows of k.
-  la::transpose<T>(w, k, B + (j0 + s0) * ldb + p0, ldb, dst, w);
-  if (bf16)
-    for (i64 e = 0; e < i64(k) * w; ++e) dst[e] = T(round_bf16(dst[e]));
-}
+};
 
 // Scratch that is written before it is read: uninitialised (a zeroed std::vector would
 // memset every packing buffer, ~1000 of them a step).
@@ -93,15 +67,65 @@ std::unique_ptr<T[]> scratch(std::size_t n) {
   return std::unique_ptr<T[]>(new T[n]);
 }
 
-// A [N, k] as the GEMM reads it: itself, or in the bf16 mode a copy rounded to bf16 values
-// in `copy`.
-template <typename T>
-const T* operand_rows(const T* A, i64 N, int k, bool bf16, std::unique_ptr<T[]>& copy) {
-  if (!bf16) return A;
-  copy = scratch<T>(std::size_t(N) * k);
+// Packs strip s0 of rows [p0, p0 + k) x columns [j0, j0 + n) of op(B) (B is [n_total, ldb]
+// holding op(B)^T when trans): columns [s0, s0 + w) (w the strip width, or the tail) at
+// P + s0 padded(k), row after row, or for pairs pair-row after pair-row (2 w elements
+// each). A whole panel is the strips s0 = 0, L, 2L, ...
+template <typename T, typename E>
+void pack_strip(const Operands<T, E>& op, const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0,
+                int n, int s0, int strip, E* P) {
+  const int w = std::min(strip, n - s0);
+  E* dst = P + i64(s0) * op.padded(k);
+  if constexpr (Operands<T, E>::kPairs) {
+    auto b = [&](int p, int j) {  // op(B)(p0 + p, j0 + s0 + j), zero past k
+      if (p >= k) return T(0);
+      return trans ? B[(j0 + s0 + j) * ldb + p0 + p] : B[(p0 + p) * ldb + j0 + s0 + j];
+    };
+    for (int p = 0; p < k; p += 2)
+      for (int j = 0; j < w; ++j) {
+        dst[i64(p) * w + 2 * j] = op.element(b(p, j));
+        dst[i64(p) * w + 2 * j + 1] = op.element(b(p + 1, j));
+      }
+  } else if (trans) {  // row j0 + s0 + j of B, read along, is column j: a transpose of w rows of k
+    la::transpose<T>(w, k, B + (j0 + s0) * ldb + p0, ldb, dst, w);
+    if (op.round)
+      for (i64 e = 0; e < i64(k) * w; ++e) dst[e] = op.element(dst[e]);
+  } else {
+    const T* src = B + p0 * ldb + j0 + s0;
+    for (int p = 0; p < k; ++p) {
+      if (op.round)
+        for (int j = 0; j < w; ++j) dst[i64(p) * w + j] = op.element(src[p * ldb + j]);
+      else
+        std::copy_n(src + p * ldb, w, dst + i64(p) * w);
+    }
+  }
+}
+
+// A [N, k] as the micro-kernel reads it (row stride padded(k)): A itself, or a copy in E
+// (rounded to bf16, padded) in `copy`.
+template <typename T, typename E>
+const E* operand_rows(const Operands<T, E>& op, const T* A, i64 N, int k,
+                      std::unique_ptr<E[]>& copy) {
+  if constexpr (!Operands<T, E>::kPairs)
+    if (!op.round) return A;
+  const int kp = op.padded(k);
+  copy = scratch<E>(std::size_t(N) * kp);
 #pragma omp parallel for schedule(static)
-  for (i64 r = 0; r < N; ++r) copy_operand(A + r * k, k, copy.get() + r * k, true);
+  for (i64 r = 0; r < N; ++r) {
+    for (int p = 0; p < k; ++p) copy[r * kp + p] = op.element(A[r * k + p]);
+    for (int p = k; p < kp; ++p) copy[r * kp + p] = E{};
+  }
   return copy.get();
+}
+
+// C[m x w] (row stride ldc) = beta C + A[m x kb] P[kb x w], A of row stride lda, P the
+// strip (w columns; pair-rows of 2 w for bf16); kb padded to even for pairs.
+template <typename T, typename E>
+void micro(int m, int w, int kb, const E* A, i64 lda, const E* P, T beta, T* C, i64 ldc) {
+  if constexpr (std::is_same_v<E, Bf16>)
+    la::gemm_bf16(m, w, (kb + 1) / 2 * 2, A, int(lda), P, 2 * w, beta, C, int(ldc));
+  else
+    la::gemm(false, false, m, w, kb, T(1), A, int(lda), P, w, beta, C, int(ldc));
 }
 
 // C[N, n] = A[N, k] op(B) (C += A op(B) when accumulate), all row-major and packed; op(B)
@@ -110,31 +134,27 @@ const T* operand_rows(const T* A, i64 N, int k, bool bf16, std::unique_ptr<T[]>&
 // blocks of up to kRows; each block sums its kDepth blocks into C in order (the first one
 // overwrites C unless accumulating). Blocks of kRows dealt out in turn would leave a
 // thread idle for up to a block: a third of the time for the ~500-row GEMMs of an expert.
-template <typename T>
-void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
-               bool accumulate = false) {
-  constexpr int L = kStrip<T>;
-  if (k == 0) {
-    if (!accumulate) std::fill(C, C + N * n, T(0));
-    return;
-  }
-  const bool bf16 = bf16_autocast();
-  std::unique_ptr<T[]> rounded;
-  A = operand_rows(A, N, k, bf16, rounded);
+template <typename T, typename E>
+void gemm_rows(const Operands<T, E>& op, const T* A_in, const T* B, bool trans, i64 N, int k, int n,
+               T* C, bool accumulate) {
+  const int L = 2 * la::gemm_lanes<T>();  // the strip: two vectors, a register tile's width
+  std::unique_ptr<E[]> copy;
+  const E* A = operand_rows(op, A_in, N, k, copy);
+  const i64 lda = op.padded(k);
   const i64 ldb = trans ? k : n;
-  const std::unique_ptr<T[]> P =
-      scratch<T>(std::size_t(std::min(k, kPanelDepth)) * std::min(n, kPanelCols));
+  const std::unique_ptr<E[]> P =
+      scratch<E>(std::size_t(op.padded(std::min(k, kPanelDepth))) * std::min(n, kPanelCols));
   for (int j0 = 0; j0 < n; j0 += kPanelCols) {
     const int nc = std::min(kPanelCols, n - j0);
     for (int p0 = 0; p0 < k; p0 += kPanelDepth) {
-      const int kc = std::min(kPanelDepth, k - p0);
+      const int kc = std::min(kPanelDepth, k - p0), kcp = op.padded(kc);
 #pragma omp parallel
       {
         const int strips = (nc + L - 1) / L;
 #pragma omp for schedule(static)
         for (int s = 0; s < strips; ++s)
-          pack_strip(B, ldb, trans, p0, kc, j0, nc, s * L, P.get(), bf16);
-        const i64 threads = omp_get_num_threads(), tile = la::kTileRows;
+          pack_strip(op, B, ldb, trans, p0, kc, j0, nc, s * L, L, P.get());
+        const i64 threads = omp_get_num_threads(), tile = la::gemm_tile_rows();
         const i64 share = ((N + threads - 1) / threads + tile - 1) / tile * tile;
         const i64 r_begin = std::min(N, omp_get_thread_num() * share),
                   r_end = std::min(N, r_begin + share);
@@ -144,15 +164,30 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
             const int kb = std::min(kDepth, kc - k0);
             for (int s0 = 0; s0 < nc; s0 += L) {
               const int w = std::min(L, nc - s0);
-              la::gemm(false, false, m, w, kb, T(1), A + r0 * k + p0 + k0, k,
-                       P.get() + i64(s0) * kc + i64(k0) * w, w,
-                       p0 + k0 == 0 && !accumulate ? T(0) : T(1), C + r0 * n + j0 + s0, n);
+              micro<T, E>(m, w, kb, A + r0 * lda + p0 + k0, lda,
+                          P.get() + i64(s0) * kcp + i64(k0) * w,
+                          p0 + k0 == 0 && !accumulate ? T(0) : T(1), C + r0 * n + j0 + s0, n);
             }
           }
         }
       }
     }
   }
+}
+
+// The row GEMM of the calling thread's mode: float in the bf16 mode on bf16 operands
+// (la::gemm_bf16), double there on operands rounded to bf16 values, else plain.
+template <typename T>
+void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
+               bool accumulate = false) {
+  if (k == 0) {
+    if (!accumulate) std::fill(C, C + N * n, T(0));
+    return;
+  }
+  const bool bf16 = bf16_autocast();
+  if constexpr (std::is_same_v<T, float>)
+    if (bf16) return gemm_rows(Operands<float, Bf16>{false}, A, B, trans, N, k, n, C, accumulate);
+  gemm_rows(Operands<T, T>{bf16}, A, B, trans, N, k, n, C, accumulate);
 }
 
 }  // namespace
