@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_path.h"
 #include "ops/gemm/transpose.h"
 #include "ops/host_util.h"
 #include "ops/linear/linear.h"
@@ -43,22 +44,33 @@ constexpr int kDepth = 256;  // reduction length per micro-kernel call
 constexpr int kPanelCols = 2048;
 constexpr int kPanelDepth = 2048;
 
-// The operands as the micro-kernel reads them: E = T (float or double), or, for float in
-// the bf16 mode, E = Bf16, the bf16 GEMM (la::gemm_bf16) on pairs of k: A's rows padded
-// to an even length, op(B)'s strips as rows of pairs, a zero pair closing an odd k.
+// How the micro-kernel reads the operands. In the bf16 mode a float GEMM follows
+// la::gemm_bf16's rule (each pair of k added odd element first), on any path and for the
+// same bits: kPairs hands bf16 pairs to la::gemm_bf16 (vdpbf16ps), kSwapped hands the same
+// values widened to float, each pair's two elements swapped, to the float GEMM (the AVX2 and
+// AVX-512F paths: float speed, with no widening per call). Both pad k to even with a zero
+// pair. Double in the bf16 mode rounds its values (kRounded).
+enum class Form { kPlain, kRounded, kSwapped, kPairs };
+
 template <typename T, typename E>
 struct Operands {
-  static constexpr bool kPairs = std::is_same_v<E, Bf16>;
-  bool round;  // E = T in the bf16 mode (double): operands rounded to bf16 values
-
-  static int padded(int k) { return kPairs ? (k + 1) / 2 * 2 : k; }
-  E element(T x) const {
-    if constexpr (kPairs)
-      return la::bf16_operand(x);
-    else
-      return round ? T(round_bf16(x)) : x;
+  Form form;
+  int padded(int k) const {
+    return form == Form::kSwapped || form == Form::kPairs ? (k + 1) / 2 * 2 : k;
   }
 };
+
+// x as a bf16 GEMM operand (la::bf16_operand), as bits or as a float; x rounded to bf16.
+inline std::uint32_t operand_bits(float x) {
+  return la::bf16_operand(x).bits;
+}
+inline float operand_float(float x) {
+  return to_float(la::bf16_operand(x));
+}
+template <typename T>
+T rounded(T x) {
+  return T(round_bf16(x));
+}
 
 // Scratch that is written before it is read: uninitialised (a zeroed std::vector would
 // memset every packing buffer, ~1000 of them a step).
@@ -69,63 +81,105 @@ std::unique_ptr<T[]> scratch(std::size_t n) {
 
 // Packs strip s0 of rows [p0, p0 + k) x columns [j0, j0 + n) of op(B) (B is [n_total, ldb]
 // holding op(B)^T when trans): columns [s0, s0 + w) (w the strip width, or the tail) at
-// P + s0 padded(k), row after row, or for pairs pair-row after pair-row (2 w elements
-// each). A whole panel is the strips s0 = 0, L, 2L, ...
+// P + s0 padded(k): padded(k) rows of w (kPairs: pair-rows of w dwords, each the bf16 of
+// rows 2q (low half) and 2q + 1). A whole panel is the strips s0 = 0, L, 2L, ...
 template <typename T, typename E>
 void pack_strip(const Operands<T, E>& op, const T* B, i64 ldb, bool trans, i64 p0, int k, i64 j0,
                 int n, int s0, int strip, E* P) {
-  const int w = std::min(strip, n - s0);
-  E* dst = P + i64(s0) * op.padded(k);
-  if constexpr (Operands<T, E>::kPairs) {
-    auto b = [&](int p, int j) {  // op(B)(p0 + p, j0 + s0 + j), zero past k
-      if (p >= k) return T(0);
-      return trans ? B[(j0 + s0 + j) * ldb + p0 + p] : B[(p0 + p) * ldb + j0 + s0 + j];
-    };
-    for (int p = 0; p < k; p += 2)
+  const int w = std::min(strip, n - s0), kp = op.padded(k);
+  E* dst = P + i64(s0) * kp;
+  if constexpr (std::is_same_v<E, Bf16>) {
+    std::uint32_t* d = reinterpret_cast<std::uint32_t*>(dst);
+    if (trans) {  // B's row j holds column j's pairs side by side: a transpose of dwords
+      thread_local std::vector<std::uint32_t> rows;
+      rows.resize(std::size_t(w) * (kp / 2));
       for (int j = 0; j < w; ++j) {
-        dst[i64(p) * w + 2 * j] = op.element(b(p, j));
-        dst[i64(p) * w + 2 * j + 1] = op.element(b(p + 1, j));
+        const T* src = B + (j0 + s0 + j) * ldb + p0;
+        std::uint32_t* r = rows.data() + i64(j) * (kp / 2);
+        for (int q = 0; q < k / 2; ++q)
+          r[q] = operand_bits(src[2 * q]) | operand_bits(src[2 * q + 1]) << 16;
+        if (k % 2) r[k / 2] = operand_bits(src[k - 1]);
       }
-  } else if (trans) {  // row j0 + s0 + j of B, read along, is column j: a transpose of w rows of k
-    la::transpose<T>(w, k, B + (j0 + s0) * ldb + p0, ldb, dst, w);
-    if (op.round)
-      for (i64 e = 0; e < i64(k) * w; ++e) dst[e] = op.element(dst[e]);
-  } else {
-    const T* src = B + p0 * ldb + j0 + s0;
-    for (int p = 0; p < k; ++p) {
-      if (op.round)
-        for (int j = 0; j < w; ++j) dst[i64(p) * w + j] = op.element(src[p * ldb + j]);
-      else
-        std::copy_n(src + p * ldb, w, dst + i64(p) * w);
+      // Bits moved as floats by the vector transpose: moves only, every pattern kept.
+      la::transpose<float>(w, kp / 2, reinterpret_cast<const float*>(rows.data()), kp / 2,
+                           reinterpret_cast<float*>(d), w);
+    } else {
+      for (int q = 0; q < kp / 2; ++q) {
+        const T* lo = B + (p0 + 2 * q) * ldb + j0 + s0;
+        if (2 * q + 1 < k)
+          for (int j = 0; j < w; ++j)
+            d[i64(q) * w + j] = operand_bits(lo[j]) | operand_bits(lo[j + ldb]) << 16;
+        else
+          for (int j = 0; j < w; ++j) d[i64(q) * w + j] = operand_bits(lo[j]);
+      }
     }
+    return;
+  } else {
+    if (trans)  // row j0 + s0 + j of B, read along, is column j: a transpose of w rows of k
+      la::transpose<T>(w, k, B + (j0 + s0) * ldb + p0, ldb, dst, w);
+    else if (op.form == Form::kPlain)
+      for (int p = 0; p < k; ++p) std::copy_n(B + (p0 + p) * ldb + j0 + s0, w, dst + i64(p) * w);
+    else
+      for (int p = 0; p < k; ++p)
+        for (int j = 0; j < w; ++j) dst[i64(p) * w + j] = B[(p0 + p) * ldb + j0 + s0 + j];
+    if (op.form == Form::kRounded)
+      for (i64 e = 0; e < i64(k) * w; ++e) dst[e] = rounded(dst[e]);
+    if constexpr (std::is_same_v<T, float>)
+      if (op.form == Form::kSwapped) {
+        if (k % 2) std::fill(dst + i64(k) * w, dst + i64(kp) * w, 0.0f);
+        for (int p = 0; p < kp; p += 2)
+          for (int j = 0; j < w; ++j) {
+            const float lo = dst[i64(p) * w + j], hi = dst[i64(p + 1) * w + j];
+            dst[i64(p) * w + j] = operand_float(hi);
+            dst[i64(p + 1) * w + j] = operand_float(lo);
+          }
+      }
   }
 }
 
 // A [N, k] as the micro-kernel reads it (row stride padded(k)): A itself, or a copy in E
-// (rounded to bf16, padded) in `copy`.
+// (the Form's values and order, padded), valid until the calling thread's next call. The
+// copy's buffer is kept: a fresh one per call cost ~5% of a backward in page faults.
 template <typename T, typename E>
-const E* operand_rows(const Operands<T, E>& op, const T* A, i64 N, int k,
-                      std::unique_ptr<E[]>& copy) {
-  if constexpr (!Operands<T, E>::kPairs)
-    if (!op.round) return A;
+const E* operand_rows(const Operands<T, E>& op, const T* A, i64 N, int k) {
+  if constexpr (std::is_same_v<E, T>)
+    if (op.form == Form::kPlain) return A;
   const int kp = op.padded(k);
-  copy = scratch<E>(std::size_t(N) * kp);
+  thread_local std::vector<E> copy;
+  if (copy.size() < std::size_t(N) * kp) copy.resize(std::size_t(N) * kp);
+  E* out = copy.data();
 #pragma omp parallel for schedule(static)
   for (i64 r = 0; r < N; ++r) {
-    for (int p = 0; p < k; ++p) copy[r * kp + p] = op.element(A[r * k + p]);
-    for (int p = k; p < kp; ++p) copy[r * kp + p] = E{};
+    const T* a = A + r * k;
+    E* c = out + r * kp;
+    if constexpr (std::is_same_v<E, Bf16>) {
+      for (int p = 0; p < k; ++p) c[p] = Bf16{std::uint16_t(operand_bits(a[p]))};
+      if (k % 2) c[k] = Bf16{};
+    } else if (op.form == Form::kRounded) {
+      for (int p = 0; p < k; ++p) c[p] = rounded(a[p]);
+    } else if constexpr (std::is_same_v<T, float>) {  // kSwapped
+      for (int p = 0; p + 1 < k; p += 2) {
+        c[p] = operand_float(a[p + 1]);
+        c[p + 1] = operand_float(a[p]);
+      }
+      if (k % 2) {
+        c[k - 1] = 0.0f;
+        c[k] = operand_float(a[k - 1]);
+      }
+    }
   }
-  return copy.get();
+  return out;
 }
 
 // C[m x w] (row stride ldc) = beta C + A[m x kb] P[kb x w], A of row stride lda, P the
-// strip (w columns; pair-rows of 2 w for bf16); kb padded to even for pairs.
+// strip (w columns; pair-rows of w dwords for bf16); kb padded to even for pairs.
 template <typename T, typename E>
-void micro(int m, int w, int kb, const E* A, i64 lda, const E* P, T beta, T* C, i64 ldc) {
+void micro(const Operands<T, E>& op, int m, int w, int kb, const E* A, i64 lda, const E* P, T beta,
+           T* C, i64 ldc) {
   if constexpr (std::is_same_v<E, Bf16>)
-    la::gemm_bf16(m, w, (kb + 1) / 2 * 2, A, int(lda), P, 2 * w, beta, C, int(ldc));
+    la::gemm_bf16(m, w, op.padded(kb), A, int(lda), P, 2 * w, beta, C, int(ldc));
   else
-    la::gemm(false, false, m, w, kb, T(1), A, int(lda), P, w, beta, C, int(ldc));
+    la::gemm(false, false, m, w, op.padded(kb), T(1), A, int(lda), P, w, beta, C, int(ldc));
 }
 
 // C[N, n] = A[N, k] op(B) (C += A op(B) when accumulate), all row-major and packed; op(B)
@@ -138,8 +192,7 @@ template <typename T, typename E>
 void gemm_rows(const Operands<T, E>& op, const T* A_in, const T* B, bool trans, i64 N, int k, int n,
                T* C, bool accumulate) {
   const int L = 2 * la::gemm_lanes<T>();  // the strip: two vectors, a register tile's width
-  std::unique_ptr<E[]> copy;
-  const E* A = operand_rows(op, A_in, N, k, copy);
+  const E* A = operand_rows(op, A_in, N, k);
   const i64 lda = op.padded(k);
   const i64 ldb = trans ? k : n;
   const std::unique_ptr<E[]> P =
@@ -164,9 +217,9 @@ void gemm_rows(const Operands<T, E>& op, const T* A_in, const T* B, bool trans, 
             const int kb = std::min(kDepth, kc - k0);
             for (int s0 = 0; s0 < nc; s0 += L) {
               const int w = std::min(L, nc - s0);
-              micro<T, E>(m, w, kb, A + r0 * lda + p0 + k0, lda,
-                          P.get() + i64(s0) * kcp + i64(k0) * w,
-                          p0 + k0 == 0 && !accumulate ? T(0) : T(1), C + r0 * n + j0 + s0, n);
+              micro(op, m, w, kb, A + r0 * lda + p0 + k0, lda,
+                    P.get() + i64(s0) * kcp + i64(k0) * w,
+                    p0 + k0 == 0 && !accumulate ? T(0) : T(1), C + r0 * n + j0 + s0, n);
             }
           }
         }
@@ -175,8 +228,7 @@ void gemm_rows(const Operands<T, E>& op, const T* A_in, const T* B, bool trans, 
   }
 }
 
-// The row GEMM of the calling thread's mode: float in the bf16 mode on bf16 operands
-// (la::gemm_bf16), double there on operands rounded to bf16 values, else plain.
+// The row GEMM of the calling thread's mode (Form).
 template <typename T>
 void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
                bool accumulate = false) {
@@ -184,10 +236,14 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
     if (!accumulate) std::fill(C, C + N * n, T(0));
     return;
   }
-  const bool bf16 = bf16_autocast();
-  if constexpr (std::is_same_v<T, float>)
-    if (bf16) return gemm_rows(Operands<float, Bf16>{false}, A, B, trans, N, k, n, C, accumulate);
-  gemm_rows(Operands<T, T>{bf16}, A, B, trans, N, k, n, C, accumulate);
+  if (!bf16_autocast())
+    return gemm_rows(Operands<T, T>{Form::kPlain}, A, B, trans, N, k, n, C, accumulate);
+  if constexpr (std::is_same_v<T, float>) {
+    if (la::gemm_path() == la::GemmPath::kAvx512Bf16)
+      return gemm_rows(Operands<float, Bf16>{Form::kPairs}, A, B, trans, N, k, n, C, accumulate);
+    return gemm_rows(Operands<float, float>{Form::kSwapped}, A, B, trans, N, k, n, C, accumulate);
+  }
+  gemm_rows(Operands<T, T>{Form::kRounded}, A, B, trans, N, k, n, C, accumulate);
 }
 
 }  // namespace
