@@ -26,8 +26,10 @@ void DenseMlp<T, Dev>::init(Rng& rng, double std, const HostParams<T>& host) con
 
 template <typename T, typename Dev>
 ActivationElems DenseMlp<T, Dev>::activations(int hidden, int intermediate, std::int64_t N) {
-  // gate, up, act are kept; the backward's dact, dgate, dup and tmp are scratch.
-  return {3 * N * intermediate, N * (3 * std::int64_t(intermediate) + hidden)};
+  // gate, up, act are kept (in bf16 in the bf16 mode); the backward's dact, dgate, dup and
+  // tmp are scratch, and in the bf16 mode the float copies of gate and up.
+  const std::int64_t kept = 3 * N * intermediate;
+  return {kept, N * (3 * std::int64_t(intermediate) + hidden), 0, kept, 2 * N * intermediate};
 }
 
 template <typename T, typename Dev>
@@ -35,13 +37,11 @@ void DenseMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   const Dev dev{};
   N_ = N;
   x_ = x;
-  gate_.resize(N * I_);
-  up_.resize(N * I_);
-  act_.resize(N * I_);
-  ops::linear_forward(dev, x, ps_.value(gate_proj_), N, d_, I_, gate_.data());
-  ops::linear_forward(dev, x, ps_.value(up_proj_), N, d_, I_, up_.data());
-  ops::swiglu_forward(dev, gate_.data(), up_.data(), N * I_, act_.data());
-  ops::linear_forward(dev, act_.data(), ps_.value(down_proj_), N, I_, d_, y);
+  ops::linear_forward(dev, x, ps_.value(gate_proj_), N, d_, I_, gate_.open(N * I_));
+  ops::linear_forward(dev, x, ps_.value(up_proj_), N, d_, I_, up_.open(N * I_));
+  ops::swiglu_forward(dev, gate_.values(), up_.values(), N * I_, act_.open(N * I_));
+  ops::linear_forward(dev, act_.values(), ps_.value(down_proj_), N, I_, d_, y);
+  for (Kept<T, Dev>* b : {&gate_, &up_, &act_}) b->seal();
 }
 
 template <typename T, typename Dev>
@@ -49,9 +49,10 @@ void DenseMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   const Dev dev{};
   const std::int64_t N = N_;
   Buffer<Dev, T> dact(N * I_), dgate(N * I_), dup(N * I_);
-  ops::linear_backward(dev, act_.data(), ps_.value(down_proj_), dy, N, I_, d_, dact.data(),
+  ops::linear_backward(dev, act_.view(), ps_.value(down_proj_), dy, N, I_, d_, dact.data(),
                        ps_.grad(down_proj_));
-  ops::swiglu_backward(dev, gate_.data(), up_.data(), dact.data(), N * I_, dgate.data(),
+  act_.clear();
+  ops::swiglu_backward(dev, gate_.view(), up_.view(), dact.data(), N * I_, dgate.data(),
                        dup.data());
   ops::linear_backward(dev, x_, ps_.value(gate_proj_), dgate.data(), N, d_, I_, dx,
                        ps_.grad(gate_proj_));
@@ -61,7 +62,7 @@ void DenseMlp<T, Dev>::do_backward(const T* dy, T* dx) {
 
 template <typename T, typename Dev>
 void DenseMlp<T, Dev>::do_release() {
-  for (Buffer<Dev, T>* b : {&gate_, &up_, &act_}) *b = Buffer<Dev, T>();
+  for (Kept<T, Dev>* b : {&gate_, &up_, &act_}) b->clear();
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class DenseMlp<T, Dev>;

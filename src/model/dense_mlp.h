@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/kept.h"
 #include "model/mlp.h"
 
 namespace gdn {
@@ -31,7 +32,7 @@ class DenseMlp final : public Mlp<T, Dev> {
   ParamId gate_proj_, up_proj_, down_proj_;
   std::int64_t N_ = 0;
   const T* x_ = nullptr;
-  Buffer<Dev, T> gate_, up_, act_;
+  Kept<T, Dev> gate_, up_, act_;
 };
 
 }  // namespace gdn

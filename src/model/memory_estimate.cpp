@@ -61,39 +61,47 @@ MemoryEstimate state_elements(const ModelConfig& c, StateLayout state) {
 }
 
 MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes,
-                               bool recompute, StateLayout state) {
+                               bool recompute, StateLayout state, bool bf16) {
   const std::int64_t d = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
-  const std::int64_t N = s.tokens(), nd = N * d;
+  const std::int64_t N = s.tokens(), nd = N * d, e = elem_bytes;
+  // Bytes of a layer part's kept activations, and of what its backward decodes: the bf16
+  // mode keeps kept_bf16 of them in two bytes each (model/kept.h).
+  auto kept_bytes = [&](const ActivationElems& a) {
+    return a.kept * e - (bf16 ? a.kept_bf16 * (e - 2) : 0);
+  };
+  auto decoded_bytes = [&](const ActivationElems& a) { return bf16 ? a.decoded * e : 0; };
   // Kept either way: every layer's input and the final one. The LM head and the loss run
   // block by block: the final norm's output and gradient, dx, and one block of logits.
   const std::int64_t block = loss_block_tokens(0, V, N);
-  std::int64_t kept = (L + 1) * nd, transient = 3 * nd + block * V, largest_layer = 0;
+  std::int64_t kept = (L + 1) * nd * e, transient = (3 * nd + block * V) * e, largest_layer = 0;
   for (int l = 0; l < L; ++l) {
     const ActivationElems m = mixer_activations(c.layer_type(l), c, s);
     const ActivationElems f = mlp_activations(c, l, N, state.ep);
     // x_mid, h1, h2 and the mixer's and MLP's own; the backward's dh and tmp and dx.
-    const std::int64_t layer_kept = 3 * nd + m.kept + f.kept;
-    const std::int64_t layer_transient = std::max(m.transient, f.transient) + 3 * nd;
+    const std::int64_t layer_kept = 3 * nd * e + kept_bytes(m) + kept_bytes(f);
+    const std::int64_t layer_transient =
+        std::max(m.transient * e + decoded_bytes(m), f.transient * e + decoded_bytes(f)) +
+        3 * nd * e;
     if (recompute) {
       // One layer's activations at a time (made again before its backward), plus the
       // recomputed output; what came from other ranks (and GDN's per-chunk entry states)
       // stays for every layer.
-      kept += m.exchanged;
-      largest_layer = std::max(largest_layer, layer_kept + layer_transient + nd);
+      kept += m.exchanged * e;
+      largest_layer = std::max(largest_layer, layer_kept + layer_transient + nd * e);
     } else {
       kept += layer_kept;
       largest_layer = std::max(largest_layer, layer_transient);
     }
   }
   transient = std::max(transient, largest_layer);
-  MemoryEstimate e = state_elements(c, state);
-  e.params *= elem_bytes;
-  e.grads *= elem_bytes;
-  e.moments *= elem_bytes;
-  e.gathered *= elem_bytes;
-  e.activations = kept * elem_bytes;
-  e.transient = transient * elem_bytes;
-  return e;
+  MemoryEstimate est = state_elements(c, state);
+  est.params *= e;
+  est.grads *= e;
+  est.moments *= e;
+  est.gathered *= e;
+  est.activations = kept;
+  est.transient = transient;
+  return est;
 }
 
 }  // namespace gdn

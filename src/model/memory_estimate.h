@@ -17,9 +17,11 @@ namespace gdn {
 // Elements of activations: kept from forward to backward, and the most held at once
 // beyond those (a layer's backward scratch, the logits); `exchanged`: the part of `kept`
 // that a recomputing layer keeps anyway (Mixer::release(Keep::replay): what came from
-// other ranks and, for GDN, the per-chunk entry states of the core).
+// other ranks and, for GDN, the per-chunk entry states of the core). In the bf16 mode
+// `kept_bf16` of the kept elements are stored in bf16 (model/kept.h), and the backward
+// decodes up to `decoded` of them into float scratch on top of `transient`.
 struct ActivationElems {
-  std::int64_t kept = 0, transient = 0, exchanged = 0;
+  std::int64_t kept = 0, transient = 0, exchanged = 0, kept_bf16 = 0, decoded = 0;
 };
 
 // The shard a rank holds: B sequences of Tl of T tokens, at cp degree P.
@@ -50,9 +52,10 @@ struct MemoryEstimate {
   std::string describe() const;
 };
 
-// elem_bytes: 4 for f32, 8 for f64. recompute: activation recomputation (ModelOptions).
+// elem_bytes: 4 for f32 (and bf16 runs), 8 for f64. recompute: activation recomputation
+// (ModelOptions). bf16: the bf16 mode, which keeps some activations in bf16.
 MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int elem_bytes,
-                               bool recompute = false, StateLayout state = {});
+                               bool recompute = false, StateLayout state = {}, bool bf16 = false);
 
 // The elements of the training state one rank holds (rank 0, which owns the most): the
 // `params`, `grads`, `moments` and `gathered` of MemoryEstimate, in elements.

@@ -62,7 +62,11 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
       DenseMlp<T, Dev>::activations(c.hidden_size, c.shared_expert_intermediate_size, N);
   ActivationElems a;
   // probs, weights, idx; per routed row its weight, gate, up, act, out; shared out, z.
+  // Gate, up, act, out and shared out are kept in bf16 in the bf16 mode (model/kept.h),
+  // and the backward decodes gate and up (or out, or shared out) at a time.
   a.kept = N * E + 2 * Nk + Nk * (1 + 3 * I + d) + N * (d + 1) + shared.kept;
+  a.kept_bf16 = Nk * (3 * I + d) + N * d + shared.kept_bf16;
+  a.decoded = std::max({2 * Nk * I, Nk * d, N * d, shared.decoded});
   // ep > 1: the rows received for this rank's experts, and their outputs back.
   if (ep > 1) a.kept += 2 * Nk * d;
   // Backward: per routed row dy, dout, dact, dgate, dup, x, dx; dweights, dlogits; tmp.
@@ -96,17 +100,13 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
                  slot_.data());
   routed_w_.resize(R);
   ops::gather_rows(dev, weights_.data(), choice_.data(), R, 1, routed_w_.data());
-  g_.resize(R * I_);
-  u_.resize(R * I_);
-  act_.resize(R * I_);
-  out_.resize(R * d_);
   // The shared expert and its gate write y; the experts add to it.
-  shared_out_.resize(N * d_);
   shared_z_.resize(N);
-  shared_.forward(N, x, shared_out_.data());
+  shared_.forward(N, x, shared_out_.open(N * d_));
   ops::linear_forward(dev, x, ps_.value(shared_gate_), N, d_, 1, shared_z_.data());
   Dev::fill(y, std::size_t(N * d_), T(0));
-  ops::shared_gate_forward(dev, shared_out_.data(), shared_z_.data(), N, d_, y);
+  ops::shared_gate_forward(dev, shared_out_.values(), shared_z_.data(), N, d_, y);
+  shared_out_.seal();
   Buffer<Dev, T> xs(std::size_t(R * d_));
   ops::gather_rows(dev, x, rows_.data(), R, d_, xs.data());
   if (ep_ > 1) {
@@ -116,15 +116,25 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
     return;
   }
   // Every expert at once: one grouped call per linear (no per-expert loop, no counts here).
+  run_experts(xs.data(), offsets_.data(), E_, R);
+  ops::moe_combine(dev, out_.values(), slot_.data(), routed_w_.data(), N, k_, d_, y);
+  out_.seal();
+}
+
+// The experts' forward over n rows grouped by expert (expert j's at [offsets[j],
+// offsets[j + 1]), in Dev's memory), xe their inputs: g_, u_, act_ kept (sealed) and out_
+// written (the caller rounds and seals it). One grouped call per linear.
+template <typename T, typename Dev>
+void MoeMlp<T, Dev>::run_experts(const T* xe, const std::int64_t* offsets, int E, std::int64_t n) {
+  const Dev dev{};
   const std::int64_t gu_stride = std::int64_t(2) * I_ * d_;
-  ops::grouped_linear_forward(dev, xs.data(), gate_w(0), gu_stride, offsets_.data(), E_, R, d_, I_,
-                              g_.data());
-  ops::grouped_linear_forward(dev, xs.data(), up_w(0), gu_stride, offsets_.data(), E_, R, d_, I_,
-                              u_.data());
-  ops::swiglu_forward(dev, g_.data(), u_.data(), R * I_, act_.data());
-  ops::grouped_linear_forward(dev, act_.data(), down_w(0), std::int64_t(d_) * I_, offsets_.data(),
-                              E_, R, I_, d_, out_.data());
-  ops::moe_combine(dev, out_.data(), slot_.data(), routed_w_.data(), N, k_, d_, y);
+  ops::grouped_linear_forward(dev, xe, gate_w(0), gu_stride, offsets, E, n, d_, I_,
+                              g_.open(n * I_));
+  ops::grouped_linear_forward(dev, xe, up_w(0), gu_stride, offsets, E, n, d_, I_, u_.open(n * I_));
+  ops::swiglu_forward(dev, g_.values(), u_.values(), n * I_, act_.open(n * I_));
+  ops::grouped_linear_forward(dev, act_.values(), down_w(0), std::int64_t(d_) * I_, offsets, E, n,
+                              I_, d_, out_.open(n * d_));
+  for (Kept<T, Dev>* b : {&g_, &u_, &act_}) b->seal();
 }
 
 template <typename T, typename Dev>
@@ -195,25 +205,16 @@ void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, const std::vector<std:
   const std::int64_t Rr = std::int64_t(perm.size());
   xr_.resize(std::size_t(Rr * d_));
   exchange_rows(xs.data(), xr_.data(), true, model_sites::kExpertTokens);
-  g_.resize(Rr * I_);
-  u_.resize(Rr * I_);
-  act_.resize(Rr * I_);
-  out_.resize(Rr * d_);
   // This rank's experts over the received rows in expert-major order, one grouped call each.
   Buffer<Dev, T> xe(std::size_t(Rr * d_));
   ops::gather_rows(dev, xr_.data(), perm_.data(), Rr, d_, xe.data());
-  const std::int64_t gu_stride = std::int64_t(2) * I_ * d_;
-  ops::grouped_linear_forward(dev, xe.data(), gate_w(0), gu_stride, local_offsets_.data(), El_, Rr,
-                              d_, I_, g_.data());
-  ops::grouped_linear_forward(dev, xe.data(), up_w(0), gu_stride, local_offsets_.data(), El_, Rr,
-                              d_, I_, u_.data());
-  ops::swiglu_forward(dev, g_.data(), u_.data(), Rr * I_, act_.data());
-  ops::grouped_linear_forward(dev, act_.data(), down_w(0), std::int64_t(d_) * I_,
-                              local_offsets_.data(), El_, Rr, I_, d_, out_.data());
-  // The outputs back to source-major, then home, in the order of rows_.
+  run_experts(xe.data(), local_offsets_.data(), El_, Rr);
+  // The outputs back to source-major, then home, in the order of rows_ (out_back_ keeps
+  // them for the backward; out_ is not needed there).
   Buffer<Dev, T> outs(std::size_t(Rr * d_));
-  ops::scatter_add_rows(dev, out_.data(), perm_.data(), static_cast<const T*>(nullptr), Rr, d_,
+  ops::scatter_add_rows(dev, out_.values(), perm_.data(), static_cast<const T*>(nullptr), Rr, d_,
                         outs.data());
+  out_.clear();
   out_back_.resize(std::size_t(R * d_));
   exchange_rows(outs.data(), out_back_.data(), false, model_sites::kExpertOutputs);
   // A token's k rows add in position order (moe_combine), as on one rank; rows_ repeats a
@@ -259,9 +260,12 @@ void MoeMlp<T, Dev>::experts_backward(const T* dye, const T* xe, const std::int6
   Buffer<Dev, T> dg(std::size_t(n * I_)), du(std::size_t(n * I_));
   {
     Buffer<Dev, T> dact(std::size_t(n * I_));
-    ops::grouped_linear_backward(dev, act_.data(), down_w(0), std::int64_t(d_) * I_, dye, offsets,
+    ops::grouped_linear_backward(dev, act_.view(), down_w(0), std::int64_t(d_) * I_, dye, offsets,
                                  E, n, I_, d_, dact.data(), ps_.grad(experts_down_));
-    ops::swiglu_backward(dev, g_.data(), u_.data(), dact.data(), n * I_, dg.data(), du.data());
+    act_.clear();
+    ops::swiglu_backward(dev, g_.view(), u_.view(), dact.data(), n * I_, dg.data(), du.data());
+    g_.clear();
+    u_.clear();
   }
   Buffer<Dev, T> tmp(std::size_t(n * d_));
   ops::grouped_linear_backward(dev, xe, gate_w(0), gu_stride, dg.data(), offsets, E, n, d_, I_, dxe,
@@ -301,7 +305,8 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
     Buffer<Dev, T> dys(std::size_t(R * d_)), xs(std::size_t(R * d_)), dxs(std::size_t(R * d_));
     ops::gather_rows(dev, dy, rows_.data(), R, d_, dys.data());
     // d(weight) = <dy, expert output>; then the experts see dy scaled by their weights.
-    ops::row_dots(dev, dys.data(), out_.data(), R, d_, dw_routed.data());
+    ops::row_dots(dev, dys.data(), out_.view(), R, d_, dw_routed.data());
+    out_.clear();
     ops::scale_rows(dev, dys.data(), routed_w_.data(), R, d_, dys.data());
     ops::gather_rows(dev, x_, rows_.data(), R, d_, xs.data());
     experts_backward(dys.data(), xs.data(), offsets_.data(), E_, R, dxs.data());
@@ -313,8 +318,9 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
                         N * k_, 1, dweights.data());
   // The shared expert and its gate.
   Buffer<Dev, T> ds(N * d_), dz(N), part(N * d_);
-  ops::shared_gate_backward(dev, shared_out_.data(), shared_z_.data(), dy, N, d_, ds.data(),
+  ops::shared_gate_backward(dev, shared_out_.view(), shared_z_.data(), dy, N, d_, ds.data(),
                             dz.data());
+  shared_out_.clear();
   shared_.backward(ds.data(), part.data());
   ops::add(dev, dx, dx, part.data(), N * d_);
   ops::linear_backward(dev, x_, ps_.value(shared_gate_), dz.data(), N, d_, 1, dx,
@@ -332,9 +338,8 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
 
 template <typename T, typename Dev>
 void MoeMlp<T, Dev>::do_release() {
-  for (Buffer<Dev, T>* b :
-       {&probs_, &weights_, &shared_out_, &shared_z_, &routed_w_, &g_, &u_, &act_, &out_})
-    *b = Buffer<Dev, T>();
+  for (Buffer<Dev, T>* b : {&probs_, &weights_, &shared_z_, &routed_w_}) *b = Buffer<Dev, T>();
+  for (Kept<T, Dev>* b : {&shared_out_, &g_, &u_, &act_, &out_}) b->clear();
   idx_ = Buffer<Dev, std::int32_t>();
   xr_ = Buffer<Dev, T>();
   out_back_ = Buffer<Dev, T>();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/dense_mlp.h"
+#include "model/kept.h"
 #include "model/mlp.h"
 
 namespace gdn {
@@ -43,7 +44,8 @@ class MoeMlp final : public Mlp<T, Dev> {
   // ranks and back. offset: offsets_ on the host.
   void forward_ep(const Buffer<Dev, T>& xs, const std::vector<std::int64_t>& offset, T* y);
   void backward_ep(const T* dy, T* dx, T* dw_routed);
-  // The experts' backward over rows grouped by expert (moe_mlp.cpp).
+  // The experts' forward and backward over rows grouped by expert (moe_mlp.cpp).
+  void run_experts(const T* xe, const std::int64_t* offsets, int E, std::int64_t n);
   void experts_backward(const T* dye, const T* xe, const std::int64_t* offsets, int E,
                         std::int64_t n, T* dxe);
   // Rows [R, d] in a source-major layout, out to the peers by all-to-all (to_experts:
@@ -71,11 +73,13 @@ class MoeMlp final : public Mlp<T, Dev> {
   // the position of entry n k + j. All in Dev's memory: ep = 1 never reads them on the host.
   std::int64_t N_ = 0;
   const T* x_ = nullptr;
-  Buffer<Dev, T> probs_, weights_, shared_out_, shared_z_;
+  Buffer<Dev, T> probs_, weights_, shared_z_;
+  Kept<T, Dev> shared_out_;
   Buffer<Dev, std::int32_t> idx_;
   Buffer<Dev, std::int64_t> offsets_, rows_, choice_, slot_;
-  Buffer<Dev, T> routed_w_, g_, u_, act_, out_;  // per routed row
-  Buffer<Dev, double> dprob_;                    // the load-balancing loss gradient
+  Buffer<Dev, T> routed_w_;         // per routed row
+  Kept<T, Dev> g_, u_, act_, out_;  // per routed row (ep > 1: per received row)
+  Buffer<Dev, double> dprob_;       // the load-balancing loss gradient
   // ep > 1: the routed rows this rank sends to and receives from each ep rank; the rows
   // received (source-major: by source rank, then by expert); their expert-major order
   // (local expert j's rows at [local_offset_[j], local_offset_[j + 1]) of perm_, which

@@ -10,7 +10,7 @@ MemoryEstimate rank_memory(const PlanInput& in, bool recompute) {
   s.Tl = (in.T + in.cp - 1) / in.cp;
   s.chunk_size = in.chunk_size;
   return estimate_memory(in.model, s, in.elem_bytes, recompute,
-                         StateLayout{in.shard, in.world(), in.ep});
+                         StateLayout{in.shard, in.world(), in.ep}, in.bf16);
 }
 
 std::vector<Fit> longest_fits(const PlanInput& in, double budget, const std::vector<int>& cps) {

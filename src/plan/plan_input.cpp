@@ -23,6 +23,7 @@ PlanInput plan_input(const RunConfig& c) {
   p.dp = t.dp;
   p.chunk_size = t.chunk_size;
   p.elem_bytes = int(dtype_size(value_dtype(t.dtype)));  // bf16 runs hold f32 values
+  p.bf16 = t.dtype == DType::bf16;
   p.recompute = t.recompute == Recompute::layer;
   p.layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
   p.shard = t.shard;

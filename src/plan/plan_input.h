@@ -18,6 +18,7 @@ struct PlanInput {
   int cp = 1, dp = 1;
   int chunk_size = 64;
   int elem_bytes = 4;  // f32: 4, f64: 8
+  bool bf16 = false;   // the bf16 mode: f32 values, some activations kept in bf16
   bool recompute = false;
   bool layer_local = false;         // attention_load_balance layer_local
   Sharding shard = Sharding::none;  // train.shard, over the world

@@ -56,7 +56,9 @@ json to_json(const Plan& p) {
                  {"batch", in.batch},
                  {"cp", in.cp},
                  {"dp", in.dp},
-                 {"dtype", in.elem_bytes == 8 ? "f64" : "f32"},
+                 {"dtype", in.elem_bytes == 8 ? "f64"
+                           : in.bf16          ? "bf16"
+                                              : "f32"},
                  {"chunk_size", in.chunk_size},
                  {"recompute", in.recompute ? "layer" : "none"},
                  {"shard", name_of(in.shard)},

@@ -148,8 +148,11 @@ void print_table(const Plan& p, std::ostream& out) {
   out << fmt::format(
       "seq_len {}, batch {}, cp {}, dp {}, {}, chunk {}, recompute {}, attention balance {}: {} "
       "tokens per step, {} per shard\n\n",
-      in.T, in.batch, in.cp, in.dp, in.elem_bytes == 8 ? "f64" : "f32", in.chunk_size,
-      in.recompute ? "layer" : "none", in.layer_local ? "layer_local" : "none",
+      in.T, in.batch, in.cp, in.dp,
+      in.elem_bytes == 8 ? "f64"
+      : in.bf16          ? "bf16"
+                         : "f32",
+      in.chunk_size, in.recompute ? "layer" : "none", in.layer_local ? "layer_local" : "none",
       std::int64_t(in.batch) * in.T, (in.T + in.cp - 1) / in.cp);
   flops_table(p, out);
   exchange_table(p, out);

@@ -45,7 +45,7 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   s.chunk_size = t.chunk_size;
   const MemoryEstimate e =
       estimate_memory(cfg.model, s, elem_bytes, t.recompute == Recompute::layer,
-                      StateLayout{t.shard, t.dp * t.cp, t.ep});
+                      StateLayout{t.shard, t.dp * t.cp, t.ep}, t.dtype == DType::bf16);
   if (available >= 0 && e.total() > available)
     throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
                 (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",

@@ -1,0 +1,74 @@
+// Kept (model/kept.h): what the backward reads and the memory held, in and out of the bf16
+// mode. The expected values are round_bf16 of what the forward wrote (core/bf16.h, tested
+// against torch's rounding in test_bf16), not Kept's own conversion.
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "core/autocast.h"
+#include "core/bf16.h"
+#include "core/rng.h"
+#include "model/kept.h"
+
+using namespace gdn;
+
+namespace {
+
+template <typename T>
+std::vector<T> random_values(std::int64_t n) {
+  Rng rng(9);
+  std::vector<T> v(static_cast<std::size_t>(n));
+  for (T& x : v) x = T(rng.normal() * 3);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Kept in the bf16 mode holds bf16 after seal and gives back the rounded values",
+          "[kept]") {
+  const std::int64_t n = 1001;
+  const std::vector<float> x = random_values<float>(n);
+  const Bf16Autocast bf16(true);
+  Kept<float, Host> k;
+  float* w = k.open(n);
+  std::copy(x.begin(), x.end(), w);
+  CHECK(k.bf16());
+  CHECK(k.values()[7] == x[7]);  // the forward reads what it wrote, unrounded
+  k.seal();
+  CHECK(k.bytes() == 2 * n);  // the float buffer is gone
+  const float* v = k.view();
+  CHECK(k.bytes() == 6 * n);  // the decoded copy beside the bf16
+  int rounded = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    REQUIRE(v[i] == round_bf16(x[std::size_t(i)]));
+    rounded += v[i] != x[std::size_t(i)];
+  }
+  CHECK(rounded > n / 2);  // the values really went through bf16
+  k.clear();
+  CHECK(k.bytes() == 0);
+}
+
+TEST_CASE("Kept outside the bf16 mode, and for double, keeps the forward's buffer", "[kept]") {
+  const std::int64_t n = 257;
+  {
+    const std::vector<float> x = random_values<float>(n);
+    Kept<float, Host> k;
+    float* w = k.open(n);
+    std::copy(x.begin(), x.end(), w);
+    k.seal();
+    CHECK_FALSE(k.bf16());
+    CHECK(k.view() == w);  // no copy
+    CHECK(k.bytes() == 4 * n);
+    CHECK(std::vector<float>(k.view(), k.view() + n) == x);
+  }
+  {
+    const std::vector<double> x = random_values<double>(n);
+    const Bf16Autocast bf16(true);
+    Kept<double, Host> k;
+    double* w = k.open(n);
+    std::copy(x.begin(), x.end(), w);
+    k.seal();
+    CHECK_FALSE(k.bf16());
+    CHECK(k.view() == w);
+    CHECK(std::vector<double>(k.view(), k.view() + n) == x);
+  }
+}
