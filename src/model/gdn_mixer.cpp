@@ -77,6 +77,11 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
       gdn_core_elems(GdnProblem(s.B, s.Tl, c.linear_num_key_heads, c.linear_num_value_heads,
                                 c.linear_key_head_dim, c.linear_value_head_dim, s.chunk_size),
                      s.P, omp_get_max_threads());
+  // z, o, normed and conv_in are kept in bf16 in the bf16 mode (model/kept.h); the
+  // backward decodes normed, then o and z, then conv_in.
+  const std::int64_t conv_rows = N + std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1);
+  a.kept_bf16 = 3 * N * vd + conv_rows * Cc;
+  a.decoded = std::max(2 * N * vd, conv_rows * Cc);
   a.kept += core.kept;
   // Recomputing, the conv halo and what the core replays from stay.
   a.exchanged = std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1) * Cc + core.replayed;
@@ -95,11 +100,10 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   const Dev dev{};
   // Projections: the conv channels [q|k|v], the gate z, and b, a.
   Buffer<Dev, T> mixed(N * Cc);
-  z_.resize(N * v_dim());
   b_.resize(N * Hv_);
   a_.resize(N * Hv_);
   ops::linear_forward(dev, x, ps_.value(in_proj_qkv_), N, d_, Cc, mixed.data());
-  ops::linear_forward(dev, x, ps_.value(in_proj_z_), N, d_, v_dim(), z_.data());
+  ops::linear_forward(dev, x, ps_.value(in_proj_z_), N, d_, v_dim(), z_.open(N * v_dim()));
   ops::linear_forward(dev, x, ps_.value(in_proj_b_), N, d_, Hv_, b_.data());
   ops::linear_forward(dev, x, ps_.value(in_proj_a_), N, d_, Hv_, a_.data());
   // Causal conv over [halo; shard] per sequence, then SiLU.
@@ -107,9 +111,9 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
     halo_.resize(std::size_t(B) * H * Cc);
     conv_halo_forward<T, Dev>(cp.comm, mixed.data(), B, Tl, Cc, W_, halo_.data());
   }
-  conv_in_.resize(std::size_t(B) * (H + Tl) * Cc);
-  Dev::copy_rows(conv_in_.data(), (H + Tl) * Cc, halo_.data(), H * Cc, H * Cc, B);
-  Dev::copy_rows(conv_in_.data() + H * Cc, (H + Tl) * Cc, mixed.data(), Tl * Cc, Tl * Cc, B);
+  T* conv_in = conv_in_.open(std::int64_t(B) * (H + Tl) * Cc);
+  Dev::copy_rows(conv_in, (H + Tl) * Cc, halo_.data(), H * Cc, H * Cc, B);
+  Dev::copy_rows(conv_in + H * Cc, (H + Tl) * Cc, mixed.data(), Tl * Cc, Tl * Cc, B);
   if (cp.documents) {
     const std::vector<std::int64_t> pos = cp.documents->positions(cp.shard);
     pos_ = to_device<Dev>(pos.data(), pos.size());
@@ -118,8 +122,9 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   }
   const std::int64_t* pos = pos_.size() ? pos_.data() : nullptr;
   Buffer<Dev, T> conv_out(N * Cc);
-  ops::causal_conv_silu_forward(dev, conv_in_.data(), ps_.value(conv1d_), B, Tl, Cc, W_,
-                                conv_out.data(), pos);
+  ops::causal_conv_silu_forward(dev, conv_in, ps_.value(conv1d_), B, Tl, Cc, W_, conv_out.data(),
+                                pos);
+  conv_in_.seal();
   // The core wants q, k [B, Tl, Hk, K] and v [B, Tl, Hv, V] as separate tensors.
   q_.resize(N * qk_dim());
   k_.resize(N * qk_dim());
@@ -134,21 +139,21 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   // The GDN core with context parallelism; q and k are L2-normalised inside.
   GdnProblem p(B, cp.T_global, Hk_, Hv_, K_, V_, chunk_);
   p.l2norm_qk = true;
-  o_.resize(N * v_dim());
+
   const bool bf16 = bf16_autocast();  // the op's bf16 storage mode (gdn/bf16_op.h)
   if (bf16)
     for (Buffer<Dev, T>* b : {&q_, &k_, &v_, &beta_}) ops::round_to_bf16(dev, b->data(), b->size());
   {
     const profile::Scope core_scope("gdn_core");
     core_.forward(cp, p, {q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
-                  o_.data());
+                  o_.open(N * v_dim()));
   }
-  if (bf16) ops::round_to_bf16(dev, o_.data(), o_.size());
+  if (bf16) ops::round_to_bf16(dev, o_.values(), o_.size());
   // Gated RMSNorm per value head, then out_proj.
-  normed_.resize(N * v_dim());
-  ops::gated_rmsnorm_forward(dev, o_.data(), z_.data(), ps_.value(norm_), N * Hv_, V_, eps_,
-                             normed_.data());
-  ops::linear_forward(dev, normed_.data(), ps_.value(out_proj_), N, v_dim(), d_, y);
+  ops::gated_rmsnorm_forward(dev, o_.values(), z_.values(), ps_.value(norm_), N * Hv_, V_, eps_,
+                             normed_.open(N * v_dim()));
+  ops::linear_forward(dev, normed_.values(), ps_.value(out_proj_), N, v_dim(), d_, y);
+  for (Kept<T, Dev>* b : {&z_, &o_, &normed_}) b->seal();
 }
 
 template <typename T, typename Dev>
@@ -158,10 +163,13 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   const int Cc = conv_dim();
   const Dev dev{};
   Buffer<Dev, T> dnormed(N * v_dim()), d_o(N * v_dim()), dz(N * v_dim());
-  ops::linear_backward(dev, normed_.data(), ps_.value(out_proj_), dy, N, v_dim(), d_,
+  ops::linear_backward(dev, normed_.view(), ps_.value(out_proj_), dy, N, v_dim(), d_,
                        dnormed.data(), ps_.grad(out_proj_));
-  ops::gated_rmsnorm_backward(dev, o_.data(), z_.data(), ps_.value(norm_), dnormed.data(), N * Hv_,
+  normed_.clear();
+  ops::gated_rmsnorm_backward(dev, o_.view(), z_.view(), ps_.value(norm_), dnormed.data(), N * Hv_,
                               V_, eps_, d_o.data(), dz.data(), ps_.grad(norm_));
+  o_.clear();
+  z_.clear();
   // The core's adjoint (three-phase CP backward).
   Buffer<Dev, T> dq(N * qk_dim()), dk(N * qk_dim()), dv(N * v_dim()), dg(N * Hv_), dbeta(N * Hv_);
   GdnGradView<T> cg{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), nullptr};
@@ -180,9 +188,10 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   Dev::copy_rows(dconv_out.data() + qk_dim(), Cc, dk.data(), qk_dim(), qk_dim(), N);
   Dev::copy_rows(dconv_out.data() + 2 * qk_dim(), Cc, dv.data(), v_dim(), v_dim(), N);
   Buffer<Dev, T> dconv_in(std::size_t(B) * (H + Tl) * Cc);
-  ops::causal_conv_silu_backward(dev, conv_in_.data(), ps_.value(conv1d_), dconv_out.data(), B, Tl,
+  ops::causal_conv_silu_backward(dev, conv_in_.view(), ps_.value(conv1d_), dconv_out.data(), B, Tl,
                                  Cc, W_, dconv_in.data(), ps_.grad(conv1d_),
                                  pos_.size() ? pos_.data() : nullptr);
+  conv_in_.clear();
   Buffer<Dev, T> dhalo(std::size_t(B) * H * Cc), dmixed(N * Cc);
   Dev::copy_rows(dhalo.data(), H * Cc, dconv_in.data(), (H + Tl) * Cc, H * Cc, B);
   Dev::copy_rows(dmixed.data(), Tl * Cc, dconv_in.data() + H * Cc, (H + Tl) * Cc, Tl * Cc, B);
@@ -200,8 +209,8 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
 
 template <typename T, typename Dev>
 void GdnMixer<T, Dev>::do_release(Keep keep) {
-  for (Buffer<Dev, T>* b : {&z_, &b_, &a_, &conv_in_, &q_, &k_, &v_, &beta_, &g_, &o_, &normed_})
-    *b = Buffer<Dev, T>();
+  for (Buffer<Dev, T>* b : {&b_, &a_, &q_, &k_, &v_, &beta_, &g_}) *b = Buffer<Dev, T>();
+  for (Kept<T, Dev>* b : {&z_, &conv_in_, &o_, &normed_}) b->clear();
   if (keep == Keep::nothing) {
     halo_ = Buffer<Dev, T>();
     pos_ = Buffer<Dev, std::int64_t>();

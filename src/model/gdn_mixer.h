@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cp/gdn_layer_core.h"
+#include "model/kept.h"
 #include "model/mixer.h"
 
 namespace gdn {
@@ -60,7 +61,8 @@ class GdnMixer final : public Mixer<T, Dev> {
   // The last forward: its input and activations, and the CP core (kept for the run).
   int B_ = 0;
   const T* x_ = nullptr;
-  Buffer<Dev, T> z_, b_, a_, conv_in_, q_, k_, v_, beta_, g_, o_, normed_;
+  Buffer<Dev, T> b_, a_, q_, k_, v_, beta_, g_;  // q, k, v, beta, g: the core reads them
+  Kept<T, Dev> z_, conv_in_, o_, normed_;
   Buffer<Dev, T> halo_;  // the W - 1 rows before the shard, from the previous rank
   // With documents: each row's tokens' positions in their documents [B, Tl] (the conv's
   // reach), else empty.
