@@ -61,6 +61,10 @@ ActivationElems AttentionMixer<T, Dev>::activations(const ModelConfig& c, const 
   // q_raw, gate, q, attn, gated; k_raw, k, v; the gathered K, V; lse; the balanced
   // query set's q and o (about N rows).
   a.kept = N * (5 * qw + 3 * kv + c.num_attention_heads) + 2 * whole * kv + 2 * N * qw;
+  // q_raw, gate, gated and k_raw are kept in bf16 in the bf16 mode (model/kept.h); the
+  // backward decodes one at a time.
+  a.kept_bf16 = N * (3 * qw + kv);
+  a.decoded = N * qw;
   // Backward: dgated, dattn, dgate, dq (twice), dqg; dk, dv (twice); dK, dV of the whole
   // sequence and their reduce-scatter buffer; dx part.
   a.transient = N * (7 * qw + 4 * kv + c.hidden_size) + 4 * whole * kv;
@@ -77,24 +81,23 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   // Projections; q_proj's rows are per head [query | gate].
   Buffer<Dev, T> qg(N * 2 * qw);
   ops::linear_forward(dev, x, ps_.value(q_proj_), N, d_, 2 * qw, qg.data());
-  k_raw_.resize(N * kv);
   v_.resize(N * kv);
-  ops::linear_forward(dev, x, ps_.value(k_proj_), N, d_, kv, k_raw_.data());
+  ops::linear_forward(dev, x, ps_.value(k_proj_), N, d_, kv, k_raw_.open(N * kv));
   ops::linear_forward(dev, x, ps_.value(v_proj_), N, d_, kv, v_.data());
   if (bias_) {
     ops::bias_add(dev, qg.data(), ps_.value(q_bias_), N, 2 * qw);
-    ops::bias_add(dev, k_raw_.data(), ps_.value(k_bias_), N, kv);
+    ops::bias_add(dev, k_raw_.values(), ps_.value(k_bias_), N, kv);
     ops::bias_add(dev, v_.data(), ps_.value(v_bias_), N, kv);
   }
-  q_raw_.resize(N * qw);
-  gate_.resize(N * qw);
-  Dev::copy_rows(q_raw_.data(), D_, qg.data(), 2 * D_, D_, N * Hq_);
-  Dev::copy_rows(gate_.data(), D_, qg.data() + D_, 2 * D_, D_, N * Hq_);
+  Dev::copy_rows(q_raw_.open(N * qw), D_, qg.data(), 2 * D_, D_, N * Hq_);
+  Dev::copy_rows(gate_.open(N * qw), D_, qg.data() + D_, 2 * D_, D_, N * Hq_);
   // Per-head norms, then RoPE at the rows' global positions.
   q_.resize(N * qw);
   k_.resize(N * kv);
-  ops::rmsnorm_forward(dev, q_raw_.data(), ps_.value(q_norm_), N * Hq_, D_, eps_, q_.data());
-  ops::rmsnorm_forward(dev, k_raw_.data(), ps_.value(k_norm_), N * Hkv_, D_, eps_, k_.data());
+  ops::rmsnorm_forward(dev, q_raw_.values(), ps_.value(q_norm_), N * Hq_, D_, eps_, q_.data());
+  ops::rmsnorm_forward(dev, k_raw_.values(), ps_.value(k_norm_), N * Hkv_, D_, eps_, k_.data());
+  q_raw_.seal();
+  k_raw_.seal();
   // Global positions, or with packed documents the positions inside each document.
   std::vector<std::int64_t> pos(static_cast<std::size_t>(N));
   if (cp.documents) {
@@ -113,18 +116,18 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   dims.Hkv = Hkv_;
   dims.D = D_;
   dims.scale = 1.0 / std::sqrt(double(D_));
-  attn_.resize(N * qw);
   const bool bf16 = bf16_autocast();  // q, k, v and the output stored as bf16 values
   if (bf16)
     for (Buffer<Dev, T>* b : {&q_, &k_, &v_}) ops::round_to_bf16(dev, b->data(), b->size());
   {
     const profile::Scope core_scope("attention_core");
+    attn_.resize(N * qw);
     core_.forward(cp, dims, q_.data(), k_.data(), v_.data(), attn_.data());
   }
   if (bf16) ops::round_to_bf16(dev, attn_.data(), attn_.size());
-  gated_.resize(N * qw);
-  ops::sigmoid_gate_forward(dev, attn_.data(), gate_.data(), N * qw, gated_.data());
-  ops::linear_forward(dev, gated_.data(), ps_.value(o_proj_), N, qw, d_, y);
+  ops::sigmoid_gate_forward(dev, attn_.data(), gate_.values(), N * qw, gated_.open(N * qw));
+  ops::linear_forward(dev, gated_.values(), ps_.value(o_proj_), N, qw, d_, y);
+  for (Kept<T, Dev>* b : {&gate_, &gated_}) b->seal();
   if (bias_) ops::bias_add(dev, y, ps_.value(o_bias_), N, d_);
 }
 
@@ -134,11 +137,13 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
   const std::int64_t N = std::int64_t(B_) * cp.tokens();
   const int qw = q_width(), kv = kv_width();
   Buffer<Dev, T> dgated(N * qw), dattn(N * qw), dgate(N * qw);
-  ops::linear_backward(dev, gated_.data(), ps_.value(o_proj_), dy, N, qw, d_, dgated.data(),
+  ops::linear_backward(dev, gated_.view(), ps_.value(o_proj_), dy, N, qw, d_, dgated.data(),
                        ps_.grad(o_proj_));
+  gated_.clear();
   if (bias_) ops::bias_backward(dev, dy, N, d_, ps_.grad(o_bias_));
-  ops::sigmoid_gate_backward(dev, attn_.data(), gate_.data(), dgated.data(), N * qw, dattn.data(),
+  ops::sigmoid_gate_backward(dev, attn_.data(), gate_.view(), dgated.data(), N * qw, dattn.data(),
                              dgate.data());
+  gate_.clear();
   Buffer<Dev, T> dq(N * qw), dk(N * kv), dv(N * kv);
   if (bf16_autocast()) ops::round_to_bf16(dev, dattn.data(), dattn.size());
   {
@@ -149,10 +154,12 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
   ops::rope_backward(dev, dk.data(), pos_.data(), N, Hkv_, D_, R_, theta_, dk.data());
   // Back through the norms; the query gradient and the gate's interleave per head again.
   Buffer<Dev, T> dq_raw(N * qw), dk_raw(N * kv), dqg(N * 2 * qw);
-  ops::rmsnorm_backward(dev, q_raw_.data(), ps_.value(q_norm_), dq.data(), N * Hq_, D_, eps_,
+  ops::rmsnorm_backward(dev, q_raw_.view(), ps_.value(q_norm_), dq.data(), N * Hq_, D_, eps_,
                         dq_raw.data(), ps_.grad(q_norm_));
-  ops::rmsnorm_backward(dev, k_raw_.data(), ps_.value(k_norm_), dk.data(), N * Hkv_, D_, eps_,
+  q_raw_.clear();
+  ops::rmsnorm_backward(dev, k_raw_.view(), ps_.value(k_norm_), dk.data(), N * Hkv_, D_, eps_,
                         dk_raw.data(), ps_.grad(k_norm_));
+  k_raw_.clear();
   Dev::copy_rows(dqg.data(), 2 * D_, dq_raw.data(), D_, D_, N * Hq_);
   Dev::copy_rows(dqg.data() + D_, 2 * D_, dgate.data(), D_, D_, N * Hq_);
   if (bias_) {
@@ -171,8 +178,8 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
 
 template <typename T, typename Dev>
 void AttentionMixer<T, Dev>::do_release(Keep keep) {
-  for (Buffer<Dev, T>* b : {&q_raw_, &gate_, &k_raw_, &q_, &k_, &v_, &attn_, &gated_})
-    *b = Buffer<Dev, T>();
+  for (Buffer<Dev, T>* b : {&q_, &k_, &v_, &attn_}) *b = Buffer<Dev, T>();
+  for (Kept<T, Dev>* b : {&q_raw_, &gate_, &k_raw_, &gated_}) b->clear();
   core_.release(keep);
 }
 

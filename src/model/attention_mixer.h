@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cp/attention_cp.h"
+#include "model/kept.h"
 #include "model/mixer.h"
 
 namespace gdn {
@@ -29,6 +30,7 @@ class AttentionMixer final : public Mixer<T, Dev> {
   // transformers' _init_weights: projections N(0, std), biases 0, q_norm and k_norm 0.
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
   const char* kind() const override { return "attention"; }
+  void rebind_input(const T* x) override { x_ = x; }
   static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
   std::int64_t attention_pairs() const override { return core_.pairs() * Hq_; }
 
@@ -53,8 +55,9 @@ class AttentionMixer final : public Mixer<T, Dev> {
   // The last forward.
   int B_ = 0;
   const T* x_ = nullptr;
-  Buffer<Dev, std::int64_t> pos_;  // global position of each row (for RoPE, in Dev's memory)
-  Buffer<Dev, T> q_raw_, gate_, k_raw_, q_, k_, v_, attn_, gated_;
+  Buffer<Dev, std::int64_t> pos_;    // global position of each row (for RoPE, in Dev's memory)
+  Buffer<Dev, T> q_, k_, v_, attn_;  // the CP core reads them in its backward
+  Kept<T, Dev> q_raw_, gate_, k_raw_, gated_;
   AttentionContextParallel<T, Dev> core_;
 };
 

@@ -19,6 +19,7 @@ class DenseMlp final : public Mlp<T, Dev> {
 
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
   const char* kind() const override { return "mlp"; }
+  void rebind_input(const T* x) override { x_ = x; }
   static ActivationElems activations(int hidden, int intermediate, std::int64_t N);
 
  protected:

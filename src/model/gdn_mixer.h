@@ -36,6 +36,7 @@ class GdnMixer final : public Mixer<T, Dev> {
   // A_log = log U(0.01, 16), dt_bias = 1, norm weight = 1.
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
   const char* kind() const override { return "gdn"; }
+  void rebind_input(const T* x) override { x_ = x; }
   // What forward keeps for backward, and backward's scratch, on a shard.
   static ActivationElems activations(const ModelConfig& c, const ShardShape& s);
 

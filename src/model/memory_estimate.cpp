@@ -77,11 +77,13 @@ MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int el
   for (int l = 0; l < L; ++l) {
     const ActivationElems m = mixer_activations(c.layer_type(l), c, s);
     const ActivationElems f = mlp_activations(c, l, N, state.ep);
-    // x_mid, h1, h2 and the mixer's and MLP's own; the backward's dh and tmp and dx.
-    const std::int64_t layer_kept = 3 * nd * e + kept_bytes(m) + kept_bytes(f);
+    // x_mid, h1, h2 (the normed inputs: bf16 in the bf16 mode) and the mixer's and MLP's
+    // own; the backward's dh and tmp and dx, and in the bf16 mode the decoded h1 or h2.
+    const std::int64_t layer_kept =
+        nd * e + 2 * nd * (bf16 ? 2 : e) + kept_bytes(m) + kept_bytes(f);
     const std::int64_t layer_transient =
         std::max(m.transient * e + decoded_bytes(m), f.transient * e + decoded_bytes(f)) +
-        3 * nd * e;
+        3 * nd * e + (bf16 ? nd * e : 0);
     if (recompute) {
       // One layer's activations at a time (made again before its backward), plus the
       // recomputed output; what came from other ranks (and GDN's per-chunk entry states)

@@ -50,6 +50,9 @@ class Mixer {
     do_release(keep);
     lifecycle_.release(keep);
   }
+  // The last forward's input x now lives at `x` (the same values: the model's decoded copy
+  // of an input it kept in bf16); backward reads it there.
+  virtual void rebind_input(const T* x) = 0;
   // Softmax attention only: the (query, key) pairs of the last forward, summed over heads,
   // per sequence (this rank's share of the causal triangle; 0 for other mixers).
   virtual std::int64_t attention_pairs() const { return 0; }

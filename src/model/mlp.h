@@ -49,6 +49,8 @@ class Mlp {
     const profile::Region region(kind());
     do_backward(dy, dx);
   }
+  // As Mixer::rebind_input.
+  virtual void rebind_input(const T* x) = 0;
   // Frees everything forward kept for backward (activation recomputation: the model runs
   // forward again before backward). The router loss gradient of set_router_loss_grad stays.
   void release(Keep keep) {

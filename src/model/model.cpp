@@ -244,19 +244,23 @@ void Model<T, Dev>::layer_forward(std::size_t l, const CpContext& cp, int B, con
   const double eps = c_.rms_norm_eps;
   Block& b = blocks_[l];
   const profile::Region region("layer");  // the norms and residual adds around the blocks
-  for (Buffer<Dev, T>* buf : {&a.x_mid, &a.h1, &a.h2}) buf->resize(std::size_t(nd));
-  ops::rmsnorm_forward(dev, x_in, params_.value(b.input_norm), N, d, eps, a.h1.data());
-  b.mixer->forward(cp, B, a.h1.data(), x_out);
+  a.x_mid.resize(std::size_t(nd));
+  T* h1 = a.h1.open(nd);
+  ops::rmsnorm_forward(dev, x_in, params_.value(b.input_norm), N, d, eps, h1);
+  b.mixer->forward(cp, B, h1, x_out);
   ops::add(dev, a.x_mid.data(), x_in, x_out, nd);
-  ops::rmsnorm_forward(dev, a.x_mid.data(), params_.value(b.post_norm), N, d, eps, a.h2.data());
-  b.mlp->forward(N, a.h2.data(), x_out);
+  T* h2 = a.h2.open(nd);
+  ops::rmsnorm_forward(dev, a.x_mid.data(), params_.value(b.post_norm), N, d, eps, h2);
+  b.mlp->forward(N, h2, x_out);
   ops::add(dev, x_out, a.x_mid.data(), x_out, nd);
+  a.h1.seal();
+  a.h2.seal();
 }
 
 // dx: d(x_out) in, d(x_in) out.
 template <typename T, typename Dev>
-void Model<T, Dev>::layer_backward(std::size_t l, const CpContext& cp, const T* x_in,
-                                   const LayerActs& a, T* dx) {
+void Model<T, Dev>::layer_backward(std::size_t l, const CpContext& cp, const T* x_in, LayerActs& a,
+                                   T* dx) {
   const Dev dev{};
   const int d = c_.hidden_size;
   const std::int64_t nd = std::int64_t(a.x_mid.size()), N = nd / d;
@@ -264,11 +268,15 @@ void Model<T, Dev>::layer_backward(std::size_t l, const CpContext& cp, const T* 
   Block& b = blocks_[l];
   const profile::Region region("layer");
   Buffer<Dev, T> dh(static_cast<std::size_t>(nd)), tmp(static_cast<std::size_t>(nd));
+  b.mlp->rebind_input(a.h2.view());
   b.mlp->backward(dx, dh.data());
+  a.h2.clear();
   ops::rmsnorm_backward(dev, a.x_mid.data(), params_.value(b.post_norm), dh.data(), N, d, eps,
                         tmp.data(), params_.grad(b.post_norm));
   ops::add(dev, dx, dx, tmp.data(), nd);  // dx is now d(x_mid)
+  b.mixer->rebind_input(a.h1.view());
   b.mixer->backward(cp, dx, dh.data());
+  a.h1.clear();
   ops::rmsnorm_backward(dev, x_in, params_.value(b.input_norm), dh.data(), N, d, eps, tmp.data(),
                         params_.grad(b.input_norm));
   ops::add(dev, dx, dx, tmp.data(), nd);

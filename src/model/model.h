@@ -20,6 +20,7 @@
 
 #include "comm/communicator.h"
 #include "cp/cp_context.h"
+#include "model/kept.h"
 #include "model/mixer.h"
 #include "model/mlp.h"
 #include "model/model_comms.h"
@@ -151,12 +152,15 @@ class Model {
   };
   // The residual stream of one layer: its input, between mixer and MLP, and the normed
   // inputs of mixer and MLP, which their backward reads.
+  // x_mid is the residual stream; h1 and h2, the normed inputs of the mixer and the MLP,
+  // are kept in bf16 in the bf16 mode (model/kept.h).
   struct LayerActs {
-    Buffer<Dev, T> x_mid, h1, h2;
+    Buffer<Dev, T> x_mid;
+    Kept<T, Dev> h1, h2;
   };
   void layer_forward(std::size_t l, const CpContext& cp, int B, const T* x_in, LayerActs& a,
                      T* x_out);
-  void layer_backward(std::size_t l, const CpContext& cp, const T* x_in, const LayerActs& a, T* dx);
+  void layer_backward(std::size_t l, const CpContext& cp, const T* x_in, LayerActs& a, T* dx);
   // The fused LM head and cross-entropy over blocks of tokens: returns the summed token
   // losses; dh gets d(loss * grad_scale)/d(final norm output); the head's gradient adds up.
   // An invalid target throws after the last block, naming its row of `targets`.

@@ -26,6 +26,10 @@ class MoeMlp final : public Mlp<T, Dev> {
   // transformers' _init_weights: every weight N(0, std).
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
   const char* kind() const override { return "moe"; }
+  void rebind_input(const T* x) override {
+    x_ = x;
+    shared_.rebind_input(x);
+  }
   static ActivationElems activations(const ModelConfig& c, std::int64_t N, int ep = 1);
 
   int num_experts() const override { return E_; }
