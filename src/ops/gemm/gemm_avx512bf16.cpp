@@ -68,25 +68,9 @@ void dp_tile(int k2, const Bf16* A, ptrdiff_t lda, const Bf16* B, ptrdiff_t ldb,
 template <int NV>
 void dp_panel(int m, int k2, const Bf16* A, ptrdiff_t lda, const Bf16* B, ptrdiff_t ldb, int cols,
               float beta, float* C, ptrdiff_t ldc) {
-  int i = 0;
-  for (; i + kTileRows <= m; i += kTileRows)
-    dp_tile<kTileRows, NV>(k2, A + i * lda, lda, B, ldb, cols, beta, C + i * ldc, ldc);
-  switch (m - i) {
-    case 0:
-      break;
-#define GDN_TAIL(R)                                                             \
-  case R:                                                                       \
-    dp_tile<R, NV>(k2, A + i * lda, lda, B, ldb, cols, beta, C + i * ldc, ldc); \
-    break;
-      GDN_TAIL(1)
-      GDN_TAIL(2)
-      GDN_TAIL(3)
-      GDN_TAIL(4)
-      GDN_TAIL(5)
-      GDN_TAIL(6)
-      GDN_TAIL(7)
-#undef GDN_TAIL
-  }
+  for_row_tiles(m, [&]<int R>(int i) {
+    dp_tile<R, NV>(k2, A + i * lda, lda, B, ldb, cols, beta, C + i * ldc, ldc);
+  });
 }
 
 // Panels of 32 columns (16 at the end where fewer are left); a narrower last panel is

@@ -83,6 +83,30 @@ void tile(int p0, int p1, const T* A, ptrdiff_t rs, ptrdiff_t cs, const T* B, pt
   }
 }
 
+// tile.operator()<R>(i) for the tiles of m rows: kTileRows rows at a time, then one
+// shorter tile for the last rows (R is a template argument: the register tile's size).
+template <typename Tile>
+void for_row_tiles(int m, Tile&& tile) {
+  int i = 0;
+  for (; i + kTileRows <= m; i += kTileRows) tile.template operator()<kTileRows>(i);
+  switch (m - i) {
+    case 0:
+      break;
+#define GDN_TAIL(R)                 \
+  case R:                           \
+    tile.template operator()<R>(i); \
+    break;
+      GDN_TAIL(1)
+      GDN_TAIL(2)
+      GDN_TAIL(3)
+      GDN_TAIL(4)
+      GDN_TAIL(5)
+      GDN_TAIL(6)
+      GDN_TAIL(7)
+#undef GDN_TAIL
+  }
+}
+
 // What one GEMM call shares with all its tiles.
 template <typename T>
 struct Call {
@@ -109,24 +133,7 @@ void tile_at(const Call<T>& c, int i, int j0, const T* B, ptrdiff_t ldb, int col
 // One panel of C (all m rows, `cols` columns at j0).
 template <typename T, int NV>
 void panel(const Call<T>& c, int j0, const T* B, ptrdiff_t ldb, int cols) {
-  int i = 0;
-  for (; i + kTileRows <= c.m; i += kTileRows) tile_at<T, kTileRows, NV>(c, i, j0, B, ldb, cols);
-  switch (c.m - i) {  // the last rows: a shorter tile (R is a template argument)
-    case 0:
-      break;
-#define GDN_TAIL(R)                            \
-  case R:                                      \
-    tile_at<T, R, NV>(c, i, j0, B, ldb, cols); \
-    break;
-      GDN_TAIL(1)
-      GDN_TAIL(2)
-      GDN_TAIL(3)
-      GDN_TAIL(4)
-      GDN_TAIL(5)
-      GDN_TAIL(6)
-      GDN_TAIL(7)
-#undef GDN_TAIL
-  }
+  for_row_tiles(c.m, [&]<int R>(int i) { tile_at<T, R, NV>(c, i, j0, B, ldb, cols); });
 }
 
 #if defined(__AVX512F__)
