@@ -89,21 +89,23 @@ template <typename Tile>
 void for_row_tiles(int m, Tile&& tile) {
   int i = 0;
   for (; i + kTileRows <= m; i += kTileRows) tile.template operator()<kTileRows>(i);
-  switch (m - i) {
-    case 0:
-      break;
-#define GDN_TAIL(R)                 \
-  case R:                           \
-    tile.template operator()<R>(i); \
-    break;
-      GDN_TAIL(1)
-      GDN_TAIL(2)
-      GDN_TAIL(3)
-      GDN_TAIL(4)
-      GDN_TAIL(5)
-      GDN_TAIL(6)
-      GDN_TAIL(7)
-#undef GDN_TAIL
+  switch (m - i) {  // kTileRows is at most 8
+    case 1:
+      return tile.template operator()<1>(i);
+    case 2:
+      return tile.template operator()<2>(i);
+    case 3:
+      return tile.template operator()<3>(i);
+    case 4:
+      return tile.template operator()<4>(i);
+    case 5:
+      return tile.template operator()<5>(i);
+    case 6:
+      return tile.template operator()<6>(i);
+    case 7:
+      return tile.template operator()<7>(i);
+    default:
+      return;
   }
 }
 
