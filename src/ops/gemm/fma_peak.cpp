@@ -9,6 +9,7 @@
 #include <ctime>
 #include <vector>
 
+#include "ops/gemm/gemm.h"
 #include "ops/gemm/gemm_path.h"
 
 #if defined(__linux__)
@@ -90,7 +91,7 @@ double median(std::vector<double> v) {
 template <typename T>
 FmaPeak measure_fma_peak(double seconds) {
   const GemmKernels& g = gemm_kernels();
-  const int L = g.lanes * int(sizeof(float) / sizeof(T));
+  const int L = gemm_lanes<T>();
   T (*fma_chains)(long, T) = nullptr;
   if constexpr (sizeof(T) == 4)
     fma_chains = g.fma_chains_f32;

@@ -18,6 +18,12 @@ T* scratch(long elems) {
   return buf.data();
 }
 
+// Elements of T per vector of g's ISA.
+template <typename T>
+int lanes(const GemmKernels& g) {
+  return g.lanes * int(sizeof(float)) / int(sizeof(T));
+}
+
 template <typename T>
 GemmFn<T> kernel(const GemmKernels& g) {
   if constexpr (sizeof(T) == 4)
@@ -34,7 +40,7 @@ int gemm_tile_rows() {
 
 template <typename T>
 int gemm_lanes() {
-  return gemm_kernels().lanes * int(sizeof(float)) / int(sizeof(T));
+  return lanes<T>(gemm_kernels());
 }
 
 template <typename T>
@@ -42,7 +48,7 @@ void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, c
           T beta, T* C, int ldc, Structure s) {
   const GemmKernels& g = gemm_kernels();
   kernel<T>(g)(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s,
-               scratch<T>(2L * gemm_lanes<T>() * (k > 0 ? k : 0)));
+               scratch<T>(2L * lanes<T>(g) * (k > 0 ? k : 0)));
 }
 
 template int gemm_lanes<float>();
