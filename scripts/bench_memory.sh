@@ -34,7 +34,7 @@ for T in $SEQS; do
         --config "$CONFIG" --cp "$cp" --dp 1 --seq-len "$T" --recompute "$rc" --dtype "$DTYPE" \
         --steps 1 --watchdog-s 0 2>&1) || true
       est=$(echo "$out" | grep -m1 "memory per rank (estimate)" | sed -E 's/.*estimate\): ([0-9.]+ [KMGT]?i?B).*/\1/' || true)
-      if echo "$out" | grep -q "the model does not fit"; then
+      if grep -q "the model does not fit" <<<"$out"; then
         printf "%8d | %3d | %9s | %10s | %10s | %8s\n" "$T" "$cp" "$rc" "does not fit" \
           "$(echo "$out" | grep -m1 -o 'needs an estimated [0-9.]* [KMGT]iB' | sed 's/needs an estimated //' || true)" "-"
         continue

@@ -222,7 +222,7 @@ if [ -z "$BUILD" ]; then
     row "carried packages used" FAILED "$(grep -E '^(cxxopts|spdlog|fmt|nlohmann_json|Catch2)_DIR:' "$BUILD/CMakeCache.txt" | grep -v "$DEPS" | tr '\n' ' ')"
   step "build" 240 cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}" || finish
 fi
-if ldd "$BUILD/apps/gdn_train" | grep -q "libmpi.so.* => $MPI_PREFIX/"; then
+if ldd "$BUILD/apps/gdn_train" | grep "libmpi.so.* => $MPI_PREFIX/" >/dev/null; then
   row "linked MPI is the wheel's" ok "$(ldd "$BUILD/apps/gdn_train" | grep -o "libmpi.so[^ ]* => [^ ]*")"
 else
   row "linked MPI is the wheel's" FAILED "$(ldd "$BUILD/apps/gdn_train" | grep libmpi)"
@@ -399,7 +399,7 @@ if [ "$DRY" -eq 0 ] && command -v compute-sanitizer >/dev/null; then
     local name="compute-sanitizer $1 (bf16 kernels, T=128)"
     step "$name" "$2" bash -c 'out=$(compute-sanitizer --tool "$0" --error-exitcode 1 "${@}" 2>&1)
       rc=$?; echo "$out"
-      if [ "$rc" -ne 0 ] && echo "$out" | grep -qi "not supported"; then echo "SANITIZER NOT SUPPORTED"; exit 0; fi
+      if [ "$rc" -ne 0 ] && grep -qi "not supported" <<<"$out"; then echo "SANITIZER NOT SUPPORTED"; exit 0; fi
       exit "$rc"' "$1" "${BF16_SMALL[@]}"
     grep -q "SANITIZER NOT SUPPORTED" "$(logname "$name")" 2>/dev/null &&
       row "$name" info "not supported on this machine (recorded, not a failure)"

@@ -15,7 +15,7 @@ pkgs=(build-essential cmake g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspd
       nlohmann-json3-dev catch2 jq gnuplot-nox python3 python3-venv libopenblas-dev)
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"

@@ -63,7 +63,7 @@ for folder in "${order[@]}" apps; do
   grep -q "add_library(${lib[$folder]}" "$cm" || violation "$cm does not define ${lib[$folder]}"
   for other in "${order[@]}"; do
     if [ "${rank[$other]}" -ge "$r" ] && [ "$other" != "$folder" ] &&
-      grep -E "target_link_libraries\(${lib[$folder]}" -A3 "$cm" | grep -qw "${lib[$other]}"; then
+      grep -E "target_link_libraries\(${lib[$folder]}" -A3 "$cm" | grep -w "${lib[$other]}" >/dev/null; then
       violation "$cm links ${lib[$other]}: $folder may not depend on $other"
     fi
   done

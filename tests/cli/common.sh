@@ -32,7 +32,7 @@ rank_pid() {
   local pid
   for pid in $(pgrep -f -- "$2" 2>/dev/null); do
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ] || continue
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$3" &&
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=$3" >/dev/null &&
       echo "$pid" && return
   done
 }

@@ -31,7 +31,7 @@ if [ "$(uname -m)" = x86_64 ]; then
     fail "$base of $host host files at -march=x86-64-v3"
   for isa in "avx2:-mno-avx512f" "avx512:-mavx512f" "avx512bf16:-mavx512bf16"; do
     file=gemm_${isa%%:*}.cpp flag=${isa#*:}
-    grep "\"command\":.*$file" "$CC" | grep -q -- "$flag" && pass "$file compiled with $flag" ||
+    grep "\"command\":.*$file" "$CC" | grep -- "$flag" >/dev/null && pass "$file compiled with $flag" ||
       fail "$file not compiled with $flag"
   done
   for isa in avx2 avx512 avx512bf16; do

@@ -131,7 +131,7 @@ wait_until() {
 }
 # has_stop_signals: the case needs gdn_train's graceful stop; fail (not skip) without it.
 has_stop_signals() {
-  "$TRAIN" --help 2>&1 | grep -q -- --stop-signals && return
+  grep -q -- --stop-signals <<<"$("$TRAIN" --help 2>&1)" && return
   fail "$TRAIN has no --stop-signals: graceful stopping (exit 75) is not built in"
   finish
   exit 1
