@@ -43,6 +43,15 @@ class GdnContextParallel {
   // grads.dq ... dbeta: this shard's input gradients; grads.dh0 (global, when h0 was
   // given) the same on every rank. Same cp as the forward.
   void backward(const CpContext& cp, const T* dO, const T* dht, GdnGradView<T>& grads);
+  // The forward's inputs moved: the same values at other addresses (a layer that kept
+  // them in bf16 and decoded them, model/kept.h). The backward reads `local` instead; q and
+  // k are normalised again (the same bits).
+  void rebind(const GdnInputView<T>& local) {
+    norm_.normalize(p_, shard_.size(), local);
+    pass_.rebind(norm_.view());
+  }
+  // Frees the normalised q and k between forward() and a rebind() that makes them again.
+  void release_inputs() { norm_.release(); }
   // Frees what the forward kept for the backward (activation recomputation, docs/design.md
   // §6c). Keep::replay keeps the local pass's per-chunk entry states (B Hv K V elements
   // per chunk of the shard, at any P) and what the backward's phase 2 reads from the

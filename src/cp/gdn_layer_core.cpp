@@ -26,15 +26,21 @@ void GdnLayerCore<T, Dev>::forward(const CpContext& cp, const GdnProblem& p,
   // Row b as a packed problem of its own: its documents are the sequences.
   const std::int64_t Tl = cp.tokens();
   row_ = {Tl * p.Hk * p.K, Tl * p.Hv * p.V, Tl * p.Hv};
-  const auto [qk, vv, hh] = row_;
   GdnProblem row = p;
   row.B = 1;
   for (int b = 0; b < p.B; ++b) {
     row.cu_seqlens = cp.documents->row(b);
-    const GdnInputView<T> r{in.q + b * qk, in.k + b * qk,    in.v + b * vv,
-                            in.g + b * hh, in.beta + b * hh, nullptr};
-    cores_[std::size_t(b)]->forward(cp, row, r, o + b * vv, nullptr);
+    cores_[std::size_t(b)]->forward(cp, row, row_view(in, b), o + b * row_.v, nullptr);
   }
+}
+
+template <typename T, typename Dev>
+void GdnLayerCore<T, Dev>::rebind(const GdnInputView<T>& in) {
+  if (!per_row_) {
+    cores_[0]->rebind(in);
+    return;
+  }
+  for (std::size_t b = 0; b < cores_.size(); ++b) cores_[b]->rebind(row_view(in, int(b)));
 }
 
 template <typename T, typename Dev>

@@ -39,6 +39,12 @@ class GdnLayerCore {
   void forward(const CpContext& cp, const GdnProblem& p, const GdnInputView<T>& in, T* o);
   // d_o: this shard's output gradient; g: this shard's input gradients (g.dh0 unused).
   void backward(const CpContext& cp, const T* d_o, GdnGradView<T>& g);
+  // GdnContextParallel::rebind and release_inputs on every row's core: the backward reads
+  // the forward's inputs (the same values) from `in` instead.
+  void rebind(const GdnInputView<T>& in);
+  void release_inputs() {
+    for (auto& core : cores_) core->release_inputs();
+  }
   // GdnContextParallel::release on every row's core.
   void release(Keep keep) {
     for (auto& core : cores_) core->release(keep);
@@ -52,6 +58,11 @@ class GdnLayerCore {
   struct RowElems {
     std::int64_t qk = 0, v = 0, h = 0;
   } row_;
+  // Row b's part of the inputs (with documents).
+  GdnInputView<T> row_view(const GdnInputView<T>& in, int b) const {
+    return {in.q + b * row_.qk, in.k + b * row_.qk,   in.v + b * row_.v,
+            in.g + b * row_.h,  in.beta + b * row_.h, nullptr};
+  }
 };
 
 }  // namespace gdn

@@ -77,11 +77,14 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
       gdn_core_elems(GdnProblem(s.B, s.Tl, c.linear_num_key_heads, c.linear_num_value_heads,
                                 c.linear_key_head_dim, c.linear_value_head_dim, s.chunk_size),
                      s.P, omp_get_max_threads());
-  // z, o, normed and conv_in are kept in bf16 in the bf16 mode (model/kept.h); the
-  // backward decodes normed, then o and z, then conv_in.
+  // z, o, normed, conv_in and the core's inputs q, k, v, beta are kept in bf16 in the bf16
+  // mode (model/kept.h), and the core's normalised q, k not at all; the backward decodes
+  // normed, then o and z, then q, k, v, beta (and normalises q, k again), then conv_in.
   const std::int64_t conv_rows = N + std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1);
-  a.kept_bf16 = 3 * N * vd + conv_rows * Cc;
-  a.decoded = std::max(2 * N * vd, conv_rows * Cc);
+  const std::int64_t inputs = N * (2 * qk + vd + Hv);
+  a.kept_bf16 = 3 * N * vd + conv_rows * Cc + inputs;
+  a.remade_bf16 = 2 * N * qk;
+  a.decoded = std::max({2 * N * vd, conv_rows * Cc, inputs + 2 * N * qk});
   a.kept += core.kept;
   // Recomputing, the conv halo and what the core replays from stay.
   a.exchanged = std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1) * Cc + core.replayed;
@@ -126,28 +129,27 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
                                 pos);
   conv_in_.seal();
   // The core wants q, k [B, Tl, Hk, K] and v [B, Tl, Hv, V] as separate tensors.
-  q_.resize(N * qk_dim());
-  k_.resize(N * qk_dim());
-  v_.resize(N * v_dim());
-  Dev::copy_rows(q_.data(), qk_dim(), conv_out.data(), Cc, qk_dim(), N);
-  Dev::copy_rows(k_.data(), qk_dim(), conv_out.data() + qk_dim(), Cc, qk_dim(), N);
-  Dev::copy_rows(v_.data(), v_dim(), conv_out.data() + 2 * qk_dim(), Cc, v_dim(), N);
-  beta_.resize(N * Hv_);
+  Dev::copy_rows(q_.open(N * qk_dim()), qk_dim(), conv_out.data(), Cc, qk_dim(), N);
+  Dev::copy_rows(k_.open(N * qk_dim()), qk_dim(), conv_out.data() + qk_dim(), Cc, qk_dim(), N);
+  Dev::copy_rows(v_.open(N * v_dim()), v_dim(), conv_out.data() + 2 * qk_dim(), Cc, v_dim(), N);
   g_.resize(N * Hv_);
   ops::gdn_gating_forward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_), N, Hv_,
-                          beta_.data(), g_.data());
+                          beta_.open(N * Hv_), g_.data());
   // The GDN core with context parallelism; q and k are L2-normalised inside.
   GdnProblem p(B, cp.T_global, Hk_, Hv_, K_, V_, chunk_);
   p.l2norm_qk = true;
 
   const bool bf16 = bf16_autocast();  // the op's bf16 storage mode (gdn/bf16_op.h)
   if (bf16)
-    for (Buffer<Dev, T>* b : {&q_, &k_, &v_, &beta_}) ops::round_to_bf16(dev, b->data(), b->size());
+    for (Kept<T, Dev>* b : {&q_, &k_, &v_, &beta_}) ops::round_to_bf16(dev, b->values(), b->size());
   {
     const profile::Scope core_scope("gdn_core");
-    core_.forward(cp, p, {q_.data(), k_.data(), v_.data(), g_.data(), beta_.data(), nullptr},
+    core_.forward(cp, p,
+                  {q_.values(), k_.values(), v_.values(), g_.data(), beta_.values(), nullptr},
                   o_.open(N * v_dim()));
   }
+  for (Kept<T, Dev>* b : {&q_, &k_, &v_, &beta_}) b->seal();
+  if (q_.bf16()) core_.release_inputs();  // its normalised q, k: rebind() makes them again
   if (bf16) ops::round_to_bf16(dev, o_.values(), o_.size());
   // Gated RMSNorm per value head, then out_proj.
   ops::gated_rmsnorm_forward(dev, o_.values(), z_.values(), ps_.value(norm_), N * Hv_, V_, eps_,
@@ -176,8 +178,11 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   if (bf16_autocast()) ops::round_to_bf16(dev, d_o.data(), d_o.size());
   {
     const profile::Scope core_scope("gdn_core");
+    if (q_.bf16())
+      core_.rebind({q_.view(), k_.view(), v_.view(), g_.data(), beta_.view(), nullptr});
     core_.backward(cp, d_o.data(), cg);
   }
+  for (Kept<T, Dev>* b : {&q_, &k_, &v_, &beta_}) b->clear();
   Buffer<Dev, T> db(N * Hv_), da(N * Hv_);
   ops::gdn_gating_backward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_),
                            dbeta.data(), dg.data(), N, Hv_, db.data(), da.data(), ps_.grad(A_log_),
@@ -209,8 +214,8 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
 
 template <typename T, typename Dev>
 void GdnMixer<T, Dev>::do_release(Keep keep) {
-  for (Buffer<Dev, T>* b : {&b_, &a_, &q_, &k_, &v_, &beta_, &g_}) *b = Buffer<Dev, T>();
-  for (Kept<T, Dev>* b : {&z_, &conv_in_, &o_, &normed_}) b->clear();
+  for (Buffer<Dev, T>* b : {&b_, &a_, &g_}) *b = Buffer<Dev, T>();
+  for (Kept<T, Dev>* b : {&q_, &k_, &v_, &beta_, &z_, &conv_in_, &o_, &normed_}) b->clear();
   if (keep == Keep::nothing) {
     halo_ = Buffer<Dev, T>();
     pos_ = Buffer<Dev, std::int64_t>();

@@ -62,7 +62,10 @@ class GdnMixer final : public Mixer<T, Dev> {
   // The last forward: its input and activations, and the CP core (kept for the run).
   int B_ = 0;
   const T* x_ = nullptr;
-  Buffer<Dev, T> b_, a_, q_, k_, v_, beta_, g_;  // q, k, v, beta, g: the core reads them
+  Buffer<Dev, T> b_, a_, g_;
+  // q, k, v, beta: the core's inputs, which its backward reads (in the bf16 mode they are
+  // bf16 values, so keeping them in bf16 is exact; the core is rebound to the decoded ones).
+  Kept<T, Dev> q_, k_, v_, beta_;
   Kept<T, Dev> z_, conv_in_, o_, normed_;
   Buffer<Dev, T> halo_;  // the W - 1 rows before the shard, from the previous rank
   // With documents: each row's tokens' positions in their documents [B, Tl] (the conv's

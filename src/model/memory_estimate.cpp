@@ -67,20 +67,22 @@ MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int el
   // Bytes of a layer part's kept activations, and of what its backward decodes: the bf16
   // mode keeps kept_bf16 of them in two bytes each (model/kept.h).
   auto kept_bytes = [&](const ActivationElems& a) {
-    return a.kept * e - (bf16 ? a.kept_bf16 * (e - 2) : 0);
+    return a.kept * e - (bf16 ? a.kept_bf16 * (e - 2) + a.remade_bf16 * e : 0);
   };
   auto decoded_bytes = [&](const ActivationElems& a) { return bf16 ? a.decoded * e : 0; };
-  // Kept either way: every layer's input and the final one. The LM head and the loss run
-  // block by block: the final norm's output and gradient, dx, and one block of logits.
-  const std::int64_t block = loss_block_tokens(0, V, N);
-  std::int64_t kept = (L + 1) * nd * e, transient = (3 * nd + block * V) * e, largest_layer = 0;
+  // Kept either way: every layer's input and the final one (the bf16 mode keeps the
+  // layers' inputs in bf16 unless recomputing, whose forward runs again from them). The LM
+  // head and the loss run block by block: the final norm's output and gradient, dx, and
+  // one block of logits.
+  const std::int64_t block = loss_block_tokens(0, V, N), input = bf16 && !recompute ? 2 : e;
+  std::int64_t kept = L * nd * input + nd * e, transient = (3 * nd + block * V) * e,
+               largest_layer = 0;
   for (int l = 0; l < L; ++l) {
     const ActivationElems m = mixer_activations(c.layer_type(l), c, s);
     const ActivationElems f = mlp_activations(c, l, N, state.ep);
-    // x_mid, h1, h2 (the normed inputs: bf16 in the bf16 mode) and the mixer's and MLP's
-    // own; the backward's dh and tmp and dx, and in the bf16 mode the decoded h1 or h2.
-    const std::int64_t layer_kept =
-        nd * e + 2 * nd * (bf16 ? 2 : e) + kept_bytes(m) + kept_bytes(f);
+    // x_mid, h1, h2 (bf16 in the bf16 mode) and the mixer's and MLP's own; the backward's
+    // dh and tmp and dx, and in the bf16 mode the decoded x_mid, h1, h2 or input.
+    const std::int64_t layer_kept = 3 * nd * (bf16 ? 2 : e) + kept_bytes(m) + kept_bytes(f);
     const std::int64_t layer_transient =
         std::max(m.transient * e + decoded_bytes(m), f.transient * e + decoded_bytes(f)) +
         3 * nd * e + (bf16 ? nd * e : 0);

@@ -244,26 +244,27 @@ void Model<T, Dev>::layer_forward(std::size_t l, const CpContext& cp, int B, con
   const double eps = c_.rms_norm_eps;
   Block& b = blocks_[l];
   const profile::Region region("layer");  // the norms and residual adds around the blocks
-  a.x_mid.resize(std::size_t(nd));
+  T* x_mid = a.x_mid.open(nd);
   T* h1 = a.h1.open(nd);
   ops::rmsnorm_forward(dev, x_in, params_.value(b.input_norm), N, d, eps, h1);
   b.mixer->forward(cp, B, h1, x_out);
-  ops::add(dev, a.x_mid.data(), x_in, x_out, nd);
+  ops::add(dev, x_mid, x_in, x_out, nd);
   T* h2 = a.h2.open(nd);
-  ops::rmsnorm_forward(dev, a.x_mid.data(), params_.value(b.post_norm), N, d, eps, h2);
+  ops::rmsnorm_forward(dev, x_mid, params_.value(b.post_norm), N, d, eps, h2);
   b.mlp->forward(N, h2, x_out);
-  ops::add(dev, x_out, a.x_mid.data(), x_out, nd);
+  ops::add(dev, x_out, x_mid, x_out, nd);
+  a.x_mid.seal();
   a.h1.seal();
   a.h2.seal();
 }
 
 // dx: d(x_out) in, d(x_in) out.
 template <typename T, typename Dev>
-void Model<T, Dev>::layer_backward(std::size_t l, const CpContext& cp, const T* x_in, LayerActs& a,
-                                   T* dx) {
+void Model<T, Dev>::layer_backward(std::size_t l, const CpContext& cp, Kept<T, Dev>& x_in,
+                                   LayerActs& a, T* dx) {
   const Dev dev{};
   const int d = c_.hidden_size;
-  const std::int64_t nd = std::int64_t(a.x_mid.size()), N = nd / d;
+  const std::int64_t nd = a.x_mid.size(), N = nd / d;
   const double eps = c_.rms_norm_eps;
   Block& b = blocks_[l];
   const profile::Region region("layer");
@@ -271,14 +272,16 @@ void Model<T, Dev>::layer_backward(std::size_t l, const CpContext& cp, const T* 
   b.mlp->rebind_input(a.h2.view());
   b.mlp->backward(dx, dh.data());
   a.h2.clear();
-  ops::rmsnorm_backward(dev, a.x_mid.data(), params_.value(b.post_norm), dh.data(), N, d, eps,
+  ops::rmsnorm_backward(dev, a.x_mid.view(), params_.value(b.post_norm), dh.data(), N, d, eps,
                         tmp.data(), params_.grad(b.post_norm));
+  a.x_mid.clear();
   ops::add(dev, dx, dx, tmp.data(), nd);  // dx is now d(x_mid)
   b.mixer->rebind_input(a.h1.view());
   b.mixer->backward(cp, dx, dh.data());
   a.h1.clear();
-  ops::rmsnorm_backward(dev, x_in, params_.value(b.input_norm), dh.data(), N, d, eps, tmp.data(),
-                        params_.grad(b.input_norm));
+  ops::rmsnorm_backward(dev, x_in.view(), params_.value(b.input_norm), dh.data(), N, d, eps,
+                        tmp.data(), params_.grad(b.input_norm));
+  x_in.clear();
   ops::add(dev, dx, dx, tmp.data(), nd);
 }
 
@@ -322,10 +325,11 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   const std::size_t L = blocks_.size();
   const bool recompute = options_.recompute;
   ParamStore<T, Dev>& ps = params_;
-  // The residual stream at each layer's input (kept either way), and each layer's other
-  // activations: kept per layer, or, recomputing, one set made again before each backward.
-  std::vector<Buffer<Dev, T>> x_in(L + 1);
-  for (auto& x : x_in) x.resize(std::size_t(nd));
+  // The residual stream at each layer's input (kept either way: in the bf16 mode in bf16
+  // once no forward reads it), and each layer's other activations: kept per layer, or,
+  // recomputing, one set made again before each backward.
+  std::vector<Kept<T, Dev>> x_in(L + 1);
+  x_in[0].open(nd);
   std::vector<LayerActs> acts(recompute ? 1 : L);
   // The router's statistics of every MoE layer, summed as each layer runs: [A, S, R].
   const int E = c_.num_experts;
@@ -334,14 +338,15 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   acquire(0);
   {
     const profile::Region region("embed");
-    ops::embedding_forward(dev, tokens, ps.value(embed_), N, Vocab, d, x_in[0].data());
+    ops::embedding_forward(dev, tokens, ps.value(embed_), N, Vocab, d, x_in[0].values());
   }
   release(0, false);
   for (std::size_t l = 0; l < L; ++l) {
     LayerActs& a = acts[recompute ? 0 : l];
     acquire_layer(l);
-    layer_forward(l, cp, B, x_in[l].data(), a, x_in[l + 1].data());
+    layer_forward(l, cp, B, x_in[l].values(), a, x_in[l + 1].open(nd));
     release_layer(l, false);
+    if (!recompute) x_in[l].seal();  // recomputing, the layer's forward runs again from it
     Block& b = blocks_[l];
     if (b.moe) {
       b.mlp->add_router_stats(router.data(), router.data() + E);
@@ -362,7 +367,7 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   Losses losses;
   {
     const profile::Region region("head");
-    ops::rmsnorm_forward(dev, x_in[L].data(), ps.value(final_norm_), N, d, eps, hf.data());
+    ops::rmsnorm_forward(dev, x_in[L].values(), ps.value(final_norm_), N, d, eps, hf.data());
     losses.ce_sum = lm_head_loss(hf.data(), targets, N, grad_scale, dh.data());
   }
   if (c_.num_moe_layers() > 0) {
@@ -373,9 +378,10 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   // Backward, mirroring the forward.
   {
     const profile::Region region("head");
-    ops::rmsnorm_backward(dev, x_in[L].data(), ps.value(final_norm_), dh.data(), N, d, eps,
+    ops::rmsnorm_backward(dev, x_in[L].values(), ps.value(final_norm_), dh.data(), N, d, eps,
                           dx.data(), ps.grad(final_norm_));
   }
+  x_in[L].clear();
   release(head, true);
   if (lm_head_ == embed_) release(0, true);
   hf = Buffer<Dev, T>();
@@ -386,15 +392,15 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
     if (recompute) {
       // The layer's forward again, from its kept input: the same bits as the first time.
       Buffer<Dev, T> out(static_cast<std::size_t>(nd));
-      layer_forward(l, cp, B, x_in[l].data(), a, out.data());
+      layer_forward(l, cp, B, x_in[l].values(), a, out.data());
+      x_in[l].seal();  // the backward reads what it would have kept
     }
-    layer_backward(l, cp, x_in[l].data(), a, dx.data());
+    layer_backward(l, cp, x_in[l], a, dx.data());
     release_layer(l, true);
     if (recompute) {
       blocks_[l].mixer->release(Keep::nothing);
       blocks_[l].mlp->release(Keep::nothing);
     }
-    x_in[l + 1] = Buffer<Dev, T>();
     if (!recompute) a = LayerActs();
   }
   // The padding row gets no gradient from the embedding (transformers' padding_idx); the

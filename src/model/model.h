@@ -150,17 +150,17 @@ class Model {
     std::unique_ptr<Mlp<T, Dev>> mlp;
     bool moe = false;
   };
-  // The residual stream of one layer: its input, between mixer and MLP, and the normed
-  // inputs of mixer and MLP, which their backward reads.
-  // x_mid is the residual stream; h1 and h2, the normed inputs of the mixer and the MLP,
-  // are kept in bf16 in the bf16 mode (model/kept.h).
+  // What a layer keeps of the residual stream: x_mid, between mixer and MLP, and the
+  // normed inputs of mixer and MLP, h1 and h2. In the bf16 mode all three are kept in bf16
+  // once the layer's forward is done (model/kept.h): the forward sums in float, and only
+  // the backward's norms and weight gradients read the rounded copies.
   struct LayerActs {
-    Buffer<Dev, T> x_mid;
-    Kept<T, Dev> h1, h2;
+    Kept<T, Dev> x_mid, h1, h2;
   };
   void layer_forward(std::size_t l, const CpContext& cp, int B, const T* x_in, LayerActs& a,
                      T* x_out);
-  void layer_backward(std::size_t l, const CpContext& cp, const T* x_in, LayerActs& a, T* dx);
+  // x_in: the layer's input, read (in the bf16 mode as kept: rounded) and then freed.
+  void layer_backward(std::size_t l, const CpContext& cp, Kept<T, Dev>& x_in, LayerActs& a, T* dx);
   // The fused LM head and cross-entropy over blocks of tokens: returns the summed token
   // losses; dh gets d(loss * grad_scale)/d(final norm output); the head's gradient adds up.
   // An invalid target throws after the last block, naming its row of `targets`.

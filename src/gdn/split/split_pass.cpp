@@ -69,21 +69,35 @@ void SplitLocalPass<T>::reset(const GdnProblem& p, std::int64_t t0, std::int64_t
   // rows of h0 and every state are contiguous (packed sequences already have B = 1).
   GdnProblem row = p;
   row.B = 1;
-  const std::int64_t qk = std::int64_t(p.Hk) * p.K, v = std::int64_t(p.Hv) * p.V, gh = p.Hv;
   passes_.resize(std::size_t(S) * p.B);
   for (int s = 0; s < S; ++s)
-    for (int b = 0; b < p.B; ++b) {
-      const std::int64_t t = token_row(s, b);
-      const GdnInputView<T> view{in.q + t * qk, in.k + t * qk,    in.v + t * v,
-                                 in.g + t * gh, in.beta + t * gh, offset(in.h0, state_row(b))};
-      piece(s, b).reset(row, t0 + bounds_[s], t0 + bounds_[s + 1], view);
-    }
+    for (int b = 0; b < p.B; ++b)
+      piece(s, b).reset(row, t0 + bounds_[s], t0 + bounds_[s + 1], piece_view(in, s, b));
   dims_ = {p.B * p.Hv, p.K, p.V};
   pairs_.resize(std::size_t(S) * dims_.pair_elems());
   D_.resize(std::size_t(S) * dims_.b_elems());
   carried_.resize(std::size_t(S) * dims_.b_elems());
   prepared_.assign(S, 0);
   have_pair_.assign(S, 0);
+}
+
+template <typename T>
+GdnInputView<T> SplitLocalPass<T>::piece_view(const GdnInputView<T>& in, int s, int b) const {
+  const std::int64_t qk = std::int64_t(p_.Hk) * p_.K, v = std::int64_t(p_.Hv) * p_.V, gh = p_.Hv;
+  const std::int64_t t = token_row(s, b);
+  return {in.q + t * qk, in.k + t * qk,    in.v + t * v,
+          in.g + t * gh, in.beta + t * gh, offset(in.h0, state_row(b))};
+}
+
+template <typename T>
+void SplitLocalPass<T>::rebind(const GdnInputView<T>& in) {
+  in_ = in;
+  if (pieces() == 1) {
+    whole_.rebind(in);
+    return;
+  }
+  for (int s = 0; s < pieces(); ++s)
+    for (int b = 0; b < p_.B; ++b) piece(s, b).rebind(piece_view(in, s, b));
 }
 
 template <typename T>

@@ -68,6 +68,10 @@ class SplitLocalPass {
   void reset(const GdnProblem& p, std::int64_t t0, std::int64_t t1, const GdnInputView<T>& in,
              PieceSplit split = {});
 
+  // The same values at other addresses (LocalPass::rebind): every piece reads its part of
+  // `in` from now on.
+  void rebind(const GdnInputView<T>& in);
+
   std::int64_t tokens() const { return t1_ - t0_; }
   int pieces() const { return int(bounds_.size()) - 1; }
   // The pieces' local token offsets (pieces() + 1 of them).
@@ -120,6 +124,8 @@ class SplitLocalPass {
   // Where piece s, row b starts: its first token row in the slice's [B, tokens] rows,
   // and its rows of the [N, Hv, K, V] states (h0, ht, dht, dh0) and of [B, Hv, ...].
   std::int64_t token_row(int s, int b) const { return b * tokens() + bounds_[s]; }
+  // Piece s, row b's part of the slice's inputs `in`.
+  GdnInputView<T> piece_view(const GdnInputView<T>& in, int s, int b) const;
   std::int64_t state_row(int b) const {
     return p_.cu_seqlens.empty() ? std::int64_t(b) * p_.Hv * p_.K * p_.V : 0;
   }
