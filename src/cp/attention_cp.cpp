@@ -132,11 +132,11 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
 
   // 1. The whole sequence's K and V: each rank contributes [B, Tmax, 2, Hkv D] (its shard,
   // zero-padded), and the blocks are unpacked to [B, T, Hkv, D] by global position.
-  k_all_.resize(std::size_t(B * Tg * kv));
-  v_all_.resize(std::size_t(B * Tg * kv));
+  T* k_all = k_all_.open(B * Tg * kv);
+  T* v_all = v_all_.open(B * Tg * kv);
   if (P == 1) {
-    Dev::copy(k_all_.data(), k, std::size_t(B * Tg * kv));
-    Dev::copy(v_all_.data(), v, std::size_t(B * Tg * kv));
+    Dev::copy(k_all, k, std::size_t(B * Tg * kv));
+    Dev::copy(v_all, v, std::size_t(B * Tg * kv));
   } else {
     Buffer<Dev, T> mine(std::size_t(B * Tmax * 2 * kv)), all(std::size_t(P * B * Tmax * 2 * kv));
     for (int b = 0; b < B; ++b) {
@@ -150,29 +150,27 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
       const Shard sh = contiguous_shard(Tg, P, s);
       for (int b = 0; b < B; ++b) {
         const T* src = all.data() + (i64(s) * B + b) * Tmax * 2 * kv;
-        Dev::copy_rows(k_all_.data() + (i64(b) * Tg + sh.begin) * kv, kv, src, 2 * kv, kv,
-                       sh.size());
-        Dev::copy_rows(v_all_.data() + (i64(b) * Tg + sh.begin) * kv, kv, src + kv, 2 * kv, kv,
-                       sh.size());
+        Dev::copy_rows(k_all + (i64(b) * Tg + sh.begin) * kv, kv, src, 2 * kv, kv, sh.size());
+        Dev::copy_rows(v_all + (i64(b) * Tg + sh.begin) * kv, kv, src + kv, 2 * kv, kv, sh.size());
       }
     }
   }
   // 2. The query rows: this shard's, or the balanced set.
   lse_.resize(std::size_t(B * Tq * d.Hq));
+  const T* q_view = q;
+  T* o_view = o;
+  q_in_ = q;
+  o_in_ = o;
   if (balanced_) {
-    q_.resize(std::size_t(B * Tq * qw));
-    o_.resize(std::size_t(B * Tq * qw));
-    redistribute(cp, q, q_.data(), int(qw), true, attention_sites::kQueryToBalanced);
-    q_view_ = q_.data();
-    o_view_ = o_.data();
-  } else {
-    q_view_ = q;
-    o_view_ = o;
+    redistribute(cp, q, q_.open(B * Tq * qw), int(qw), true, attention_sites::kQueryToBalanced);
+    q_view = q_.values();
+    o_view = o_.open(B * Tq * qw);
   }
-  ops::attention_forward(Dev{}, q_view_, k_all_.data(), v_all_.data(), qpos_dev_.data(), B, Tq, Tg,
-                         d.Hq, d.Hkv, d.D, d.scale, o_view_, lse_.data(), kstart_or_null());
+  ops::attention_forward(Dev{}, q_view, k_all, v_all, qpos_dev_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D,
+                         d.scale, o_view, lse_.data(), kstart_or_null());
   if (balanced_)
-    redistribute(cp, o_.data(), o, int(qw), false, attention_sites::kOutputFromBalanced);
+    redistribute(cp, o_.values(), o, int(qw), false, attention_sites::kOutputFromBalanced);
+  for (Kept<T, Dev>* b : {&k_all_, &v_all_, &q_, &o_}) b->seal();
 }
 
 template <typename T, typename Dev>
@@ -183,8 +181,10 @@ void AttentionContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO
   const int P = cp.comm.size(), B = d.B;
   const i64 Tg = cp.T_global, Tl = cp.tokens(), Tmax = (Tg + P - 1) / P;
   const i64 kv = i64(d.Hkv) * d.D, qw = i64(d.Hq) * d.D, Tq = i64(qpos_.size());
-  // In the balanced layout, o_view_ is o_; otherwise the caller's o, which must still hold
-  // the forward's output (the mixer keeps it).
+  // The balanced layout's own q and o, or the caller's, which must still hold the
+  // forward's (the mixer keeps them).
+  const T* q_view = balanced_ ? q_.view() : q_in_;
+  const T* o_view = balanced_ ? o_.view() : o_in_;
   Buffer<Dev, T> dO_q, dq_q;
   const T* dO_view = dO;
   T* dq_view = dq;
@@ -196,9 +196,10 @@ void AttentionContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO
     dq_view = dq_q.data();
   }
   Buffer<Dev, T> dk_all(std::size_t(B * Tg * kv)), dv_all(std::size_t(B * Tg * kv));
-  ops::attention_backward(Dev{}, q_view_, k_all_.data(), v_all_.data(), o_view_, lse_.data(),
-                          dO_view, qpos_dev_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D, d.scale, dq_view,
+  ops::attention_backward(Dev{}, q_view, k_all_.view(), v_all_.view(), o_view, lse_.data(), dO_view,
+                          qpos_dev_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D, d.scale, dq_view,
                           dk_all.data(), dv_all.data(), kstart_or_null());
+  for (Kept<T, Dev>* b : {&k_all_, &v_all_, &q_, &o_}) b->release_view();
   if (balanced_)
     redistribute(cp, dq_q.data(), dq, int(qw), false, attention_sites::kDqFromBalanced);
   // dK, dV of every position, summed over the ranks onto the position's owner.

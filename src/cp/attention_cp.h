@@ -20,6 +20,7 @@
 #include "core/device.h"
 #include "core/lifecycle.h"
 #include "cp/cp_context.h"
+#include "ops/convert/kept.h"
 
 namespace gdn {
 
@@ -40,9 +41,18 @@ template <typename T, typename Dev>
 class AttentionContextParallel {
  public:
   // q [B, Tl, Hq, D], k, v [B, Tl, Hkv, D]: this rank's shard cp.shard; o likewise.
-  // q and o must stay valid and unchanged until backward().
+  // q and o must stay valid and unchanged until backward() (or rebind()). In the bf16
+  // mode the gathered K, V (and the balanced layout's q, o) are kept in bf16: q, k, v and
+  // o are bf16 values there, so this is exact.
+
   void forward(const CpContext& cp, const AttentionDims& d, const T* q, const T* k, const T* v,
                T* o);
+  // The forward's q and o moved: the same values at other addresses (a mixer that kept
+  // them in bf16 and decoded them). The backward reads these instead.
+  void rebind(const T* q, const T* o) {
+    q_in_ = q;
+    o_in_ = o;
+  }
   // dO -> dq, dk, dv of this rank's shard (overwritten). Same cp as the forward.
   void backward(const CpContext& cp, const T* dO, T* dq, T* dk, T* dv);
   // (query, key) pairs of the last forward per head, summed over the batch rows: this
@@ -51,7 +61,8 @@ class AttentionContextParallel {
   // Frees what the forward kept (activation recomputation, docs/design.md §6c). Keep::replay
   // keeps nothing either: K and V are gathered again, as large as the kept activations.
   void release(Keep keep) {
-    for (Buffer<Dev, T>* b : {&k_all_, &v_all_, &q_, &o_, &lse_}) *b = Buffer<Dev, T>();
+    for (Kept<T, Dev>* b : {&k_all_, &v_all_, &q_, &o_}) b->clear();
+    lse_ = Buffer<Dev, T>();
     lifecycle_.release(keep);
   }
 
@@ -72,10 +83,11 @@ class AttentionContextParallel {
     return kstart_dev_.size() ? kstart_dev_.data() : nullptr;
   }
   std::int64_t pairs_ = 0;
-  Buffer<Dev, T> k_all_, v_all_;  // [B, T, Hkv, D]: the whole sequence
-  Buffer<Dev, T> q_, o_, lse_;    // in the query layout (balanced only: q_, o_)
-  const T* q_view_ = nullptr;     // the query rows of the forward (q_ or the caller's q)
-  T* o_view_ = nullptr;
+  Kept<T, Dev> k_all_, v_all_;  // [B, T, Hkv, D]: the whole sequence
+  Kept<T, Dev> q_, o_;          // in the query layout (balanced only)
+  Buffer<Dev, T> lse_;          // in the query layout
+  const T* q_in_ = nullptr;     // the caller's q and o (not balanced)
+  const T* o_in_ = nullptr;
 };
 
 }  // namespace gdn

@@ -44,7 +44,7 @@ class GdnContextParallel {
   // given) the same on every rank. Same cp as the forward.
   void backward(const CpContext& cp, const T* dO, const T* dht, GdnGradView<T>& grads);
   // The forward's inputs moved: the same values at other addresses (a layer that kept
-  // them in bf16 and decoded them, model/kept.h). The backward reads `local` instead; q and
+  // them in bf16 and decoded them, ops/convert/kept.h). The backward reads `local` instead; q and
   // k are normalised again (the same bits).
   void rebind(const GdnInputView<T>& local) {
     norm_.normalize(p_, shard_.size(), local);

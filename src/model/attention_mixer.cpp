@@ -58,13 +58,14 @@ ActivationElems AttentionMixer<T, Dev>::activations(const ModelConfig& c, const 
   const std::int64_t kv = std::int64_t(c.num_key_value_heads) * c.head_dim;
   const std::int64_t whole = std::int64_t(s.B) * s.T;  // rows of the gathered K, V
   ActivationElems a;
-  // q_raw, gate, q, attn, gated; k_raw, k, v; the gathered K, V; lse; the balanced
-  // query set's q and o (about N rows).
-  a.kept = N * (5 * qw + 3 * kv + c.num_attention_heads) + 2 * whole * kv + 2 * N * qw;
-  // q_raw, gate, gated and k_raw are kept in bf16 in the bf16 mode (model/kept.h); the
-  // backward decodes one at a time.
-  a.kept_bf16 = N * (3 * qw + kv);
-  a.decoded = N * qw;
+  // q_raw, gate, q, attn, gated; k_raw; the gathered K, V (the core's copies); lse; the
+  // balanced query set's q and o (about N rows).
+  const std::int64_t core_kept = 2 * N * qw + 2 * whole * kv + 2 * N * qw;
+  a.kept = N * (3 * qw + kv + c.num_attention_heads) + core_kept;
+  // All but lse are kept in bf16 in the bf16 mode (ops/convert/kept.h). The backward decodes
+  // q_raw, gate, gated and k_raw one at a time, and what the core reads all at once.
+  a.kept_bf16 = N * (3 * qw + kv) + core_kept;
+  a.decoded = core_kept;
   // Backward: dgated, dattn, dgate, dq (twice), dqg; dk, dv (twice); dK, dV of the whole
   // sequence and their reduce-scatter buffer; dx part.
   a.transient = N * (7 * qw + 4 * kv + c.hidden_size) + 4 * whole * kv;
@@ -79,23 +80,21 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   const std::int64_t Tl = cp.tokens(), N = std::int64_t(B) * Tl;
   const int qw = q_width(), kv = kv_width();
   // Projections; q_proj's rows are per head [query | gate].
-  Buffer<Dev, T> qg(N * 2 * qw);
+  Buffer<Dev, T> qg(N * 2 * qw), k(N * kv), v(N * kv);
   ops::linear_forward(dev, x, ps_.value(q_proj_), N, d_, 2 * qw, qg.data());
-  v_.resize(N * kv);
   ops::linear_forward(dev, x, ps_.value(k_proj_), N, d_, kv, k_raw_.open(N * kv));
-  ops::linear_forward(dev, x, ps_.value(v_proj_), N, d_, kv, v_.data());
+  ops::linear_forward(dev, x, ps_.value(v_proj_), N, d_, kv, v.data());
   if (bias_) {
     ops::bias_add(dev, qg.data(), ps_.value(q_bias_), N, 2 * qw);
     ops::bias_add(dev, k_raw_.values(), ps_.value(k_bias_), N, kv);
-    ops::bias_add(dev, v_.data(), ps_.value(v_bias_), N, kv);
+    ops::bias_add(dev, v.data(), ps_.value(v_bias_), N, kv);
   }
   Dev::copy_rows(q_raw_.open(N * qw), D_, qg.data(), 2 * D_, D_, N * Hq_);
   Dev::copy_rows(gate_.open(N * qw), D_, qg.data() + D_, 2 * D_, D_, N * Hq_);
   // Per-head norms, then RoPE at the rows' global positions.
-  q_.resize(N * qw);
-  k_.resize(N * kv);
-  ops::rmsnorm_forward(dev, q_raw_.values(), ps_.value(q_norm_), N * Hq_, D_, eps_, q_.data());
-  ops::rmsnorm_forward(dev, k_raw_.values(), ps_.value(k_norm_), N * Hkv_, D_, eps_, k_.data());
+  T* q = q_.open(N * qw);
+  ops::rmsnorm_forward(dev, q_raw_.values(), ps_.value(q_norm_), N * Hq_, D_, eps_, q);
+  ops::rmsnorm_forward(dev, k_raw_.values(), ps_.value(k_norm_), N * Hkv_, D_, eps_, k.data());
   q_raw_.seal();
   k_raw_.seal();
   // Global positions, or with packed documents the positions inside each document.
@@ -107,8 +106,8 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
       for (std::int64_t t = 0; t < Tl; ++t) pos[std::size_t(b * Tl + t)] = cp.shard.begin + t;
   }
   pos_ = to_device<Dev>(pos.data(), pos.size());
-  ops::rope_forward(dev, q_.data(), pos_.data(), N, Hq_, D_, R_, theta_, q_.data());
-  ops::rope_forward(dev, k_.data(), pos_.data(), N, Hkv_, D_, R_, theta_, k_.data());
+  ops::rope_forward(dev, q, pos_.data(), N, Hq_, D_, R_, theta_, q);
+  ops::rope_forward(dev, k.data(), pos_.data(), N, Hkv_, D_, R_, theta_, k.data());
   // Attention over the whole sequence, then the sigmoid gate and o_proj.
   AttentionDims dims;
   dims.B = B;
@@ -117,17 +116,19 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   dims.D = D_;
   dims.scale = 1.0 / std::sqrt(double(D_));
   const bool bf16 = bf16_autocast();  // q, k, v and the output stored as bf16 values
-  if (bf16)
-    for (Buffer<Dev, T>* b : {&q_, &k_, &v_}) ops::round_to_bf16(dev, b->data(), b->size());
+  if (bf16) {
+    ops::round_to_bf16(dev, q, N * qw);
+    for (Buffer<Dev, T>* b : {&k, &v}) ops::round_to_bf16(dev, b->data(), b->size());
+  }
+  T* attn = attn_.open(N * qw);
   {
     const profile::Scope core_scope("attention_core");
-    attn_.resize(N * qw);
-    core_.forward(cp, dims, q_.data(), k_.data(), v_.data(), attn_.data());
+    core_.forward(cp, dims, q, k.data(), v.data(), attn);
   }
-  if (bf16) ops::round_to_bf16(dev, attn_.data(), attn_.size());
-  ops::sigmoid_gate_forward(dev, attn_.data(), gate_.values(), N * qw, gated_.open(N * qw));
+  if (bf16) ops::round_to_bf16(dev, attn, N * qw);
+  ops::sigmoid_gate_forward(dev, attn, gate_.values(), N * qw, gated_.open(N * qw));
   ops::linear_forward(dev, gated_.values(), ps_.value(o_proj_), N, qw, d_, y);
-  for (Kept<T, Dev>* b : {&gate_, &gated_}) b->seal();
+  for (Kept<T, Dev>* b : {&q_, &attn_, &gate_, &gated_}) b->seal();
   if (bias_) ops::bias_add(dev, y, ps_.value(o_bias_), N, d_);
 }
 
@@ -141,15 +142,18 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
                        ps_.grad(o_proj_));
   gated_.clear();
   if (bias_) ops::bias_backward(dev, dy, N, d_, ps_.grad(o_bias_));
-  ops::sigmoid_gate_backward(dev, attn_.data(), gate_.view(), dgated.data(), N * qw, dattn.data(),
+  ops::sigmoid_gate_backward(dev, attn_.view(), gate_.view(), dgated.data(), N * qw, dattn.data(),
                              dgate.data());
   gate_.clear();
   Buffer<Dev, T> dq(N * qw), dk(N * kv), dv(N * kv);
   if (bf16_autocast()) ops::round_to_bf16(dev, dattn.data(), dattn.size());
   {
     const profile::Scope core_scope("attention_core");
+    if (q_.bf16()) core_.rebind(q_.view(), attn_.view());
     core_.backward(cp, dattn.data(), dq.data(), dk.data(), dv.data());
   }
+  q_.clear();
+  attn_.clear();
   ops::rope_backward(dev, dq.data(), pos_.data(), N, Hq_, D_, R_, theta_, dq.data());
   ops::rope_backward(dev, dk.data(), pos_.data(), N, Hkv_, D_, R_, theta_, dk.data());
   // Back through the norms; the query gradient and the gate's interleave per head again.
@@ -178,8 +182,7 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
 
 template <typename T, typename Dev>
 void AttentionMixer<T, Dev>::do_release(Keep keep) {
-  for (Buffer<Dev, T>* b : {&q_, &k_, &v_, &attn_}) *b = Buffer<Dev, T>();
-  for (Kept<T, Dev>* b : {&q_raw_, &gate_, &k_raw_, &gated_}) b->clear();
+  for (Kept<T, Dev>* b : {&q_, &attn_, &q_raw_, &gate_, &k_raw_, &gated_}) b->clear();
   core_.release(keep);
 }
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cp/attention_cp.h"
-#include "model/kept.h"
 #include "model/mixer.h"
+#include "ops/convert/kept.h"
 
 namespace gdn {
 
@@ -55,8 +55,10 @@ class AttentionMixer final : public Mixer<T, Dev> {
   // The last forward.
   int B_ = 0;
   const T* x_ = nullptr;
-  Buffer<Dev, std::int64_t> pos_;    // global position of each row (for RoPE, in Dev's memory)
-  Buffer<Dev, T> q_, k_, v_, attn_;  // the CP core reads them in its backward
+  Buffer<Dev, std::int64_t> pos_;  // global position of each row (for RoPE, in Dev's memory)
+  // q and the core's output attn: the core reads them in its backward (it keeps its own
+  // copies of k and v). In the bf16 mode they are bf16 values: kept in bf16, exactly.
+  Kept<T, Dev> q_, attn_;
   Kept<T, Dev> q_raw_, gate_, k_raw_, gated_;
   AttentionContextParallel<T, Dev> core_;
 };

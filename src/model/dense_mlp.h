@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "model/kept.h"
+#include "ops/convert/kept.h"
 #include "model/mlp.h"
 
 namespace gdn {

@@ -78,7 +78,7 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
                                 c.linear_key_head_dim, c.linear_value_head_dim, s.chunk_size),
                      s.P, omp_get_max_threads());
   // z, o, normed, conv_in and the core's inputs q, k, v, beta are kept in bf16 in the bf16
-  // mode (model/kept.h), and the core's normalised q, k not at all; the backward decodes
+  // mode (ops/convert/kept.h), and the core's normalised q, k not at all; the backward decodes
   // normed, then o and z, then q, k, v, beta (and normalises q, k again), then conv_in.
   const std::int64_t conv_rows = N + std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1);
   const std::int64_t inputs = N * (2 * qk + vd + Hv);
@@ -183,6 +183,7 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
     core_.backward(cp, d_o.data(), cg);
   }
   for (Kept<T, Dev>* b : {&q_, &k_, &v_, &beta_}) b->clear();
+  if (q_.bf16()) core_.release_inputs();
   Buffer<Dev, T> db(N * Hv_), da(N * Hv_);
   ops::gdn_gating_backward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_),
                            dbeta.data(), dg.data(), N, Hv_, db.data(), da.data(), ps_.grad(A_log_),

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cp/gdn_layer_core.h"
-#include "model/kept.h"
+#include "ops/convert/kept.h"
 #include "model/mixer.h"
 
 namespace gdn {

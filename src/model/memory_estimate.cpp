@@ -65,7 +65,7 @@ MemoryEstimate estimate_memory(const ModelConfig& c, const ShardShape& s, int el
   const std::int64_t d = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
   const std::int64_t N = s.tokens(), nd = N * d, e = elem_bytes;
   // Bytes of a layer part's kept activations, and of what its backward decodes: the bf16
-  // mode keeps kept_bf16 of them in two bytes each (model/kept.h).
+  // mode keeps kept_bf16 of them in two bytes each (ops/convert/kept.h).
   auto kept_bytes = [&](const ActivationElems& a) {
     return a.kept * e - (bf16 ? a.kept_bf16 * (e - 2) + a.remade_bf16 * e : 0);
   };

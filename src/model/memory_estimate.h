@@ -18,7 +18,7 @@ namespace gdn {
 // beyond those (a layer's backward scratch, the logits); `exchanged`: the part of `kept`
 // that a recomputing layer keeps anyway (Mixer::release(Keep::replay): what came from
 // other ranks and, for GDN, the per-chunk entry states of the core). In the bf16 mode
-// `kept_bf16` of the kept elements are stored in bf16 (model/kept.h), `remade_bf16` of
+// `kept_bf16` of the kept elements are stored in bf16 (ops/convert/kept.h), `remade_bf16` of
 // them are not kept at all (the backward makes them again), and the backward decodes or
 // remakes up to `decoded` elements into float scratch on top of `transient`.
 struct ActivationElems {

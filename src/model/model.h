@@ -20,7 +20,7 @@
 
 #include "comm/communicator.h"
 #include "cp/cp_context.h"
-#include "model/kept.h"
+#include "ops/convert/kept.h"
 #include "model/mixer.h"
 #include "model/mlp.h"
 #include "model/model_comms.h"
@@ -152,7 +152,7 @@ class Model {
   };
   // What a layer keeps of the residual stream: x_mid, between mixer and MLP, and the
   // normed inputs of mixer and MLP, h1 and h2. In the bf16 mode all three are kept in bf16
-  // once the layer's forward is done (model/kept.h): the forward sums in float, and only
+  // once the layer's forward is done (ops/convert/kept.h): the forward sums in float, and only
   // the backward's norms and weight gradients read the rounded copies.
   struct LayerActs {
     Kept<T, Dev> x_mid, h1, h2;

@@ -62,7 +62,7 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
       DenseMlp<T, Dev>::activations(c.hidden_size, c.shared_expert_intermediate_size, N);
   ActivationElems a;
   // probs, weights, idx; per routed row its weight, gate, up, act, out; shared out, z.
-  // Gate, up, act, out and shared out are kept in bf16 in the bf16 mode (model/kept.h),
+  // Gate, up, act, out and shared out are kept in bf16 in the bf16 mode (ops/convert/kept.h),
   // and the backward decodes gate and up (or out, or shared out) at a time.
   a.kept = N * E + 2 * Nk + Nk * (1 + 3 * I + d) + N * (d + 1) + shared.kept;
   a.kept_bf16 = Nk * (3 * I + d) + N * d + shared.kept_bf16;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/dense_mlp.h"
-#include "model/kept.h"
+#include "ops/convert/kept.h"
 #include "model/mlp.h"
 
 namespace gdn {

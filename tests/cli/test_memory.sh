@@ -4,7 +4,7 @@
 #   recompute   --recompute layer trains the hybrid MoE model with the same losses, aux
 #               losses and gradient norms, bit for bit, as --recompute none (cp = 1, 2, 4),
 #               and the estimate it prints is smaller
-#   bf16        the bf16 mode's activations kept in bf16 (model/kept.h): --recompute layer
+#   bf16        the bf16 mode's activations kept in bf16 (ops/convert/kept.h): --recompute layer
 #               gives --recompute none's losses and gradient norms bit for bit (cp = 1, 2),
 #               and the estimate keeps less than f32's for the same run
 #   no_logits   a vocabulary of 131072 at 2048 tokens would need 1 GiB of logits in f32;

@@ -1,4 +1,4 @@
-// Kept (model/kept.h): what the backward reads and the memory held, in and out of the bf16
+// Kept (ops/convert/kept.h): what the backward reads and the memory held, in and out of the bf16
 // mode. The expected values are round_bf16 of what the forward wrote (core/bf16.h, tested
 // against torch's rounding in test_bf16), not Kept's own conversion.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include "core/autocast.h"
 #include "core/bf16.h"
 #include "core/rng.h"
-#include "model/kept.h"
+#include "ops/convert/kept.h"
 
 using namespace gdn;
 
@@ -43,6 +43,12 @@ TEST_CASE("Kept in the bf16 mode holds bf16 after seal and gives back the rounde
     rounded += v[i] != x[std::size_t(i)];
   }
   CHECK(rounded > n / 2);  // the values really went through bf16
+  // release_view frees only the decoded copy: a second view decodes the same values.
+  k.release_view();
+  CHECK(k.bytes() == 2 * n);
+  const float* again = k.view();
+  CHECK(k.bytes() == 6 * n);
+  CHECK(again[n - 1] == round_bf16(x[std::size_t(n - 1)]));
   k.clear();
   CHECK(k.bytes() == 0);
 }
@@ -57,6 +63,8 @@ TEST_CASE("Kept outside the bf16 mode, and for double, keeps the forward's buffe
     k.seal();
     CHECK_FALSE(k.bf16());
     CHECK(k.view() == w);  // no copy
+    k.release_view();      // nothing to free: the view is the kept buffer
+    CHECK(k.view() == w);
     CHECK(k.bytes() == 4 * n);
     CHECK(std::vector<float>(k.view(), k.view() + n) == x);
   }

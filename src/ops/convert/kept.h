@@ -56,6 +56,11 @@ class Kept {
     }
     return values_.data();
   }
+  // Frees the decoded copy view() made in the bf16 mode; the kept values stay, for another
+  // view(). (Otherwise nothing: the kept buffer is the one view() gives.)
+  void release_view() {
+    if (bf16_ && bits_.size() == std::size_t(n_)) values_ = Buffer<Dev, T>();
+  }
   void clear() {
     values_ = Buffer<Dev, T>();
     bits_ = Buffer<Dev, Bf16>();
