@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "comm/call_sites.h"
+#include "core/autocast.h"
 #include "core/error.h"
 #include "cp/shard.h"
 #include "ops/attention/attention.h"
+#include "ops/convert/convert.h"
 #include "ops/moe/moe.h"
 #include "runtime/devices.h"
 
@@ -16,6 +19,24 @@ namespace gdn {
 namespace {
 
 using i64 = std::int64_t;
+
+// The K, V all-gather. In the bf16 mode k and v are bf16 values (the mixer rounds them),
+// so they travel as bf16, exactly: half the bytes.
+template <typename T, typename Dev>
+void all_gather_kv(const CpContext& cp, const Buffer<Dev, T>& mine, Buffer<Dev, T>& all) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16_autocast()) {
+      Buffer<Dev, Bf16> mine16(mine.size()), all16(all.size());
+      ops::to_bf16(Dev{}, mine.data(), i64(mine.size()), mine16.data());
+      cp.comm.all_gather(mine16.data(), all16.data(), mine16.size() * sizeof(Bf16),
+                         attention_sites::kKvAllGather);
+      ops::to_float(Dev{}, all16.data(), i64(all.size()), all.data());
+      return;
+    }
+  }
+  cp.comm.all_gather(mine.data(), all.data(), mine.size() * sizeof(T),
+                     attention_sites::kKvAllGather);
+}
 
 }  // namespace
 
@@ -144,8 +165,7 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
       Dev::copy_rows(dst, 2 * kv, k + i64(b) * Tl * kv, kv, kv, Tl);
       Dev::copy_rows(dst + kv, 2 * kv, v + i64(b) * Tl * kv, kv, kv, Tl);
     }
-    cp.comm.all_gather(mine.data(), all.data(), mine.size() * sizeof(T),
-                       attention_sites::kKvAllGather);
+    all_gather_kv<T, Dev>(cp, mine, all);
     for (int s = 0; s < P; ++s) {
       const Shard sh = contiguous_shard(Tg, P, s);
       for (int b = 0; b < B; ++b) {

@@ -17,7 +17,8 @@ using i64 = std::int64_t;
 // The per-layer sizes the sites move, in bytes.
 struct Sizes {
   i64 pair = 0, adjoint = 0, halo = 0;  // GDN: one rank's pair and adjoint; one halo
-  i64 kv = 0;                           // attention: one rank's K, V block
+  i64 kv = 0;                           // attention: one rank's K, V block (and dK, dV)
+  i64 kv_gathered = 0;                  // the same as the all-gather sends it
   i64 qrow = 0;                         // attention: one query row of one sequence
   i64 grads = 0, router = 0;
 };
@@ -31,7 +32,9 @@ Sizes sizes(const PlanInput& in) {
   s.pair = B * Hv * K * (K + V) * e;
   s.adjoint = B * Hv * K * V * e;
   s.halo = B * (c.linear_conv_kernel_dim - 1) * Cc * e;
+  // K and V travel in bf16 in the bf16 mode (bf16 values there, cp/attention_cp.cpp).
   s.kv = B * ((in.T + P - 1) / P) * 2 * i64(c.num_key_value_heads) * c.head_dim * e;
+  s.kv_gathered = in.bf16 ? s.kv / e * 2 : s.kv;
   s.qrow = i64(c.num_attention_heads) * c.head_dim * e;
   s.grads = parameter_count(c) * e;
   s.router = (2 * i64(c.num_experts) + 1) * i64(sizeof(double));
@@ -189,7 +192,7 @@ std::vector<RankExchange> predict_exchange(const PlanInput& in) {
         add(m, cp_sites::kConvHaloBackward, n_gdn * (in_fwd + out_fwd), n_gdn * in_fwd * s.halo,
             n_gdn * out_fwd * s.halo);
         const i64 na = n_attn * fwd_times;
-        add(m, attention_sites::kKvAllGather, na, na * s.kv, na * P * s.kv);
+        add(m, attention_sites::kKvAllGather, na, na * s.kv_gathered, na * P * s.kv_gathered);
         add(m, attention_sites::kDkvReduceScatter, n_attn, n_attn * P * s.kv, n_attn * s.kv);
         if (in.layer_local) {
           const AllToAll a = to_queries(in.T, P, r);
@@ -227,7 +230,7 @@ std::vector<SiteTraffic> step_traffic(const PlanInput& in) {
     add_site(cp_sites::kConvHaloForward, Collective::chain, false, n_gdn, double(s.halo));
     add_site(cp_sites::kConvHaloBackward, Collective::chain, false, n_gdn, double(s.halo));
     add_site(attention_sites::kKvAllGather, Collective::all_gather, false, n_attn * fwd_times,
-             double(s.kv));
+             double(s.kv_gathered));
     add_site(attention_sites::kDkvReduceScatter, Collective::reduce_scatter, false, n_attn,
              double(s.kv));
     if (in.layer_local) {

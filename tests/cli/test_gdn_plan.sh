@@ -126,6 +126,8 @@ case_exchange() {
   exchange_case cp4_balanced_recompute 4 --cp 4 --batch 2 --attention-load-balance layer_local \
     --recompute layer
   exchange_case dp2cp2_f64 4 --cp 2 --dp 2 --batch 4 --dtype f64
+  # The bf16 mode: attention's K, V all-gather in bf16, everything else in f32.
+  exchange_case cp4_bf16_recompute 4 --cp 4 --batch 2 --dtype bf16 --recompute layer
   # The sharded training state: per unit, the reduce-scatter's padded blocks and the
   # all-gathers' owned parts (3 ranks: parts of unequal size, some units' last part short).
   exchange_case cp2_shard_optimizer 2 --cp 2 --batch 2 --shard optimizer

@@ -11,6 +11,8 @@
 #include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "comm/single_communicator.h"
+#include "core/autocast.h"
+#include "core/bf16.h"
 #include "cp/attention_cp.h"
 #include "cp/conv_halo.h"
 #include "cp/gdn_cp.h"
@@ -209,6 +211,47 @@ TEST_CASE("attention CP moves K, V of the whole sequence; balanced, the triangle
     CHECK(sum == double(T * (T + 1) / 2));
     if (balanced) CHECK(hi == sum / P);  // 2P equal chunks: exactly even
     if (!balanced && P == 4) CHECK(hi / (sum / P) == Approx(1.75).epsilon(0.02));  // 7/16 of it
+  }
+}
+
+TEST_CASE("in the bf16 mode attention CP gathers K, V in bf16: half the bytes, the same bits",
+          "[attention][payload][bf16]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const int P = world.size();
+  const std::int64_t T = 48;
+  const AttentionDims d{2, 4, 2, 8, 0.35};
+  const std::int64_t kv = std::int64_t(d.Hkv) * d.D, Tmax = (T + P - 1) / P;
+  const CpContext cp = CpContext::contiguous(world, T);
+  const std::int64_t n = d.B * cp.tokens();
+  // bf16 values, as the mixer hands them to the core in the bf16 mode.
+  auto bf16_values = [&](std::int64_t width, std::uint64_t seed) {
+    std::vector<float> x(std::size_t(n * width));
+    const Tensor<double> r = random_tensor<double>({n, width}, seed + 100 * world.rank());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = round_bf16(float(r.data[i]));
+    return x;
+  };
+  const std::vector<float> q = bf16_values(d.Hq * d.D, 1), k = bf16_values(kv, 2),
+                           v = bf16_values(kv, 3), dO = bf16_values(d.Hq * d.D, 4);
+  std::vector<std::vector<float>> results[2];
+  for (bool bf16 : {false, true}) {
+    const Bf16Autocast autocast(bf16);
+    std::vector<float> o(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+    world.reset_counters();
+    AttentionContextParallel<float, Host> core;
+    core.forward(cp, d, q.data(), k.data(), v.data(), o.data());
+    core.backward(cp, dO.data(), dq.data(), dk.data(), dv.data());
+    results[bf16] = {o, dq, dk, dv};
+    if (P > 1) {
+      const std::int64_t block = d.B * 2 * Tmax * kv;
+      INFO((bf16 ? "bf16 mode" : "float mode"));
+      CHECK(world.counter(attention_sites::kKvAllGather).bytes_received ==
+            P * block * std::int64_t(bf16 ? 2 : 4));
+      CHECK(world.counter(attention_sites::kDkvReduceScatter).bytes_sent == P * block * 4);
+    }
+  }
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("rank " << world.rank() << ", output " << i << " of o, dq, dk, dv");
+    CHECK(bit_difference(results[1][i], results[0][i]) == "");
   }
 }
 
