@@ -66,11 +66,14 @@ GdnCoreElems gdn_core_elems(const GdnProblem& p, int P, int threads) {
   const std::int64_t pairs = P > 1 ? std::int64_t(P) * B * Hv * K * (K + V) : 0;
   const bool split = choose_piece_split(PieceSplit{0, false}, p, 0, p.T, threads).pieces > 1;
   GdnCoreElems e;
-  e.kept = 2 * N * qk + states + 2 * std::int64_t(p.group()) * N * qk + pairs;
+  e.kept = 2 * N * qk + states + pairs;
   // The entry states (the recomputed forward makes the outputs from them) and the gathered
   // pairs stay (an overestimate with the log-depth scan, which keeps this rank's M only).
   e.replayed = states + pairs;
-  e.transient = P > 1 || split ? B * Hv * chunks * factors : 0;
+  // The WY factors while a layer runs, and the backward's dq, dk per value head (the host
+  // pass's G - 1 of each group; the CUDA pass's G).
+  e.transient =
+      (P > 1 || split ? B * Hv * chunks * factors : 0) + 2 * std::int64_t(p.group()) * N * qk;
   return e;
 }
 

@@ -163,10 +163,10 @@ void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, Gdn
             states_of_ == States::none ? "missing" : "kept for output_from_states() only");
   const std::size_t n =
       std::size_t(p_.B) * tokens() * p_.Hk * p_.K * pass::grad_scratch_heads(Dev{}, p_.group());
-  if (dqv_.size() != n) {
-    dqv_.resize(n);
-    dkv_.resize(n);
-  }
+  // dq, dk per value head, summed per key head: held only while this backward runs.
+  PassBuffer<Dev, T> dqv, dkv;
+  dqv.resize(n);
+  dkv.resize(n);
   // The CUDA backward walks the adjoint on the factors, keeps every chunk's exit adjoint
   // (as many elements as the entry states) for the chunk-parallel part, and drops them on
   // return: held only while this layer's backward runs (from the device's pool, so no
@@ -183,7 +183,7 @@ void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, Gdn
   }
   PassArgs<T> a = args();
   a.adjoints = exits.data();
-  pass::backward(Dev{}, a, lambda, dO, dht, g, dqv_.data(), dkv_.data());
+  pass::backward(Dev{}, a, lambda, dO, dht, g, dqv.data(), dkv.data());
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class LocalPass<T, Dev>;

@@ -96,8 +96,6 @@ class LocalPass {
   void release(Keep keep) {
     factors_ = PassBuffer<Dev, T>();
     workspace_ = Buffer<Dev, T>();
-    dqv_ = PassBuffer<Dev, T>();
-    dkv_ = PassBuffer<Dev, T>();
     prepared_ = bf16_factors_ = false;
     if (keep == Keep::nothing) {
       states_ = PassBuffer<Dev, T>();
@@ -140,8 +138,6 @@ class LocalPass {
   PassBuffer<Dev, T> factors_;  // [B * Hv, chunks, factor size], filled by prepare()
   PassBuffer<Dev, T> states_;   // [B * Hv, chunks, K, V], filled by output()
   Buffer<Dev, T> workspace_;    // per thread group scratch of the device's passes
-  PassBuffer<Dev, T> dqv_,
-      dkv_;  // dq, dk per value head (pass::grad_scratch_heads), summed per key head
 };
 
 }  // namespace gdn
