@@ -69,8 +69,11 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
   a.decoded = std::max({2 * Nk * I, Nk * d, N * d, shared.decoded});
   // ep > 1: the rows received for this rank's experts, and their outputs back.
   if (ep > 1) a.kept += 2 * Nk * d;
-  // Backward: per routed row dy, dout, dact, dgate, dup, x, dx; dweights, dlogits; tmp.
-  a.transient = std::max(Nk * (4 * d + 3 * I) + Nk + N * E + N * d, shared.transient);
+  // Backward, per routed row: dy, dact, dgate, dup for the down projection's backward, then
+  // dgate, dup, x, dx, tmp for the gate and up projections' (experts_backward); and
+  // dweights, dlogits, the shared expert's part.
+  const std::int64_t experts = std::max(Nk * (d + 3 * I), Nk * (3 * d + 2 * I));
+  a.transient = std::max(experts + Nk + N * E + N * d, shared.transient);
   return a;
 }
 
@@ -234,11 +237,13 @@ void MoeMlp<T, Dev>::backward_ep(const T* dy, T* dx, T* dw_routed) {
   ops::scale_rows(dev, dys.data(), routed_w_.data(), R, d_, dys.data());
   Buffer<Dev, T> dyr(std::size_t(Rr * d_)), dxr(std::size_t(Rr * d_));
   exchange_rows(dys.data(), dyr.data(), true, model_sites::kExpertDy);
+  dys = Buffer<Dev, T>();
   {
-    Buffer<Dev, T> dye(std::size_t(Rr * d_)), xe(std::size_t(Rr * d_)), dxe(std::size_t(Rr * d_));
+    Buffer<Dev, T> dye(std::size_t(Rr * d_));
     ops::gather_rows(dev, dyr.data(), perm_.data(), Rr, d_, dye.data());
-    ops::gather_rows(dev, xr_.data(), perm_.data(), Rr, d_, xe.data());
-    experts_backward(dye.data(), xe.data(), local_offsets_.data(), El_, Rr, dxe.data());
+    auto gather_x = [&](T* xe) { ops::gather_rows(dev, xr_.data(), perm_.data(), Rr, d_, xe); };
+    const Buffer<Dev, T> dxe =
+        experts_backward(std::move(dye), gather_x, local_offsets_.data(), El_, Rr);
     ops::scatter_add_rows(dev, dxe.data(), perm_.data(), static_cast<const T*>(nullptr), Rr, d_,
                           dxr.data());
   }
@@ -249,30 +254,37 @@ void MoeMlp<T, Dev>::backward_ep(const T* dy, T* dx, T* dw_routed) {
 
 // The experts' backward over n rows grouped by expert (expert j's at [offsets[j],
 // offsets[j + 1]), in Dev's memory), as g_, u_ and act_ are: dye their output gradients
-// (scaled by the routing weights), xe their inputs; dxe (overwritten) their input
-// gradients. One grouped call per linear, no per-expert loop.
+// (scaled by the routing weights), gather_x writes their inputs. Returns their input
+// gradients. One grouped call per linear, no per-expert loop. dye goes once the down
+// projection's backward has read it, and the inputs come only for the gate and up
+// projections: at most dg, du and three n x d buffers at once.
 template <typename T, typename Dev>
-void MoeMlp<T, Dev>::experts_backward(const T* dye, const T* xe, const std::int64_t* offsets, int E,
-                                      std::int64_t n, T* dxe) {
+Buffer<Dev, T> MoeMlp<T, Dev>::experts_backward(Buffer<Dev, T> dye,
+                                                const std::function<void(T*)>& gather_x,
+                                                const std::int64_t* offsets, int E,
+                                                std::int64_t n) {
   const Dev dev{};
   const std::int64_t gu_stride = std::int64_t(2) * I_ * d_;
   T* dWgu = ps_.grad(experts_gate_up_);
   Buffer<Dev, T> dg(std::size_t(n * I_)), du(std::size_t(n * I_));
   {
     Buffer<Dev, T> dact(std::size_t(n * I_));
-    ops::grouped_linear_backward(dev, act_.view(), down_w(0), std::int64_t(d_) * I_, dye, offsets,
-                                 E, n, I_, d_, dact.data(), ps_.grad(experts_down_));
+    ops::grouped_linear_backward(dev, act_.view(), down_w(0), std::int64_t(d_) * I_, dye.data(),
+                                 offsets, E, n, I_, d_, dact.data(), ps_.grad(experts_down_));
     act_.clear();
+    dye = Buffer<Dev, T>();
     ops::swiglu_backward(dev, g_.view(), u_.view(), dact.data(), n * I_, dg.data(), du.data());
     g_.clear();
     u_.clear();
   }
-  Buffer<Dev, T> tmp(std::size_t(n * d_));
-  ops::grouped_linear_backward(dev, xe, gate_w(0), gu_stride, dg.data(), offsets, E, n, d_, I_, dxe,
-                               dWgu);
-  ops::grouped_linear_backward(dev, xe, up_w(0), gu_stride, du.data(), offsets, E, n, d_, I_,
+  Buffer<Dev, T> xe(std::size_t(n * d_)), dxe(std::size_t(n * d_)), tmp(std::size_t(n * d_));
+  gather_x(xe.data());
+  ops::grouped_linear_backward(dev, xe.data(), gate_w(0), gu_stride, dg.data(), offsets, E, n, d_,
+                               I_, dxe.data(), dWgu);
+  ops::grouped_linear_backward(dev, xe.data(), up_w(0), gu_stride, du.data(), offsets, E, n, d_, I_,
                                tmp.data(), dWgu + std::int64_t(I_) * d_);
-  ops::add(dev, dxe, dxe, tmp.data(), n * d_);
+  ops::add(dev, dxe.data(), dxe.data(), tmp.data(), n * d_);
+  return dxe;
 }
 
 template <typename T, typename Dev>
@@ -302,14 +314,14 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
     backward_ep(dy, dx, dw_routed.data());
   } else {
     const std::int64_t R = N * k_;
-    Buffer<Dev, T> dys(std::size_t(R * d_)), xs(std::size_t(R * d_)), dxs(std::size_t(R * d_));
+    Buffer<Dev, T> dys(std::size_t(R * d_));
     ops::gather_rows(dev, dy, rows_.data(), R, d_, dys.data());
     // d(weight) = <dy, expert output>; then the experts see dy scaled by their weights.
     ops::row_dots(dev, dys.data(), out_.view(), R, d_, dw_routed.data());
     out_.clear();
     ops::scale_rows(dev, dys.data(), routed_w_.data(), R, d_, dys.data());
-    ops::gather_rows(dev, x_, rows_.data(), R, d_, xs.data());
-    experts_backward(dys.data(), xs.data(), offsets_.data(), E_, R, dxs.data());
+    auto gather_x = [&](T* xs) { ops::gather_rows(dev, x_, rows_.data(), R, d_, xs); };
+    const Buffer<Dev, T> dxs = experts_backward(std::move(dys), gather_x, offsets_.data(), E_, R);
     ops::moe_combine(dev, dxs.data(), slot_.data(), static_cast<const T*>(nullptr), N, k_, d_, dx);
   }
   // Each (token, slot) is routed once: dweights is dw_routed put back in token order (added

@@ -3,12 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "model/dense_mlp.h"
-#include "ops/convert/kept.h"
 #include "model/mlp.h"
+#include "ops/convert/kept.h"
 
 namespace gdn {
 
@@ -50,8 +51,11 @@ class MoeMlp final : public Mlp<T, Dev> {
   void backward_ep(const T* dy, T* dx, T* dw_routed);
   // The experts' forward and backward over rows grouped by expert (moe_mlp.cpp).
   void run_experts(const T* xe, const std::int64_t* offsets, int E, std::int64_t n);
-  void experts_backward(const T* dye, const T* xe, const std::int64_t* offsets, int E,
-                        std::int64_t n, T* dxe);
+  // dye (consumed: freed once the down projection's backward has read it) and the rows'
+  // inputs, which gather_x writes into n x d scratch only when they are needed: the
+  // largest buffers of a layer's backward are not all held at once. Returns dxe.
+  Buffer<Dev, T> experts_backward(Buffer<Dev, T> dye, const std::function<void(T*)>& gather_x,
+                                  const std::int64_t* offsets, int E, std::int64_t n);
   // Rows [R, d] in a source-major layout, out to the peers by all-to-all (to_experts:
   // send_rows_ out, recv_rows_ in; else the reverse).
   void exchange_rows(const T* send, T* recv, bool to_experts, const char* site);
