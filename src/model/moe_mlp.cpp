@@ -70,9 +70,9 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
   // ep > 1: the rows received for this rank's experts, and their outputs back.
   if (ep > 1) a.kept += 2 * Nk * d;
   // Backward, per routed row: dy, dact, dgate, dup for the down projection's backward, then
-  // dgate, dup, x, dx, tmp for the gate and up projections' (experts_backward); and
-  // dweights, dlogits, the shared expert's part.
-  const std::int64_t experts = std::max(Nk * (d + 3 * I), Nk * (3 * d + 2 * I));
+  // dup, x, dx, tmp for the up projection's (experts_backward); and dweights, dlogits, the
+  // shared expert's part.
+  const std::int64_t experts = std::max(Nk * (d + 3 * I), Nk * (3 * d + I));
   a.transient = std::max(experts + Nk + N * E + N * d, shared.transient);
   return a;
 }
@@ -257,7 +257,7 @@ void MoeMlp<T, Dev>::backward_ep(const T* dy, T* dx, T* dw_routed) {
 // (scaled by the routing weights), gather_x writes their inputs. Returns their input
 // gradients. One grouped call per linear, no per-expert loop. dye goes once the down
 // projection's backward has read it, and the inputs come only for the gate and up
-// projections: at most dg, du and three n x d buffers at once.
+// projections: at most du and three n x d buffers at once.
 template <typename T, typename Dev>
 Buffer<Dev, T> MoeMlp<T, Dev>::experts_backward(Buffer<Dev, T> dye,
                                                 const std::function<void(T*)>& gather_x,
@@ -277,10 +277,12 @@ Buffer<Dev, T> MoeMlp<T, Dev>::experts_backward(Buffer<Dev, T> dye,
     g_.clear();
     u_.clear();
   }
-  Buffer<Dev, T> xe(std::size_t(n * d_)), dxe(std::size_t(n * d_)), tmp(std::size_t(n * d_));
+  Buffer<Dev, T> xe(std::size_t(n * d_)), dxe(std::size_t(n * d_));
   gather_x(xe.data());
   ops::grouped_linear_backward(dev, xe.data(), gate_w(0), gu_stride, dg.data(), offsets, E, n, d_,
                                I_, dxe.data(), dWgu);
+  dg = Buffer<Dev, T>();
+  Buffer<Dev, T> tmp(std::size_t(n * d_));
   ops::grouped_linear_backward(dev, xe.data(), up_w(0), gu_stride, du.data(), offsets, E, n, d_, I_,
                                tmp.data(), dWgu + std::int64_t(I_) * d_);
   ops::add(dev, dxe.data(), dxe.data(), tmp.data(), n * d_);
