@@ -183,6 +183,13 @@ void check_host_grouped(bool bf16) {
                                dW2.data() + out * in);
   CHECK(dx2 == want_dx);
   CHECK(dW2 == want_dW);
+  // accumulate adds dy W_e to dx: the bits of dx0 + (dy W_e), one rounding each.
+  const std::vector<T> dx0 = random_vec<T>(dx.size(), 5);
+  std::vector<T> dx3 = dx0;
+  ops::grouped_linear_backward(Host{}, x.data(), W.data() + out * in, stride, dy.data(),
+                               offsets.data(), E, R, in, out, dx3.data(), static_cast<T*>(nullptr),
+                               /*accumulate=*/true);
+  for (std::size_t i = 0; i < dx3.size(); ++i) REQUIRE(dx3[i] == dx0[i] + want_dx[i]);
 }
 
 }  // namespace
@@ -286,6 +293,16 @@ void check_emulated_kernels(double tol) {
           grouped::dw_tile(bx, e, x.data(), dy.data(), offsets.data(), in, out, stride, dW.data());
       if (g.m > 0) run_tile(g);
     }
+  // The row tiles with accumulate: dx0 + each tile's sums, the bits of dx0 + dx.
+  const std::vector<T> dx0 = random_vec<T>(dx.size(), 25);
+  std::vector<T> dx_acc = dx0;
+  for (i64 bx = 0; bx < grouped::num_row_tiles(R, E); ++bx)
+    for (int by = 0; by < grouped::col_tiles(in); ++by) {
+      const auto g = grouped::rows_tile(bx, by, dy.data(), W.data(), stride, offsets.data(), E, out,
+                                        in, false, dx_acc.data(), /*accumulate=*/true);
+      if (g.m > 0) run_tile(g);
+    }
+  for (std::size_t i = 0; i < dx.size(); ++i) REQUIRE(dx_acc[i] == dx0[i] + dx[i]);
   std::vector<T> want_y(y.size()), want_dx(dx.size()), want_dW = dW0;
   ops::grouped_linear_forward(Host{}, x.data(), W.data(), stride, offsets.data(), E, R, in, out,
                               want_y.data());

@@ -18,7 +18,8 @@
 namespace gdn::ops {
 
 // grouped_linear_forward:  y[r, out] = x[r, in] W_e^T for the rows r of expert e.
-// grouped_linear_backward: dx[r, in] = dy[r] W_e;  dW_e[out, in] += dy_e^T x_e (dW_e =
+// grouped_linear_backward: dx[r, in] = dy[r] W_e (dx += when accumulate: the bits of
+//   dx + (dy W_e), one rounding per element);  dW_e[out, in] += dy_e^T x_e (dW_e =
 //   dW + e w_stride).
 template <typename T>
 void grouped_linear_forward(Host, const T* x, const T* W, std::int64_t w_stride,
@@ -31,10 +32,10 @@ void grouped_linear_forward(Cuda, const T* x, const T* W, std::int64_t w_stride,
 template <typename T>
 void grouped_linear_backward(Host, const T* x, const T* W, std::int64_t w_stride, const T* dy,
                              const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
-                             T* dx, T* dW);
+                             T* dx, T* dW, bool accumulate = false);
 template <typename T>
 void grouped_linear_backward(Cuda, const T* x, const T* W, std::int64_t w_stride, const T* dy,
                              const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
-                             T* dx, T* dW);
+                             T* dx, T* dW, bool accumulate = false);
 
 }  // namespace gdn::ops

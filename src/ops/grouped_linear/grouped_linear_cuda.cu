@@ -92,9 +92,9 @@ __device__ void run(const grouped::TileGemm<T>& g) {
 template <typename T, class Tile>
 __global__ void __launch_bounds__(kThreads)
     grouped_rows_kernel(const T* A, const T* W, i64 w_stride, const i64* offsets, int E, int kd,
-                        int nd, bool tb, T* C) {
-  const grouped::TileGemm<T> g =
-      grouped::rows_tile(blockIdx.x, int(blockIdx.y), A, W, w_stride, offsets, E, kd, nd, tb, C);
+                        int nd, bool tb, T* C, bool accumulate) {
+  const grouped::TileGemm<T> g = grouped::rows_tile(blockIdx.x, int(blockIdx.y), A, W, w_stride,
+                                                    offsets, E, kd, nd, tb, C, accumulate);
   if (g.m > 0) run<T, Tile>(g);  // m == 0: a spare tile, the whole block leaves
 }
 
@@ -110,18 +110,18 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 void launch_rows(const T* A, const T* W, i64 w_stride, const i64* offsets, int E, i64 R, int kd,
-                 int nd, bool tb, T* C) {
+                 int nd, bool tb, T* C, bool accumulate = false) {
   const dim3 grid(unsigned(grouped::num_row_tiles(R, E)), unsigned(grouped::col_tiles(nd)));
   if constexpr (std::is_same_v<T, float>) {
     if (bf16_autocast()) {
       grouped_rows_kernel<float, Bf16Tile>
-          <<<grid, kThreads>>>(A, W, w_stride, offsets, E, kd, nd, tb, C);
+          <<<grid, kThreads>>>(A, W, w_stride, offsets, E, kd, nd, tb, C, accumulate);
       check_launch();
       return;
     }
   }
   grouped_rows_kernel<T, SimtTile<T>>
-      <<<grid, kThreads>>>(A, W, w_stride, offsets, E, kd, nd, tb, C);
+      <<<grid, kThreads>>>(A, W, w_stride, offsets, E, kd, nd, tb, C, accumulate);
   check_launch();
 }
 
@@ -159,11 +159,12 @@ void grouped_linear_forward(Cuda, const T* x, const T* W, i64 w_stride, const i6
 
 template <typename T>
 void grouped_linear_backward(Cuda, const T* x, const T* W, i64 w_stride, const T* dy,
-                             const i64* offsets, int E, i64 R, int in, int out, T* dx, T* dW) {
+                             const i64* offsets, int E, i64 R, int in, int out, T* dx, T* dW,
+                             bool accumulate) {
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   check_shape(E, R, in, out, "grouped_linear_backward");
   if (R == 0 || in == 0) return;
-  if (dx) launch_rows(dy, W, w_stride, offsets, E, R, out, in, false, dx);
+  if (dx) launch_rows(dy, W, w_stride, offsets, E, R, out, in, false, dx, accumulate);
   if (dW && out > 0) launch_dw(x, dy, offsets, E, in, out, w_stride, dW);
 }
 
@@ -172,8 +173,8 @@ template void grouped_linear_forward(Cuda, const float*, const float*, i64, cons
 template void grouped_linear_forward(Cuda, const double*, const double*, i64, const i64*, int, i64,
                                      int, int, double*);
 template void grouped_linear_backward(Cuda, const float*, const float*, i64, const float*,
-                                      const i64*, int, i64, int, int, float*, float*);
+                                      const i64*, int, i64, int, int, float*, float*, bool);
 template void grouped_linear_backward(Cuda, const double*, const double*, i64, const double*,
-                                      const i64*, int, i64, int, int, double*, double*);
+                                      const i64*, int, i64, int, int, double*, double*, bool);
 
 }  // namespace gdn::ops

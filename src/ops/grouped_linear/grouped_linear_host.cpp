@@ -35,13 +35,14 @@ void grouped_linear_forward(Host, const T* x, const T* W, i64 w_stride, const i6
 
 template <typename T>
 void grouped_linear_backward(Host, const T* x, const T* W, i64 w_stride, const T* dy,
-                             const i64* offsets, int E, i64 R, int in, int out, T* dx, T* dW) {
+                             const i64* offsets, int E, i64 R, int in, int out, T* dx, T* dW,
+                             bool accumulate) {
   check_offsets(offsets, E, R);
   for (int e = 0; e < E; ++e) {
     const i64 o = offsets[e], n = offsets[e + 1] - o;
     if (n > 0)
       linear_backward(Host{}, x + o * in, W + e * w_stride, dy + o * out, n, in, out,
-                      dx ? dx + o * in : nullptr, dW ? dW + e * w_stride : nullptr);
+                      dx ? dx + o * in : nullptr, dW ? dW + e * w_stride : nullptr, accumulate);
   }
 }
 
@@ -50,8 +51,8 @@ template void grouped_linear_forward(Host, const float*, const float*, i64, cons
 template void grouped_linear_forward(Host, const double*, const double*, i64, const i64*, int, i64,
                                      int, int, double*);
 template void grouped_linear_backward(Host, const float*, const float*, i64, const float*,
-                                      const i64*, int, i64, int, int, float*, float*);
+                                      const i64*, int, i64, int, int, float*, float*, bool);
 template void grouped_linear_backward(Host, const double*, const double*, i64, const double*,
-                                      const i64*, int, i64, int, int, double*, double*);
+                                      const i64*, int, i64, int, int, double*, double*, bool);
 
 }  // namespace gdn::ops

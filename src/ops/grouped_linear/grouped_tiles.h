@@ -72,10 +72,12 @@ GDN_HD inline int col_tiles(int n) {
 // The row kernels, grid (num_row_tiles(R, E), col_tiles(nd)): C[r, j] = sum_p A[r, p]
 // op(W_e)(p, j) for the rows r of expert e, A [R, kd], C [R, nd], W_e = W + e w_stride;
 // op(W_e) = W_e^T for W_e [nd, kd] when tb (the forward: x W_e^T), else W_e [kd, nd] (dx =
-// dy W_e). Block (bx, by): row tile bx, columns [64 by, 64 by + 64).
+// dy W_e). Block (bx, by): row tile bx, columns [64 by, 64 by + 64). accumulate: C += (the
+// tile's sums are added to C once each).
 template <typename T>
 GDN_HD TileGemm<T> rows_tile(std::int64_t bx, int by, const T* A, const T* W, std::int64_t w_stride,
-                             const std::int64_t* offsets, int E, int kd, int nd, bool tb, T* C) {
+                             const std::int64_t* offsets, int E, int kd, int nd, bool tb, T* C,
+                             bool accumulate = false) {
   const RowTile t = row_tile(bx, offsets, E);
   const int j0 = by * kTileRows;
   const T* We = W + t.expert * w_stride;
@@ -89,7 +91,7 @@ GDN_HD TileGemm<T> rows_tile(std::int64_t bx, int by, const T* A, const T* W, st
           kd,
           tb ? We + std::int64_t(j0) * kd : We + j0,
           tb ? kd : nd,
-          false,
+          accumulate,
           C + t.row0 * nd + j0,
           nd};
 }
