@@ -158,6 +158,31 @@ TEST_CASE("bf16-mode linear layers follow the bf16 GEMM rule on every path", "[g
   }
 }
 
+// An A operand longer than the copy bound (linear_host.cpp's kCopyBytes, 32 MiB) runs a
+// block of rows at a time: the same bits as the rows run in calls below the bound. Here
+// x is 2100 rows of 8191 (odd: padded): 34 MiB as bf16 pairs, 69 MiB as kSwapped floats.
+TEST_CASE("bf16-mode linear layers give the same bits for a long A, run in row blocks",
+          "[gemm][bf16]") {
+  const PathGuard guard;
+  const std::int64_t N = 2100, half = 1050;
+  const int in = 8191, out = 16;
+  Rng rng(7);
+  std::vector<float> x(std::size_t(N) * in), W(std::size_t(out) * in);
+  for (auto* v : {&x, &W})
+    for (float& e : *v) e = float(rng.normal());
+  for (const la::GemmPath path : la::gemm_paths()) {
+    INFO("path " << la::gemm_path_name(path));
+    la::set_gemm_path(path);
+    const Bf16Autocast bf16(true);
+    std::vector<float> y(std::size_t(N) * out), y_want(y.size());
+    ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
+    ops::linear_forward(Host{}, x.data(), W.data(), half, in, out, y_want.data());
+    ops::linear_forward(Host{}, x.data() + half * in, W.data(), N - half, in, out,
+                        y_want.data() + half * out);
+    CHECK(y == y_want);
+  }
+}
+
 // Run by ctest with GDN_GEMM_PATH set (tests/CMakeLists.txt).
 TEST_CASE("GDN_GEMM_PATH picks a path this CPU runs and refuses others", "[.env]") {
   const char* env = std::getenv("GDN_GEMM_PATH");

@@ -43,6 +43,11 @@ constexpr int kDepth = 256;  // reduction length per micro-kernel call
 // width, so the panels change neither the strips nor the order of the sums.
 constexpr int kPanelCols = 2048;
 constexpr int kPanelDepth = 2048;
+// The most bytes of A's copy (the bf16 mode's operand forms) a call makes at once: a longer
+// A runs a block of rows at a time. The copy's buffer is kept per thread (operand_rows),
+// so without a bound the LM head's N x vocab output gradient would set its size for the
+// rest of the run.
+constexpr i64 kCopyBytes = i64(32) << 20;
 
 // How the micro-kernel reads the operands. In the bf16 mode a float GEMM follows
 // la::gemm_bf16's rule (each pair of k added odd element first), on any path and for the
@@ -191,6 +196,16 @@ void micro(const Operands<T, E>& op, int m, int w, int kb, const E* A, i64 lda, 
 template <typename T, typename E>
 void gemm_rows(const Operands<T, E>& op, const T* A_in, const T* B, bool trans, i64 N, int k, int n,
                T* C, bool accumulate) {
+  const bool copies = !(std::is_same_v<E, T> && op.form == Form::kPlain);
+  const i64 tile = la::gemm_tile_rows(),
+            copy_rows =
+                std::max(tile, kCopyBytes / (i64(op.padded(k)) * i64(sizeof(E))) / tile * tile);
+  if (copies && N > copy_rows) {  // a row's sums do not depend on the rows beside it
+    for (i64 r0 = 0; r0 < N; r0 += copy_rows)
+      gemm_rows(op, A_in + r0 * k, B, trans, std::min(copy_rows, N - r0), k, n, C + r0 * n,
+                accumulate);
+    return;
+  }
   const int L = 2 * la::gemm_lanes<T>();  // the strip: two vectors, a register tile's width
   const E* A = operand_rows(op, A_in, N, k);
   const i64 lda = op.padded(k);
