@@ -40,8 +40,10 @@ void DenseMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   ops::linear_forward(dev, x, ps_.value(gate_proj_), N, d_, I_, gate_.open(N * I_));
   ops::linear_forward(dev, x, ps_.value(up_proj_), N, d_, I_, up_.open(N * I_));
   ops::swiglu_forward(dev, gate_.values(), up_.values(), N * I_, act_.open(N * I_));
+  gate_.seal();  // as soon as the forward is done with them: the float copies do not pile up
+  up_.seal();
   ops::linear_forward(dev, act_.values(), ps_.value(down_proj_), N, I_, d_, y);
-  for (Kept<T, Dev>* b : {&gate_, &up_, &act_}) b->seal();
+  act_.seal();
 }
 
 template <typename T, typename Dev>

@@ -18,6 +18,13 @@
 
 namespace gdn {
 
+namespace {
+
+// Rows of the routed or shared outputs a backward decodes at a time (Kept::for_blocks).
+constexpr std::int64_t kRowBlock = 4096;
+
+}  // namespace
+
 template <typename T, typename Dev>
 MoeMlp<T, Dev>::MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
                        ExpertSplit split)
@@ -69,10 +76,10 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
   a.decoded = std::max({2 * Nk * I, Nk * d, N * d, shared.decoded});
   // ep > 1: the rows received for this rank's experts, and their outputs back.
   if (ep > 1) a.kept += 2 * Nk * d;
-  // Backward, per routed row: dy, dact, dgate, dup for the down projection's backward, then
-  // dup, x, dx, tmp for the up projection's (experts_backward); and dweights, dlogits, the
-  // shared expert's part.
-  const std::int64_t experts = std::max(Nk * (d + 3 * I), Nk * (3 * d + I));
+  // Backward, per routed row: dy, dact for the down projection's backward, dact, dgate, dup
+  // for SwiGLU's, then dgate, dup, x, dx for the gate and up projections'
+  // (experts_backward); and dweights, dlogits, the shared expert's part.
+  const std::int64_t experts = std::max({Nk * (d + I), Nk * 3 * I, Nk * (2 * d + 2 * I)});
   a.transient = std::max(experts + Nk + N * E + N * d, shared.transient);
   return a;
 }
@@ -135,9 +142,11 @@ void MoeMlp<T, Dev>::run_experts(const T* xe, const std::int64_t* offsets, int E
                               g_.open(n * I_));
   ops::grouped_linear_forward(dev, xe, up_w(0), gu_stride, offsets, E, n, d_, I_, u_.open(n * I_));
   ops::swiglu_forward(dev, g_.values(), u_.values(), n * I_, act_.open(n * I_));
+  g_.seal();  // each as soon as the forward is done with it: the float copies do not pile up
+  u_.seal();
   ops::grouped_linear_forward(dev, act_.values(), down_w(0), std::int64_t(d_) * I_, offsets, E, n,
                               I_, d_, out_.open(n * d_));
-  for (Kept<T, Dev>* b : {&g_, &u_, &act_}) b->seal();
+  act_.seal();
 }
 
 template <typename T, typename Dev>
@@ -256,8 +265,9 @@ void MoeMlp<T, Dev>::backward_ep(const T* dy, T* dx, T* dw_routed) {
 // offsets[j + 1]), in Dev's memory), as g_, u_ and act_ are: dye their output gradients
 // (scaled by the routing weights), gather_x writes their inputs. Returns their input
 // gradients. One grouped call per linear, no per-expert loop. dye goes once the down
-// projection's backward has read it, and the inputs come only for the gate and up
-// projections: at most du and three n x d buffers at once.
+// projection's backward has read it, dgate and dup come after it, and the inputs only for
+// the gate and up projections: at most dy, dact (or dact, dgate, dup) or dgate, dup, x, dx
+// at once.
 template <typename T, typename Dev>
 Buffer<Dev, T> MoeMlp<T, Dev>::experts_backward(Buffer<Dev, T> dye,
                                                 const std::function<void(T*)>& gather_x,
@@ -266,13 +276,15 @@ Buffer<Dev, T> MoeMlp<T, Dev>::experts_backward(Buffer<Dev, T> dye,
   const Dev dev{};
   const std::int64_t gu_stride = std::int64_t(2) * I_ * d_;
   T* dWgu = ps_.grad(experts_gate_up_);
-  Buffer<Dev, T> dg(std::size_t(n * I_)), du(std::size_t(n * I_));
+  Buffer<Dev, T> dg, du;
   {
     Buffer<Dev, T> dact(std::size_t(n * I_));
     ops::grouped_linear_backward(dev, act_.view(), down_w(0), std::int64_t(d_) * I_, dye.data(),
                                  offsets, E, n, I_, d_, dact.data(), ps_.grad(experts_down_));
     act_.clear();
     dye = Buffer<Dev, T>();
+    dg.resize(std::size_t(n * I_));
+    du.resize(std::size_t(n * I_));
     ops::swiglu_backward(dev, g_.view(), u_.view(), dact.data(), n * I_, dg.data(), du.data());
     g_.clear();
     u_.clear();
@@ -282,10 +294,9 @@ Buffer<Dev, T> MoeMlp<T, Dev>::experts_backward(Buffer<Dev, T> dye,
   ops::grouped_linear_backward(dev, xe.data(), gate_w(0), gu_stride, dg.data(), offsets, E, n, d_,
                                I_, dxe.data(), dWgu);
   dg = Buffer<Dev, T>();
-  Buffer<Dev, T> tmp(std::size_t(n * d_));
+  // Added into dxe: the bits of dxe + (du W_up), as a sum of two buffers would give.
   ops::grouped_linear_backward(dev, xe.data(), up_w(0), gu_stride, du.data(), offsets, E, n, d_, I_,
-                               tmp.data(), dWgu + std::int64_t(I_) * d_);
-  ops::add(dev, dxe.data(), dxe.data(), tmp.data(), n * d_);
+                               dxe.data(), dWgu + std::int64_t(I_) * d_, /*accumulate=*/true);
   return dxe;
 }
 
@@ -318,8 +329,11 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
     const std::int64_t R = N * k_;
     Buffer<Dev, T> dys(std::size_t(R * d_));
     ops::gather_rows(dev, dy, rows_.data(), R, d_, dys.data());
-    // d(weight) = <dy, expert output>; then the experts see dy scaled by their weights.
-    ops::row_dots(dev, dys.data(), out_.view(), R, d_, dw_routed.data());
+    // d(weight) = <dy, expert output>, a block of rows at a time; then the experts see dy
+    // scaled by their weights.
+    out_.for_blocks(kRowBlock * d_, [&](const T* out, std::int64_t e0, std::int64_t n) {
+      ops::row_dots(dev, dys.data() + e0, out, n / d_, d_, dw_routed.data() + e0 / d_);
+    });
     out_.clear();
     ops::scale_rows(dev, dys.data(), routed_w_.data(), R, d_, dys.data());
     auto gather_x = [&](T* xs) { ops::gather_rows(dev, x_, rows_.data(), R, d_, xs); };
@@ -332,8 +346,11 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
                         N * k_, 1, dweights.data());
   // The shared expert and its gate.
   Buffer<Dev, T> ds(N * d_), dz(N), part(N * d_);
-  ops::shared_gate_backward(dev, shared_out_.view(), shared_z_.data(), dy, N, d_, ds.data(),
-                            dz.data());
+  shared_out_.for_blocks(kRowBlock * d_, [&](const T* s, std::int64_t e0, std::int64_t n) {
+    const std::int64_t r0 = e0 / d_;
+    ops::shared_gate_backward(dev, s, shared_z_.data() + r0, dy + e0, n / d_, d_, ds.data() + e0,
+                              dz.data() + r0);
+  });
   shared_out_.clear();
   shared_.backward(ds.data(), part.data());
   ops::add(dev, dx, dx, part.data(), N * d_);

@@ -53,6 +53,31 @@ TEST_CASE("Kept in the bf16 mode holds bf16 after seal and gives back the rounde
   CHECK(k.bytes() == 0);
 }
 
+TEST_CASE("Kept::for_blocks hands the rounded values over in order, a block at a time", "[kept]") {
+  const std::int64_t n = 1001;
+  const std::vector<float> x = random_values<float>(n);
+  for (bool bf16 : {true, false}) {
+    INFO((bf16 ? "bf16 mode" : "float mode"));
+    const Bf16Autocast mode(bf16);
+    Kept<float, Host> k;
+    std::copy(x.begin(), x.end(), k.open(n));
+    k.seal();
+    std::vector<float> got;
+    std::vector<std::int64_t> firsts;
+    k.for_blocks(100, [&](const float* v, std::int64_t first, std::int64_t count) {
+      CHECK(first == std::int64_t(got.size()));
+      CHECK(count <= (bf16 ? 100 : n));
+      firsts.push_back(first);
+      got.insert(got.end(), v, v + count);
+    });
+    REQUIRE(got.size() == std::size_t(n));
+    CHECK(firsts.size() == (bf16 ? 11u : 1u));  // the float buffer in one call
+    for (std::int64_t i = 0; i < n; ++i)
+      REQUIRE(got[std::size_t(i)] == (bf16 ? round_bf16(x[std::size_t(i)]) : x[std::size_t(i)]));
+    CHECK(k.bytes() == (bf16 ? 2 : 4) * n);  // no decoded copy left behind
+  }
+}
+
 TEST_CASE("Kept outside the bf16 mode, and for double, keeps the forward's buffer", "[kept]") {
   const std::int64_t n = 257;
   {

@@ -11,6 +11,7 @@
 // copy, no conversion.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -55,6 +56,25 @@ class Kept {
       }
     }
     return values_.data();
+  }
+  // f(values, first, count) over consecutive blocks of at most `block` values (block > 0),
+  // in order: in the bf16 mode each decoded into scratch of one block, so a backward that
+  // reads the values a block at a time (row by row) holds no whole decoded copy; else the
+  // whole kept buffer in one call.
+  template <typename F>
+  void for_blocks(std::int64_t block, F&& f) {
+    if (!bf16_ || bits_.size() != std::size_t(n_) || values_.size() == std::size_t(n_)) {
+      f(static_cast<const T*>(values_.data()), std::int64_t(0), n_);
+      return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      Buffer<Dev, T> scratch(std::size_t(std::min(block, n_)));
+      for (std::int64_t i = 0; i < n_; i += block) {
+        const std::int64_t m = std::min(block, n_ - i);
+        ops::to_float(Dev{}, bits_.data() + i, m, scratch.data());
+        f(static_cast<const T*>(scratch.data()), i, m);
+      }
+    }
   }
   // Frees the decoded copy view() made in the bf16 mode; the kept values stay, for another
   // view(). (Otherwise nothing: the kept buffer is the one view() gives.)
