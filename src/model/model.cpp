@@ -248,13 +248,13 @@ void Model<T, Dev>::layer_forward(std::size_t l, const CpContext& cp, int B, con
   T* h1 = a.h1.open(nd);
   ops::rmsnorm_forward(dev, x_in, params_.value(b.input_norm), N, d, eps, h1);
   b.mixer->forward(cp, B, h1, x_out);
-  a.h1.seal();
   ops::add(dev, x_mid, x_in, x_out, nd);
   T* h2 = a.h2.open(nd);
   ops::rmsnorm_forward(dev, x_mid, params_.value(b.post_norm), N, d, eps, h2);
   b.mlp->forward(N, h2, x_out);
   ops::add(dev, x_out, x_mid, x_out, nd);
   a.x_mid.seal();
+  a.h1.seal();
   a.h2.seal();
 }
 
