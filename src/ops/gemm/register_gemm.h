@@ -83,30 +83,23 @@ void tile(int p0, int p1, const T* A, ptrdiff_t rs, ptrdiff_t cs, const T* B, pt
   }
 }
 
+// The last tile of for_row_tiles: tile.operator()<R>(i) with R = rows (< kTileRows), found
+// by counting R down (a template argument: the register tile's size).
+template <int R, typename Tile>
+void tail_tile(int rows, int i, Tile& tile) {
+  if constexpr (R > 0) {
+    if (rows == R) return tile.template operator()<R>(i);
+    tail_tile<R - 1>(rows, i, tile);
+  }
+}
+
 // tile.operator()<R>(i) for the tiles of m rows: kTileRows rows at a time, then one
-// shorter tile for the last rows (R is a template argument: the register tile's size).
+// shorter tile for the last rows.
 template <typename Tile>
 void for_row_tiles(int m, Tile&& tile) {
   int i = 0;
   for (; i + kTileRows <= m; i += kTileRows) tile.template operator()<kTileRows>(i);
-  switch (m - i) {  // kTileRows is at most 8
-    case 1:
-      return tile.template operator()<1>(i);
-    case 2:
-      return tile.template operator()<2>(i);
-    case 3:
-      return tile.template operator()<3>(i);
-    case 4:
-      return tile.template operator()<4>(i);
-    case 5:
-      return tile.template operator()<5>(i);
-    case 6:
-      return tile.template operator()<6>(i);
-    case 7:
-      return tile.template operator()<7>(i);
-    default:
-      return;
-  }
+  tail_tile<kTileRows - 1>(m - i, i, tile);
 }
 
 // What one GEMM call shares with all its tiles.
