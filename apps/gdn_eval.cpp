@@ -3,6 +3,7 @@
 //
 //   mpirun -np P gdn_eval --init-from DIR --tokens FILE.npy [--cp P] [--dtype f32|f64|bf16]
 //       [--chunk-size 64] [--attention-load-balance none|layer_local] [--grads-out DIR]
+//       [--pair-scan allgather|log_depth|auto]
 //       [--ep E] [--shard none|optimizer|full] [--documents none|eos | --cu-seqlens CU.npy]
 //
 // FILE.npy is int32 or int64 [B, T + 1]: inputs [:, :-1], targets [:, 1:]. Packed
@@ -36,6 +37,7 @@
 #include "cp/gdn_cp.h"
 #include "model/hf_weights.h"
 #include "model/model.h"
+#include "model/pair_scan_choice.h"
 #include "train/mesh.h"
 #include "train/replicated_state.h"
 #include "train/sharded_state.h"
@@ -64,6 +66,10 @@ cxxopts::Options make_options() {
       "attention-load-balance",
       "none | layer_local: each rank takes attention stripes r and 2P - 1 - r of the sequence",
       cxxopts::value<std::string>()->default_value("none"))(
+      "pair-scan",
+      "allgather | log_depth | auto: how GDN layers scan their pairs across the cp group, as "
+      "gdn_train --pair-scan (auto: the faster on one node's link)",
+      cxxopts::value<std::string>()->default_value("auto"))(
       "grads-out", "write d total / d parameter for every checkpoint tensor as DIR/<name>.npy",
       cxxopts::value<std::string>())(
       "stats", "log the bytes each call site exchanged and the attention work per rank")(
@@ -88,6 +94,7 @@ struct Setup {
   int cp = 1, dp = 1, ep = 1, chunk = kDefaultChunkSize;
   Sharding shard = Sharding::none;
   bool layer_local = false, stats = false;
+  PairScan pair_scan = PairScan::automatic;
   ModelConfig model;
   std::vector<std::string> ignored, notes;
   std::string tie_note;                // a tied head the checkpoint unties (warned about)
@@ -153,6 +160,10 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
   GDN_CHECK(balance, "--attention-load-balance ", lb, ": expected ",
             enum_list<AttentionLoadBalance>());
   s.layer_local = balance == AttentionLoadBalance::layer_local;
+  const std::string scan = r["pair-scan"].as<std::string>();
+  const std::optional<PairScan> pair_scan = enum_from_name<PairScan>(scan);
+  GDN_CHECK(pair_scan, "--pair-scan ", scan, ": expected ", enum_list<PairScan>());
+  s.pair_scan = *pair_scan;
   s.stats = r.count("stats") > 0;
   s.ep = r["ep"].as<int>();
   const std::string shard = r["shard"].as<std::string>();
@@ -214,6 +225,16 @@ int evaluate(const Setup& s, Communicator& world) {
   mesh = make_mesh(world, s.dp, s.cp, s.ep);
   CpOptions opt;
   opt.attention_layer_local = s.layer_local;
+  ShardShape shape;
+  shape.B = int(s.tokens.shape[0] / s.dp);
+  shape.P = s.cp;
+  shape.T = s.tokens.shape[1] - 1;
+  shape.Tl = (shape.T + s.cp - 1) / s.cp;
+  shape.chunk_size = s.chunk;
+  opt.pair_scan = resolve_pair_scan(s.pair_scan, {s.model, shape, int(sizeof(T)), false,
+                                                  StateLayout{s.shard, world.size(), s.ep},
+                                                  s.dtype == DType::bf16})
+                      .scan;
   ModelComms comms = ModelComms::single(*mesh.cp_comm, opt);
   comms.batch = &world;
   if (s.ep > 1) comms.expert_rows = comms.expert_counts = mesh.ep_comm.get();

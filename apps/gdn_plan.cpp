@@ -24,8 +24,9 @@ namespace {
 
 // The train keys that shape a step; each keeps gdn_train's flag, help and checks.
 const char* const kLayoutKeys[] = {
-    "seq_len", "batch_size", "cp",        "dp",         "ep",
-    "dtype",   "shard",      "recompute", "chunk_size", "attention_load_balance"};
+    "seq_len",  "batch_size", "cp",        "dp",         "ep",
+    "dtype",    "shard",      "recompute", "chunk_size", "attention_load_balance",
+    "pair_scan"};
 
 cxxopts::Options make_options() {
   cxxopts::Options o("gdn_plan",

@@ -277,8 +277,12 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
                                                     device_world ? *device_world : world, opt);
       }))
     return 1;
-  if (world.rank() == 0)
+  if (world.rank() == 0) {
     spdlog::info("memory per rank (estimate): {}", trainer->memory_estimate().describe());
+    if (s.cfg.train.cp > 1)
+      spdlog::info("GDN pair scan: {} ({})", name_of(trainer->pair_scan().scan),
+                   trainer->pair_scan().why);
+  }
   const RunResult result = trainer->run();
   if (!result.stopped.empty()) {
     // Every rank saw the same non-finite value: one message, and all exit 1 together.

@@ -25,7 +25,9 @@ template <typename T, typename Dev>
 OpOutputs<T> run_op(Communicator& comm, const Args& a, const Inputs& in, Watchdog& watchdog) {
   using clock = std::chrono::steady_clock;
   const GdnProblem& p = in.problem;
-  const CpContext cp = CpContext::contiguous(comm, p.T, CpOptions{a.log_depth_scan});
+  CpOptions options;
+  options.pair_scan = a.log_depth_scan ? PairScan::log_depth : PairScan::allgather;
+  const CpContext cp = CpContext::contiguous(comm, p.T, options);
   const Shard& sh = cp.shard;
   GDN_CHECK(sh.begin == in.shard.begin && sh.end == in.shard.end,
             "run_op: the inputs hold tokens [", in.shard.begin, ", ", in.shard.end,

@@ -85,6 +85,8 @@ inline constexpr const char* kShardNorms = "train.shard_norms";
 inline constexpr const char* kCheckpointGather = "train.checkpoint_gather";
 // --export-hf: each output file's tensors, every rank's elements of them to rank 0.
 inline constexpr const char* kExportGather = "train.export_gather";
+// At start-up: whether any rank resolved train.pair_scan auto to log_depth (one int, a max).
+inline constexpr const char* kPairScanAgree = "train.pair_scan_agree";
 // All-reduce of the step's loss (one double).
 inline constexpr const char* kLossAllReduce = "train.loss_allreduce";
 // All-reduce (max) of the peak resident memory (one int64).

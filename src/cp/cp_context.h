@@ -8,11 +8,14 @@
 #include "comm/communicator.h"
 #include "cp/documents.h"
 #include "cp/shard.h"
+#include "gdn/pairs/scan_cost.h"
 
 namespace gdn {
 
 struct CpOptions {
-  bool log_depth_scan = false;  // the Hillis-Steele point-to-point scan instead of all-gather
+  // How GDN layers scan their pairs (gdn/pairs/scan_cost.h): allgather or log_depth; auto
+  // is resolved before a step (model/pair_scan_choice.h) and refused here.
+  PairScan pair_scan = PairScan::allgather;
   // Inside the attention layers only: query rows in a balanced zigzag set (attention_cp.h).
   bool attention_layer_local = false;
   // The intra-rank sequence split of the host passes (gdn/split/split_pass.h, docs/design.md §4b):

@@ -24,6 +24,9 @@ void GdnContextParallel<T, Dev>::forward(const CpContext& cp, const GdnProblem& 
   comm_ = &cp.comm;
   shard_ = cp.shard;
   dims_ = {p.B * p.Hv, p.K, p.V};
+  GDN_CHECK(cp.options.pair_scan != PairScan::automatic,
+            "GdnContextParallel: pair_scan auto reached a layer; resolve it first "
+            "(model/pair_scan_choice.h)");
   const int P = cp.comm.size(), r = cp.comm.rank();
   norm_.normalize(p_, cp.tokens(), local);
   if constexpr (std::is_same_v<Dev, Host>) {
@@ -62,18 +65,18 @@ void GdnContextParallel<T, Dev>::three_phases(const CpContext& cp, T* o, T* ht) 
   if (P > 1) {
     // Phase 1: this shard as one affine map of its entry state.
     pass_.prepare();
-    mine_.resize(pair);
+    Buffer<Dev, T> mine(pair);
     h_in_.resize(dims_.b_elems());
-    pass_.transition(mine_.data(), mine_.data() + na);
+    pass_.transition(mine.data(), mine.data() + na);
     // Phase 2: the entry state h_in_r from the pairs of the ranks before this one.
-    if (cp.options.log_depth_scan) {
+    if (cp.options.pair_scan == PairScan::log_depth) {
       own_M_.resize(na);
-      Dev::copy(own_M_.data(), mine_.data(), na);
-      log_depth_scan(Dev{}, cp.comm, mine_.data(), mine_.data() + na, dims_, /*reverse=*/false,
+      Dev::copy(own_M_.data(), mine.data(), na);
+      log_depth_scan(Dev{}, cp.comm, mine.data(), mine.data() + na, dims_, /*reverse=*/false,
                      cp_sites::kForwardLogScan, h_in_.data());
     } else {
       gathered_.resize(pair * P);
-      cp.comm.all_gather(mine_.data(), gathered_.data(), sizeof(T) * pair, cp_sites::kForwardPairs);
+      cp.comm.all_gather(mine.data(), gathered_.data(), sizeof(T) * pair, cp_sites::kForwardPairs);
       std::vector<const T*> A(P), B(P);
       for (int i = 0; i < P; ++i) {
         A[i] = gathered_.data() + i * pair;
@@ -97,21 +100,21 @@ void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, cons
   const T* lambda = nullptr;  // one rank: every sequence ends in its slice
   if (P > 1) {
     // Phase 1: D_r = dLoss/dh_in_r with a zero exit adjoint.
-    D_.resize(nb);
+    Buffer<Dev, T> D(nb);
     lambda_.resize(nb);
     pass_.prepare();
-    pass_.adjoint(dO, dht, D_.data());
+    pass_.adjoint(dO, dht, D.data());
     // Phase 2: the exit adjoint lambda_r from the ranks after this one.
-    if (cp.options.log_depth_scan) {
-      log_depth_scan(Dev{}, cp.comm, own_M_.data(), D_.data(), dims_, /*reverse=*/true,
+    if (cp.options.pair_scan == PairScan::log_depth) {
+      log_depth_scan(Dev{}, cp.comm, own_M_.data(), D.data(), dims_, /*reverse=*/true,
                      cp_sites::kBackwardLogScan, lambda_.data());
     } else {
-      all_D_.resize(nb * P);
-      cp.comm.all_gather(D_.data(), all_D_.data(), sizeof(T) * nb, cp_sites::kBackwardAdjoints);
+      Buffer<Dev, T> all_D(nb * P);
+      cp.comm.all_gather(D.data(), all_D.data(), sizeof(T) * nb, cp_sites::kBackwardAdjoints);
       std::vector<const T*> A(P), B(P);
       for (int i = 0; i < P; ++i) {
         A[i] = gathered_.data() + i * pair;
-        B[i] = all_D_.data() + i * nb;
+        B[i] = all_D.data() + i * nb;
       }
       scan_adjoints(Dev{}, A, B, r, dims_, lambda_.data());
     }

@@ -4,7 +4,8 @@
 //           prefix-scan them -> h_in_r;  3. local pass from h_in_r -> outputs.
 // Backward: 1. local adjoint pass with lambda = 0 -> D_r;  2. all-gather D_r, suffix-scan
 //           with the M_r kept from the forward -> lambda_r;  3. full local backward.
-// With options.log_depth_scan, step 2 is a Hillis-Steele scan over point-to-point messages.
+// With options.pair_scan log_depth, step 2 is a Hillis-Steele scan over point-to-point
+// messages, and the layer keeps only its own M for the backward instead of every rank's pair.
 // At P = 1 there is nothing to compose: phases 1 and 2 are skipped. A recomputed forward
 // (after release(Keep::replay)) skips all three: the outputs come again from the per-chunk
 // entry states the first forward's phase 3 kept.
@@ -64,7 +65,7 @@ class GdnContextParallel {
   void release(Keep keep) {
     norm_.release();
     pass_.release(keep);
-    for (Buffer<Dev, T>* b : {&mine_, &h_in_, &D_, &lambda_, &all_D_}) *b = Buffer<Dev, T>();
+    for (Buffer<Dev, T>* b : {&h_in_, &lambda_}) *b = Buffer<Dev, T>();
     if (keep == Keep::nothing)
       for (Buffer<Dev, T>* b : {&own_M_, &gathered_}) *b = Buffer<Dev, T>();
     lifecycle_.release(keep);
@@ -88,10 +89,11 @@ class GdnContextParallel {
   SlicePass pass_;
   PieceSplit split_{};
   PairDims dims_{};
-  Buffer<Dev, T> mine_, h_in_;  // this rank's pair; its entry state
-  Buffer<Dev, T> own_M_;        // this rank's M (log-depth backward)
-  Buffer<Dev, T> gathered_;     // every rank's (M, U), kept for the backward's suffix scan
-  Buffer<Dev, T> D_, lambda_, all_D_;
+  // This rank's entry state and exit adjoint (the pair, D and the gathered D are local to
+  // forward and backward: a layer holds only what its backward reads).
+  Buffer<Dev, T> h_in_, lambda_;
+  Buffer<Dev, T> own_M_;     // this rank's M (log-depth backward)
+  Buffer<Dev, T> gathered_;  // every rank's (M, U), kept for the backward's suffix scan
 };
 
 }  // namespace gdn

@@ -58,22 +58,23 @@ void GdnLayerCore<T, Dev>::backward(const CpContext& cp, const T* d_o, GdnGradVi
   }
 }
 
-GdnCoreElems gdn_core_elems(const GdnProblem& p, int P, int threads) {
+GdnCoreElems gdn_core_elems(const GdnProblem& p, int P, PairScan scan, int threads) {
   const std::int64_t N = std::int64_t(p.B) * p.T, qk = std::int64_t(p.Hk) * p.K;
   const std::int64_t B = p.B, Hv = p.Hv, K = p.K, V = p.V, C = p.chunk_size;
   const std::int64_t chunks = (p.T + C - 1) / C, factors = 1 + 3 * C * K + C * V + C * C;
   const std::int64_t states = B * Hv * chunks * K * V;
-  const std::int64_t pairs = P > 1 ? std::int64_t(P) * B * Hv * K * (K + V) : 0;
+  const ScanCost pairs = scan_cost(scan, P, PairDims{int(B * Hv), int(K), int(V)}, 1);
   const bool split = choose_piece_split(PieceSplit{0, false}, p, 0, p.T, threads).pieces > 1;
   GdnCoreElems e;
-  e.kept = 2 * N * qk + states + pairs;
-  // The entry states (the recomputed forward makes the outputs from them) and the gathered
-  // pairs stay (an overestimate with the log-depth scan, which keeps this rank's M only).
-  e.replayed = states + pairs;
-  // The WY factors while a layer runs, and the backward's dq, dk per value head (the host
-  // pass's G - 1 of each group; the CUDA pass's G).
-  e.transient =
-      (P > 1 || split ? B * Hv * chunks * factors : 0) + 2 * std::int64_t(p.group()) * N * qk;
+  const std::int64_t entry = P > 1 ? B * Hv * K * V : 0;  // h_in, then lambda
+  e.kept = 2 * N * qk + states + entry + pairs.kept;
+  // The entry states (the recomputed forward makes the outputs from them) and what the
+  // backward's scan reads from the forward stay.
+  e.replayed = states + pairs.kept;
+  // The WY factors while a layer runs; then the pair scan's scratch (phase 2) or, later, the
+  // backward's dq, dk per value head (the host pass's G - 1 of each group; the CUDA pass's G).
+  e.transient = (P > 1 || split ? B * Hv * chunks * factors : 0) +
+                std::max(2 * std::int64_t(p.group()) * N * qk, pairs.transient);
   return e;
 }
 

@@ -76,7 +76,7 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
   const GdnCoreElems core =
       gdn_core_elems(GdnProblem(s.B, s.Tl, c.linear_num_key_heads, c.linear_num_value_heads,
                                 c.linear_key_head_dim, c.linear_value_head_dim, s.chunk_size),
-                     s.P, omp_get_max_threads());
+                     s.P, s.scan, omp_get_max_threads());
   // z, o, normed, conv_in and the core's inputs q, k, v, beta are kept in bf16 in the bf16
   // mode (ops/convert/kept.h), and the core's normalised q, k not at all; the backward decodes
   // normed, then o and z, then q, k, v, beta (and normalises q, k again), then conv_in.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gdn/pairs/scan_cost.h"
 #include "gdn/problem.h"
 #include "model/model_config.h"
 #include "model/param_partition.h"
@@ -25,12 +26,14 @@ struct ActivationElems {
   std::int64_t kept = 0, transient = 0, exchanged = 0, kept_bf16 = 0, remade_bf16 = 0, decoded = 0;
 };
 
-// The shard a rank holds: B sequences of Tl of T tokens, at cp degree P.
+// The shard a rank holds: B sequences of Tl of T tokens, at cp degree P, and how its GDN
+// layers scan their pairs (allgather or log_depth: resolved, model/pair_scan_choice.h).
 struct ShardShape {
   int B = 1;
   std::int64_t Tl = 0, T = 0;
   int P = 1;
   int chunk_size = kDefaultChunkSize;
+  PairScan scan = PairScan::allgather;
   std::int64_t tokens() const { return std::int64_t(B) * Tl; }
 };
 

@@ -67,6 +67,8 @@ double collective_seconds(Collective kind, int n, double bytes, const Link& link
       return 2.0 * (n - 1) * a + 2.0 * (n - 1) / n * bytes / b;
     case Collective::all_to_all:
       return (n - 1) * a + bytes / b;
+    case Collective::send_recv:
+      return a + bytes / b;
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include "model/model.h"
 #include "model/param_partition.h"
 #include "plan/attention_balance.h"
+#include "plan/memory_fit.h"
 
 namespace gdn::plan {
 
@@ -47,6 +48,22 @@ void add(SiteCounters& m, const std::string& site, i64 calls, i64 sent, i64 rece
   c.calls += calls;
   c.bytes_sent += sent;
   c.bytes_received += received;
+}
+
+// One log-depth scan (cp/log_depth_scan.cpp) at position pos of P in scan order: a
+// send_recv per round, a pair sent when a rank dist further on exists, one received when
+// a rank dist back does.
+struct ScanRounds {
+  i64 calls = 0, sends = 0, receives = 0;
+};
+ScanRounds scan_rounds_at(int P, int pos) {
+  ScanRounds s;
+  for (i64 dist = 1; dist < P; dist *= 2) {
+    ++s.calls;
+    s.sends += pos + dist < P;
+    s.receives += pos - dist >= 0;
+  }
+  return s;
 }
 
 // Rows (of one sequence) that cp rank r sends to each peer when moving its shard into
@@ -176,15 +193,25 @@ std::vector<RankExchange> predict_exchange(const PlanInput& in) {
   const int P = in.cp;
   const i64 n_attn = c.num_attention_layers(), n_gdn = c.num_hidden_layers - n_attn;
   const i64 fwd_times = in.recompute ? 2 : 1;  // the replayed forward of attention layers
+  const bool log_depth = plan_scan(in).scan == PairScan::log_depth;
   std::vector<RankExchange> out;
   for (int g = 0; g < in.dp; ++g)
     for (int r = 0; r < P; ++r) {
       RankExchange x;
       x.rank = g * P + r, x.dp_rank = g, x.cp_rank = r;
       SiteCounters& m = x.sites;
-      if (P > 1) {
+      if (P > 1 && log_depth) {
+        // Forward in rank order, backward in reverse rank order.
+        const ScanRounds f = scan_rounds_at(P, r), b = scan_rounds_at(P, P - 1 - r);
+        add(m, cp_sites::kForwardLogScan, n_gdn * f.calls, n_gdn * f.sends * s.pair,
+            n_gdn * f.receives * s.pair);
+        add(m, cp_sites::kBackwardLogScan, n_gdn * b.calls, n_gdn * b.sends * s.pair,
+            n_gdn * b.receives * s.pair);
+      } else if (P > 1) {
         add(m, cp_sites::kForwardPairs, n_gdn, n_gdn * s.pair, n_gdn * P * s.pair);
         add(m, cp_sites::kBackwardAdjoints, n_gdn, n_gdn * s.adjoint, n_gdn * P * s.adjoint);
+      }
+      if (P > 1) {
         // The halo chain: from the previous rank forward, from the next one backward.
         const i64 in_fwd = r > 0, out_fwd = r < P - 1;
         add(m, cp_sites::kConvHaloForward, n_gdn * (in_fwd + out_fwd), n_gdn * out_fwd * s.halo,
@@ -224,9 +251,17 @@ std::vector<SiteTraffic> step_traffic(const PlanInput& in) {
   auto add_site = [&](const char* site, Collective k, bool world, i64 calls, double bytes) {
     if (calls > 0) t.push_back({site, k, world, calls, bytes});
   };
-  if (P > 1) {
+  if (P > 1 && plan_scan(in).scan == PairScan::log_depth) {
+    const i64 rounds = scan_rounds(P);
+    add_site(cp_sites::kForwardLogScan, Collective::send_recv, false, n_gdn * rounds,
+             double(s.pair));
+    add_site(cp_sites::kBackwardLogScan, Collective::send_recv, false, n_gdn * rounds,
+             double(s.pair));
+  } else if (P > 1) {
     add_site(cp_sites::kForwardPairs, Collective::all_gather, false, n_gdn, double(s.pair));
     add_site(cp_sites::kBackwardAdjoints, Collective::all_gather, false, n_gdn, double(s.adjoint));
+  }
+  if (P > 1) {
     add_site(cp_sites::kConvHaloForward, Collective::chain, false, n_gdn, double(s.halo));
     add_site(cp_sites::kConvHaloBackward, Collective::chain, false, n_gdn, double(s.halo));
     add_site(attention_sites::kKvAllGather, Collective::all_gather, false, n_attn * fwd_times,

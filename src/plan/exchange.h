@@ -26,10 +26,11 @@ struct RankExchange {
 // Every world rank's counters of one step.
 std::vector<RankExchange> predict_exchange(const PlanInput& in);
 
-// What a site's calls are, for the cost model (cluster.h).
-enum class Collective { all_gather, reduce_scatter, all_reduce, chain, all_to_all };
-constexpr std::array<const char*, 5> enum_names(Collective) {
-  return {"all_gather", "reduce_scatter", "all_reduce", "chain", "all_to_all"};
+// What a site's calls are, for the cost model (cluster.h). send_recv: one round of a
+// point-to-point scan, each rank sending and receiving at most one block at once.
+enum class Collective { all_gather, reduce_scatter, all_reduce, chain, all_to_all, send_recv };
+constexpr std::array<const char*, 6> enum_names(Collective) {
+  return {"all_gather", "reduce_scatter", "all_reduce", "chain", "all_to_all", "send_recv"};
 }
 
 struct SiteTraffic {
@@ -38,7 +39,8 @@ struct SiteTraffic {
   bool world = false;      // over every rank (else over one cp group)
   std::int64_t calls = 0;  // per rank per step
   // Per call: all-gather / reduce-scatter: one rank's block; all-reduce: the buffer;
-  // chain: one hop's message; all-to-all: the most any rank sends or receives.
+  // chain: one hop's message; all-to-all: the most any rank sends or receives; send_recv:
+  // the block of one round.
   double bytes = 0;
 };
 

@@ -1,16 +1,44 @@
 #include "plan/memory_fit.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace gdn::plan {
 
-MemoryEstimate rank_memory(const PlanInput& in, bool recompute) {
+namespace {
+
+EstimateInputs estimate_inputs(const PlanInput& in, bool recompute, PairScan scan) {
   ShardShape s;
   s.B = in.local_batch();
   s.T = in.T;
   s.P = in.cp;
   s.Tl = (in.T + in.cp - 1) / in.cp;
   s.chunk_size = in.chunk_size;
-  return estimate_memory(in.model, s, in.elem_bytes, recompute,
-                         StateLayout{in.shard, in.world(), in.ep}, in.bf16);
+  s.scan = scan;
+  return {in.model, s, in.elem_bytes, recompute, StateLayout{in.shard, in.world(), in.ep}, in.bf16};
+}
+
+}  // namespace
+
+PairScanChoice plan_scan(const PlanInput& in, std::optional<double> budget, const ScanLink& link,
+                         double flops_per_s) {
+  // A budget past 2^62 bytes is no limit.
+  const std::int64_t available =
+      budget ? std::int64_t(std::min(*budget, std::ldexp(1.0, 62))) : std::int64_t(-1);
+  return resolve_pair_scan(in.pair_scan, estimate_inputs(in, in.recompute, PairScan::allgather),
+                           available, link, flops_per_s);
+}
+
+PlanInput resolved(const PlanInput& in, std::optional<double> budget, const ScanLink& link,
+                   double flops_per_s) {
+  PlanInput p = in;
+  p.pair_scan = plan_scan(in, budget, link, flops_per_s).scan;
+  return p;
+}
+
+MemoryEstimate rank_memory(const PlanInput& in, bool recompute) {
+  const EstimateInputs e = estimate_inputs(in, recompute, plan_scan(in).scan);
+  return estimate_memory(e.model, e.shape, e.elem_bytes, recompute, e.state, e.bf16);
 }
 
 std::vector<Fit> longest_fits(const PlanInput& in, double budget, const std::vector<int>& cps) {
@@ -22,7 +50,7 @@ std::vector<Fit> longest_fits(const PlanInput& in, double budget, const std::vec
     p.cp = P;
     auto fits = [&](std::int64_t T) {
       p.T = T;
-      return double(rank_memory(p, in.recompute).total()) <= budget;
+      return double(rank_memory(resolved(p, budget), in.recompute).total()) <= budget;
     };
     Fit f;
     f.cp = P;
@@ -36,7 +64,9 @@ std::vector<Fit> longest_fits(const PlanInput& in, double budget, const std::vec
       }
       f.seq_len = lo;
       p.T = lo;
-      f.at = rank_memory(p, in.recompute);
+      const PlanInput r = resolved(p, budget);
+      f.at = rank_memory(r, in.recompute);
+      f.scan = r.pair_scan;
     }
     out.push_back(f);
   }
@@ -55,8 +85,10 @@ std::optional<LayoutFit> smallest_fit(const PlanInput& in, double budget, int ma
             if (W % dp != 0 || in.batch % dp != 0 || W / dp > in.T) continue;
             PlanInput p = in;
             p.cp = W / dp, p.dp = dp, p.ep = ep, p.shard = shard, p.recompute = recompute;
-            const MemoryEstimate m = rank_memory(p, recompute);
-            if (double(m.total()) <= budget) return LayoutFit{W, p.cp, dp, ep, shard, recompute, m};
+            const PlanInput r = resolved(p, budget);
+            const MemoryEstimate m = rank_memory(r, recompute);
+            if (double(m.total()) <= budget)
+              return LayoutFit{W, p.cp, dp, ep, shard, recompute, r.pair_scan, m};
           }
         }
   }

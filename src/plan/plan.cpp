@@ -9,12 +9,25 @@ namespace gdn::plan {
 Plan make_plan(const PlanInput& in, const PlanOptions& opt) {
   Plan p;
   p.in = in;
-  p.flops = count_flops(in);
-  p.exchange = predict_exchange(in);
-  p.traffic = step_traffic(in);
-  p.crossover = crossover(in);
-  p.memory_none = rank_memory(in, false);
-  p.memory_layer = rank_memory(in, true);
+  ScanLink link;
+  if (opt.cluster) {
+    const Link l = group_link(*opt.cluster, in.cp, in.dp);
+    link = {l.latency_s, l.bytes_per_s};
+  }
+  p.scan = plan_scan(in, opt.memory_budget, link, opt.cluster ? opt.rank_flops_per_s : 0);
+  const ModelConfig& c = in.model;
+  const PairDims d{in.local_batch() * c.linear_num_value_heads, c.linear_key_head_dim,
+                   c.linear_value_head_dim};
+  p.allgather_cost = scan_cost(PairScan::allgather, in.cp, d, in.elem_bytes);
+  p.log_depth_cost = scan_cost(PairScan::log_depth, in.cp, d, in.elem_bytes);
+  PlanInput r = in;  // the layout with its scan
+  r.pair_scan = p.scan.scan;
+  p.flops = count_flops(r);
+  p.exchange = predict_exchange(r);
+  p.traffic = step_traffic(r);
+  p.crossover = crossover(r);
+  p.memory_none = rank_memory(r, false);
+  p.memory_layer = rank_memory(r, true);
   p.memory = in.recompute ? p.memory_layer : p.memory_none;
   p.memory_budget = opt.memory_budget;
   if (opt.memory_budget) {
@@ -32,7 +45,7 @@ Plan make_plan(const PlanInput& in, const PlanOptions& opt) {
               "\"gflops\", or a figure for the GPU)");
     p.cluster = opt.cluster;
     p.rank_flops_per_s = opt.rank_flops_per_s;
-    p.step = predict_step(in, *opt.cluster, opt.rank_flops_per_s);
+    p.step = predict_step(r, *opt.cluster, opt.rank_flops_per_s);
     p.scaling = cp_scaling(in, *opt.cluster, opt.rank_flops_per_s);
   }
   return p;

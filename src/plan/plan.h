@@ -22,7 +22,11 @@ struct PlanOptions {
 };
 
 struct Plan {
-  PlanInput in;
+  PlanInput in;  // pair_scan as asked
+  // The scan this layout runs (auto resolved with the budget and the cluster's cp link),
+  // and what each would cost per GDN layer and step; the predictions below use `scan`.
+  PairScanChoice scan;
+  ScanCost allgather_cost, log_depth_cost;
   FlopReport flops;
   std::vector<RankExchange> exchange;
   std::vector<SiteTraffic> traffic;

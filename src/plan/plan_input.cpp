@@ -28,6 +28,7 @@ PlanInput plan_input(const RunConfig& c) {
   p.layer_local = t.attention_load_balance == AttentionLoadBalance::layer_local;
   p.shard = t.shard;
   p.ep = t.ep;
+  p.pair_scan = t.pair_scan;
   p.source = c.source;
   return p;
 }

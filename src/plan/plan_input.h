@@ -23,7 +23,9 @@ struct PlanInput {
   bool layer_local = false;         // attention_load_balance layer_local
   Sharding shard = Sharding::none;  // train.shard, over the world
   int ep = 1;                       // train.ep
-  std::string source;               // the config file, for messages
+  // train.pair_scan as asked; automatic is resolved per layout (memory_fit.h: resolved).
+  PairScan pair_scan = PairScan::automatic;
+  std::string source;  // the config file, for messages
 
   int local_batch() const { return batch / dp; }  // sequences of one cp group
   int world() const { return cp * dp; }

@@ -41,6 +41,7 @@ json step_json(const StepTime& s, const PlanInput& in) {
           {"tokens_per_s", tokens / s.total_s()},
           {"cp_group_on_network", s.cp_on_network},
           {"world_on_network", s.world_on_network},
+          {"pair_scan", name_of(s.scan)},
           {"sites_s", sites}};
 }
 
@@ -64,6 +65,7 @@ json to_json(const Plan& p) {
                  {"shard", name_of(in.shard)},
                  {"ep", in.ep},
                  {"attention_load_balance", in.layer_local ? "layer_local" : "none"},
+                 {"pair_scan", name_of(in.pair_scan)},
                  {"tokens_per_step", std::int64_t(in.batch) * in.T},
                  {"tokens_per_shard", (in.T + in.cp - 1) / in.cp}};
 
@@ -115,8 +117,21 @@ json to_json(const Plan& p) {
                        {"calls", t.calls},
                        {"bytes_per_call", t.bytes}});
   const Crossover& x = p.crossover;
+  auto cost_json = [&](const ScanCost& c) {
+    return json{{"messages", c.messages},
+                {"bytes", c.bytes},
+                {"flops", c.flops},
+                {"kept_bytes", c.kept * in.elem_bytes},
+                {"transient_bytes", c.transient * in.elem_bytes}};
+  };
   j["exchange"] = {{"ranks", xr},
                    {"sites", traffic},
+                   {"pair_scan",
+                    {{"scan", name_of(p.scan.scan)},
+                     {"why", p.scan.why},
+                     {"per_gdn_layer_step",
+                      {{"allgather", cost_json(p.allgather_cost)},
+                       {"log_depth", cost_json(p.log_depth_cost)}}}}},
                    {"crossover_tokens_per_shard",
                     {{"cp", x.cp},
                      {"per_layer_forward", optional_json(x.layer_forward)},
@@ -130,7 +145,10 @@ json to_json(const Plan& p) {
   if (p.memory_budget) {
     json fits = json::array();
     for (const Fit& fit : p.fits)
-      fits.push_back({{"cp", fit.cp}, {"seq_len", fit.seq_len}, {"total", fit.at.total()}});
+      fits.push_back({{"cp", fit.cp},
+                      {"seq_len", fit.seq_len},
+                      {"total", fit.at.total()},
+                      {"pair_scan", name_of(fit.scan)}});
     mem["budget_bytes"] = *p.memory_budget;
     mem["longest_seq_len"] = fits;
     if (p.smallest) {
@@ -141,6 +159,7 @@ json to_json(const Plan& p) {
                              {"ep", s.ep},
                              {"shard", name_of(s.shard)},
                              {"recompute", s.recompute ? "layer" : "none"},
+                             {"pair_scan", name_of(s.scan)},
                              {"total", s.at.total()}};
     } else {
       mem["smallest_fit"] = nullptr;

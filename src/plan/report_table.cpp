@@ -73,6 +73,18 @@ void exchange_table(const Plan& p, std::ostream& out) {
                        t.world ? "world" : "cp", calls, format_bytes(double(sent)),
                        format_bytes(double(received)));
   }
+  if (p.in.cp > 1 && p.in.model.num_hidden_layers > p.in.model.num_attention_layers()) {
+    out << fmt::format("  GDN pair scan: {} (pair_scan {}: {})\n", name_of(p.scan.scan),
+                       name_of(p.in.pair_scan), p.scan.why);
+    for (const auto& [name, c] :
+         {std::pair{"allgather", &p.allgather_cost}, std::pair{"log_depth", &p.log_depth_cost}})
+      out << fmt::format(
+          "    {:<10} per GDN layer and step: {} messages, {} received, {} FLOP, holds {} "
+          "(+ {} while it runs)\n",
+          name, c->messages, format_bytes(c->bytes), si(c->flops),
+          format_bytes(double(c->kept) * p.in.elem_bytes),
+          format_bytes(double(c->transient) * p.in.elem_bytes));
+  }
   const Crossover& x = p.crossover;
   if (x.layer_forward)
     out << fmt::format(
@@ -104,15 +116,16 @@ void memory_table(const Plan& p, std::ostream& out) {
                        p.in.recompute ? "layer" : "none");
     for (const Fit& f : p.fits)
       out << fmt::format("    cp {:>4}: {}\n", f.cp,
-                         f.seq_len ? fmt::format("{} ({})", f.seq_len, format_bytes(f.at.total()))
+                         f.seq_len ? fmt::format("{} ({}, {})", f.seq_len,
+                                                 format_bytes(f.at.total()), name_of(f.scan))
                                    : std::string("does not fit"));
     if (p.smallest) {
       const LayoutFit& s = *p.smallest;
       out << fmt::format(
           "  fewest ranks for seq_len {} (batch {}): {} (cp {}, dp {}, ep {}, shard {}, recompute "
-          "{}): {} per rank\n",
+          "{}, pair_scan {}): {} per rank\n",
           p.in.T, p.in.batch, s.world, s.cp, s.dp, s.ep, name_of(s.shard),
-          s.recompute ? "layer" : "none", format_bytes(s.at.total()));
+          s.recompute ? "layer" : "none", name_of(s.scan), format_bytes(s.at.total()));
     } else {
       out << fmt::format("  fewest ranks for seq_len {}: none up to {} fits\n", p.in.T, kMaxWorld);
     }
@@ -131,13 +144,13 @@ void cluster_table(const Plan& p, std::ostream& out) {
                      seconds(s.compute_s), seconds(s.comm_s), seconds(s.total_s()));
   for (const auto& [site, secs] : s.site_s)
     if (secs > 0) out << fmt::format("    {:<30}{:>12}\n", site, seconds(secs));
-  out << fmt::format("  {:>6}{:>13}{:>13}{:>13}{:>14}  {}\n", "cp", "compute", "comm", "step",
-                     "tokens/s", "cp group");
+  out << fmt::format("  {:>6}{:>13}{:>13}{:>13}{:>14}  {:<12}{}\n", "cp", "compute", "comm", "step",
+                     "tokens/s", "cp group", "pair scan");
   const double tokens = double(p.in.batch) * double(p.in.T);
   for (const StepTime& t : p.scaling)
-    out << fmt::format("  {:>6}{:>13}{:>13}{:>13}{:>14.0f}  {}\n", t.cp, seconds(t.compute_s),
+    out << fmt::format("  {:>6}{:>13}{:>13}{:>13}{:>14.0f}  {:<12}{}\n", t.cp, seconds(t.compute_s),
                        seconds(t.comm_s), seconds(t.total_s()), tokens / t.total_s(),
-                       t.cp_on_network ? "spans nodes" : "one node");
+                       t.cp_on_network ? "spans nodes" : "one node", name_of(t.scan));
 }
 
 }  // namespace

@@ -7,13 +7,25 @@
 
 namespace gdn::plan {
 
-StepTime predict_step(const PlanInput& in, const ClusterSpec& c, double flops_per_s) {
+namespace {
+
+// The link of in's cp groups, for the scan choice.
+ScanLink cp_scan_link(const PlanInput& in, const ClusterSpec& c) {
+  const Link l = group_link(c, in.cp, in.dp);
+  return {l.latency_s, l.bytes_per_s};
+}
+
+}  // namespace
+
+StepTime predict_step(const PlanInput& asked, const ClusterSpec& c, double flops_per_s) {
+  const PlanInput in = resolved(asked, std::nullopt, cp_scan_link(asked, c), flops_per_s);
   GDN_CHECK(in.world() <= c.ranks(), "dp ", in.dp, " x cp ", in.cp, " = ", in.world(),
             " ranks, but the cluster has nodes x gpus = ", c.nodes, " x ", c.gpus, " = ", c.ranks(),
             " GPUs");
   GDN_CHECK(flops_per_s > 0, "the per-rank throughput must be > 0");
   StepTime s;
   s.cp = in.cp;
+  s.scan = in.pair_scan;
   s.compute_s = count_flops(in).max_rank_executed() / flops_per_s;
   const Link cp_link = group_link(c, in.cp, in.dp), world_link = group_link(c, in.world(), 1);
   s.cp_on_network = cp_link.network && in.cp > 1;

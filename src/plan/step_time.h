@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "plan/cluster.h"
+#include "plan/memory_fit.h"
 #include "plan/plan_input.h"
 
 namespace gdn::plan {
 
 struct StepTime {
   int cp = 1;
+  PairScan scan = PairScan::allgather;  // auto resolved on the cp group's link
   double compute_s = 0, comm_s = 0;
   std::map<std::string, double> site_s;  // per call site, all calls of the step
   bool cp_on_network = false, world_on_network = false;
@@ -22,6 +24,7 @@ struct StepTime {
 };
 
 // flops_per_s: one rank's sustained FLOP/s (gdn_bench's GFLOP/s x 1e9, or a given figure).
+// pair_scan auto is resolved on the cp group's link (memory_fit.h: plan_scan).
 StepTime predict_step(const PlanInput& in, const ClusterSpec& c, double flops_per_s);
 
 // cp = 1, 2, 4, ... (and in.cp) while dp x cp fits the cluster and cp <= seq_len.

@@ -250,6 +250,14 @@ const std::vector<TrainField>& train_fields() {
                "equal share of the causal triangle (stripes r and 2P - 1 - r, and back); GDN "
                "layers keep their contiguous shards",
        .member = &T::attention_load_balance},
+      {.key = "pair_scan",
+       .flag = "pair-scan",
+       .help = "allgather | log_depth | auto: how GDN layers find their entry states across the "
+               "cp group: all-gather every rank's (M, U) and keep them for the backward (P pairs "
+               "per layer), or a Hillis-Steele scan over point-to-point messages in ceil(log2 P) "
+               "rounds keeping this rank's M only; auto takes the faster on one node's link "
+               "(2 us, 100 GB/s), or log_depth when only it fits the memory (gdn_plan says why)",
+       .member = &T::pair_scan},
       {.key = "recompute",
        .flag = "recompute",
        .help = "none | layer: keep only each layer's input from the forward and run the layer "

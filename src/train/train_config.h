@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "gdn/pairs/scan_cost.h"
 #include "gdn/problem.h"
 #include "model/param_partition.h"
 
@@ -54,6 +55,7 @@ struct TrainConfig {
   int chunk_size = kDefaultChunkSize;
   bool context_parallel_load_balance = false;  // MaxText's name; true is refused
   AttentionLoadBalance attention_load_balance = AttentionLoadBalance::none;
+  PairScan pair_scan = PairScan::automatic;  // how GDN layers scan their pairs (cp_context.h)
   Recompute recompute = Recompute::none;
   Sharding shard = Sharding::none;
   std::string data = "synthetic";  // "synthetic", a token file or a text file
@@ -72,11 +74,12 @@ struct TrainConfig {
 };
 
 struct TrainField {
-  using Member = std::variant<std::int64_t TrainConfig::*, int TrainConfig::*,
-                              std::uint64_t TrainConfig::*, double TrainConfig::*,
-                              bool TrainConfig::*, std::string TrainConfig::*, DType TrainConfig::*,
-                              Recompute TrainConfig::*, AttentionLoadBalance TrainConfig::*,
-                              Sharding TrainConfig::*, DocumentSplit TrainConfig::*>;
+  using Member =
+      std::variant<std::int64_t TrainConfig::*, int TrainConfig::*, std::uint64_t TrainConfig::*,
+                   double TrainConfig::*, bool TrainConfig::*, std::string TrainConfig::*,
+                   DType TrainConfig::*, Recompute TrainConfig::*,
+                   AttentionLoadBalance TrainConfig::*, PairScan TrainConfig::*,
+                   Sharding TrainConfig::*, DocumentSplit TrainConfig::*>;
   const char* key;   // in "train"
   const char* flag;  // gdn_train's flag, without "--"; "" for none
   const char* help;

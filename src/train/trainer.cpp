@@ -34,22 +34,50 @@ namespace gdn {
 
 namespace {
 
-// This rank's memory estimate; throws, with the numbers, when it exceeds `available`.
-MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64_t available) {
+// What this rank's memory estimate is made of (the largest shard).
+EstimateInputs estimate_inputs(const RunConfig& cfg, int elem_bytes, PairScan scan) {
   const TrainConfig& t = cfg.train;
   ShardShape s;
   s.B = t.batch_size / std::max(1, t.dp);
   s.T = t.seq_len;
   s.P = t.cp;
-  s.Tl = (t.seq_len + t.cp - 1) / t.cp;  // the largest shard
+  s.Tl = (t.seq_len + t.cp - 1) / t.cp;
   s.chunk_size = t.chunk_size;
+  s.scan = scan;
+  return {cfg.model,
+          s,
+          elem_bytes,
+          t.recompute == Recompute::layer,
+          StateLayout{t.shard, t.dp * t.cp, t.ep},
+          t.dtype == DType::bf16};
+}
+
+// The pair scan of every GDN layer, train.pair_scan with auto resolved
+// (model/pair_scan_choice.h), the same on every rank: log_depth when any rank needs it to fit.
+PairScanChoice agreed_pair_scan(const RunConfig& cfg, int elem_bytes, std::int64_t available,
+                                Communicator& world) {
+  PairScanChoice c = resolve_pair_scan(
+      cfg.train.pair_scan, estimate_inputs(cfg, elem_bytes, PairScan::allgather), available);
+  int log_depth = c.scan == PairScan::log_depth;
+  world.all_reduce_max(&log_depth, 1, train_sites::kPairScanAgree);
+  if (log_depth && c.scan != PairScan::log_depth)
+    c = {PairScan::log_depth, "another rank needs it to fit its memory"};
+  return c;
+}
+
+// This rank's memory estimate; throws, with the numbers, when it exceeds `available`.
+MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64_t available,
+                                PairScan scan) {
+  const TrainConfig& t = cfg.train;
+  const EstimateInputs in = estimate_inputs(cfg, elem_bytes, scan);
+  const ShardShape& s = in.shape;
   const MemoryEstimate e =
-      estimate_memory(cfg.model, s, elem_bytes, t.recompute == Recompute::layer,
-                      StateLayout{t.shard, t.dp * t.cp, t.ep}, t.dtype == DType::bf16);
+      estimate_memory(cfg.model, s, elem_bytes, in.recompute, in.state, in.bf16);
   if (available >= 0 && e.total() > available)
     throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
                 (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
-                dtype_name(t.dtype), "), but only ", format_bytes(double(available)),
+                dtype_name(t.dtype), ", pair_scan ", name_of(scan), "), but only ",
+                format_bytes(double(available)),
                 " is available to it; use more cp ranks, a shorter seq_len, a smaller batch or "
                 "train.shard optimizer or full");
   return e;
@@ -79,7 +107,8 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
                          const TrainerOptions& opt)
     : cfg_(cfg),
       opt_(opt),
-      estimate_(checked_estimate(cfg, int(sizeof(T)), opt.memory_available)),
+      pair_scan_(agreed_pair_scan(cfg, int(sizeof(T)), opt.memory_available, world)),
+      estimate_(checked_estimate(cfg, int(sizeof(T)), opt.memory_available, pair_scan_.scan)),
       world_(world),
       mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp, cfg.train.ep)),
       shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
@@ -99,6 +128,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
   comms.cp = mesh_.cp_comm.get();
   comms.cp_options.attention_layer_local =
       cfg.train.attention_load_balance == AttentionLoadBalance::layer_local;
+  comms.cp_options.pair_scan = pair_scan_.scan;
   comms.batch = mesh_.world;
   if (mesh_.ep > 1) {
     // The routed rows move in Dev's memory, their counts in the host's.

@@ -22,6 +22,7 @@
 #include "cp/shard.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
+#include "model/pair_scan_choice.h"
 #include "train/batch.h"
 #include "train/checkpoint_rotation.h"
 #include "train/data.h"
@@ -91,6 +92,8 @@ class Trainer {
 
   std::int64_t next_step() const { return step_; }
   const MemoryEstimate& memory_estimate() const { return estimate_; }
+  // How the GDN layers scan their pairs, and why (train.pair_scan, auto resolved).
+  const PairScanChoice& pair_scan() const { return pair_scan_; }
   // Rank 0 writes the current weights as a Hugging Face checkpoint (train/hf_export.h),
   // every rank sending its part one file at a time; collective.
   // file_dtype: the tensors' dtype (f32, f64 or bf16).
@@ -119,7 +122,8 @@ class Trainer {
 
   RunConfig cfg_;
   TrainerOptions opt_;
-  MemoryEstimate estimate_;  // first: computed and checked before anything is allocated
+  PairScanChoice pair_scan_;  // first: the estimate depends on it
+  MemoryEstimate estimate_;   // computed and checked before anything is allocated
   Communicator& world_;
   Mesh mesh_;  // over dev_world
   Shard shard_;

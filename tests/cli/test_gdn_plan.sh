@@ -123,6 +123,12 @@ exchange_case() {
 
 case_exchange() {
   exchange_case cp2 2 --cp 2 --batch 2
+  # Both pair scans by name (auto takes log_depth at cp 4 here): the log-depth scan's
+  # send_recv rounds, a pair each way where a peer exists (cp 3: a round with neither).
+  exchange_case cp3_allgather 3 --cp 3 --batch 1 --pair-scan allgather
+  exchange_case cp3_log_depth_recompute 3 --cp 3 --batch 2 --pair-scan log_depth \
+    --recompute layer
+  exchange_case dp2cp2_log_depth_ep2 4 --cp 2 --dp 2 --batch 4 --pair-scan log_depth --ep 2
   exchange_case cp4_balanced_recompute 4 --cp 4 --batch 2 --attention-load-balance layer_local \
     --recompute layer
   exchange_case dp2cp2_f64 4 --cp 2 --dp 2 --batch 4 --dtype f64

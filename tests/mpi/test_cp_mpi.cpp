@@ -35,6 +35,13 @@ struct CpResult {
 };
 
 // Runs the CP op on this rank's shard of the full inputs.
+// The options of one of the two cross-rank scans.
+CpOptions scan_options(bool log_depth) {
+  CpOptions o;
+  o.pair_scan = log_depth ? PairScan::log_depth : PairScan::allgather;
+  return o;
+}
+
 template <typename T>
 CpResult<T> run_cp(Communicator& comm, const Case& c, const GdnInputs<T>& full, const Tensor<T>& dO,
                    const Tensor<T>& dht, CpOptions opt) {
@@ -109,7 +116,7 @@ void check_case(Communicator& comm, const Case& c) {
     CHECK(rel_l2(o_zero, token_slice(o, s)) > 1e-2);
   }
   for (bool log_depth : {false, true}) {
-    const CpResult<double> r = run_cp(comm, c, d, dO, dht, {log_depth});
+    const CpResult<double> r = run_cp(comm, c, d, dO, dht, scan_options(log_depth));
     INFO(c.name << " P=" << comm.size() << " rank " << comm.rank() << " shard [" << s.begin << ", "
                 << s.end << ") " << (log_depth ? "log-depth" : "all-gather") << " scan");
     CHECK(rel_l2(r.o, token_slice(o, s)) <= 1e-10);
@@ -130,11 +137,11 @@ void check_split_case(Communicator& comm, const Case& c, int S) {
   const auto& [d, dO, dht, o, ht, ref] = run_oracle(c, 24);
   const Shard s = contiguous_shard(p.T, comm.size(), comm.rank());
   for (bool log_depth : {false, true}) {
-    CpOptions unsplit_opt{log_depth};
+    CpOptions unsplit_opt = scan_options(log_depth);
     unsplit_opt.split_pieces = 1;
     const CpResult<double> unsplit = run_cp(comm, c, d, dO, dht, unsplit_opt);
     for (bool split_log_depth : {false, true}) {
-      CpOptions opt{log_depth};
+      CpOptions opt = scan_options(log_depth);
       opt.split_pieces = S;
       opt.split_log_depth = split_log_depth;
       const CpResult<double> r = run_cp(comm, c, d, dO, dht, opt);
@@ -246,7 +253,7 @@ TEST_CASE("cross-rank payload is the fixed-size pairs, whatever the sequence len
 
     // Log-depth: ceil(log2 P) rounds, at most one pair sent per round.
     comm.reset_counters();
-    run_cp(comm, c, d, dO, dO, {true});
+    run_cp(comm, c, d, dO, dO, scan_options(true));
     const std::int64_t rounds = std::int64_t(std::ceil(std::log2(double(P))));
     const std::int64_t pair = B * Hv * K * (K + V) * sizeof(double);
     const CommCounter& f = comm.counter(cp_sites::kForwardLogScan);

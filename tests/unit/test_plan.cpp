@@ -6,6 +6,7 @@
 
 #include "core/json_reader.h"
 #include "cp/attention_cp.h"
+#include "cp/gdn_layer_core.h"
 #include "ops/attention/attention.h"
 #include "plan/attention_balance.h"
 #include "plan/cluster.h"
@@ -120,9 +121,14 @@ TEST_CASE("the longest seq_len that fits is the edge of the memory estimate") {
     PlanInput p = in;
     p.cp = f.cp;
     p.T = f.seq_len;
+    p.pair_scan = f.scan;
     REQUIRE(double(rank_memory(p, false).total()) <= budget);
+    // One token more fits with neither scan.
     p.T = f.seq_len + 1;
-    REQUIRE(double(rank_memory(p, false).total()) > budget);
+    for (PairScan scan : {PairScan::allgather, PairScan::log_depth}) {
+      p.pair_scan = scan;
+      REQUIRE(double(rank_memory(p, false).total()) > budget);
+    }
   }
 }
 
@@ -135,7 +141,7 @@ TEST_CASE("the smallest fit fits, and no layout of half as many ranks does", "[m
     CHECK(f->cp * f->dp == f->world);
     CHECK(double(f->at.total()) <= budget);
     PlanInput p = in;
-    p.cp = f->cp, p.dp = f->dp, p.ep = f->ep, p.shard = f->shard;
+    p.cp = f->cp, p.dp = f->dp, p.ep = f->ep, p.shard = f->shard, p.pair_scan = f->scan;
     CHECK(rank_memory(p, f->recompute).total() == f->at.total());
     // Every layout of world / 2 ranks, enumerated here: none fits.
     const int W = f->world / 2;
@@ -145,8 +151,93 @@ TEST_CASE("the smallest fit fits, and no layout of half as many ranks does", "[m
           for (bool recompute : {false, true}) {
             if (W % dp || in.batch % dp || W % ep || in.model.num_experts % ep) continue;
             p.cp = W / dp, p.dp = dp, p.ep = ep, p.shard = shard;
-            CHECK(double(rank_memory(p, recompute).total()) > budget);
+            for (PairScan scan : {PairScan::allgather, PairScan::log_depth}) {
+              p.pair_scan = scan;
+              CHECK(double(rank_memory(p, recompute).total()) > budget);
+            }
           }
   }
   CHECK_FALSE(smallest_fit(in, 1.0e3, 64));  // nothing fits a kilobyte
+}
+
+TEST_CASE("the two pair scans' costs, written out by hand", "[scan]") {
+  CHECK(scan_rounds(1) == 0);
+  CHECK(scan_rounds(2) == 1);
+  CHECK(scan_rounds(3) == 2);
+  CHECK(scan_rounds(4) == 2);
+  CHECK(scan_rounds(5) == 3);
+  CHECK(scan_rounds(8) == 3);
+  CHECK(scan_rounds(4096) == 12);
+  // 3 (b, h) blocks of K = 4, V = 8: a pair is 3 (16 + 32) = 144 elements, D 96.
+  const PairDims d{3, 4, 8};
+  for (int P : {2, 3, 4, 8, 13}) {
+    CAPTURE(P);
+    const ScanCost ag = scan_cost(PairScan::allgather, P, d, 4),
+                   ld = scan_cost(PairScan::log_depth, P, d, 4);
+    const int R = P == 2 ? 1 : P <= 4 ? 2 : P == 8 ? 3 : 4;
+    CHECK(ag.messages == 2 * (P - 1));
+    CHECK(ag.bytes == double(P - 1) * (144 + 96) * 4);
+    CHECK(ag.kept == P * 144);
+    CHECK(ld.messages == 2 * R);
+    CHECK(ld.bytes == 2.0 * R * 144 * 4);
+    CHECK(ld.kept == 3 * 16);  // this rank's M, at every P
+    CHECK(ag.flops == 2.0 * (P - 1) * 3 * 2 * 16 * 8);
+    CHECK(ld.flops == 2.0 * (2 * R - 1) * 3 * (2 * 64 + 2 * 16 * 8));
+  }
+  CHECK(scan_cost(PairScan::log_depth, 1, d, 4).bytes == 0);
+  CHECK(scan_cost(PairScan::allgather, 1, d, 4).kept == 0);
+}
+
+TEST_CASE("auto takes the faster scan, and log_depth where only it fits", "[scan]") {
+  // K = V: at P = 2 the all-gather moves D (K V) back where the scan moves a pair; at P = 8
+  // the scan sends 3 pairs each way against 7 pairs and 7 D's.
+  const PairDims d{16, 128, 128};
+  CHECK(faster_scan(1, d, 4, {}).scan == PairScan::allgather);
+  CHECK(faster_scan(2, d, 4, {}).scan == PairScan::allgather);
+  CHECK(faster_scan(8, d, 4, {}).scan == PairScan::log_depth);
+  // Latency alone (infinite bandwidth): 2 R against 2 (P - 1) messages; a tie at P = 2.
+  const ScanLink latency{1e-6, 1e30};
+  CHECK(faster_scan(2, d, 4, latency).scan == PairScan::log_depth);
+  CHECK(faster_scan(4, d, 4, latency).scan == PairScan::log_depth);
+  // With a slow CPU composing (1 GFLOP/s), the all-gather's cheaper folding wins at P = 4.
+  CHECK(faster_scan(4, d, 4, {}, 1e9).scan == PairScan::allgather);
+  CHECK_THAT(faster_scan(8, d, 4, {}).why, Contains("log_depth 6 messages"));
+
+  // The tiny model at cp 2: auto is allgather; with a budget between the two estimates, it
+  // is log_depth, and the fit says so.
+  PlanInput in = tiny(64, 2);
+  in.pair_scan = PairScan::automatic;
+  PlanInput ag = in, ld = in;
+  ag.pair_scan = PairScan::allgather;
+  ld.pair_scan = PairScan::log_depth;
+  const double m_ag = double(rank_memory(ag, false).total()),
+               m_ld = double(rank_memory(ld, false).total());
+  REQUIRE(m_ld < m_ag);
+  CHECK(plan_scan(in).scan == PairScan::allgather);
+  CHECK(plan_scan(in, m_ag).scan == PairScan::allgather);
+  const PairScanChoice tight = plan_scan(in, (m_ag + m_ld) / 2);
+  CHECK(tight.scan == PairScan::log_depth);
+  CHECK_THAT(tight.why, Contains("do not fit"));
+  CHECK(plan_scan(in, m_ld - 1).scan == PairScan::allgather);  // neither fits: the faster
+  // As asked, whatever fits.
+  CHECK(plan_scan(ag, (m_ag + m_ld) / 2).scan == PairScan::allgather);
+}
+
+TEST_CASE("log_depth's pairs held per rank are flat in P, the all-gather's grow as P",
+          "[scan][memory]") {
+  // One GDN core's shard of 256 tokens per row, B = 2, Hv = 4, K = 16, V = 8, at P ranks.
+  const GdnProblem p(2, 256, 2, 4, 16, 8, 64);
+  const std::int64_t pair = 2 * 4 * 16 * (16 + 8);
+  for (int P : {2, 4, 8}) {
+    CAPTURE(P);
+    const GdnCoreElems ld = gdn_core_elems(p, P, PairScan::log_depth, 1),
+                       ag = gdn_core_elems(p, P, PairScan::allgather, 1),
+                       ld2 = gdn_core_elems(p, 2 * P, PairScan::log_depth, 1),
+                       ag2 = gdn_core_elems(p, 2 * P, PairScan::allgather, 1);
+    CHECK(ld2.kept == ld.kept);
+    CHECK(ld2.replayed == ld.replayed);
+    CHECK(ag2.kept - ag.kept == P * pair);
+    CHECK(ag2.replayed - ag.replayed == P * pair);
+    CHECK(ag.kept - ld.kept == P * pair - 2 * 4 * 16 * 16);  // P pairs against one M
+  }
 }

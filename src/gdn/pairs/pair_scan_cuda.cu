@@ -12,6 +12,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
+int grid_for(const PairDims& d) {
+  return d.BH < 65535 ? d.BH : 65535;
+}
+
 // x_bh <- op(A_i) x_bh + B_i for the `count` maps i = first, first + dir, ..., from x = 0
 // (the loops of pair_scan_host.cpp).
 // tmp: [BH, K, V] scratch.
@@ -44,14 +48,62 @@ void run_scan(const std::vector<const T*>& A, const std::vector<const T*>& B, in
   const DeviceBuffer<const T*> dA = to_device<Cuda>(A.data(), A.size());
   const DeviceBuffer<const T*> dB = to_device<Cuda>(B.data(), B.size());
   DeviceBuffer<T> tmp(std::size_t(d.b_elems()));
-  const int blocks = d.BH < 65535 ? d.BH : 65535;
-  scan_kernel<T>
-      <<<blocks, kThreads>>>(dA.data(), dB.data(), first, dir, count, transpose, d, x, tmp.data());
+  scan_kernel<T><<<grid_for(d), kThreads>>>(dA.data(), dB.data(), first, dir, count, transpose, d,
+                                            x, tmp.data());
   GDN_CUDA_CHECK(cudaGetLastError());
   // dA, dB, tmp are freed on return: cudaFree waits for the kernel.
 }
 
+// own = (op(A), B), prefix = (I, 0): start_scan of pair_scan.h, a block per (b, h).
+template <typename T>
+__global__ void start_kernel(const T* A, const T* B, PairDims d, bool reverse, T* own, T* prefix) {
+  const std::int64_t KK = std::int64_t(d.K) * d.K, KV = std::int64_t(d.K) * d.V, na = d.a_elems();
+  for (int bh = blockIdx.x; bh < d.BH; bh += gridDim.x) {
+    for (std::int64_t e = threadIdx.x; e < KK; e += blockDim.x) {
+      const std::int64_t i = e / d.K, j = e % d.K;
+      own[bh * KK + e] = reverse ? A[bh * KK + j * d.K + i] : A[bh * KK + e];
+      prefix[bh * KK + e] = i == j ? T(1) : T(0);
+    }
+    for (std::int64_t e = threadIdx.x; e < KV; e += blockDim.x) {
+      own[na + bh * KV + e] = B[bh * KV + e];
+      prefix[na + bh * KV + e] = T(0);
+    }
+  }
+}
+
+// out = outer after inner = (Ao Ai, Ao Bi + Bo), a block per (b, h); out must not alias.
+template <typename T>
+__global__ void compose_kernel(const T* outer, const T* inner, PairDims d, T* out) {
+  const CudaExec ex;
+  const std::int64_t KK = std::int64_t(d.K) * d.K, KV = std::int64_t(d.K) * d.V, na = d.a_elems();
+  for (int bh = blockIdx.x; bh < d.BH; bh += gridDim.x) {
+    const T* Ao = outer + bh * KK;
+    T* A = out + bh * KK;
+    T* B = out + na + bh * KV;
+    // Both products accumulate into C (beta = 1): A from zero, B from Bo.
+    for (std::int64_t e = threadIdx.x; e < KK; e += blockDim.x) A[e] = T(0);
+    for (std::int64_t e = threadIdx.x; e < KV; e += blockDim.x) B[e] = outer[na + bh * KV + e];
+    ex.gemm(false, false, d.K, d.K, d.K, T(1), Ao, d.K, inner + bh * KK, d.K, T(1), A, d.K);
+    ex.gemm(false, false, d.K, d.V, d.K, T(1), Ao, d.K, inner + na + bh * KV, d.V, T(1), B, d.V);
+  }
+}
+
 }  // namespace
+
+template <typename T>
+void start_scan(Cuda, const T* A, const T* B, const PairDims& d, bool reverse, T* own, T* prefix) {
+  if (d.BH == 0) return;
+  start_kernel<T><<<grid_for(d), kThreads>>>(A, B, d, reverse, own, prefix);
+  GDN_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void compose_pairs(Cuda, const T* outer, const T* inner, const PairDims& d, T* dst, T* tmp) {
+  if (d.BH == 0) return;
+  compose_kernel<T><<<grid_for(d), kThreads>>>(outer, inner, d, tmp);
+  GDN_CUDA_CHECK(cudaGetLastError());
+  Cuda::copy(dst, static_cast<const T*>(tmp), std::size_t(d.pair_elems()));
+}
 
 template <typename T>
 void scan_states(Cuda, const std::vector<const T*>& A, const std::vector<const T*>& B, int r,
@@ -74,5 +126,11 @@ template void scan_adjoints(Cuda, const std::vector<const float*>&,
                             const std::vector<const float*>&, int, const PairDims&, float*);
 template void scan_adjoints(Cuda, const std::vector<const double*>&,
                             const std::vector<const double*>&, int, const PairDims&, double*);
+
+template void start_scan(Cuda, const float*, const float*, const PairDims&, bool, float*, float*);
+template void start_scan(Cuda, const double*, const double*, const PairDims&, bool, double*,
+                         double*);
+template void compose_pairs(Cuda, const float*, const float*, const PairDims&, float*, float*);
+template void compose_pairs(Cuda, const double*, const double*, const PairDims&, double*, double*);
 
 }  // namespace gdn

@@ -1,0 +1,55 @@
+// The two ways a cp group scans its GDN pairs (docs/design.md §3-4, §3c), and what each
+// costs one rank per GDN layer and step, so that `auto` can choose between them:
+//   allgather: every rank's (M, U) gathered and kept for the backward, which gathers every
+//              D and folds locally: P pairs held per layer, 2 (P - 1) ring messages.
+//   log_depth: Hillis-Steele over point-to-point messages (cp/log_depth_scan.h), forward
+//              over (M, U), backward over (M^T, D) with the maps composed again from this
+//              rank's M, the only thing kept: ceil(log2 P) rounds each way.
+// Pure arithmetic on the pair sizes; the exchanges themselves live in src/cp.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "gdn/pairs/pair_scan.h"
+
+namespace gdn {
+
+enum class PairScan { allgather, log_depth, automatic };
+constexpr std::array<const char*, 3> enum_names(PairScan) {
+  return {"allgather", "log_depth", "auto"};
+}
+
+// Rounds of the log-depth scan over P ranks: ceil(log2 P).
+int scan_rounds(int P);
+
+// A link on paper: per-message latency and bandwidth. The default is one node's GPUs
+// (cluster.h's nvlink_us; 100 GB/s), what gdn_train assumes when it resolves auto.
+struct ScanLink {
+  double latency_s = 2e-6, bytes_per_s = 100e9;
+};
+
+// One GDN layer of one step (forward and backward) on the busiest rank of a cp group of P.
+struct ScanCost {
+  std::int64_t messages = 0;  // alpha terms on the critical path: ring steps or rounds
+  double bytes = 0;           // beta terms: the bytes one rank receives along that path
+  double flops = 0;           // the local folding or composing
+  // Elements of T: held from the layer's forward to its backward (kept, also under
+  // recomputation), and while a scan runs (transient).
+  std::int64_t kept = 0, transient = 0;
+  double seconds(const ScanLink& link, double flops_per_s) const;
+};
+
+ScanCost scan_cost(PairScan scan, int P, const PairDims& d, int elem_bytes);
+
+// The faster of the two on `link` (flops_per_s 0: the folding is free), log_depth on a
+// tie (it holds less); why: one line with both costs.
+struct ScanChoice {
+  PairScan scan = PairScan::allgather;
+  std::string why;
+};
+ScanChoice faster_scan(int P, const PairDims& d, int elem_bytes, const ScanLink& link,
+                       double flops_per_s = 0);
+
+}  // namespace gdn
