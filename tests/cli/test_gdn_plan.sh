@@ -205,7 +205,7 @@ case_flags() {
   local help f out="$WORK/out" rc
   help=$("$PLAN" --help)
   for f in config train-config seq-len batch cp dp dtype chunk-size recompute \
-    attention-load-balance memory-gb cluster rank-gflops json help; do
+    attention-load-balance pair-scan memory-gb cluster rank-gflops json help; do
     grep -q -- "--$f" <<<"$help" || fail "flags: --help does not list --$f"
   done
   pass "flags: --help lists every flag"
@@ -214,6 +214,8 @@ case_flags() {
   expect_once "flags: unknown --cluster key" "unknown key 'bandwidth'" "$out" "$rc"
   run_plan --config "$TINY" --seq-len 64 --cp 16 --cluster "nodes=1,gpus=8,nvlink_GBps=400" --rank-gflops 10
   expect_once "flags: a layout larger than the cluster" "but the cluster has nodes x gpus = 1 x 8" "$out" "$rc"
+  run_plan --config "$TINY" --seq-len 64 --cp 2 --pair-scan ring
+  expect_once "flags: --pair-scan ring" '--pair-scan ring: expected "allgather" or "log_depth" or "auto"' "$out" "$rc"
   run_plan --config "$TINY" --seq-len 64 --memory-gb lots
   expect_once "flags: --memory-gb not a number" "--memory-gb lots: expected a number > 0" "$out" "$rc"
   run_plan --config "$TINY" --seq-len 2 --cp 3

@@ -164,6 +164,11 @@ bad "dp*cp = 4 on 2 ranks" "but the job has world size 2" 2 --config "$CONFIG" -
 bad "dp*cp = 4 on 3 ranks" "but the job has world size 3" 3 --config "$CONFIG" --dp 2 --cp 2
 bad "missing --data file" "$WORK/no_such_text.txt" 2 --config "$CONFIG" --cp 2 \
   --data "$WORK/no_such_text.txt"
+jq '.train.pair_scan = "ring"' "$CONFIG" >"$WORK/scan.json"
+bad "--pair-scan ring" '--pair-scan ring: expected "allgather" or "log_depth" or "auto"' 2 \
+  --config "$CONFIG" --cp 2 --pair-scan ring
+bad "train.pair_scan ring" "train.pair_scan = \"ring\" in $WORK/scan.json: expected" 2 \
+  --config "$WORK/scan.json" --cp 2
 
 # ---------------------------------------------------------------- (5) kill one rank
 KDIR="$WORK/ckpt_kill"  # its path marks this job's processes for pgrep

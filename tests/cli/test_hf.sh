@@ -104,8 +104,12 @@ cp=2 ep=2 shard full|2|--cp 2 --ep 2 --shard full
 cp=4 ep=4 shard optimizer|4|--cp 4 --ep 4 --shard optimizer
 dp=2 x cp=2 ep=2 shard none|4|--cp 2 --ep 2
 cp=3 shard full|3|--cp 3 --ep 1 --shard full
+cp=4 log_depth ep=2 shard full|4|--cp 4 --pair-scan log_depth --ep 2 --shard full
 EOF
   done
+  eval_json 2 "$WORK/scan.json" --init-from "$FIX/qwen3_next_moe" \
+    --tokens "$FIX/qwen3_next_moe/tokens.npy" --pair-scan ring
+  expect_once "gdn_eval --pair-scan ring" '--pair-scan ring: expected' "$WORK/scan.json.err" $?
 }
 
 case_parity() {
