@@ -16,10 +16,13 @@
 #include <vector>
 
 #include "comm/device_communicator.h"
+#include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "comm/staging_communicator.h"
 #include "core/error.h"
+#include "cp/log_depth_scan.h"
 #include "runtime/cuda_check.h"
+#include "runtime/cuda_device.h"
 #include "runtime/device_select.h"
 #include "test_support.h"
 
@@ -475,6 +478,42 @@ TEST_CASE("StagingCommunicator round trips on device buffers", "[cuda][gpu]") {
   choose_gpu(MPI_COMM_WORLD);  // makes this rank's device current
   StagingCommunicator c(MPI_COMM_WORLD);
   check_round_trips(c);
+}
+
+// The log-depth pair scan (cp/log_depth_scan.h) on device buffers over c equals the host's
+// over MPI on the same maps (fp64, 1e-12), both orientations: three (b, h) blocks of
+// K = 16, V = 24 per rank, different on every rank.
+static void check_log_depth_scan(Communicator& c) {
+  MpiCommunicator host(MPI_COMM_WORLD);
+  const PairDims d{3, 16, 24};
+  const std::size_t na = std::size_t(d.a_elems()), nb = std::size_t(d.b_elems());
+  const Tensor<double> pair =
+      gdn::test::random_tensor<double>({d.BH, d.K, d.K + d.V}, 71 + std::uint64_t(c.rank()), 0.3);
+  const std::vector<double> A(pair.data.begin(), pair.data.begin() + na),
+      B(pair.data.begin() + na, pair.data.end());
+  for (bool reverse : {false, true}) {
+    std::vector<double> want(nb);
+    log_depth_scan(Host{}, host, A.data(), B.data(), d, reverse, "t.scan_host", want.data());
+    DeviceVec<double> dA(A), dB(B), dout(std::vector<double>(nb, -1.0));
+    log_depth_scan(Cuda{}, c, dA.p, dB.p, d, reverse, "t.scan", dout.p);
+    INFO((reverse ? "reverse" : "forward") << " rank " << c.rank());
+    CHECK(gdn::test::rel_l2(dout.host().data(), want.data(), nb) <= 1e-12);
+  }
+  // Both counted alike: ceil(log2 P) rounds each way.
+  CHECK(c.counter("t.scan").calls == host.counter("t.scan_host").calls);
+  CHECK(c.counter("t.scan").bytes_sent == host.counter("t.scan_host").bytes_sent);
+}
+
+TEST_CASE("the log-depth scan over staging and NCCL equals the host's over MPI", "[cuda][gpu]") {
+  const GpuChoice g = choose_gpu(MPI_COMM_WORLD);
+  {
+    StagingCommunicator c(MPI_COMM_WORLD);
+    check_log_depth_scan(c);
+  }
+  if (!g.shared) {
+    NcclCommunicator c(MPI_COMM_WORLD, g.device);
+    check_log_depth_scan(c);
+  }
 }
 
 TEST_CASE("NcclCommunicator round trips on device buffers", "[cuda][gpu]") {
