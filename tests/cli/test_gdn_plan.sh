@@ -19,6 +19,8 @@
 #                gdn_train's measured peak RSS at three seq_len values (the table is printed)
 #   flags        --help lists every flag; bad flags give one message naming the value, and
 #                so does gdn_train --exchange-out to a path it cannot write
+#   fewest       qwen3.5-397b-a17b at 1M tokens fits on at most 256 GPUs of 141 GiB with the
+#                log-depth pair scan, and on none up to 16384 with the all-gather
 #
 #   test_gdn_plan.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
@@ -27,6 +29,7 @@ case_args "$@"
 make_work_dir
 NEXT="$SRC/configs/qwen3-next-80b-a3b.json"
 Q35="$SRC/configs/qwen3.5-35b-a3b.json"
+Q397="$SRC/configs/qwen3.5-397b-a17b.json"
 TINY="$SRC/configs/tiny-qwen3-next.json"
 
 # close A B REL: |A - B| <= REL |B|
@@ -199,6 +202,22 @@ case_memory() {
       fail "memory: seq_len $T, cp $np, recompute $rc: estimate + start-up $pred vs peak RSS $p bytes"
     fi
   done
+}
+
+# qwen3.5-397b-a17b at 1M tokens on 141 GiB GPUs: on at most 256 with the log-depth scan
+# (issue 37's target), on none up to 16384 with the all-gather's P pairs per layer.
+case_fewest() {
+  local fit none
+  fit=$("$PLAN" --config "$Q397" --seq-len 1048576 --memory-gb 141 --json 2>/dev/null |
+    jq -c '.memory.smallest_fit | [.world, .pair_scan, .total]')
+  none=$("$PLAN" --config "$Q397" --seq-len 1048576 --memory-gb 141 --pair-scan allgather \
+    --json 2>/dev/null | jq -c '.memory.smallest_fit')
+  if jq -e '.[0] <= 256 and .[1] == "log_depth" and .[2] <= 141 * 1073741824' <<<"$fit" >/dev/null &&
+    [ "$none" = null ]; then
+    pass "fewest: qwen3.5-397b-a17b at 1M fits $fit (GPUs, scan, bytes); with allgather nowhere"
+  else
+    fail "fewest: qwen3.5-397b-a17b at 1M: '$fit' with auto, '$none' with allgather"
+  fi
 }
 
 case_flags() {
