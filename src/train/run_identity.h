@@ -6,7 +6,7 @@
 // Not part of it, because a checkpoint continues the same run under them: steps (a
 // longer run goes on; the schedule's total follows the flag), the layout (dp, cp, ep,
 // shard: a checkpoint loads at any), dtype (converted, with a warning), recompute,
-// chunk_size and attention_load_balance (the same math), and where the run writes
+// chunk_size, attention_load_balance and pair_scan (the same math), and where the run writes
 // (log, checkpoint_every, keep_checkpoints, watchdog, profile).
 #pragma once
 
