@@ -17,11 +17,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/args.sh
 CONFIG=configs/bench-step.json SEQ=16384 FLOOR=256 CPS="1 4"
 parse_args "$0" --config CONFIG --seq-len SEQ --floor-len FLOOR --cps CPS -- "$@"
-bash scripts/build.sh >/dev/null
-. scripts/lib/mpi.sh
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+. scripts/lib/bench_run.sh
 # run CP DTYPE T: the peak RSS in bytes, and the state the estimate counts, in MiB.
 run() {
   local log=$work/$1-$2-$3.jsonl out
@@ -36,13 +32,7 @@ run() {
            printf "%.0f", s }')
 }
 echo "$CONFIG: per-rank peak RSS of one step, batch 1, recompute none"
-flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
-isa=""
-for f in avx2:AVX2 fma:FMA avx512f:AVX-512F avx512_bf16:AVX512_BF16; do
-  grep -qw "${f%%:*}" <<<"$flags" && isa+=" ${f#*:}"
-done
-grep -qw amx_bf16 <<<"$flags" && isa+=", AMX" || isa+=", no AMX"
-echo "CPU $(lscpu | sed -n 's/^Model name: *//p' | head -1):$isa"
+cpu_line
 printf "%3s | %5s | %9s | %9s | %9s | %11s\n" cp dtype "peak" "floor" "estimate" "state (est)"
 for cp in $CPS; do
   declare -A P=() F=() S=()

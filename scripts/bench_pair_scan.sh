@@ -19,11 +19,7 @@ cd "$(dirname "$0")/.."
 CONFIG=configs/bench-pairs.json CPS="2 4 8" TPR=256 STEPS=3 RECOMPUTE=none
 parse_args "$0" --config CONFIG --cps CPS --tokens-per-rank TPR --steps STEPS \
   --recompute RECOMPUTE -- "$@"
-bash scripts/build.sh >/dev/null
-. scripts/lib/mpi.sh
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+. scripts/lib/bench_run.sh
 # run CP SCAN TAG: sets peak (bytes), ms (mean step time after the first) and estimate.
 run() {
   local log=$work/$1-$2-$3.jsonl out
@@ -35,14 +31,8 @@ run() {
   ms=$(jq -s '[.[1:][].step_ms] | add / length' "$log")
   estimate=$(grep -m1 -o 'estimate): [0-9.]* [KMGT]iB' <<<"$out" | sed 's/estimate): //' || true)
 }
-flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
-isa=""
-for f in avx2:AVX2 fma:FMA avx512f:AVX-512F avx512_bf16:AVX512_BF16; do
-  grep -qw "${f%%:*}" <<<"$flags" && isa+=" ${f#*:}"
-done
-grep -qw amx_bf16 <<<"$flags" && isa+=", AMX" || isa+=", no AMX"
 echo "$CONFIG: $TPR tokens per rank, recompute $RECOMPUTE, $STEPS steps (time: mean of steps 2..)"
-echo "CPU $(lscpu | sed -n 's/^Model name: *//p' | head -1):$isa; $(nproc) cores"
+echo "$(cpu_line); $(nproc) cores"
 layers=$(jq '[.model.layer_types[] | select(. == "linear_attention")] | length' "$CONFIG")
 pair=$(jq '.model | .linear_num_value_heads * .linear_key_head_dim *
   (.linear_key_head_dim + .linear_value_head_dim) * 4' "$CONFIG")
