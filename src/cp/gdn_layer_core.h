@@ -25,7 +25,7 @@ struct GdnCoreElems {
 
 // What a GdnLayerCore holds on a rank of a cp group of P ranks whose shard has p.T tokens
 // per row (the estimate's shard: [0, p.T)), with `threads` OpenMP threads deciding the
-// intra-rank split: normalised q and k, every chunk's entry state and its entry state, what
+// intra-rank split: normalised q and k, every chunk's entry state, the shard's entry state, what
 // the pair scan keeps at P > 1 (kept and replayed: every rank's pair, or with log_depth
 // this rank's M); while a layer runs, the WY factors when P > 1 or the automatic split
 // cuts the shard, the scan's scratch, and the backward's dq, dk per value head.
