@@ -18,9 +18,8 @@ PairScanChoice resolve_pair_scan(PairScan asked, const EstimateInputs& in, std::
   const ModelConfig& c = in.model;
   if (c.num_hidden_layers == c.num_attention_layers())
     return {PairScan::allgather, "no GDN layers"};
-  const PairDims d{in.shape.B * c.linear_num_value_heads, c.linear_key_head_dim,
-                   c.linear_value_head_dim};
-  ScanChoice pick = faster_scan(in.shape.P, d, in.elem_bytes, link, flops_per_s);
+  ScanChoice pick =
+      faster_scan(in.shape.P, pair_dims(c, in.shape.B), in.elem_bytes, link, flops_per_s);
   if (pick.scan == PairScan::allgather && in.shape.P > 1 && available >= 0) {
     const MemoryEstimate ag = estimate_with(in, PairScan::allgather),
                          ld = estimate_with(in, PairScan::log_depth);

@@ -13,6 +13,11 @@
 
 namespace gdn {
 
+// One GDN layer's pairs over B rows of the config's value heads.
+inline PairDims pair_dims(const ModelConfig& c, int B) {
+  return {B * c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim};
+}
+
 struct PairScanChoice {
   PairScan scan = PairScan::allgather;  // never automatic
   std::string why;                      // one line, for the log and gdn_plan

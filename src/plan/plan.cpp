@@ -15,9 +15,7 @@ Plan make_plan(const PlanInput& in, const PlanOptions& opt) {
     link = {l.latency_s, l.bytes_per_s};
   }
   p.scan = plan_scan(in, opt.memory_budget, link, opt.cluster ? opt.rank_flops_per_s : 0);
-  const ModelConfig& c = in.model;
-  const PairDims d{in.local_batch() * c.linear_num_value_heads, c.linear_key_head_dim,
-                   c.linear_value_head_dim};
+  const PairDims d = pair_dims(in.model, in.local_batch());
   p.allgather_cost = scan_cost(PairScan::allgather, in.cp, d, in.elem_bytes);
   p.log_depth_cost = scan_cost(PairScan::log_depth, in.cp, d, in.elem_bytes);
   PlanInput r = in;  // the layout with its scan

@@ -26,7 +26,12 @@ StepTime predict_step(const PlanInput& asked, const ClusterSpec& c, double flops
   StepTime s;
   s.cp = in.cp;
   s.scan = in.pair_scan;
-  s.compute_s = count_flops(in).max_rank_executed() / flops_per_s;
+  // The kernels' FLOPs, and the pair scan's folding or composing (design §3c) in every GDN
+  // layer on the busiest rank.
+  const int gdn = in.model.num_hidden_layers - in.model.num_attention_layers();
+  const ScanCost scan =
+      scan_cost(in.pair_scan, in.cp, pair_dims(in.model, in.local_batch()), in.elem_bytes);
+  s.compute_s = (count_flops(in).max_rank_executed() + gdn * scan.flops) / flops_per_s;
   const Link cp_link = group_link(c, in.cp, in.dp), world_link = group_link(c, in.world(), 1);
   s.cp_on_network = cp_link.network && in.cp > 1;
   s.world_on_network = world_link.network && in.world() > 1;

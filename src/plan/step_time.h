@@ -1,6 +1,6 @@
 // The predicted step time on a cluster: the busiest rank's FLOPs (forward, backward and
-// the replayed forward when recomputing) at a sustained rate, plus every call site's
-// collectives at their alpha-beta cost (cluster.h), one after the other. Also the same
+// the replayed forward when recomputing; the pair scan's folding) at a sustained rate, plus every
+// call site's collectives at their alpha-beta cost (cluster.h), one after the other. Also the same
 // step over a range of cp degrees at the same dp, so a user sees where cp stops paying.
 #pragma once
 

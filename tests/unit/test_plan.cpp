@@ -4,6 +4,7 @@
 // the edges of the fit the bisection finds.
 #include <catch2/catch.hpp>
 
+#include "comm/call_sites.h"
 #include "core/json_reader.h"
 #include "cp/attention_cp.h"
 #include "cp/gdn_layer_core.h"
@@ -12,6 +13,7 @@
 #include "plan/cluster.h"
 #include "plan/flops.h"
 #include "plan/memory_fit.h"
+#include "plan/step_time.h"
 #include "train/run_config.h"
 
 using namespace gdn;
@@ -240,4 +242,32 @@ TEST_CASE("log_depth's pairs held per rank are flat in P, the all-gather's grow 
     CHECK(ag2.replayed - ag.replayed == P * pair);
     CHECK(ag.kept - ld.kept == P * pair - 2 * 4 * 16 * 16);  // P pairs against one M
   }
+}
+
+TEST_CASE("the step time prices each pair scan: its rounds on the cp link, its composing",
+          "[scan]") {
+  // The tiny model at cp 4 on one node of 8 GPUs: 4 us, 10 GB/s; 1 GFLOP/s per rank.
+  const ClusterSpec c = parse_cluster("nodes=1,gpus=8,nvlink_GBps=10,nvlink_us=4");
+  PlanInput in = tiny(256, 4);
+  const ModelConfig& m = in.model;
+  const double gdn = m.num_hidden_layers - m.num_attention_layers();
+  const double pair = double(in.local_batch()) * m.linear_num_value_heads * m.linear_key_head_dim *
+                      (m.linear_key_head_dim + m.linear_value_head_dim) * 4;
+  in.pair_scan = PairScan::allgather;
+  const StepTime ag = predict_step(in, c, 1e9);
+  in.pair_scan = PairScan::log_depth;
+  const StepTime ld = predict_step(in, c, 1e9);
+  CHECK(ag.scan == PairScan::allgather);
+  CHECK(ld.scan == PairScan::log_depth);
+  // Two rounds each way, a send_recv of a pair per round in every GDN layer.
+  for (const char* site : {cp_sites::kForwardLogScan, cp_sites::kBackwardLogScan})
+    CHECK(ld.site_s.at(site) == Approx(gdn * 2 * (4e-6 + pair / 10e9)));
+  CHECK(ld.site_s.count(cp_sites::kForwardPairs) == 0);
+  CHECK(ag.site_s.at(cp_sites::kForwardPairs) == Approx(gdn * 3 * (4e-6 + pair / 10e9)));
+  // The composing against the folding, per GDN layer, at 1 GFLOP/s.
+  const PairDims d = pair_dims(m, in.local_batch());
+  CHECK(ld.compute_s - ag.compute_s == Approx(gdn *
+                                              (scan_cost(PairScan::log_depth, 4, d, 4).flops -
+                                               scan_cost(PairScan::allgather, 4, d, 4).flops) /
+                                              1e9));
 }
