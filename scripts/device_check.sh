@@ -28,7 +28,7 @@
 #      widths, 4 layers, T = 8192) as a fraction of the measured bf16 GEMM peak; the ratios;
 #      ncu: speed of light and occupancy of the bf16 register kernels at T = 8192, every
 #      kernel's DRAM bytes in a bf16 forward + backward at T = 32768, flash attention;
-#   5. the rest: racecheck, gdn_train cp = 2 and the hybrid model (f32, and bf16 against
+#   5. the rest: racecheck, gdn_train cp = 2 (both pair scans) and the hybrid model (f32, and bf16 against
 #      the CPU's bf16 mode), the kernels' registers (cuobjdump).
 # --dry-run proves every non-GPU step on a machine without a GPU: the same carried .deps/,
 # the wheel's MPI (checked in the binaries' linkage), a CPU-only build of the same targets,
@@ -412,6 +412,9 @@ if [ "$DRY" -eq 0 ] && command -v compute-sanitizer >/dev/null; then
 fi
 step "gdn_train $DEV cp=2" 60 "${NP2[@]}" "${TRAIN[@]}" --cp 2 --device "$DEV" --log "$W/dev2.jsonl"
 step "gdn_train $DEV cp=2 vs cp=1 (tol 1e-4)" 15 python3 scripts/compare_losses.py "$W/dev2.jsonl" "$W/dev1.jsonl" 1e-4
+# The log-depth pair scan on device buffers (auto is the all-gather at cp 2).
+step "gdn_train $DEV cp=2 log_depth" 60 "${NP2[@]}" "${TRAIN[@]}" --cp 2 --pair-scan log_depth --device "$DEV" --log "$W/dev2_ld.jsonl"
+step "gdn_train $DEV cp=2 log_depth vs allgather (tol 1e-5)" 15 python3 scripts/compare_losses.py "$W/dev2_ld.jsonl" "$W/dev2.jsonl" 1e-5
 # The hybrid model (GDN, gated attention, MoE): every layer kind on the device.
 HYB=("$BUILD/apps/gdn_train" --config configs/tiny-qwen3-next.json --steps 20 --seq-len 256)
 step "gdn_train hybrid reference (cpu, cp=1)" 60 "${NP1[@]}" "${HYB[@]}" --device cpu --log "$W/hyb_cpu.jsonl"
