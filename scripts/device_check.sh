@@ -28,8 +28,8 @@
 #      widths, 4 layers, T = 8192) as a fraction of the measured bf16 GEMM peak; the ratios;
 #      ncu: speed of light and occupancy of the bf16 register kernels at T = 8192, every
 #      kernel's DRAM bytes in a bf16 forward + backward at T = 32768, flash attention;
-#   5. the rest: racecheck, gdn_train cp = 2 (both pair scans) and the hybrid model (f32, and bf16 against
-#      the CPU's bf16 mode), the kernels' registers (cuobjdump).
+#   5. the rest: racecheck, gdn_train cp = 2 (both pair scans) and the hybrid model (f32,
+#      and bf16 against the CPU's bf16 mode), the kernels' registers (cuobjdump).
 # --dry-run proves every non-GPU step on a machine without a GPU: the same carried .deps/,
 # the wheel's MPI (checked in the binaries' linkage), a CPU-only build of the same targets,
 # and the CPU sides of the parity runs; with .deps/bin.tar.xz present it checks those
