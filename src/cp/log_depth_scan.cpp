@@ -28,7 +28,9 @@ void log_depth_scan(Dev, Communicator& comm, const T* A_in, const T* B_in, const
     if (from < 0) continue;
     // The received block covers the dist maps just before this rank's prefix: it runs first.
     compose_pairs(Dev{}, prefix.data(), received.data(), d, prefix.data(), tmp.data());
-    if (2 * dist < P) compose_pairs(Dev{}, own.data(), prefix.data(), d, sent.data(), tmp.data());
+    // The next round's block, if there is a rank to send it to.
+    if (pos + 2 * dist < P)
+      compose_pairs(Dev{}, own.data(), prefix.data(), d, sent.data(), tmp.data());
   }
   // The scan starts from a zero state: the result is the composed offset.
   Dev::copy(out, prefix.data() + d.a_elems(), std::size_t(d.b_elems()));

@@ -11,6 +11,17 @@ int scan_rounds(int P) {
   return rounds;
 }
 
+int scan_compositions(int P) {
+  int most = 0;
+  for (int pos = 0; pos < P; ++pos) {
+    int n = 0;
+    for (std::int64_t dist = 1; dist < P; dist *= 2)
+      if (pos - dist >= 0) n += 1 + (pos + 2 * dist < P);  // cp/log_depth_scan.cpp's loop
+    most = std::max(most, n);
+  }
+  return most;
+}
+
 double ScanCost::seconds(const ScanLink& link, double flops_per_s) const {
   return double(messages) * link.latency_s + bytes / link.bytes_per_s +
          (flops_per_s > 0 ? flops / flops_per_s : 0.0);
@@ -22,13 +33,11 @@ ScanCost scan_cost(PairScan scan, int P, const PairDims& d, int elem_bytes) {
   const double e = elem_bytes, K = d.K, V = d.V, BH = d.BH;
   const std::int64_t pair = d.pair_elems(), adjoint = d.b_elems();
   if (scan == PairScan::log_depth) {
-    // Each way: one send_recv of a pair per round; the busiest rank (a receiver in every
-    // round) composes the received map into its prefix every round and its own map after
-    // that prefix in all but the last (cp/log_depth_scan.cpp).
+    // Each way: one send_recv of a pair per round, and the busiest rank's compositions.
     const int R = scan_rounds(P);
     c.messages = 2 * R;
     c.bytes = 2.0 * R * double(pair) * e;
-    c.flops = 2.0 * (2 * R - 1) * BH * (2 * K * K * K + 2 * K * K * V);
+    c.flops = 2.0 * scan_compositions(P) * BH * (2 * K * K * K + 2 * K * K * V);
     // This rank's M; the scan's own, prefix, sent, received and scratch pairs, and the
     // forward's pair or the backward's D and lambda beside them.
     c.kept = d.a_elems();

@@ -23,6 +23,9 @@ constexpr std::array<const char*, 3> enum_names(PairScan) {
 
 // Rounds of the log-depth scan over P ranks: ceil(log2 P).
 int scan_rounds(int P);
+// The most pair compositions one rank of the log-depth scan makes in one direction (each
+// received block into its prefix; its own map after the prefix for each block it sends on).
+int scan_compositions(int P);
 
 // A link on paper: per-message latency and bandwidth. The default is one node's GPUs
 // (cluster.h's nvlink_us; 100 GB/s), what gdn_train assumes when it resolves auto.
