@@ -1,5 +1,6 @@
 #include "cp/log_depth_scan.h"
 
+#include "gdn/pass/pass_buffer.h"
 #include "runtime/devices.h"
 
 namespace gdn {
@@ -13,7 +14,9 @@ void log_depth_scan(Dev, Communicator& comm, const T* A_in, const T* B_in, const
   const std::int64_t n = d.pair_elems();
   // own: this rank's map; prefix: the composition of the maps before it (identity at
   // first); sent = own after prefix, the block a rank sends on.
-  Buffer<Dev, T> own(n), prefix(n), sent(n), received(n), tmp(n);
+  // Every element is written before it is read: no zero fill on the host (pass_buffer.h).
+  PassBuffer<Dev, T> own, prefix, sent, received, tmp;
+  for (PassBuffer<Dev, T>* b : {&own, &prefix, &sent, &received, &tmp}) b->resize(n);
   start_scan(Dev{}, A_in, B_in, d, reverse, own.data(), prefix.data());
   Dev::copy(sent.data(), own.data(), n);
   // Position in scan order: rank order forward, reverse rank order backward.
@@ -26,11 +29,13 @@ void log_depth_scan(Dev, Communicator& comm, const T* A_in, const T* B_in, const
     comm.send_recv(sent.data(), to >= 0 ? bytes : 0, to, received.data(), from >= 0 ? bytes : 0,
                    from, /*tag=*/dist, site);
     if (from < 0) continue;
+    // The next round's block is needed if there is a rank to send it to; the prefix's map
+    // if that block or a later received one is composed with it. Else only its offset.
+    const bool send_on = pos + 2 * dist < P;
+    const bool map_read = send_on || (2 * dist < P && pos - 2 * dist >= 0);
     // The received block covers the dist maps just before this rank's prefix: it runs first.
-    compose_pairs(Dev{}, prefix.data(), received.data(), d, prefix.data(), tmp.data());
-    // The next round's block, if there is a rank to send it to.
-    if (pos + 2 * dist < P)
-      compose_pairs(Dev{}, own.data(), prefix.data(), d, sent.data(), tmp.data());
+    compose_pairs(Dev{}, prefix.data(), received.data(), d, !map_read, prefix.data(), tmp.data());
+    if (send_on) compose_pairs(Dev{}, own.data(), prefix.data(), d, false, sent.data(), tmp.data());
   }
   // The scan starts from a zero state: the result is the composed offset.
   Dev::copy(out, prefix.data() + d.a_elems(), std::size_t(d.b_elems()));

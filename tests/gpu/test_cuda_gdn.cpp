@@ -260,14 +260,20 @@ TEST_CASE("the log-depth scan's local steps on the GPU equal the host's (fp64 1e
   for (bool reverse : {false, true}) {
     std::vector<double> own(n), prefix(n), tmp(n);
     start_scan(Host{}, a.ptr(), a.ptr() + d.a_elems(), d, reverse, own.data(), prefix.data());
-    compose_pairs(Host{}, b.ptr(), own.data(), d, prefix.data(), tmp.data());
+    compose_pairs(Host{}, b.ptr(), own.data(), d, false, prefix.data(), tmp.data());
     const DeviceBuffer<double> ga = on_gpu<double>(a), gb = on_gpu<double>(b);
     DeviceBuffer<double> gown(n), gprefix(n), gtmp(n);
     start_scan(Cuda{}, ga.data(), ga.data() + d.a_elems(), d, reverse, gown.data(), gprefix.data());
     CHECK(to_host<Cuda>(gown) == own);
-    compose_pairs(Cuda{}, gb.data(), gown.data(), d, gprefix.data(), gtmp.data());
+    compose_pairs(Cuda{}, gb.data(), gown.data(), d, false, gprefix.data(), gtmp.data());
     INFO((reverse ? "reverse" : "forward"));
     CHECK(rel_l2(to_host<Cuda>(gprefix).data(), prefix.data(), n) <= 1e-13);
+    // The offsets alone: the maps stay as they were (the started own's).
+    compose_pairs(Host{}, b.ptr(), own.data(), d, true, own.data(), tmp.data());
+    compose_pairs(Cuda{}, gb.data(), gown.data(), d, true, gown.data(), gtmp.data());
+    const std::vector<double> got = to_host<Cuda>(gown);
+    CHECK(std::equal(got.begin(), got.begin() + d.a_elems(), own.begin()));
+    CHECK(rel_l2(got.data() + d.a_elems(), own.data() + d.a_elems(), n - d.a_elems()) <= 1e-13);
   }
 }
 

@@ -170,13 +170,15 @@ TEST_CASE("the two pair scans' costs, written out by hand", "[scan]") {
   CHECK(scan_rounds(5) == 3);
   CHECK(scan_rounds(8) == 3);
   CHECK(scan_rounds(4096) == 12);
-  // Compositions of the busiest rank, counted by hand from the scan's loop (a received
-  // block into the prefix; the own map after it when rank + 2 d exists): P = 2, rank 1: 1;
-  // P = 3, rank 2: 2; P = 4, ranks 1-3: 2 each; P = 8, rank 3 (2 + 2), 4 (2 + 1 + 1): 4.
-  CHECK(scan_compositions(2) == 1);
-  CHECK(scan_compositions(3) == 2);
-  CHECK(scan_compositions(4) == 2);
-  CHECK(scan_compositions(8) == 4);
+  // The busiest rank's composing per (b, h) and direction, counted by hand from the scan's
+  // loop, K = 4, V = 8: a whole composition is 2 K^3 + 2 K^2 V = 384, an offset alone 256.
+  // P = 2: rank 1 the offset of one received block; P = 3: rank 2 a whole one (round 2
+  // reads its map) and an offset; P = 4: rank 1 receives and sends on, whole both; P = 8:
+  // rank 3 receives and sends on in rounds 1 and 2, four whole.
+  CHECK(scan_compose_flops(2, 4, 8) == 256);
+  CHECK(scan_compose_flops(3, 4, 8) == 384 + 256);
+  CHECK(scan_compose_flops(4, 4, 8) == 2 * 384);
+  CHECK(scan_compose_flops(8, 4, 8) == 4 * 384);
   // 3 (b, h) blocks of K = 4, V = 8: a pair is 3 (16 + 32) = 144 elements, D 96.
   const PairDims d{3, 4, 8};
   for (int P : {2, 3, 4, 8, 13}) {
@@ -191,7 +193,7 @@ TEST_CASE("the two pair scans' costs, written out by hand", "[scan]") {
     CHECK(ld.bytes == 2.0 * R * 144 * 4);
     CHECK(ld.kept == 3 * 16);  // this rank's M, at every P
     CHECK(ag.flops == 2.0 * (P - 1) * 3 * 2 * 16 * 8);
-    CHECK(ld.flops == 2.0 * scan_compositions(P) * 3 * (2 * 64 + 2 * 16 * 8));
+    CHECK(ld.flops == 2.0 * 3 * scan_compose_flops(P, 4, 8));
   }
   CHECK(scan_cost(PairScan::log_depth, 1, d, 4).bytes == 0);
   CHECK(scan_cost(PairScan::allgather, 1, d, 4).kept == 0);

@@ -10,7 +10,8 @@ namespace gdn::pairs {
 template <typename T>
 void apply(bool transpose, const T* A, const T* B, int K, int V, T* x, T* tmp);
 
-// (A, B) = outer after inner = (Ao Ai, Ao Bi + Bo). The outputs must not alias the inputs.
+// (A, B) = outer after inner = (Ao Ai, Ao Bi + Bo); A null: the offset B alone. The outputs
+// must not alias the inputs.
 template <typename T>
 void compose(const T* Ao, const T* Bo, const T* Ai, const T* Bi, int K, int V, T* A, T* B);
 

@@ -13,7 +13,7 @@ void apply(bool transpose, const T* A, const T* B, int K, int V, T* x, T* tmp) {
 
 template <typename T>
 void compose(const T* Ao, const T* Bo, const T* Ai, const T* Bi, int K, int V, T* A, T* B) {
-  la::matmul(false, false, K, K, K, T(1), Ao, Ai, T(0), A);
+  if (A) la::matmul(false, false, K, K, K, T(1), Ao, Ai, T(0), A);
   std::copy_n(Bo, K * V, B);
   la::matmul(false, false, K, V, K, T(1), Ao, Bi, T(1), B);
 }

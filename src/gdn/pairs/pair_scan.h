@@ -43,14 +43,18 @@ void scan_adjoints(Cuda, const std::vector<const T*>& A, const std::vector<const
 // then [BH, K, V] in one block of d.pair_elems() elements:
 //   start_scan:    own = (op(A), B), op(A) = A^T when `reverse`, else A; prefix = (I, 0).
 //   compose_pairs: dst = outer after inner; dst may be outer or inner (the result goes
-//                  through tmp, pair_elems() elements).
+//                  through tmp, pair_elems() elements). offset_only: dst's offsets alone
+//                  (its maps are left as they were: a last composition, whose map no one
+//                  reads, skips the K x K by K x K products).
 template <typename T>
 void start_scan(Host, const T* A, const T* B, const PairDims& d, bool reverse, T* own, T* prefix);
 template <typename T>
 void start_scan(Cuda, const T* A, const T* B, const PairDims& d, bool reverse, T* own, T* prefix);
 template <typename T>
-void compose_pairs(Host, const T* outer, const T* inner, const PairDims& d, T* dst, T* tmp);
+void compose_pairs(Host, const T* outer, const T* inner, const PairDims& d, bool offset_only,
+                   T* dst, T* tmp);
 template <typename T>
-void compose_pairs(Cuda, const T* outer, const T* inner, const PairDims& d, T* dst, T* tmp);
+void compose_pairs(Cuda, const T* outer, const T* inner, const PairDims& d, bool offset_only,
+                   T* dst, T* tmp);
 
 }  // namespace gdn

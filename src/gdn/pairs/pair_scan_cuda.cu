@@ -72,8 +72,10 @@ __global__ void start_kernel(const T* A, const T* B, PairDims d, bool reverse, T
 }
 
 // out = outer after inner = (Ao Ai, Ao Bi + Bo), a block per (b, h); out must not alias.
+// offset_only: Ao Bi + Bo alone.
 template <typename T>
-__global__ void compose_kernel(const T* outer, const T* inner, PairDims d, T* out) {
+__global__ void compose_kernel(const T* outer, const T* inner, PairDims d, bool offset_only,
+                               T* out) {
   const CudaExec ex;
   const std::int64_t KK = std::int64_t(d.K) * d.K, KV = std::int64_t(d.K) * d.V, na = d.a_elems();
   for (int bh = blockIdx.x; bh < d.BH; bh += gridDim.x) {
@@ -81,9 +83,11 @@ __global__ void compose_kernel(const T* outer, const T* inner, PairDims d, T* ou
     T* A = out + bh * KK;
     T* B = out + na + bh * KV;
     // Both products accumulate into C (beta = 1): A from zero, B from Bo.
-    for (std::int64_t e = threadIdx.x; e < KK; e += blockDim.x) A[e] = T(0);
+    if (!offset_only)
+      for (std::int64_t e = threadIdx.x; e < KK; e += blockDim.x) A[e] = T(0);
     for (std::int64_t e = threadIdx.x; e < KV; e += blockDim.x) B[e] = outer[na + bh * KV + e];
-    ex.gemm(false, false, d.K, d.K, d.K, T(1), Ao, d.K, inner + bh * KK, d.K, T(1), A, d.K);
+    if (!offset_only)
+      ex.gemm(false, false, d.K, d.K, d.K, T(1), Ao, d.K, inner + bh * KK, d.K, T(1), A, d.K);
     ex.gemm(false, false, d.K, d.V, d.K, T(1), Ao, d.K, inner + na + bh * KV, d.V, T(1), B, d.V);
   }
 }
@@ -98,11 +102,13 @@ void start_scan(Cuda, const T* A, const T* B, const PairDims& d, bool reverse, T
 }
 
 template <typename T>
-void compose_pairs(Cuda, const T* outer, const T* inner, const PairDims& d, T* dst, T* tmp) {
+void compose_pairs(Cuda, const T* outer, const T* inner, const PairDims& d, bool offset_only,
+                   T* dst, T* tmp) {
   if (d.BH == 0) return;
-  compose_kernel<T><<<grid_for(d), kThreads>>>(outer, inner, d, tmp);
+  compose_kernel<T><<<grid_for(d), kThreads>>>(outer, inner, d, offset_only, tmp);
   GDN_CUDA_CHECK(cudaGetLastError());
-  Cuda::copy(dst, static_cast<const T*>(tmp), std::size_t(d.pair_elems()));
+  const std::int64_t from = offset_only ? d.a_elems() : 0;
+  Cuda::copy(dst + from, static_cast<const T*>(tmp + from), std::size_t(d.pair_elems() - from));
 }
 
 template <typename T>
@@ -130,7 +136,9 @@ template void scan_adjoints(Cuda, const std::vector<const double*>&,
 template void start_scan(Cuda, const float*, const float*, const PairDims&, bool, float*, float*);
 template void start_scan(Cuda, const double*, const double*, const PairDims&, bool, double*,
                          double*);
-template void compose_pairs(Cuda, const float*, const float*, const PairDims&, float*, float*);
-template void compose_pairs(Cuda, const double*, const double*, const PairDims&, double*, double*);
+template void compose_pairs(Cuda, const float*, const float*, const PairDims&, bool, float*,
+                            float*);
+template void compose_pairs(Cuda, const double*, const double*, const PairDims&, bool, double*,
+                            double*);
 
 }  // namespace gdn

@@ -53,15 +53,18 @@ void start_scan(Host, const T* A, const T* B, const PairDims& d, bool reverse, T
 }
 
 template <typename T>
-void compose_pairs(Host, const T* outer, const T* inner, const PairDims& d, T* dst, T* tmp) {
+void compose_pairs(Host, const T* outer, const T* inner, const PairDims& d, bool offset_only,
+                   T* dst, T* tmp) {
   const int K = d.K, V = d.V;
   const std::int64_t na = d.a_elems();
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < d.BH; ++bh) {
     const std::size_t a = std::size_t(bh) * K * K, b = na + std::size_t(bh) * K * V;
-    pairs::compose(outer + a, outer + b, inner + a, inner + b, K, V, tmp + a, tmp + b);
+    pairs::compose(outer + a, outer + b, inner + a, inner + b, K, V,
+                   offset_only ? nullptr : tmp + a, tmp + b);
   }
-  std::copy_n(tmp, d.pair_elems(), dst);
+  const std::int64_t from = offset_only ? na : 0;
+  std::copy_n(tmp + from, d.pair_elems() - from, dst + from);
 }
 
 template void scan_states(Host, const std::vector<const float*>&, const std::vector<const float*>&,
@@ -75,7 +78,9 @@ template void scan_adjoints(Host, const std::vector<const double*>&,
 template void start_scan(Host, const float*, const float*, const PairDims&, bool, float*, float*);
 template void start_scan(Host, const double*, const double*, const PairDims&, bool, double*,
                          double*);
-template void compose_pairs(Host, const float*, const float*, const PairDims&, float*, float*);
-template void compose_pairs(Host, const double*, const double*, const PairDims&, double*, double*);
+template void compose_pairs(Host, const float*, const float*, const PairDims&, bool, float*,
+                            float*);
+template void compose_pairs(Host, const double*, const double*, const PairDims&, bool, double*,
+                            double*);
 
 }  // namespace gdn

@@ -11,13 +11,18 @@ int scan_rounds(int P) {
   return rounds;
 }
 
-int scan_compositions(int P) {
-  int most = 0;
+double scan_compose_flops(int P, int K, int V) {
+  const double whole = 2.0 * K * K * K + 2.0 * K * K * V, offset = 2.0 * K * K * V;
+  double most = 0;
   for (int pos = 0; pos < P; ++pos) {
-    int n = 0;
-    for (std::int64_t dist = 1; dist < P; dist *= 2)
-      if (pos - dist >= 0) n += 1 + (pos + 2 * dist < P);  // cp/log_depth_scan.cpp's loop
-    most = std::max(most, n);
+    double f = 0;
+    for (std::int64_t dist = 1; dist < P; dist *= 2) {  // cp/log_depth_scan.cpp's loop
+      if (pos - dist < 0) continue;
+      const bool send_on = pos + 2 * dist < P;
+      const bool map_read = send_on || (2 * dist < P && pos - 2 * dist >= 0);
+      f += (map_read ? whole : offset) + (send_on ? whole : 0);
+    }
+    most = std::max(most, f);
   }
   return most;
 }
@@ -37,7 +42,7 @@ ScanCost scan_cost(PairScan scan, int P, const PairDims& d, int elem_bytes) {
     const int R = scan_rounds(P);
     c.messages = 2 * R;
     c.bytes = 2.0 * R * double(pair) * e;
-    c.flops = 2.0 * scan_compositions(P) * BH * (2 * K * K * K + 2 * K * K * V);
+    c.flops = 2.0 * BH * scan_compose_flops(P, d.K, d.V);
     // This rank's M; the scan's own, prefix, sent, received and scratch pairs, and the
     // forward's pair or the backward's D and lambda beside them.
     c.kept = d.a_elems();

@@ -23,9 +23,11 @@ constexpr std::array<const char*, 3> enum_names(PairScan) {
 
 // Rounds of the log-depth scan over P ranks: ceil(log2 P).
 int scan_rounds(int P);
-// The most pair compositions one rank of the log-depth scan makes in one direction (each
-// received block into its prefix; its own map after the prefix for each block it sends on).
-int scan_compositions(int P);
+// The most FLOPs one rank of the log-depth scan composes per (b, h) in one direction
+// (cp/log_depth_scan.cpp: each received block into its prefix, 2 K^3 + 2 K^2 V, or 2 K^2 V
+// for the offset alone when the prefix's map is read no more; its own map after the prefix
+// for each block it sends on).
+double scan_compose_flops(int P, int K, int V);
 
 // A link on paper: per-message latency and bandwidth. The default is one node's GPUs
 // (cluster.h's nvlink_us; 100 GB/s), what gdn_train assumes when it resolves auto.

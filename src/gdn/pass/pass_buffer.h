@@ -1,7 +1,7 @@
 // The buffers LocalPass keeps between its passes (factors, chunk entry states, dq / dk
-// scratch): every element is written by a pass before any pass reads it, so on the host
-// they need no zero fill. std::vector's resize zeroes every new element in one thread
-// before the parallel pass starts, and that serial fill (and the page faults it takes)
+// scratch), and the pair scans' scratch (cp/): every element is written before anything
+// reads it, so on the host they need no zero fill. std::vector's resize zeroes every new element in
+// one thread before the parallel pass starts, and that serial fill (and the page faults it takes)
 // was a few percent of the single-rank forward; here the pages are first touched by the
 // threads that write them. On a GPU it is the device's Buffer.
 #pragma once
