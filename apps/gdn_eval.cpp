@@ -225,12 +225,8 @@ int evaluate(const Setup& s, Communicator& world) {
   mesh = make_mesh(world, s.dp, s.cp, s.ep);
   CpOptions opt;
   opt.attention_layer_local = s.layer_local;
-  ShardShape shape;
-  shape.B = int(s.tokens.shape[0] / s.dp);
-  shape.P = s.cp;
-  shape.T = s.tokens.shape[1] - 1;
-  shape.Tl = (shape.T + s.cp - 1) / s.cp;
-  shape.chunk_size = s.chunk;
+  const ShardShape shape =
+      ShardShape::largest(int(s.tokens.shape[0] / s.dp), s.tokens.shape[1] - 1, s.cp, s.chunk);
   opt.pair_scan = resolve_pair_scan(s.pair_scan, {s.model, shape, int(sizeof(T)), false,
                                                   StateLayout{s.shard, world.size(), s.ep},
                                                   s.dtype == DType::bf16})

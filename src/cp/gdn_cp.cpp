@@ -65,8 +65,7 @@ void GdnContextParallel<T, Dev>::three_phases(const CpContext& cp, T* o, T* ht) 
   if (P > 1) {
     // Phase 1: this shard as one affine map of its entry state.
     pass_.prepare();
-    PassBuffer<Dev, T> mine;  // written whole by the transition
-    mine.resize(pair);
+    PassBuffer<Dev, T> mine(pair);  // written whole by the transition
     h_in_.resize(dims_.b_elems());
     pass_.transition(mine.data(), mine.data() + na);
     // Phase 2: the entry state h_in_r from the pairs of the ranks before this one.
@@ -101,8 +100,7 @@ void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, cons
   const T* lambda = nullptr;  // one rank: every sequence ends in its slice
   if (P > 1) {
     // Phase 1: D_r = dLoss/dh_in_r with a zero exit adjoint.
-    PassBuffer<Dev, T> D;  // written whole by the adjoint pass
-    D.resize(nb);
+    PassBuffer<Dev, T> D(nb);  // written whole by the adjoint pass
     lambda_.resize(nb);
     pass_.prepare();
     pass_.adjoint(dO, dht, D.data());
@@ -111,8 +109,7 @@ void GdnContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO, cons
       log_depth_scan(Dev{}, cp.comm, own_M_.data(), D.data(), dims_, /*reverse=*/true,
                      cp_sites::kBackwardLogScan, lambda_.data());
     } else {
-      PassBuffer<Dev, T> all_D;
-      all_D.resize(nb * P);
+      PassBuffer<Dev, T> all_D(nb * P);
       cp.comm.all_gather(D.data(), all_D.data(), sizeof(T) * nb, cp_sites::kBackwardAdjoints);
       std::vector<const T*> A(P), B(P);
       for (int i = 0; i < P; ++i) {

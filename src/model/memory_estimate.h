@@ -35,6 +35,11 @@ struct ShardShape {
   int chunk_size = kDefaultChunkSize;
   PairScan scan = PairScan::allgather;
   std::int64_t tokens() const { return std::int64_t(B) * Tl; }
+  // The largest shard of B rows of T tokens over P ranks: ceil(T / P) tokens per row.
+  static ShardShape largest(int B, std::int64_t T, int P, int chunk_size,
+                            PairScan scan = PairScan::allgather) {
+    return {B, (T + P - 1) / P, T, P, chunk_size, scan};
+  }
 };
 
 // The training state's layout: train.shard over `world` ranks.

@@ -18,7 +18,7 @@ PairScanChoice resolve_pair_scan(PairScan asked, const EstimateInputs& in, std::
   const ModelConfig& c = in.model;
   if (c.num_hidden_layers == c.num_attention_layers())
     return {PairScan::allgather, "no GDN layers"};
-  ScanChoice pick =
+  PairScanChoice pick =
       faster_scan(in.shape.P, pair_dims(c, in.shape.B), in.elem_bytes, link, flops_per_s);
   if (pick.scan == PairScan::allgather && in.shape.P > 1 && available >= 0) {
     const MemoryEstimate ag = estimate_with(in, PairScan::allgather),

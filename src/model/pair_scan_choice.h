@@ -18,11 +18,6 @@ inline PairDims pair_dims(const ModelConfig& c, int B) {
   return {B * c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim};
 }
 
-struct PairScanChoice {
-  PairScan scan = PairScan::allgather;  // never automatic
-  std::string why;                      // one line, for the log and gdn_plan
-};
-
 // What one rank's step is estimated at (memory_estimate.h), to weigh the scans' memory.
 struct EstimateInputs {
   const ModelConfig& model;

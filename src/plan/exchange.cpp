@@ -59,9 +59,10 @@ struct ScanRounds {
 ScanRounds scan_rounds_at(int P, int pos) {
   ScanRounds s;
   for (i64 dist = 1; dist < P; dist *= 2) {
+    const ScanStep step = scan_step(P, pos, dist);
     ++s.calls;
-    s.sends += pos + dist < P;
-    s.receives += pos - dist >= 0;
+    s.sends += step.sends;
+    s.receives += step.receives;
   }
   return s;
 }

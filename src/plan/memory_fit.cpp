@@ -8,14 +8,12 @@ namespace gdn::plan {
 namespace {
 
 EstimateInputs estimate_inputs(const PlanInput& in, bool recompute, PairScan scan) {
-  ShardShape s;
-  s.B = in.local_batch();
-  s.T = in.T;
-  s.P = in.cp;
-  s.Tl = (in.T + in.cp - 1) / in.cp;
-  s.chunk_size = in.chunk_size;
-  s.scan = scan;
-  return {in.model, s, in.elem_bytes, recompute, StateLayout{in.shard, in.world(), in.ep}, in.bf16};
+  return {in.model,
+          ShardShape::largest(in.local_batch(), in.T, in.cp, in.chunk_size, scan),
+          in.elem_bytes,
+          recompute,
+          StateLayout{in.shard, in.world(), in.ep},
+          in.bf16};
 }
 
 }  // namespace

@@ -37,19 +37,13 @@ namespace {
 // What this rank's memory estimate is made of (the largest shard).
 EstimateInputs estimate_inputs(const RunConfig& cfg, int elem_bytes, PairScan scan) {
   const TrainConfig& t = cfg.train;
-  ShardShape s;
-  s.B = t.batch_size / std::max(1, t.dp);
-  s.T = t.seq_len;
-  s.P = t.cp;
-  s.Tl = (t.seq_len + t.cp - 1) / t.cp;
-  s.chunk_size = t.chunk_size;
-  s.scan = scan;
-  return {cfg.model,
-          s,
-          elem_bytes,
-          t.recompute == Recompute::layer,
-          StateLayout{t.shard, t.dp * t.cp, t.ep},
-          t.dtype == DType::bf16};
+  return {
+      cfg.model,
+      ShardShape::largest(t.batch_size / std::max(1, t.dp), t.seq_len, t.cp, t.chunk_size, scan),
+      elem_bytes,
+      t.recompute == Recompute::layer,
+      StateLayout{t.shard, t.dp * t.cp, t.ep},
+      t.dtype == DType::bf16};
 }
 
 // The pair scan of every GDN layer, train.pair_scan with auto resolved

@@ -11,16 +11,24 @@ int scan_rounds(int P) {
   return rounds;
 }
 
+ScanStep scan_step(int P, int pos, std::int64_t dist) {
+  ScanStep s;
+  s.sends = pos + dist < P;
+  s.receives = pos - dist >= 0;
+  s.sends_on = s.receives && pos + 2 * dist < P;
+  // A later round receives (and composes with the prefix's map) if it exists and reaches back.
+  s.map_read = s.receives && (s.sends_on || (2 * dist < P && pos - 2 * dist >= 0));
+  return s;
+}
+
 double scan_compose_flops(int P, int K, int V) {
   const double whole = 2.0 * K * K * K + 2.0 * K * K * V, offset = 2.0 * K * K * V;
   double most = 0;
   for (int pos = 0; pos < P; ++pos) {
     double f = 0;
-    for (std::int64_t dist = 1; dist < P; dist *= 2) {  // cp/log_depth_scan.cpp's loop
-      if (pos - dist < 0) continue;
-      const bool send_on = pos + 2 * dist < P;
-      const bool map_read = send_on || (2 * dist < P && pos - 2 * dist >= 0);
-      f += (map_read ? whole : offset) + (send_on ? whole : 0);
+    for (std::int64_t dist = 1; dist < P; dist *= 2) {
+      const ScanStep s = scan_step(P, pos, dist);
+      if (s.receives) f += (s.map_read ? whole : offset) + (s.sends_on ? whole : 0);
     }
     most = std::max(most, f);
   }
@@ -72,8 +80,8 @@ std::string describe(const char* name, const ScanCost& c, double seconds, int el
 
 }  // namespace
 
-ScanChoice faster_scan(int P, const PairDims& d, int elem_bytes, const ScanLink& link,
-                       double flops_per_s) {
+PairScanChoice faster_scan(int P, const PairDims& d, int elem_bytes, const ScanLink& link,
+                           double flops_per_s) {
   if (P <= 1) return {PairScan::allgather, "one rank: nothing to scan"};
   const ScanCost ag = scan_cost(PairScan::allgather, P, d, elem_bytes),
                  ld = scan_cost(PairScan::log_depth, P, d, elem_bytes);

@@ -23,10 +23,21 @@ constexpr std::array<const char*, 3> enum_names(PairScan) {
 
 // Rounds of the log-depth scan over P ranks: ceil(log2 P).
 int scan_rounds(int P);
-// The most FLOPs one rank of the log-depth scan composes per (b, h) in one direction
-// (cp/log_depth_scan.cpp: each received block into its prefix, 2 K^3 + 2 K^2 V, or 2 K^2 V
-// for the offset alone when the prefix's map is read no more; its own map after the prefix
-// for each block it sends on).
+
+// What the rank at position pos (of P, in scan order) does in the round of distance dist
+// of the log-depth scan: the one rule cp/log_depth_scan.cpp runs and the cost model and
+// gdn_plan count.
+struct ScanStep {
+  bool sends = false;     // a pair to the rank dist on
+  bool receives = false;  // a pair from the rank dist back, composed into the prefix
+  bool sends_on = false;  // receives, and its own map after the prefix goes out next round
+  bool map_read = false;  // receives, and the prefix's map is composed with again
+};
+ScanStep scan_step(int P, int pos, std::int64_t dist);
+
+// The most FLOPs one rank of the log-depth scan composes per (b, h) in one direction:
+// each received block into its prefix, 2 K^3 + 2 K^2 V, or 2 K^2 V for the offset alone
+// when the prefix's map is not read again; its own map after the prefix when it sends on.
 double scan_compose_flops(int P, int K, int V);
 
 // A link on paper: per-message latency and bandwidth. The default is one node's GPUs
@@ -48,13 +59,15 @@ struct ScanCost {
 
 ScanCost scan_cost(PairScan scan, int P, const PairDims& d, int elem_bytes);
 
-// The faster of the two on `link` (flops_per_s 0: the folding is free), log_depth on a
-// tie (it holds less); why: one line with both costs.
-struct ScanChoice {
+// A scan chosen, never automatic, and why (one line, for the log and gdn_plan).
+struct PairScanChoice {
   PairScan scan = PairScan::allgather;
   std::string why;
 };
-ScanChoice faster_scan(int P, const PairDims& d, int elem_bytes, const ScanLink& link,
-                       double flops_per_s = 0);
+
+// The faster of the two on `link` (flops_per_s 0: the folding is free), log_depth on a
+// tie (it holds less); why: both costs.
+PairScanChoice faster_scan(int P, const PairDims& d, int elem_bytes, const ScanLink& link,
+                           double flops_per_s = 0);
 
 }  // namespace gdn

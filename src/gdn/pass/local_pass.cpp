@@ -164,9 +164,7 @@ void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, Gdn
   const std::size_t n =
       std::size_t(p_.B) * tokens() * p_.Hk * p_.K * pass::grad_scratch_heads(Dev{}, p_.group());
   // dq, dk per value head, summed per key head: held only while this backward runs.
-  PassBuffer<Dev, T> dqv, dkv;
-  dqv.resize(n);
-  dkv.resize(n);
+  PassBuffer<Dev, T> dqv(n), dkv(n);
   // The CUDA backward walks the adjoint on the factors, keeps every chunk's exit adjoint
   // (as many elements as the entry states) for the chunk-parallel part, and drops them on
   // return: held only while this layer's backward runs (from the device's pool, so no

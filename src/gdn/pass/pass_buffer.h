@@ -1,9 +1,9 @@
 // The buffers LocalPass keeps between its passes (factors, chunk entry states, dq / dk
 // scratch), and the pair scans' scratch (cp/): every element is written before anything
-// reads it, so on the host they need no zero fill. std::vector's resize zeroes every new element in
-// one thread before the parallel pass starts, and that serial fill (and the page faults it takes)
-// was a few percent of the single-rank forward; here the pages are first touched by the
-// threads that write them. On a GPU it is the device's Buffer.
+// reads it, so on the host they need no zero fill. std::vector's resize zeroes every new
+// element in one thread before the parallel pass starts, and that serial fill (and the page
+// faults it takes) was a few percent of the single-rank forward; here the pages are first
+// touched by the threads that write them. On a GPU it is the device's Buffer.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +19,7 @@ template <typename T>
 class HostPassBuffer {
  public:
   HostPassBuffer() = default;
+  explicit HostPassBuffer(std::size_t n) { resize(n); }
   std::size_t size() const { return n_; }
   T* data() { return p_.get(); }
   const T* data() const { return p_.get(); }

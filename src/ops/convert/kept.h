@@ -50,7 +50,7 @@ class Kept {
   // clear()).
   const T* view() {
     if constexpr (std::is_same_v<T, float>) {
-      if (bf16_ && values_.size() != std::size_t(n_)) {
+      if (bits_only()) {
         values_.resize(std::size_t(n_));
         ops::to_float(Dev{}, bits_.data(), n_, values_.data());
       }
@@ -63,7 +63,7 @@ class Kept {
   // whole kept buffer in one call.
   template <typename F>
   void for_blocks(std::int64_t block, F&& f) {
-    if (!bf16_ || bits_.size() != std::size_t(n_) || values_.size() == std::size_t(n_)) {
+    if (!bits_only()) {
       f(static_cast<const T*>(values_.data()), std::int64_t(0), n_);
       return;
     }
@@ -94,6 +94,11 @@ class Kept {
   bool bf16() const { return bf16_; }
 
  private:
+  // The bf16 mode after seal(), with no decoded copy: the values are the bf16 ones alone.
+  bool bits_only() const {
+    return bf16_ && bits_.size() == std::size_t(n_) && values_.size() != std::size_t(n_);
+  }
+
   Buffer<Dev, T> values_;  // float values: the forward's, or the backward's decoded copy
   Buffer<Dev, Bf16> bits_;
   std::int64_t n_ = 0;
