@@ -55,6 +55,11 @@ Link group_link(const ClusterSpec& c, int n, int groups) {
   return {c.nvlink_GBps * 1e9, c.nvlink_us * 1e-6, false};
 }
 
+ScanLink cp_scan_link(const PlanInput& in, const ClusterSpec& c) {
+  const Link l = group_link(c, in.cp, in.dp);
+  return {l.latency_s, l.bytes_per_s};
+}
+
 double collective_seconds(Collective kind, int n, double bytes, const Link& link) {
   if (n <= 1) return 0;
   const double a = link.latency_s, b = link.bytes_per_s;

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "gdn/pairs/scan_cost.h"
 #include "plan/exchange.h"
 
 namespace gdn::plan {
@@ -28,6 +29,9 @@ struct Link {
 // The slowest link of the groups of n consecutive ranks starting at multiples of n
 // (groups = how many there are).
 Link group_link(const ClusterSpec& c, int n, int groups);
+
+// The link of in's cp groups, as the pair scan choice takes it (gdn/pairs/scan_cost.h).
+ScanLink cp_scan_link(const PlanInput& in, const ClusterSpec& c);
 
 // One call's alpha-beta cost over n ranks (the formulas of docs/design.md §10).
 double collective_seconds(Collective kind, int n, double bytes, const Link& link);

@@ -9,11 +9,7 @@ namespace gdn::plan {
 Plan make_plan(const PlanInput& in, const PlanOptions& opt) {
   Plan p;
   p.in = in;
-  ScanLink link;
-  if (opt.cluster) {
-    const Link l = group_link(*opt.cluster, in.cp, in.dp);
-    link = {l.latency_s, l.bytes_per_s};
-  }
+  const ScanLink link = opt.cluster ? cp_scan_link(in, *opt.cluster) : ScanLink{};
   p.scan = plan_scan(in, opt.memory_budget, link, opt.cluster ? opt.rank_flops_per_s : 0);
   const PairDims d = pair_dims(in.model, in.local_batch());
   p.allgather_cost = scan_cost(PairScan::allgather, in.cp, d, in.elem_bytes);

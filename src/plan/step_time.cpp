@@ -7,16 +7,6 @@
 
 namespace gdn::plan {
 
-namespace {
-
-// The link of in's cp groups, for the scan choice.
-ScanLink cp_scan_link(const PlanInput& in, const ClusterSpec& c) {
-  const Link l = group_link(c, in.cp, in.dp);
-  return {l.latency_s, l.bytes_per_s};
-}
-
-}  // namespace
-
 StepTime predict_step(const PlanInput& asked, const ClusterSpec& c, double flops_per_s) {
   const PlanInput in = resolved(asked, std::nullopt, cp_scan_link(asked, c), flops_per_s);
   GDN_CHECK(in.world() <= c.ranks(), "dp ", in.dp, " x cp ", in.cp, " = ", in.world(),
