@@ -15,6 +15,7 @@
 
 #include "common/app_common.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "plan/plan.h"
 #include "train/run_config.h"
 
@@ -66,11 +67,9 @@ cxxopts::Options make_options() {
 
 double positive_number(const cxxopts::ParseResult& res, const char* flag) {
   const std::string text = res[flag].as<std::string>();
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  GDN_CHECK(!text.empty() && end && *end == '\0' && std::isfinite(v) && v > 0, "--", flag, " ",
-            text, ": expected a number > 0");
-  return v;
+  const std::optional<double> v = parse_decimal(text);
+  GDN_CHECK(v && *v > 0, "--", flag, " ", text, ": expected a decimal number > 0");
+  return *v;
 }
 
 int run(int argc, char** argv) {

@@ -11,12 +11,15 @@
 // (exit 1); any other failure during training, or a rank that stops making progress
 // (--watchdog-s), ends the whole job. SIGTERM or SIGUSR1 (--stop-signals) stops every
 // rank at the same step boundary, saves a checkpoint there and exits with 75 (preempted,
-// resumable). Rank 0 holds the checkpoint directory's lock (train/run_lock.h) for the
-// whole run.
+// resumable). Rank 0 holds the locks of the checkpoint directory and of every output
+// (train/run_lock.h) for the whole run, after checking that no output is an input
+// (train/run_paths.h); an export that fails after training leaves the weights in a
+// checkpoint and says where.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cxxopts.hpp>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -38,6 +41,7 @@
 #include "train/run_config.h"
 #include "train/run_identity.h"
 #include "train/run_lock.h"
+#include "train/run_paths.h"
 #include "train/trainer.h"
 #if GDN_HAVE_CUDA
 #include "comm/device_communicator.h"
@@ -114,9 +118,12 @@ cxxopts::Options make_options() {
       "limit, KillWait (30 s) before SIGKILL",
       cxxopts::value<std::string>()->default_value("TERM,USR1"))(
       "lock-stale-s",
-      "the checkpoint directory's lock (held by rank 0 for the whole run, with a heartbeat): "
-      "a lock whose heartbeat is older than this many seconds is taken over with a warning; "
-      "one whose run was on this host and has ended is taken over at once",
+      "the locks of the checkpoint directory and of every output (--log, --export-hf, "
+      "--exchange-out), held by rank 0 for the whole run with a heartbeat that records this "
+      "bound: another host's lock whose heartbeat is older than the larger of its holder's "
+      "bound and this one is taken over with a warning; one whose run was on this host and "
+      "has ended is taken over at once. A run whose lock was taken over stops at its next "
+      "step without writing (exit 1)",
       cxxopts::value<std::string>()->default_value("300"))(
       "overwrite-checkpoints",
       "a run without --resume refuses a checkpoint directory that holds checkpoints of an "
@@ -137,6 +144,7 @@ cxxopts::Options make_options() {
 
 struct Setup {
   RunConfig cfg;
+  std::string config_file, train_file;  // --config, --train-config ("" when not given)
   std::string init_from, export_hf, exchange_out;
   std::int64_t export_max_bytes = 0;
   std::optional<DType> export_dtype;  // unset: the run's dtype
@@ -159,6 +167,8 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
                             "--load-balance");
   const std::string train_file =
       res.count("train-config") ? res["train-config"].as<std::string>() : "";
+  s.train_file = train_file;
+  if (res.count("config")) s.config_file = res["config"].as<std::string>();
   if (res.count("init-from")) s.init_from = res["init-from"].as<std::string>();
   if (res.count("export-hf")) s.export_hf = res["export-hf"].as<std::string>();
   s.export_max_bytes = std::int64_t(app::number_in_range(res["export-hf-max-mb"].as<std::string>(),
@@ -238,6 +248,72 @@ std::int64_t memory_for_this_rank(app::Device device, int ranks_on_node) {
   return host < 0 ? -1 : host / std::max(1, ranks_on_node);
 }
 
+// Whether an output path gets a lock: a regular file or none yet (not /dev/stdout, a FIFO).
+bool lockable(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() &&
+         (!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec));
+}
+
+// Every path the run reads and writes (train/run_paths.h).
+RunPaths run_paths(const Setup& s) {
+  const TrainConfig& t = s.cfg.train;
+  RunPaths p;
+  if (!s.config_file.empty()) p.inputs.push_back({"--config", s.config_file});
+  if (!s.train_file.empty()) p.inputs.push_back({"--train-config", s.train_file});
+  if (!s.init_from.empty()) p.inputs.push_back({"--init-from", s.init_from});
+  for (const std::string& f : data_files(t.data)) p.inputs.push_back({"--data", f});
+  if (lockable(t.log)) p.outputs.push_back({"--log", t.log});
+  if (lockable(s.exchange_out)) p.outputs.push_back({"--exchange-out", s.exchange_out});
+  if (!s.export_hf.empty()) p.replaced.push_back({"--export-hf", s.export_hf});
+  p.checkpoint_dir = t.checkpoint_dir;
+  return p;
+}
+
+// Rank 0 takes the locks of every path the run writes, after checking them against
+// what it reads (train/run_lock.h, train/run_paths.h).
+std::unique_ptr<RunLock> lock_outputs(const Setup& s) {
+  const TrainConfig& t = s.cfg.train;
+  auto lock = std::make_unique<RunLock>(s.lock_stale_s);
+  if (!t.checkpoint_dir.empty()) lock->take_checkpoint_dir(t.checkpoint_dir);
+  check_run_paths(run_paths(s), s.lock_stale_s);
+  if (!s.export_hf.empty()) {
+    check_export_dir(s.export_hf);  // creates it: its lock lies beside it
+    lock->take_output(s.export_hf, "--export-hf");
+  }
+  if (lockable(t.log)) lock->take_output(t.log, "--log");
+  if (lockable(s.exchange_out)) lock->take_output(s.exchange_out, "--exchange-out");
+  return lock;
+}
+
+// The export at the end; when it fails, the trained weights are kept in a checkpoint
+// (Trainer::save_rescue) and the way to export them again is named. Collective; false
+// when the export failed.
+template <typename T, typename Dev>
+bool export_or_rescue(const Setup& s, Trainer<T, Dev>& trainer, Communicator& world) {
+  std::string failure;
+  try {
+    trainer.export_hf(s.export_hf, s.export_max_bytes, s.export_dtype.value_or(s.cfg.train.dtype));
+    return true;
+  } catch (const std::exception& e) {
+    failure = e.what();  // on every rank (write_hf_export agrees)
+  }
+  const std::string safe = trainer.save_rescue(s.export_hf);
+  if (world.rank() != 0) return false;
+  spdlog::error("rank 0: {}", failure);
+  if (safe.empty()) {
+    spdlog::error("the trained weights could not be saved anywhere either: they are lost");
+  } else {
+    const std::string dir = std::filesystem::path(safe).parent_path().string();
+    spdlog::error(
+        "the trained weights are safe in checkpoint {}: to export them, run gdn_train again "
+        "with this run's flags and --checkpoint-dir {} --resume --export-hf DIR (it trains no "
+        "step, then exports)",
+        safe, dir);
+  }
+  return false;
+}
+
 // Returns the exit code: 1 when the trainer could not be built or the run diverged (one
 // message printed either way).
 template <typename T, typename Dev>
@@ -250,10 +326,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   // that it can write the export after the last step (apart from the trainer's set-up,
   // which holds collectives that every rank must reach).
   if (!app::run_setup_collectively(world, [&] {
-        if (world.rank() != 0) return;
-        if (!s.cfg.train.checkpoint_dir.empty())
-          lock = std::make_unique<RunLock>(s.cfg.train.checkpoint_dir, s.lock_stale_s);
-        if (!s.export_hf.empty()) check_export_dir(s.export_hf);
+        if (world.rank() == 0) lock = lock_outputs(s);
       }))
     return 1;
   // Building the mesh and loading a checkpoint can fail too: agree before training.
@@ -273,6 +346,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
         opt.exchange_out = s.exchange_out;
         opt.accepted_changes = s.accepted_changes;
         opt.stop_requested = [] { return stop_signal::received(); };
+        opt.lock_lost = [&lock] { return lock ? lock->lost() : std::string(); };
         trainer = std::make_unique<Trainer<T, Dev>>(s.cfg, world,
                                                     device_world ? *device_world : world, opt);
       }))
@@ -303,8 +377,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
           stop_signal::kPreemptedExit);
     return stop_signal::kPreemptedExit;
   }
-  if (!s.export_hf.empty())
-    trainer->export_hf(s.export_hf, s.export_max_bytes, s.export_dtype.value_or(s.cfg.train.dtype));
+  if (!s.export_hf.empty() && !export_or_rescue(s, *trainer, world)) return 1;
   // Each rank's CPU time in the steps: the largest and the mean over the ranks.
   double cpu_max = result.cpu_seconds, cpu_sum = result.cpu_seconds;
   world.all_reduce_max(&cpu_max, 1, app_sites::kCpuTime);
@@ -365,13 +438,35 @@ void announce(const Setup& s, int world_size) {
       s.cfg.source, s.data->describe());
 }
 
+// --stop-signals as given on the command line (the defaults when absent or malformed:
+// the flag's own check reports it later), so that set-up already honours it.
+std::vector<int> early_stop_signals(int argc, char** argv, const std::vector<int>& defaults) {
+  const std::string flag = "--stop-signals";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string value;
+    if (a.rfind(flag + "=", 0) == 0)
+      value = a.substr(flag.size() + 1);
+    else if (a == flag && i + 1 < argc)
+      value = argv[i + 1];
+    else
+      continue;
+    try {
+      return stop_signal::parse(value, flag.c_str());
+    } catch (const std::exception&) {
+      return defaults;
+    }
+  }
+  return defaults;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // From the start, so that a signal during set-up (a long data scan, say) stops the run
   // before its first step instead of killing it; --stop-signals narrows the set later.
   const std::vector<int> defaults = stop_signal::parse("TERM,USR1", "the default stop signals");
-  stop_signal::install(defaults);
+  stop_signal::install(early_stop_signals(argc, argv, defaults));
   return app::mpi_main<Setup>(
       argc, argv, "gdn_train", make_options(), parse, [&](Communicator& world, const Setup& s) {
         // The new set first, then the defaults it leaves out: no signal meets neither.

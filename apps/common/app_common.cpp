@@ -15,6 +15,7 @@
 
 #include "comm/call_sites.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 
 namespace gdn::app {
 
@@ -114,11 +115,10 @@ std::string make_heartbeat_dir(Communicator& comm) {
 
 double number_in_range(const std::string& text, const std::string& flag, double lo, double hi,
                        const std::string& unit) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  GDN_CHECK(!text.empty() && end && *end == '\0' && v >= lo && v <= hi, "--", flag, " ", text,
-            ": expected a number of ", unit, " in [", lo, ", ", hi, "]");
-  return v;
+  const std::optional<double> v = parse_decimal(text);
+  GDN_CHECK(v && *v >= lo && *v <= hi, "--", flag, " ", text, ": expected a number of ", unit,
+            " in [", lo, ", ", hi, "]");
+  return *v;
 }
 
 std::vector<std::int64_t> parse_int_list(const std::string& s, char sep, const std::string& what) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -75,9 +76,18 @@ std::vector<std::string> cpu_share_warnings(const std::vector<CpuShare>& ranks) 
   return out;
 }
 
+bool fit_threads_to_cpus() {
+  const CpuShare s = this_cpu_share();
+  if (std::getenv("OMP_NUM_THREADS") || s.cpus.empty() || s.threads <= int(s.cpus.size()))
+    return false;
+  omp_set_num_threads(int(s.cpus.size()));
+  return true;
+}
+
 void report_cpu_share(Communicator& world) {
   // Fixed-size records: host name, threads, then a bit per CPU.
   constexpr std::size_t kHost = 64, kCpus = CPU_SETSIZE, kBytes = kHost + 4 + kCpus / 8;
+  const bool fitted = fit_threads_to_cpus();
   const CpuShare mine = this_cpu_share();
   std::vector<unsigned char> rec(kBytes, 0), all(kBytes * std::size_t(world.size()));
   std::memcpy(rec.data(), mine.host.data(), std::min(mine.host.size(), kHost - 1));
@@ -99,11 +109,16 @@ void report_cpu_share(Communicator& world) {
   spdlog::info("{} OpenMP thread{} per rank{}; rank 0 may run on CPU{} {} of {}", mine.threads,
                mine.threads == 1 ? "" : "s", same ? "" : " (rank 0; others differ)",
                mine.cpus.size() == 1 ? "" : "s", cpu_list(mine.cpus), mine.host);
+  if (fitted)
+    spdlog::info(
+        "rank 0 may run on fewer CPUs than OpenMP's default thread count: it runs "
+        "one thread per CPU it has (set OMP_NUM_THREADS to choose)");
+  const char* set = std::getenv("OMP_NUM_THREADS");
   for (const std::string& w : cpu_share_warnings(ranks))
     spdlog::warn(
-        "{}. Give each rank its cores: mpirun --map-by slot:PE=<threads> (or --bind-to none "
+        "{}{}. Give each rank its cores: mpirun --map-by slot:PE=<threads> (or --bind-to none "
         "with OMP_NUM_THREADS = cores / ranks), srun --cpus-per-task=<threads> --cpu-bind=cores",
-        w);
+        w, set ? fmt::format(" (OMP_NUM_THREADS={} is set, so the threads are kept)", set) : "");
 }
 
 }  // namespace gdn::app

@@ -1,8 +1,16 @@
 #include "core/json_reader.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "core/error.h"
@@ -27,6 +35,15 @@ std::string real_range_text(double lo, bool lo_open) {
   std::ostringstream os;
   os << "a number " << (lo_open ? "> " : ">= ") << lo;
   return os.str();
+}
+
+std::optional<double> parse_decimal(const std::string& text) {
+  static const std::regex decimal(R"([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)");
+  if (!std::regex_match(text, decimal)) return std::nullopt;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), nullptr);
+  if (errno == ERANGE && std::fabs(v) > 1) return std::nullopt;  // overflow, not underflow
+  return v;
 }
 
 std::int64_t JsonSection::integer(const std::string& key, std::int64_t lo, std::int64_t hi) const {
@@ -67,10 +84,52 @@ std::string JsonSection::string(const std::string& key) const {
   return v.get<std::string>();
 }
 
+namespace {
+
+// How long a config that is a FIFO or a device may stay silent before set-up gives up.
+constexpr int kSilentS = 10;
+
+// The bytes of a config file. Opened without blocking and, when it is not a regular file
+// (a FIFO, `<(...)`), read with a bound: a FIFO nobody writes to fails, not hangs.
+std::string read_config_text(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  GDN_CHECK(fd >= 0, "cannot open config file '", path, "': it does not exist or is not readable (",
+            std::strerror(errno), ")");
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close{fd};
+  struct stat st {};
+  GDN_CHECK(::fstat(fd, &st) == 0, "cannot read config file '", path, "': ", std::strerror(errno));
+  GDN_CHECK(!S_ISDIR(st.st_mode), "config file '", path, "' is a directory: expected a JSON file");
+  const bool regular = S_ISREG(st.st_mode);
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    if (!regular) {
+      pollfd p{fd, POLLIN, 0};
+      const int r = ::poll(&p, 1, kSilentS * 1000);
+      if (r < 0 && errno == EINTR) continue;
+      GDN_CHECK(r != 0, "config file '", path, "' is ",
+                S_ISFIFO(st.st_mode) ? "a FIFO" : "no regular file",
+                " and nothing was written to it for ", kSilentS,
+                " s: pass a regular file, or start what writes it first");
+    }
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, std::size_t(n));
+    } else if (n == 0) {
+      return out;
+    } else if (errno != EINTR && errno != EAGAIN) {
+      throw_error("cannot read config file '", path, "': ", std::strerror(errno));
+    }
+  }
+}
+
+}  // namespace
+
 json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  GDN_CHECK(in.good(), "cannot open config file '", path,
-            "': it does not exist or is not readable");
+  const std::string in = read_config_text(path);
   // The parser's callback sees every key before its value, so when a number overflows
   // (nlohmann throws out_of_range 406 without a position) the last key names it.
   std::vector<std::string> path_keys;

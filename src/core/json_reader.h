@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ class JsonSection {
 // "an integer >= 1", "an integer >= 0 and <= 7", "a number > 0" (for messages).
 std::string integer_range_text(std::int64_t lo, std::int64_t hi);
 std::string real_range_text(double lo, bool lo_open);
+
+// A number written in decimal ("3e-4", "-2.5", "10"): nullopt for anything else, hex
+// ("0x10"), "inf" and "nan" among them, and for a magnitude past the largest double. One
+// below the smallest reads as what it rounds to (1e-400 as 0), for the range to judge.
+std::optional<double> parse_decimal(const std::string& text);
 
 // Parses the JSON file at path. Errors name the file: a missing or unreadable file, a
 // syntax error (with the byte position), a number too large for a double (with the key).

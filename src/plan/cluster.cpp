@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 
 namespace gdn::plan {
 
@@ -17,10 +18,10 @@ ClusterSpec parse_cluster(const std::string& text) {
     const auto eq = item.find('=');
     GDN_CHECK(eq != std::string::npos, "--cluster: '", item, "' is not key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    GDN_CHECK(!value.empty() && end && *end == '\0' && v > 0, "--cluster: ", key, "=", value,
-              ": expected a number > 0");
+    const std::optional<double> parsed = parse_decimal(value);
+    GDN_CHECK(parsed && *parsed > 0, "--cluster: ", key, "=", value,
+              ": expected a decimal number > 0");
+    const double v = *parsed;
     if (key == "nodes" || key == "gpus") {
       GDN_CHECK(v == double(int(v)), "--cluster: ", key, "=", value, ": expected an integer");
       (key == "nodes" ? c.nodes : c.gpus) = int(v);

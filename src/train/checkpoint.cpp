@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <tuple>
 
 #include "core/atomic_file.h"
@@ -165,8 +166,9 @@ Parsed verify(const std::string& path, const std::vector<char>& b, const char* k
   try {
     p.header = json::parse(b.begin() + 16, b.begin() + 16 + std::ptrdiff_t(hlen));
     const int format = p.header.value("format", 1);
-    GDN_CHECK(format == kFormat, "checkpoint '", path, "' has format ", format, ", expected ",
-              kFormat, " (it was written by an older gdn-cp, as one whole file)");
+    GDN_CHECK(format == kFormat, "checkpoint '", path, "' has format ", format,
+              "; this gdn-cp reads format ", kFormat, " (it was written by ",
+              format < kFormat ? "an older gdn-cp, as one whole file" : "a newer gdn-cp", ")");
     const std::string k = p.header.at("kind").get<std::string>();
     GDN_CHECK(k == kind, "checkpoint '", path, "' is a ", k, ", expected a ", kind);
   } catch (const json::exception& e) {
@@ -405,6 +407,29 @@ std::vector<fs::path> part_files(const std::string& manifest) {
   return out;
 }
 
+// Why a file named like a manifest is another program's or another version's (its
+// magic or its header's format differ from this gdn-cp's), or "" when it is not: it may
+// still be torn or corrupt.
+std::string foreign_reason(const std::string& path, const std::vector<char>& b) {
+  constexpr std::size_t kFamily = 7;  // "GDNCKPT": the magic's version is its last byte
+  if (b.size() < kFamily || std::memcmp(b.data(), kMagic, kFamily) != 0)
+    return "'" + path + "' is not a gdn-cp checkpoint (no GDNCKPT1 magic at its start)";
+  if (b.size() >= 8 && b[7] != kMagic[7])
+    return "checkpoint '" + path + "' has the magic GDNCKPT" + std::string(1, b[7]) +
+           "; this gdn-cp reads GDNCKPT1 (it was written by another gdn-cp version)";
+  if (b.size() < 16) return "";
+  const std::uint64_t hlen = read_u64(b.data() + 8);
+  if (hlen > b.size() - 16) return "";
+  const json h = json::parse(b.begin() + 16, b.begin() + 16 + std::ptrdiff_t(hlen), nullptr,
+                             /*allow_exceptions=*/false);
+  if (!h.is_object() || !h.contains("format") || !h["format"].is_number_integer()) return "";
+  const int format = h["format"].get<int>();
+  if (format == kFormat) return "";
+  return "checkpoint '" + path + "' has format " + std::to_string(format) +
+         "; this gdn-cp reads format " + std::to_string(kFormat) + " (it was written by " +
+         (format < kFormat ? "an older gdn-cp, as one whole file" : "a newer gdn-cp") + ")";
+}
+
 }  // namespace
 
 std::string to_entry_text(const CheckpointPart& part) {
@@ -577,6 +602,9 @@ std::vector<CheckpointFile> scan_checkpoints(const std::string& dir) {
     try {
       const std::vector<char> bytes = read_file(path);
       f.gdn = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) == 0;
+      const std::string foreign = foreign_reason(path, bytes);
+      f.foreign = !foreign.empty();
+      GDN_CHECK(!f.foreign, foreign);
       const Manifest m = parse_manifest(path, verify(path, bytes, "manifest"));
       const std::string missing = missing_part(path, m);
       GDN_CHECK(missing.empty(), "checkpoint '", path, "' is incomplete: ", missing);
@@ -605,6 +633,18 @@ std::string remove_checkpoint(const std::string& manifest) {
     if (ec) return "'" + f.string() + "': " + ec.message();
   }
   return "";
+}
+
+int remove_checkpoint_temporaries(const std::string& dir) {
+  static const std::regex temporary(R"((\.ckpt-[0-9]+\.bin|ckpt-[0-9]+\.bin\.part-[0-9]+)\.tmp)");
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!std::regex_match(e.path().filename().string(), temporary) || !e.is_regular_file(ec))
+      continue;
+    if (fs::remove(e.path(), ec)) ++n;
+  }
+  return n;
 }
 
 void check_checkpoint_dir(const std::string& dir) {

@@ -90,7 +90,10 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step);
 struct CheckpointFile {
   std::int64_t step = 0;  // from the name
   std::string path;
-  bool gdn = false;     // it starts with the checkpoint magic: gdn-cp wrote it (maybe torn)
+  bool gdn = false;  // it starts with the checkpoint magic: gdn-cp wrote it (maybe torn)
+  // Another program's file, or another gdn-cp version's (magic or format): --resume
+  // refuses it rather than skip it for an older checkpoint or a fresh start.
+  bool foreign = false;
   std::string problem;  // why it is not a loadable checkpoint; "" when it is one
   TrainingState state;  // its step, config and dtype, when it is one
 };
@@ -107,6 +110,11 @@ std::optional<std::string> latest_checkpoint(const std::string& dir, bool warn =
 // Deletes a checkpoint: its manifest first (so a crash leaves a torn set, never a
 // manifest without parts), then its parts. Returns "" or the OS's reason.
 std::string remove_checkpoint(const std::string& manifest);
+
+// Removes the temporaries of saves that were killed (".ckpt-N.bin.tmp",
+// "ckpt-N.bin.part-R.tmp"), which nothing else removes; for the holder of dir's lock
+// only. Returns how many.
+int remove_checkpoint_temporaries(const std::string& dir);
 
 // Makes sure checkpoints can be written to dir: creates it if missing, then writes and
 // removes a probe file. Errors name the directory and the OS's reason.

@@ -160,6 +160,41 @@ void swap_in(const fs::path& fresh, const fs::path& dir) {
   sync_dir(dir.parent_path());
 }
 
+// Where this process writes the new export before it swaps it in: beside the target.
+fs::path staging_path(const fs::path& target) {
+  std::string hidden(".");  // appended, not "." + ...: GCC 12 warns there (-Wrestrict)
+  hidden += target.filename().string();
+  hidden += ".gdn-export-" + std::to_string(::getpid());
+  return target.parent_path() / hidden;
+}
+
+// The longest name an export writes in its folder: a shard's, while it is written.
+constexpr const char* kLongestFile = "model-00001-of-00001.safetensors.tmp";
+
+// Creates and removes the folders the export makes (the staging folder, the old export's
+// place where renameat2 cannot swap) and the longest file name in the staging folder.
+void probe_export_names(const fs::path& target) {
+  const fs::path fresh = staging_path(target), old = fs::path(fresh.string() + ".old");
+  for (const fs::path& d : {fresh, old}) {
+    std::error_code ec;
+    fs::create_directory(d, ec);
+    const std::string made = ec ? ec.message() : std::string();
+    if (ec) fs::remove_all(fresh, ec);
+    GDN_CHECK(made.empty(), "--export-hf '", target.string(), "': cannot create the folder '",
+              d.string(), "' the export writes beside it (", made,
+              "): pass a shorter name or another place");
+  }
+  const std::string file = (fresh / kLongestFile).string();
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  std::error_code ec;
+  fs::remove_all(fresh, ec);
+  fs::remove_all(old, ec);
+  GDN_CHECK(fd >= 0, "--export-hf '", target.string(), "': cannot create the file '", file,
+            "' the export writes (", std::strerror(err), "): pass a shorter path");
+}
+
 }  // namespace
 
 void check_export_dir(const std::string& dir) {
@@ -168,6 +203,7 @@ void check_export_dir(const std::string& dir) {
   require_writable_dir(p.parent_path().string(),
                        "the parent of the --export-hf directory (the new "
                        "export is written beside it, then swapped in)");
+  probe_export_names(p);
   std::vector<std::string> refused;
   (void)foreign_entries(p, &refused);
   std::string list;
@@ -191,10 +227,7 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
   const bool root = comm.rank() == 0;
   // The new export is written beside dir, then swapped in whole.
   const fs::path target = export_path(dir);
-  std::string hidden(".");  // appended, not "." + ...: GCC 12 warns there (-Wrestrict)
-  hidden += target.filename().string();
-  hidden += ".gdn-export-" + std::to_string(::getpid());
-  const fs::path fresh = target.parent_path() / hidden;
+  const fs::path fresh = staging_path(target);
   const std::string out = fresh.string();
   // A failed export leaves the previous one as it was, and nothing of its own.
   struct Discard {
@@ -205,7 +238,18 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
       if (on) fs::remove_all(p, ec);
     }
   } discard{fresh, root};
-  if (root) {
+  // Rank 0's failure: the other ranks go on sending (every gather is collective) and all
+  // learn of it at the end.
+  std::string failure;
+  auto on_root = [&](const auto& write) {
+    if (!root || !failure.empty()) return;
+    try {
+      write();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  };
+  on_root([&] {
     std::error_code ec;
     fs::remove_all(fresh, ec);  // a crashed export's, with the same pid
     fs::create_directories(fresh, ec);
@@ -213,7 +257,7 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
     nlohmann::json config = to_json(text);
     config["dtype"] = torch_dtype_name(file_dtype);
     (void)write_file_atomically(out + "/config.json", config.dump(2) + "\n", "--export-hf");
-  }
+  });
   const std::vector<HfTensorMap> maps = hf_tensor_maps(text, whole, false);
   std::vector<std::int64_t> bytes;
   for (const HfTensorMap& m : maps) bytes.push_back(numel(m.shape) * es);
@@ -243,26 +287,32 @@ void write_hf_export(Communicator& comm, const std::string& dir, const ModelConf
         }
     const std::vector<T> data =
         gather_runs<T>(comm, mine, {values}, size, train_sites::kExportGather)[0];
-    if (!root) continue;
-    const std::vector<char> stored = file_bytes(data, file_dtype);
-    std::vector<SafetensorsTensor> tensors;
-    for (std::size_t i = 0; i < files[f].size(); ++i) {
-      const HfTensorMap& m = maps[files[f][i]];
-      tensors.emplace_back(m.name, safetensors_dtype(file_dtype), m.shape,
-                           stored.data() + base[i] * es);
-      weight_map[m.name] = file_name(f);
+    on_root([&] {
+      const std::vector<char> stored = file_bytes(data, file_dtype);
+      std::vector<SafetensorsTensor> tensors;
+      for (std::size_t i = 0; i < files[f].size(); ++i) {
+        const HfTensorMap& m = maps[files[f][i]];
+        tensors.emplace_back(m.name, safetensors_dtype(file_dtype), m.shape,
+                             stored.data() + base[i] * es);
+        weight_map[m.name] = file_name(f);
+      }
+      write_safetensors(out + "/" + file_name(f), tensors, {{"format", "pt"}});
+      total += size * es;
+    });
+  }
+  on_root([&] {
+    if (n_files > 1) {
+      const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+      (void)write_file_atomically(out + "/model.safetensors.index.json", index.dump(2) + "\n",
+                                  "--export-hf");
     }
-    write_safetensors(out + "/" + file_name(f), tensors, {{"format", "pt"}});
-    total += size * es;
-  }
-  if (!root) return;
-  if (n_files > 1) {
-    const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    (void)write_file_atomically(out + "/model.safetensors.index.json", index.dump(2) + "\n",
-                                "--export-hf");
-  }
-  discard.on = false;  // written whole: kept, and named, if the swap fails
-  swap_in(fresh, target);
+    discard.on = false;  // written whole: kept, and named, if the swap fails
+    swap_in(fresh, target);
+  });
+  int failed = failure.empty() ? 0 : 1;
+  comm.all_reduce_max(&failed, 1, train_sites::kExportGather);
+  if (failed)
+    throw_error(root ? failure : std::string("--export-hf: rank 0 could not write the export"));
 }
 
 template void write_hf_export<float>(Communicator&, const std::string&, const ModelConfig&,

@@ -31,16 +31,20 @@ std::vector<std::vector<std::size_t>> hf_export_files(const std::vector<std::int
                                                       std::int64_t max_bytes);
 
 // Start-up check of --export-hf DIR: creates it when missing, checks that DIR and its
-// parent (where the new export is written) are writable, and refuses entries of DIR that
-// are neither an export's files nor regular files, naming them (regular files are
-// carried over by the export, and named then).
+// parent (where the new export is written) are writable, creates and removes the very
+// folders and longest file name the export will (so a name too long for the file system
+// fails now, not after training), and refuses entries of DIR that are neither an
+// export's files nor regular files, naming them (regular files are carried over by the
+// export, and named then).
 void check_export_dir(const std::string& dir);
 
 // Collective over comm. `runs` are this rank's elements of the whole model's flat values
 // (GlobalRun::global) at `values` (host); together the ranks' runs cover every element
 // once. `whole` describes the whole model (parameter_infos). Rank 0 writes dir/config.json
 // and the safetensors files, their tensors in `file_dtype` (f32, f64 or bf16; narrowing
-// rounds to nearest even, as torch's .to() does).
+// rounds to nearest even, as torch's .to() does). A failure on rank 0 (a full disk, say)
+// is agreed: every rank throws gdn::Error, rank 0 with the reason, and the previous
+// export is left as it was.
 template <typename T>
 void write_hf_export(Communicator& comm, const std::string& dir, const ModelConfig& c,
                      const std::vector<ParamInfo>& whole, const std::vector<GlobalRun>& runs,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 
 #include "core/enum_names.h"
 #include "core/error.h"
@@ -54,6 +55,17 @@ void config_differences(const json& a, const json& b, const std::string& prefix,
   }
 }
 
+// Two spellings of one data path ("./I/d.txt", "I/d.txt", through a link), resolved from
+// the working directory.
+bool same_data(const json& a, const json& b) {
+  if (!a.is_string() || !b.is_string()) return false;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path x = fs::weakly_canonical(fs::absolute(a.get<std::string>(), ec), ec);
+  const fs::path y = fs::weakly_canonical(fs::absolute(b.get<std::string>(), ec), ec);
+  return !ec && x == y;
+}
+
 }  // namespace
 
 const std::vector<std::string>& run_identity_keys() {
@@ -81,7 +93,7 @@ IdentityDifferences compare_run_identity(const json& saved_config, const RunConf
   const json& saved = saved_config["run"];
   for (const std::string& k : run_identity_keys()) {
     const json a = saved.value(k, json()), b = identity.value(k, json());
-    if (a == b) continue;
+    if (a == b || (k == "data" && same_data(a, b))) continue;
     std::vector<std::string> lines;
     if (k == "config") {
       std::vector<std::string> keys;

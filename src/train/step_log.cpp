@@ -1,6 +1,9 @@
 #include "train/step_log.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -38,9 +41,35 @@ std::string format_eta(double seconds) {
 StepLog::StepLog(const TrainConfig& t, const ModelConfig& m, bool root)
     : t_(t), moe_(m.num_moe_layers() > 0), root_(root) {
   if (!root || t.log.empty()) return;
-  file_.open(t.log, std::ios::app);
-  GDN_CHECK(file_.good(), "cannot open the log file '", t.log, "'", t.origin("log"), ": ",
+  // Non-blocking, so that a FIFO nobody reads fails now (ENXIO) instead of hanging.
+  fd_ = ::open(t.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  GDN_CHECK(fd_ >= 0 || errno != ENXIO, "the log '", t.log, "'", t.origin("log"),
+            " is a FIFO that no process reads: start its reader first, or pass a regular file");
+  GDN_CHECK(fd_ >= 0, "cannot open the log file '", t.log, "'", t.origin("log"), ": ",
             std::strerror(errno));
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+}
+
+StepLog::~StepLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void StepLog::append(const std::string& line) {
+  const std::string text = line + '\n';
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (!write_failed_)
+        spdlog::warn("cannot write the log file '{}': {}; the steps go on, unlogged there", t_.log,
+                     std::strerror(errno));
+      write_failed_ = true;
+      return;
+    }
+    done += std::size_t(n);
+  }
 }
 
 void StepLog::write(const StepRecord& r, double seconds_per_step) {
@@ -53,15 +82,15 @@ void StepLog::write(const StepRecord& r, double seconds_per_step) {
         "step {:>5}/{} | skipped: no counted target in the batch (train.documents "
         "masked every one), no update | {} skipped so far",
         r.step + 1, t_.steps, skipped_);
-    if (file_.is_open()) {
-      file_ << nlohmann::json{{"step", r.step},      {"loss", nullptr},
-                              {"skipped", true},     {"skipped_steps", skipped_},
-                              {"tokens", 0},         {"lr", r.lr},
-                              {"step_ms", r.step_ms}}
-                   .dump()
-            << '\n';
-      file_.flush();
-    }
+    if (fd_ >= 0)
+      append(nlohmann::json{{"step", r.step},
+                            {"loss", nullptr},
+                            {"skipped", true},
+                            {"skipped_steps", skipped_},
+                            {"tokens", 0},
+                            {"lr", r.lr},
+                            {"step_ms", r.step_ms}}
+                 .dump());
     return;
   }
   const std::string aux = moe ? fmt::format(" | aux {:.6f}", r.aux_loss) : "";
@@ -71,7 +100,7 @@ void StepLog::write(const StepRecord& r, double seconds_per_step) {
       r.step + 1, t_.steps, r.loss, aux, r.grad_norm, r.lr, r.step_ms,
       double(r.tokens) / (r.step_ms / 1000.0), format_bytes(double(r.peak_rss)),
       format_eta(seconds_per_step * remaining));
-  if (file_.is_open()) {
+  if (fd_ >= 0) {
     nlohmann::json j{
         {"step", r.step},     {"loss", r.loss},       {"grad_norm", r.grad_norm}, {"lr", r.lr},
         {"tokens", r.tokens}, {"step_ms", r.step_ms}, {"peak_rss", r.peak_rss}};
@@ -81,8 +110,7 @@ void StepLog::write(const StepRecord& r, double seconds_per_step) {
       j["total"] = r.total;
     }
     if (!r.profile.empty()) j["profile"] = r.profile;
-    file_ << j.dump() << '\n';
-    file_.flush();
+    append(j.dump());
   }
 }
 
@@ -120,6 +148,23 @@ std::int64_t truncate_step_log(const std::string& path, std::int64_t step) {
   GDN_CHECK(!in.bad(), "cannot read the log file '", path, "': ", std::strerror(errno));
   if (dropped > 0) write_file_atomically(real.string(), kept, "rewriting the log file");
   return dropped;
+}
+
+std::optional<LoggedSteps> logged_steps(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty() || !fs::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path);
+  LoggedSteps out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    ++out.count;
+    out.last = j["step"].get<std::int64_t>();
+  }
+  if (out.count == 0) return std::nullopt;
+  return out;
 }
 
 }  // namespace gdn

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,12 @@ struct StepRecord {
 // mean profile after step 3 and after the last step. On other ranks it does nothing.
 class StepLog {
  public:
-  // Opens train.log for appending (rank 0, when t.log is set); errors name the file.
+  // Opens train.log for appending (rank 0, when t.log is set); errors name the file. A
+  // FIFO without a reader is refused at once rather than waited for.
   StepLog(const TrainConfig& t, const ModelConfig& m, bool root);
+  ~StepLog();
+  StepLog(const StepLog&) = delete;
+  StepLog& operator=(const StepLog&) = delete;
   // One step; seconds_per_step gives the ETA.
   void write(const StepRecord& r, double seconds_per_step);
   // --profile: the mean profile of `steps` (the first one left out), after step 3 and
@@ -47,7 +52,10 @@ class StepLog {
  private:
   const TrainConfig& t_;
   bool moe_, root_;
-  std::ofstream file_;
+  void append(const std::string& line);
+
+  int fd_ = -1;  // the log, or -1
+  bool write_failed_ = false;
   std::int64_t skipped_ = 0;  // the skipped steps written so far
 };
 
@@ -57,5 +65,12 @@ class StepLog {
 // leaves the old log or the new one). Returns the number of lines dropped; a missing log,
 // or one that is not a regular file (/dev/stdout), is left alone (0). Errors name the file.
 std::int64_t truncate_step_log(const std::string& path, std::int64_t step);
+
+// The step records of a log: how many, and the last one's step.
+struct LoggedSteps {
+  std::int64_t count = 0, last = 0;
+};
+// nullopt when the log is missing, not a regular file, or holds no step record.
+std::optional<LoggedSteps> logged_steps(const std::string& path);
 
 }  // namespace gdn

@@ -107,10 +107,7 @@ std::optional<Value> from_text(const TrainField& f, const std::string& s) {
           const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
           if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) return Value(x);
         } else {
-          char* end = nullptr;
-          errno = 0;
-          const double x = std::strtod(s.c_str(), &end);
-          if (!s.empty() && errno == 0 && end == s.c_str() + s.size()) return Value(x);
+          if (const std::optional<double> x = parse_decimal(s)) return Value(*x);
         }
         return std::nullopt;
       },

@@ -1,12 +1,14 @@
 #include "train/trainer.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -33,6 +35,10 @@
 namespace gdn {
 
 namespace {
+
+// agreed_stop_signal's answer when another run took over one of this run's locks: above
+// every signal number.
+constexpr int kLockLost = 1 << 10;
 
 // What this rank's memory estimate is made of (the largest shard).
 EstimateInputs estimate_inputs(const RunConfig& cfg, int elem_bytes, PairScan scan) {
@@ -186,6 +192,10 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::prepare_checkpoint_dir() {
   const TrainConfig& t = cfg_.train;
   const std::string& dir = t.checkpoint_dir;
+  // This run holds the directory's lock: a temporary there is a killed save's.
+  if (const int n = remove_checkpoint_temporaries(dir))
+    spdlog::info("removed {} temporary {} of an interrupted checkpoint save in {}", n,
+                 n == 1 ? "file" : "files", dir);
   std::vector<CheckpointFile> files = scan_checkpoints(dir);
   if (!opt_.resume) {
     // A fresh run among another run's checkpoints would overwrite some and leave the
@@ -198,12 +208,15 @@ void Trainer<T, Dev>::prepare_checkpoint_dir() {
       for (std::size_t i = 0; i < old.size() && i < 3; ++i)
         names += (i ? ", " : "") + std::filesystem::path(old[i]).filename().string();
       if (old.size() > 3) names += ", ...";
-      throw_error("checkpoint directory '", dir, "'", t.origin("checkpoint_dir"), " holds ",
-                  old.size(), old.size() == 1 ? " checkpoint" : " checkpoints", " of another run (",
-                  names,
-                  "): a fresh run would overwrite some and leave the rest for a later --resume. "
-                  "Pass --resume to continue that run, --overwrite-checkpoints to delete them "
-                  "first, or use another directory");
+      const std::string refused = why_resume_refuses(files);
+      throw_error(
+          "checkpoint directory '", dir, "'", t.origin("checkpoint_dir"), " holds ", old.size(),
+          old.size() == 1 ? " checkpoint" : " checkpoints", " of another run (", names,
+          "): a fresh run would overwrite some and leave the rest for a later --resume. ",
+          refused.empty()
+              ? "Pass --resume to continue that run, --overwrite-checkpoints"
+              : "--resume would refuse them (" + refused + "): pass --overwrite-checkpoints",
+          " to delete them first, or use another directory");
     }
     for (const std::string& path : old) {
       const std::string why = remove_checkpoint(path);
@@ -217,6 +230,21 @@ void Trainer<T, Dev>::prepare_checkpoint_dir() {
   rotation_ = std::make_unique<CheckpointRotation>(
       dir, t.keep_checkpoints, files,
       [this](const TrainingState& s) { return model_mismatch(s.config_json, cfg_.model); });
+}
+
+template <typename T, typename Dev>
+std::string Trainer<T, Dev>::why_resume_refuses(const std::vector<CheckpointFile>& files) const {
+  const auto newest = std::find_if(files.begin(), files.end(),
+                                   [](const CheckpointFile& f) { return f.problem.empty(); });
+  if (newest == files.end())
+    return files.empty() ? "" : "none can be loaded: " + files.front().problem;
+  const std::string mismatch = model_mismatch(newest->state.config_json, cfg_.model);
+  if (!mismatch.empty()) return "the newest " + mismatch;
+  const IdentityDifferences d = compare_run_identity(
+      nlohmann::json::parse(newest->state.config_json, nullptr, false), cfg_, identity_, {});
+  std::string list;
+  for (const std::string& x : d.refused) list += (list.empty() ? "" : "; ") + x;
+  return list.empty() ? "" : "the newest was written by another run: " + list;
 }
 
 template <typename T, typename Dev>
@@ -249,9 +277,19 @@ void Trainer<T, Dev>::resume() {
                       keys, " to continue it with these changes");
         }
       });
-  if (!loaded) {
+  if (!loaded) {  // no file named like a checkpoint (load_newest_checkpoint refuses others)
     if (world_.rank() == 0) {
-      spdlog::warn("--resume: no complete checkpoint in {}; starting from step 0", dir);
+      // A new or mistyped directory beside the log of a run: a fresh start would drop it.
+      const std::string& log = cfg_.train.log;
+      if (const std::optional<LoggedSteps> logged = logged_steps(log))
+        throw_error("--resume: checkpoint directory '", dir, "'",
+                    cfg_.train.origin("checkpoint_dir"), " holds no checkpoint, but the log '", log,
+                    "'", cfg_.train.origin("log"), " holds ", logged->count,
+                    " steps of a run (the last {\"step\": ", logged->last,
+                    "}): starting from step 0 would drop them. Check the checkpoint directory "
+                    "(a new or mistyped one?), or move the log away (or pass another --log) to "
+                    "start afresh");
+      spdlog::warn("--resume: no checkpoint in {}; starting from step 0", dir);
       drop_logged_steps();
     }
     return;
@@ -275,6 +313,17 @@ void Trainer<T, Dev>::resume() {
         "(checkpoint vs this run): {}",
         x);
   const TrainConfig& t = cfg_.train;
+  if (!opt_.init_from.empty())
+    spdlog::warn(
+        "--init-from {}: not used, the weights and AdamW moments come from the checkpoint "
+        "(a resumed run continues its own weights)",
+        opt_.init_from);
+  if (saved.is_object() && saved.contains("train") && saved["train"].is_object()) {
+    const std::string was = saved["train"].value("dtype", std::string());
+    if (!was.empty() && was != dtype_name(t.dtype))
+      spdlog::warn("--resume: checkpoint {} was written by a {} run and this run is {}{}",
+                   loaded->path, was, dtype_name(t.dtype), t.origin("dtype"));
+  }
   const DType stored = value_dtype(t.dtype);  // bf16 runs keep f32 values
   if (s.dtype != stored)
     spdlog::warn(
@@ -407,8 +456,12 @@ StepRecord Trainer<T, Dev>::skipped_step(std::chrono::steady_clock::time_point t
 
 template <typename T, typename Dev>
 int Trainer<T, Dev>::agreed_stop_signal() {
-  if (!opt_.stop_requested) return 0;
-  int sig = opt_.stop_requested();
+  if (!opt_.stop_requested && !opt_.lock_lost) return 0;
+  int sig = opt_.stop_requested ? opt_.stop_requested() : 0;
+  if (opt_.lock_lost) {
+    lock_lost_ = opt_.lock_lost();
+    if (!lock_lost_.empty()) sig = kLockLost;
+  }
   world_.all_reduce_max(&sig, 1, train_sites::kStopAgree);
   return sig;
 }
@@ -417,6 +470,47 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::save() {
   if (cfg_.train.checkpoint_dir.empty()) return;
   progress("writing a checkpoint");
+  save_to(cfg_.train.checkpoint_dir);
+  saved_step_ = step_;
+  if (world_.rank() != 0) return;
+  if (rotation_) rotation_->saved(step_);
+  spdlog::info("checkpoint at step {} in {}", step_, cfg_.train.checkpoint_dir);
+}
+
+template <typename T, typename Dev>
+std::string Trainer<T, Dev>::save_rescue(const std::string& export_dir) {
+  const std::string& dir = cfg_.train.checkpoint_dir;
+  if (!dir.empty() && saved_step_ == step_) return checkpoint_path(dir, step_);
+  std::filesystem::path target(export_dir);
+  if (!target.has_filename()) target = target.parent_path();
+  // One name on every rank: rank 0's pid.
+  std::int64_t pid = world_.rank() == 0 ? std::int64_t(::getpid()) : 0;
+  world_.all_reduce_max(&pid, 1, train_sites::kCheckpointGather);
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string tail = ".rescue-step-" + std::to_string(step_);
+  const std::vector<std::string> places{
+      target.string() + tail,
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/gdn-" + std::to_string(pid) + tail};
+  for (const std::string& place : places) {
+    std::string why;
+    try {
+      check_checkpoint_dir(place);
+      save_to(place);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    int failed = why.empty() ? 0 : 1;
+    world_.all_reduce_max(&failed, 1, train_sites::kCheckpointGather);
+    if (!failed) return checkpoint_path(place, step_);
+    if (!why.empty())
+      spdlog::warn("rank {}: cannot write the rescue checkpoint in {}: {}", world_.rank(), place,
+                   why);
+  }
+  return "";
+}
+
+template <typename T, typename Dev>
+void Trainer<T, Dev>::save_to(const std::string& dir) {
   TrainingState s;
   s.step = step_;
   nlohmann::json config = to_json(cfg_);
@@ -429,12 +523,7 @@ void Trainer<T, Dev>::save() {
     m = state_->local_moments(false);
     v = state_->local_moments(true);
   }
-  save_checkpoint_set(world_, cfg_.train.checkpoint_dir, s, whole_, runs, values.data(), m.data(),
-                      v.data());
-  saved_step_ = step_;
-  if (world_.rank() != 0) return;
-  if (rotation_) rotation_->saved(step_);
-  spdlog::info("checkpoint at step {} in {}", step_, cfg_.train.checkpoint_dir);
+  save_checkpoint_set(world_, dir, s, whole_, runs, values.data(), m.data(), v.data());
 }
 
 template <typename T, typename Dev>
@@ -448,6 +537,10 @@ RunResult Trainer<T, Dev>::run() {
   // Readings of the world's counters before the first step (write_exchange_record).
   // A signal during set-up stops the run before its first step (outside the first step's
   // counters, which gdn_plan predicts).
+  if (step_ >= cfg_.train.steps && world_.rank() == 0)
+    spdlog::warn("nothing to train: the run is at step {} and train.steps is {}{}", step_,
+                 cfg_.train.steps,
+                 step_ > 0 ? " (pass a larger --steps to continue it)" : std::string());
   int stop = step_ < cfg_.train.steps ? agreed_stop_signal() : 0;
   const CounterReadings before{world_.counters(), mesh_.world->counters()};
   while (!stop && step_ < cfg_.train.steps) {
@@ -465,6 +558,10 @@ RunResult Trainer<T, Dev>::run() {
       out.stopped = r.diverged + ": stopping; no checkpoint was written for this step";
       break;
     }
+    // Before this step writes anything (its log line, a checkpoint): are the run's locks
+    // still its own, and did a signal come?
+    stop = agreed_stop_signal();
+    if (stop == kLockLost) break;
     // ETA from the mean step time of this process (a resumed run starts its clock anew).
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -474,7 +571,19 @@ RunResult Trainer<T, Dev>::run() {
     const int every = cfg_.train.checkpoint_every;
     if ((every > 0 && step_ % every == 0) || step_ == cfg_.train.steps) save();
     // A run that has done its last step ends as usual, whatever came meanwhile.
-    if (step_ < cfg_.train.steps) stop = agreed_stop_signal();
+    if (step_ == cfg_.train.steps) stop = 0;
+  }
+  if (stop == kLockLost) {
+    out.lock_lost = true;
+    out.stopped =
+        (lock_lost_.empty() ? std::string("rank 0 lost a lock of this run") : lock_lost_) +
+        ": stopped after step " + std::to_string(step_) +
+        " without writing its log line or a checkpoint (" +
+        (saved_step_ > 0 ? "the last checkpoint this run wrote or resumed is step " +
+                               std::to_string(saved_step_)
+                         : std::string("this run wrote no checkpoint")) +
+        "); two runs must not write the same files";
+    stop = 0;
   }
   if (stop) {
     out.stop_signal = stop;

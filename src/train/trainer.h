@@ -45,6 +45,9 @@ struct RunResult {
   // The signal that stopped the run at a step boundary (0: none): the ranks agreed to
   // stop at the same step and saved a checkpoint there (with a checkpoint directory).
   int stop_signal = 0;
+  // Another run took over one of this run's locks: the ranks stopped at the same step
+  // without writing a checkpoint (`stopped` says why on rank 0).
+  bool lock_lost = false;
   std::int64_t skipped_steps = 0;  // steps with no counted target (StepRecord::skipped)
 };
 
@@ -69,6 +72,10 @@ struct TrainerOptions {
   // stop, 0 for none (core/stop_signal.h's received). The ranks agree on it, so a signal
   // that reaches one rank first stops them all at the same step. Null: never asked.
   std::function<int()> stop_requested;
+  // Read with stop_requested (rank 0, which holds the run's locks): "" while every lock
+  // of the run is still its own, else which one another run took over. The ranks agree
+  // on it, and the run stops there without writing anything more (train/run_lock.h).
+  std::function<std::string()> lock_lost;
   // The keys of the run's identity (train/run_identity.h) in which a resumed checkpoint
   // may differ from this run (--accept-changes).
   std::vector<std::string> accepted_changes;
@@ -98,6 +105,11 @@ class Trainer {
   // every rank sending its part one file at a time; collective.
   // file_dtype: the tensors' dtype (f32, f64 or bf16).
   void export_hf(const std::string& dir, std::int64_t max_file_bytes, DType file_dtype) const;
+  // After a failed export: a checkpoint of the current step, where the trained weights
+  // are safe. The checkpoint directory's, when it holds this step already; else written
+  // beside `export_dir` (EXPORT.rescue-step-N), else under $TMPDIR (or /tmp). Collective;
+  // returns its manifest's path, or "" when no place could take it (each failure warned).
+  std::string save_rescue(const std::string& export_dir);
   Model<T, Dev>& model() { return model_; }
   const Mesh& mesh() const { return mesh_; }
 
@@ -112,11 +124,18 @@ class Trainer {
   void update(StepRecord& r);
   void save();
   // Collective: the largest stop signal any rank received (opt_.stop_requested).
+  // The stop signal agreed by every rank (0: none), or kLockLost (trainer.cpp) when
+  // rank 0 found a lock of the run taken over (lock_lost_ says which).
   int agreed_stop_signal();
   // The step a batch with no counted target gives: logged, not trained on.
   StepRecord skipped_step(std::chrono::steady_clock::time_point t0);
   void prepare_checkpoint_dir();
   void resume();
+  // Why --resume would refuse the newest of a directory's checkpoints ("" when it would
+  // continue it).
+  std::string why_resume_refuses(const std::vector<CheckpointFile>& files) const;
+  // Writes a checkpoint of the current step into dir (collective).
+  void save_to(const std::string& dir);
   void drop_logged_steps();
   std::int64_t whole_count() const { return whole_.back().offset + whole_.back().size; }
 
@@ -134,6 +153,7 @@ class Trainer {
   std::unique_ptr<ParamState<T, Dev>> state_;  // replicated or sharded (train/param_state.h)
   std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
+  std::string lock_lost_;
   std::int64_t saved_step_ = -1;  // the step of the last checkpoint written or loaded
   bool documents_reported_ = false;
   nlohmann::json identity_;  // this run's (train/run_identity.h), recorded in checkpoints

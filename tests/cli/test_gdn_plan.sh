@@ -236,7 +236,7 @@ case_flags() {
   run_plan --config "$TINY" --seq-len 64 --cp 2 --pair-scan ring
   expect_once "flags: --pair-scan ring" '--pair-scan ring: expected "allgather" or "log_depth" or "auto"' "$out" "$rc"
   run_plan --config "$TINY" --seq-len 64 --memory-gb lots
-  expect_once "flags: --memory-gb not a number" "--memory-gb lots: expected a number > 0" "$out" "$rc"
+  expect_once "flags: --memory-gb not a number" "--memory-gb lots: expected a decimal number > 0" "$out" "$rc"
   run_plan --config "$TINY" --seq-len 2 --cp 3
   expect_once "flags: seq_len below cp" "seq_len 2 (--seq-len) is below cp 3" "$out" "$rc"
   run_plan --config "$TINY" --rank-gflops 10

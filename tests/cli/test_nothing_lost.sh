@@ -37,73 +37,7 @@ LAYOUTS=("cp1|1|--cp 1" "cp2|2|--cp 2" "dp2xcp2-full-ep2|4|--dp 2 --cp 2 --shard
 # Small steps, so that runs are quick and a signal finds them mid-run.
 SMALL=(--config "$CONFIG" --seq-len 64 --batch 2)
 
-MPI_EXTRA=()  # more mpirun flags for the next run (-x VAR=value)
-# run NP SECS OUT ARGS...: gdn_train under mpirun in the foreground; exit code in $rc.
-run() {
-  local np=$1 secs=$2 out=$3
-  shift 3
-  timeout "$secs" "$MPIRUN" "${MPI_FLAGS[@]}" "${MPI_EXTRA[@]}" -np "$np" "$TRAIN" "$@" \
-    >"$out" 2>&1
-  rc=$?
-}
-# start NP OUT ARGS...: the same in the background; its pid (mpirun's) in $bg.
-start() {
-  local np=$1 out=$2
-  shift 2
-  timeout 300 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" "$@" >"$out" 2>&1 &
-  bg=$!
-}
-# wait_for SECS CMD...: polls CMD every 0.1 s; 1 when SECS pass first.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    [ "$SECONDS" -ge "$deadline" ] && return 1
-    sleep 0.1
-  done
-}
-# none_left PATTERN: no process's command line holds PATTERN (pgrep leaves itself out;
-# a `bash -c` holding the pattern would not be).
-none_left() { ! pgrep -f -- "$1" >/dev/null; }
-logged() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
-check() {
-  local name=$1
-  shift
-  if "$@"; then pass "$name"; else fail "$name"; fi
-}
-ok_run() {  # ok_run NAME OUT: the last run succeeded
-  if [ "$rc" -eq 0 ]; then return 0; fi
-  cat "$2"
-  fail "$1: the run failed (exit $rc)"
-  return 1
-}
-# said_once NAME PHRASE FILE: FILE holds PHRASE exactly once.
-said_once() {
-  local n
-  n=$(grep -cF -- "$2" "$3")
-  if [ "$n" -eq 1 ]; then pass "$1"; else cat "$3"; fail "$1: '$2' seen $n times (expected 1)"; fi
-}
-# file_losses LOG: the "step loss" lines of a gdn_train --log.
-file_losses() { jq -r '"\(.step) \(.loss)"' "$1" 2>/dev/null; }
-# The last rank's gdn_train process (its pid) among those whose command line holds $1.
-last_rank_pid() { rank_pid gdn_train "$1" "$(($2 - 1))"; }
-
-# take_run NP FLAGS DIR ARGS...: a 1-step run on DIR (its lock prepared by the caller)
-# with --lock-stale-s 5; output in $WORK/take.out, exit code in $rc.
-take_run() {
-  local np=$1 flags=$2 dir=$3
-  shift 3
-  # shellcheck disable=SC2086
-  run "$np" 120 "$WORK/take.out" "${SMALL[@]}" $flags --steps 1 --checkpoint-dir "$dir" \
-    --lock-stale-s 5 "$@"
-}
-# fake_lock DIR HOST PID JOB AGE_S: a lock file as another run would have left it.
-fake_lock() {
-  mkdir -p "$1"
-  printf '{"host":"%s","pid":%s,"start_ticks":1,"job":"%s","since":"2026-01-01T00:00:00Z","token":"x"}\n' \
-    "$2" "$3" "$4" >"$1/gdn-run.lock"
-  touch -d "-$5 seconds" "$1/gdn-run.lock"
-}
+source "$(dirname "$0")/train_runs.sh"
 
 case_lock() {
   local name np flags
@@ -150,17 +84,23 @@ case_lock() {
     take_run "$np" "$flags" "$E"
     ok_run "$name: a stale lock of another host" "$WORK/take.out" &&
       said_once "$name: is taken over, saying why" "its heartbeat stopped" "$WORK/take.out"
-    # A requeued Slurm job: the lock of its earlier run (another node) is taken at once.
+    # A requeued Slurm job: the lock of its earlier start (another node) is taken at once.
     fake_lock "$E" other-node 4242 777 1
     MPI_EXTRA=(-x SLURM_JOB_ID=778)
     take_run "$np" "$flags" "$E" --overwrite-checkpoints
     expect_once "$name: another Slurm job's fresh lock is refused" \
       "(host other-node, pid 4242, Slurm job 777" "$WORK/take.out" "$rc"
+    # The same start of the same job (a second srun in one allocation) is a live run.
     MPI_EXTRA=(-x SLURM_JOB_ID=777)
     take_run "$np" "$flags" "$E" --overwrite-checkpoints
+    expect_once "$name: the same job's fresh lock from the same start is refused" \
+      "(host other-node, pid 4242, Slurm job 777" "$WORK/take.out" "$rc"
+    MPI_EXTRA=(-x SLURM_JOB_ID=777 -x SLURM_RESTART_COUNT=1)
+    take_run "$np" "$flags" "$E" --overwrite-checkpoints
     MPI_EXTRA=()
-    ok_run "$name: the same job's lock (a requeue)" "$WORK/take.out" &&
-      said_once "$name: is taken over at once" "an earlier run of this Slurm job" "$WORK/take.out"
+    ok_run "$name: the lock of the job's earlier start (a requeue)" "$WORK/take.out" &&
+      said_once "$name: is taken over at once" "of this Slurm job, which was requeued" \
+        "$WORK/take.out"
   done
 }
 

@@ -99,12 +99,13 @@ case_resume() {
   set="$WORK/torn_ckpt/ckpt-00000003.bin"
   # shellcheck disable=SC2086
   run_log torn 4 $b --dtype f64 --steps 3 --resume --checkpoint-dir "$WORK/torn_ckpt"
+  # It is the only one: --resume refuses the directory rather than start afresh.
   if [ "$(grep -c "skipping checkpoint $set: .*part-00002' is missing" "$WORK/torn.out")" -eq 1 ] &&
-    grep -q "no complete checkpoint" "$WORK/torn.out"; then
-    pass "a set without one of its parts is skipped, with one warning"
+    grep -q "none of the 1 checkpoints in '$WORK/torn_ckpt' could be loaded" "$WORK/torn.out"; then
+    pass "a set without one of its parts is skipped, with one warning, and no fresh start"
   else
     cat "$WORK/torn.out"
-    fail "a set without one of its parts was not skipped with one warning"
+    fail "a set without one of its parts was not skipped with one warning and refused"
   fi
   resume_pair none_to_full_ep2 4 "$b" 4 "$a"
   resume_pair full_ep2_same 4 "$a" 4 "$a"
