@@ -242,9 +242,12 @@ std::string Trainer<T, Dev>::why_resume_refuses(const std::vector<CheckpointFile
   if (!mismatch.empty()) return "the newest " + mismatch;
   const IdentityDifferences d = compare_run_identity(
       nlohmann::json::parse(newest->state.config_json, nullptr, false), cfg_, identity_, {});
-  std::string list;
+  std::string list, keys;
   for (const std::string& x : d.refused) list += (list.empty() ? "" : "; ") + x;
-  return list.empty() ? "" : "the newest was written by another run: " + list;
+  for (const std::string& k : d.refused_keys) keys += (keys.empty() ? "" : ",") + k;
+  return list.empty() ? ""
+                      : "the newest was written by another run: " + list + "; --accept-changes " +
+                            keys + " continues it";
 }
 
 template <typename T, typename Dev>

@@ -244,7 +244,7 @@ case_flags() {
   timeout 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" --config "$TINY" --cp 2 --steps 1 \
     --seq-len 64 --device cpu --exchange-out "$WORK/no/such/dir/x.json" >"$out" 2>&1
   expect_once "flags: gdn_train --exchange-out into a missing directory" \
-    "cannot write the exchange record" "$out" "$?"
+    "/no/such/dir' does not exist" "$out" "$?"
   local bare="$SRC/tests/fixtures/hf/qwen3_5_moe/config.json"
   run_plan --config "$bare"
   expect_once "flags: a bare config.json without --seq-len" "train.seq_len is not set" "$out" "$rc"
