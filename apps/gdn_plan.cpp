@@ -65,10 +65,12 @@ cxxopts::Options make_options() {
   return o;
 }
 
-double positive_number(const cxxopts::ParseResult& res, const char* flag) {
+// A number > 0 and <= hi: the bound keeps what it is scaled to finite (no "inf GFLOP/s").
+double positive_number(const cxxopts::ParseResult& res, const char* flag, double hi) {
   const std::string text = res[flag].as<std::string>();
   const std::optional<double> v = parse_decimal(text);
   GDN_CHECK(v && *v > 0, "--", flag, " ", text, ": expected a decimal number > 0");
+  GDN_CHECK(*v <= hi, "--", flag, " ", text, ": expected a number <= ", hi);
   return *v;
 }
 
@@ -91,8 +93,10 @@ int run(int argc, char** argv) {
   app::report_model_keys(cfg.source, cfg.ignored_model_keys, cfg.model_notes);
   const plan::PlanInput in = plan::plan_input(cfg);
   plan::PlanOptions opt;
-  if (res.count("memory-gb")) opt.memory_budget = positive_number(res, "memory-gb") * 1073741824.0;
-  if (res.count("rank-gflops")) opt.rank_flops_per_s = positive_number(res, "rank-gflops") * 1e9;
+  if (res.count("memory-gb"))
+    opt.memory_budget = positive_number(res, "memory-gb", 1e9) * 1073741824.0;
+  if (res.count("rank-gflops"))
+    opt.rank_flops_per_s = positive_number(res, "rank-gflops", 1e12) * 1e9;
   if (res.count("cluster")) opt.cluster = plan::parse_cluster(res["cluster"].as<std::string>());
   GDN_CHECK(res.count("cluster") || !res.count("rank-gflops"),
             "--rank-gflops is used with --cluster (the cluster the step runs on)");

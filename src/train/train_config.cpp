@@ -82,6 +82,10 @@ std::optional<Value> from_json(const TrainField& f, const json& v) {
               v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
             return std::nullopt;
           if (v.is_number_integer()) return Value(v.get<std::int64_t>());
+          // A whole number written as a real (2.0, as Python's json may) is that integer.
+          if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+              std::fabs(v.get<double>()) < 9.0e15)
+            return Value(std::int64_t(v.get<double>()));
         } else {
           if (v.is_number()) return Value(v.get<double>());
         }
@@ -106,6 +110,9 @@ std::optional<Value> from_text(const TrainField& f, const std::string& s) {
           I x{};
           const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
           if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) return Value(x);
+          // "1.0", "1e3": a whole number written as a decimal is that integer.
+          const std::optional<double> d = parse_decimal(s);
+          if (d && std::floor(*d) == *d && *d >= 0 && *d < 9.0e15) return Value(I(*d));
         } else {
           if (const std::optional<double> x = parse_decimal(s)) return Value(*x);
         }

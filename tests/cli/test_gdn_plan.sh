@@ -237,6 +237,17 @@ case_flags() {
   expect_once "flags: --pair-scan ring" '--pair-scan ring: expected "allgather" or "log_depth" or "auto"' "$out" "$rc"
   run_plan --config "$TINY" --seq-len 64 --memory-gb lots
   expect_once "flags: --memory-gb not a number" "--memory-gb lots: expected a decimal number > 0" "$out" "$rc"
+  run_plan --config "$TINY" --seq-len 64 --cluster "nodes=1,gpus=8,nvlink_GBps=400" --rank-gflops 1e306
+  expect_once "flags: a --rank-gflops past any GPU (no 'inf GFLOP/s')" \
+    "--rank-gflops 1e306: expected a number <= 1e+12" "$out" "$rc"
+  run_plan --config "$TINY" --seq-len 64 --cp 0x2
+  expect_once "flags: hex is not a number" "--cp 0x2: expected an integer >= 1" "$out" "$rc"
+  if run_plan --config "$TINY" --seq-len 64 --cp 1.0 && [ "$rc" -eq 0 ]; then
+    pass "flags: --cp 1.0 is 1"
+  else
+    cat "$out"
+    fail "flags: --cp 1.0 refused"
+  fi
   run_plan --config "$TINY" --seq-len 2 --cp 3
   expect_once "flags: seq_len below cp" "seq_len 2 (--seq-len) is below cp 3" "$out" "$rc"
   run_plan --config "$TINY" --rank-gflops 10

@@ -25,8 +25,8 @@
 #   minor          --steps at or below the checkpoint's says nothing was trained; a bf16
 #                  checkpoint resumed as f32 and an unused --init-from are warned about;
 #                  two spellings of one data file are one; a killed save's temporaries are
-#                  removed; a directory of another model's checkpoints is not answered
-#                  with "pass --resume"
+#                  removed; --stop-signals none holds during set-up; a directory of another
+#                  model's checkpoints is not answered with "pass --resume"
 #
 #   test_run_ownership.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
@@ -323,6 +323,21 @@ case_minor() {
     --checkpoint-dir "$WORK/ck3" --resume
   ok_run "resumed with --init-from" "$WORK/h.out" &&
     said_once "says --init-from is not used" "--init-from $hf: not used" "$WORK/h.out"
+  # --stop-signals none holds from the first moment: SIGUSR1 during set-up (waiting on a
+  # config FIFO) ends the run by the signal's default action, at once.
+  mkfifo "$WORK/wait.fifo"
+  start 1 "$WORK/sig.out" --config "$WORK/wait.fifo" --stop-signals none
+  local waiter=$bg pid="" t0=$SECONDS
+  for _ in $(seq 200); do
+    pid=$(rank_pid gdn_train wait.fifo 0)
+    [ -n "$pid" ] && break
+    sleep 0.1
+  done
+  sleep 1
+  [ -n "$pid" ] && kill -USR1 "$pid"
+  wait "$waiter"
+  check "with --stop-signals none, SIGUSR1 in set-up ends the run at once ($((SECONDS - t0)) s)" \
+    bash -c "[ -n '$pid' ] && [ $((SECONDS - t0)) -lt 8 ] && ! grep -q 'nothing was written' '$WORK/sig.out'"
   # Another model's checkpoints: --resume would refuse them, so it is not the advice.
   cp2 60 "$WORK/i.out" --config "$SRC/configs/tiny-qwen3.5.json" --seq-len 64 --batch 2 --cp 2 \
     --steps 1 --checkpoint-dir "$WORK/ck"

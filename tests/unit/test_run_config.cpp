@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_reader.h"
 #include "test_support.h"
 #include "train/run_config.h"
 #include "train/train_config.h"
@@ -182,6 +183,11 @@ TEST_CASE("wrong types and ranges are errors naming key and value", "[config]") 
                     Contains("train.keep_checkpoints = -1") && Contains("an integer >= 0"));
   CHECK_THROWS_WITH(parse(with("train", "watchdog_s", -1)), Contains("train.watchdog_s = -1"));
   CHECK_THROWS_WITH(parse(json::array()), Contains("test.json"));
+  // A whole number written as a real is that integer; a fraction is not.
+  CHECK(parse(with("train", "batch_size", 2.0)).train.batch_size == 2);
+  CHECK(parse(with("model", "hidden_size", 64.0)).model.hidden_size == 64);
+  CHECK_THROWS_WITH(parse(with("train", "batch_size", 2.5)),
+                    Contains("train.batch_size = 2.5") && Contains("an integer >= 1"));
 }
 
 TEST_CASE("a flag gets exactly its key's checks, and the message names the flag", "[config]") {
@@ -199,6 +205,24 @@ TEST_CASE("a flag gets exactly its key's checks, and the message names the flag"
   CHECK(c.train.origin("seq_len") == " (train.seq_len in test.json)");
   CHECK_THROWS_WITH(set_train_field_text(c.train, *find_train_field("lr"), "1e400"),
                     Contains("--lr 1e400"));
+  // Decimal only: hex, inf and nan are refused; a whole number in decimal form is that
+  // integer; a magnitude below the smallest double reads as 0, for the range to judge.
+  for (const char* bad : {"0x10", "inf", "nan", "1e", "1.2.3", " 1"})
+    CHECK_THROWS_WITH(set_train_field_text(c.train, *find_train_field("lr"), bad),
+                      Contains(std::string("--lr ") + bad) && Contains("expected a number >= 0"));
+  set_train_field_text(c.train, *find_train_field("lr"), "3e-4");
+  CHECK(c.train.lr == 3e-4);
+  set_train_field_text(c.train, *find_train_field("lr"), "1e-400");
+  CHECK(c.train.lr == 0);
+  set_train_field_text(c.train, *find_train_field("weight_decay"), "1e-400");
+  CHECK(c.train.weight_decay == 0);
+  set_train_field_text(c.train, *batch, "1.0");
+  CHECK(c.train.batch_size == 1);
+  set_train_field_text(c.train, *batch, "1e1");
+  CHECK(c.train.batch_size == 10);
+  CHECK(parse_decimal("0x10") == std::nullopt);
+  CHECK(parse_decimal("-2.5e1") == -25.0);
+  CHECK(parse_decimal("1e400") == std::nullopt);
   CHECK_THROWS_WITH(set_train_field_text(c.train, *find_train_field("dtype"), "f16"),
                     Contains("--dtype f16") && Contains("\"f64\" or \"bf16\""));
   // Every key has a flag except MaxText's zigzag switch (--load-balance covers it), and
