@@ -7,8 +7,9 @@
 #                once, naming the holder (host, pid); a lock left by a killed run of this
 #                host is taken over with a warning; one of another host is refused while
 #                its heartbeat is fresh and taken over once it is older than
-#                --lock-stale-s; an earlier run of the same Slurm job is taken over at once;
-#                a finished run leaves no lock
+#                --lock-stale-s; another host's lock from an earlier start of the same
+#                Slurm job (a lower SLURM_RESTART_COUNT) is taken over at once, one from
+#                the same start is not; a finished run leaves no lock
 #   identity     --resume of another run's checkpoint (seed, seq_len, data) is refused,
 #                naming each difference; --accept-changes lets it go on, saying so; a longer
 #                --steps is no difference
