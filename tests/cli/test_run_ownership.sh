@@ -27,6 +27,8 @@
 #                  two spellings of one data file are one; a killed save's temporaries are
 #                  removed; --stop-signals none holds during set-up; a directory of another
 #                  model's checkpoints is not answered with "pass --resume"
+#   cores          a rank bound to one core with OMP_NUM_THREADS=2 says so, naming the
+#                  fix; without OMP_NUM_THREADS it runs a thread per core of its mask
 #
 #   test_run_ownership.sh BIN_DIR MPIEXEC SOURCE_DIR CASE
 set -uo pipefail
@@ -343,6 +345,25 @@ case_minor() {
     --steps 1 --checkpoint-dir "$WORK/ck"
   expect_once "a fresh run on another model's checkpoints is refused" \
     "--resume would refuse them (the newest was written by a different model" "$WORK/i.out" "$rc"
+}
+
+case_cores() {
+  # Open MPI binds a rank of a 1-process job to one core: with OMP_NUM_THREADS=2 set, the
+  # run says so once, naming the fix, and keeps the threads; without it, one thread.
+  OMP_NUM_THREADS=2 timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" --bind-to core -np 1 "$TRAIN" \
+    "${SMALL[@]}" --steps 1 >"$WORK/a.out" 2>&1
+  rc=$?
+  ok_run "two threads set on one bound core" "$WORK/a.out" &&
+    said_once "is warned about, naming the fix" \
+      "(OMP_NUM_THREADS=2 is set, so the threads are kept). Give each rank its cores: mpirun --map-by slot:PE=<threads> (or --bind-to none" \
+      "$WORK/a.out"
+  env -u OMP_NUM_THREADS timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" --bind-to core -np 1 "$TRAIN" \
+    "${SMALL[@]}" --steps 1 >"$WORK/b.out" 2>&1
+  rc=$?
+  ok_run "no OMP_NUM_THREADS on one bound core" "$WORK/b.out" &&
+    said_once "runs one thread per core it has" "1 OpenMP thread per rank; rank 0 may run on CPU " \
+      "$WORK/b.out" &&
+    check "without a warning" bash -c "! grep -q 'share them' '$WORK/b.out'"
 }
 
 run_case
