@@ -542,7 +542,7 @@ std::string resolve_devices(const std::string& flag, Settings& s) {
   return "no GPU visible: " + why + "; timing the CPU only";
 }
 
-int run(int argc, char** argv) {
+cxxopts::Options make_options() {
   cxxopts::Options o(
       "gdn_bench",
       "Times the chunked gated delta rule (forward; forward+backward) against the "
@@ -608,14 +608,22 @@ int run(int argc, char** argv) {
       "and exit; no GPU needed")(
       "sms", "with --bytes: the GPU's multiprocessors (they set the walks' column width)",
       cxxopts::value<int>()->default_value("132"))("h,help", "print this help");
-  auto res = o.parse(argc, argv);
-  if (res.count("help")) {
-    std::cout << o.help() << std::endl;
-    return 0;
-  }
+  return o;
+}
+
+// What the flags ask for beside Settings.
+struct Flags {
+  DType dtype = DType::f32;
+  double peak_seconds = 0.3;
+  int ceiling_size = 1024, ceiling_reps = 3;
+  std::vector<GdnProblem> shapes;
+  bool as_json = false;
+};
+
+// Reads the flags into s and the returned Flags; throws naming a bad one.
+Flags read_flags(const cxxopts::ParseResult& res, Settings& s) {
   GDN_CHECK(res.unmatched().empty(), "unexpected argument '", res.unmatched().front(), "'");
-  Settings s;
-  std::vector<std::string> launch_notes;
+  Flags f;
   s.chunk_size = res["chunk-size"].as<int>();
   s.reps = res["reps"].as<int>();
   s.recurrent_reps = res["recurrent-reps"].as<int>();
@@ -630,40 +638,30 @@ int run(int argc, char** argv) {
     GDN_CHECK(false, "--variants '", res["variants"].as<std::string>(),
               "': not a regular expression (", e.what(), ")");
   }
-  const double peak_seconds = res["peak-seconds"].as<double>();
-  GDN_CHECK(peak_seconds > 0, "--peak-seconds must be > 0");
-  const int ceiling_size = res["ceiling-size"].as<int>(),
-            ceiling_reps = res["ceiling-reps"].as<int>();
-  GDN_CHECK(ceiling_size >= 0 && ceiling_size <= 8192, "--ceiling-size ", ceiling_size,
+  f.peak_seconds = res["peak-seconds"].as<double>();
+  GDN_CHECK(f.peak_seconds > 0, "--peak-seconds must be > 0");
+  f.ceiling_size = res["ceiling-size"].as<int>();
+  f.ceiling_reps = res["ceiling-reps"].as<int>();
+  GDN_CHECK(f.ceiling_size >= 0 && f.ceiling_size <= 8192, "--ceiling-size ", f.ceiling_size,
             ": expected 0 (skip) to 8192");
-  GDN_CHECK(ceiling_reps >= 1, "--ceiling-reps ", ceiling_reps, ": expected >= 1");
+  GDN_CHECK(f.ceiling_reps >= 1, "--ceiling-reps ", f.ceiling_reps, ": expected >= 1");
   GDN_CHECK(
       s.reps >= 1 && s.cpu_reps >= 1 && s.recurrent_reps >= 1 && s.warmup >= 0 && s.cpu_warmup >= 0,
       "--reps, --cpu-reps and --recurrent-reps must be >= 1, --warmup and --cpu-warmup "
       ">= 0");
-  const DType dtype = parse_real_dtype(res["dtype"].as<std::string>(), "--dtype");
+  f.dtype = parse_real_dtype(res["dtype"].as<std::string>(), "--dtype");
+  f.shapes = app::parse_gdn_shapes(res["shapes"].as<std::string>(), s.chunk_size);
+  for (GdnProblem& p : f.shapes) p.l2norm_qk = res.count("l2norm-qk") > 0;
+  f.as_json = res.count("json") > 0;
+  return f;
+}
 
-  std::vector<GdnProblem> shapes =
-      app::parse_gdn_shapes(res["shapes"].as<std::string>(), s.chunk_size);
-  for (GdnProblem& p : shapes) p.l2norm_qk = res.count("l2norm-qk") > 0;
-  if (res.count("bytes")) {
-    const int sms = res["sms"].as<int>();
-    GDN_CHECK(sms >= 1, "--sms ", sms, ": expected >= 1");
-    for (const GdnProblem& p : shapes) print_bytes(p, sms);
-    return 0;
-  }
-
-  const bool as_json = res.count("json") > 0;
-  const std::string warning = resolve_devices(res["device"].as<std::string>(), s);
-  if (!warning.empty())
-    std::cout << (as_json ? json{{"warning", warning}}.dump() : "# warning: " + warning)
-              << std::endl;
-
+// Measures the FMA peak and prints it with the CPU and the build's ISA.
+la::FmaPeak report_peak(const Flags& f, int chunk_size) {
   // The peak in the same run as the timings, on the same threads, so that the percentages
   // compare like with like on a machine whose clock or neighbours vary.
-  const la::FmaPeak peak = dtype == DType::f64 ? la::measure_fma_peak<double>(peak_seconds)
-                                               : la::measure_fma_peak<float>(peak_seconds);
-  s.peak_gflops = peak.gflops;
+  const la::FmaPeak peak = f.dtype == DType::f64 ? la::measure_fma_peak<double>(f.peak_seconds)
+                                                 : la::measure_fma_peak<float>(f.peak_seconds);
   // gflops_wall below gflops: neighbours held the cores; all / one thread well below the
   // thread count: the threads share a core's FMA units (SMT siblings on the host).
   // Which CPU, the vector ISA this build's host code was compiled for and the GEMM path it
@@ -671,16 +669,16 @@ int run(int argc, char** argv) {
   const std::string cpu = cpu_features().describe(),
                     isa = compiled_isa() + (compiled_native() ? " (-march=native)" : "") +
                           ", GEMM path " + la::gemm_path_name(la::gemm_path());
-  if (!as_json)
+  if (!f.as_json)
     std::cout << fmt::format(
                      "# gdn_bench {}, chunk size {}, {} threads; FMA peak {:.1f} GFLOP/s "
                      "({:.1f} one thread, {:.1f} by wall time)\n# CPU {}; compiled for {}",
-                     dtype_name(dtype), s.chunk_size, omp_get_max_threads(), peak.gflops,
+                     dtype_name(f.dtype), chunk_size, omp_get_max_threads(), peak.gflops,
                      peak.gflops_one, peak.gflops_wall, cpu, isa)
               << std::endl;
   else
     std::cout << json{{"fma_peak",
-                       {{"dtype", dtype_name(dtype)},
+                       {{"dtype", dtype_name(f.dtype)},
                         {"cpu", cpu},
                         {"compiled_isa", isa},
                         {"gflops", peak.gflops},
@@ -695,80 +693,79 @@ int run(int argc, char** argv) {
                         {"window_s", peak.window_seconds}}}}
                      .dump()
               << std::endl;
-  if (ceiling_size > 0) {
-    const bench::GemmCeiling c =
-        dtype == DType::f64 ? bench::measure_gemm_ceiling<double>(ceiling_size, ceiling_reps)
-                            : bench::measure_gemm_ceiling<float>(ceiling_size, ceiling_reps);
-    s.ceiling_gflops = c.best();
-    json line = {{"n", c.n},
-                 {"dtype", dtype_name(dtype)},
-                 {"threads", omp_get_max_threads()},
-                 {"ours_gflops", c.ours.gflops},
-                 {"ours_ms", c.ours.ms},
-                 {"ours_gflops_cpu", c.ours.gflops_cpu},
-                 {"ours_pct_of_peak", 100 * c.ours.gflops / peak.gflops}};
-    if (c.blas.gflops > 0) {
-      line["blas"] = c.blas_name;
-      line["blas_threads"] = c.blas_threads;
-      line["blas_gflops"] = c.blas.gflops;
-      line["blas_ms"] = c.blas.ms;
-      line["blas_gflops_cpu"] = c.blas.gflops_cpu;
-      line["blas_pct_of_peak"] = 100 * c.blas.gflops / peak.gflops;
-      line["blas_rel_diff"] = c.blas_rel_diff;
-    } else {
-      line["blas"] = nullptr;  // this build found no OpenBLAS (scripts/setup.sh installs it)
-    }
-    line["ceiling_gflops"] = c.best();
-    if (as_json)
-      std::cout << json{{"gemm_ceiling", line}}.dump() << std::endl;
-    else
-      std::cout << fmt::format("# GEMM ceiling {}^3: {:.1f} GFLOP/s ours{}", c.n, c.ours.gflops,
-                               c.blas.gflops > 0
-                                   ? fmt::format(", {:.1f} {}", c.blas.gflops, c.blas_name)
-                                   : std::string())
-                << std::endl;
-  }
+  return peak;
+}
 
-  // The table: one row per (shape, variant); the ratios and the check's reference below it.
-  std::optional<app::BenchTable> table;
-  if (!as_json) {
-    table.emplace(app::shape_columns({{"variant", "", 25},
-                                      {"device", "", 6},
-                                      {"time", "(ms)", 10},
-                                      {"min", "(ms)", 10},
-                                      {"tokens", "(M/s)", 9},
-                                      {"rate", "(GFLOP/s)", 9},
-                                      {"peak", "(%)", 5}}));
-    table->header();
-    s.table = &*table;
-    s.launch_notes = &launch_notes;
-    s.tol = dtype == DType::f64 ? 1e-10 : 1e-4;
+// Measures and prints the GEMM ceiling; returns its best rate (ours or the library's).
+double report_ceiling(const Flags& f, const la::FmaPeak& peak) {
+  const bench::GemmCeiling c =
+      f.dtype == DType::f64 ? bench::measure_gemm_ceiling<double>(f.ceiling_size, f.ceiling_reps)
+                            : bench::measure_gemm_ceiling<float>(f.ceiling_size, f.ceiling_reps);
+  json line = {{"n", c.n},
+               {"dtype", dtype_name(f.dtype)},
+               {"threads", omp_get_max_threads()},
+               {"ours_gflops", c.ours.gflops},
+               {"ours_ms", c.ours.ms},
+               {"ours_gflops_cpu", c.ours.gflops_cpu},
+               {"ours_pct_of_peak", 100 * c.ours.gflops / peak.gflops}};
+  if (c.blas.gflops > 0) {
+    line["blas"] = c.blas_name;
+    line["blas_threads"] = c.blas_threads;
+    line["blas_gflops"] = c.blas.gflops;
+    line["blas_ms"] = c.blas.ms;
+    line["blas_gflops_cpu"] = c.blas.gflops_cpu;
+    line["blas_pct_of_peak"] = 100 * c.blas.gflops / peak.gflops;
+    line["blas_rel_diff"] = c.blas_rel_diff;
+  } else {
+    line["blas"] = nullptr;  // this build found no OpenBLAS (scripts/setup.sh installs it)
   }
+  line["ceiling_gflops"] = c.best();
+  if (f.as_json)
+    std::cout << json{{"gemm_ceiling", line}}.dump() << std::endl;
+  else
+    std::cout << fmt::format("# GEMM ceiling {}^3: {:.1f} GFLOP/s ours{}", c.n, c.ours.gflops,
+                             c.blas.gflops > 0
+                                 ? fmt::format(", {:.1f} {}", c.blas.gflops, c.blas_name)
+                                 : std::string())
+              << std::endl;
+  return c.best();
+}
 
-  json recurrent_ratios = json::array(), device_ratios = json::array(), wy_ratios = json::array();
-  for (const auto& p : shapes) {
-    const auto ms = dtype == DType::f64 ? bench_shape<double>(p, s) : bench_shape<float>(p, s);
+// Each shape's ratios: recurrent / chunked, CPU / CUDA, WY recompute / reuse.
+struct Ratios {
+  json recurrent = json::array(), device = json::array(), wy = json::array();
+};
+
+// Times every shape (bench_shape) and returns the ratios of their medians.
+Ratios bench_shapes(const Flags& f, const Settings& s) {
+  Ratios r;
+  for (const auto& p : f.shapes) {
+    const auto ms = f.dtype == DType::f64 ? bench_shape<double>(p, s) : bench_shape<float>(p, s);
     if (ms.count("recurrent_fwd"))
-      recurrent_ratios.push_back(
-          {{"shape", shape_json(p)},
-           {"fwd", ms.at("recurrent_fwd") / ms.at("chunked_fwd")},
-           {"fwd_bwd", ms.at("recurrent_fwd_bwd") / ms.at("chunked_fwd_bwd")}});
+      r.recurrent.push_back({{"shape", shape_json(p)},
+                             {"fwd", ms.at("recurrent_fwd") / ms.at("chunked_fwd")},
+                             {"fwd_bwd", ms.at("recurrent_fwd_bwd") / ms.at("chunked_fwd_bwd")}});
     if (ms.count("chunked_fwd") && ms.count("cuda_chunked_fwd"))
-      device_ratios.push_back(
-          {{"shape", shape_json(p)},
-           {"fwd", ms.at("chunked_fwd") / ms.at("cuda_chunked_fwd")},
-           {"fwd_bwd", ms.at("chunked_fwd_bwd") / ms.at("cuda_chunked_fwd_bwd")}});
+      r.device.push_back({{"shape", shape_json(p)},
+                          {"fwd", ms.at("chunked_fwd") / ms.at("cuda_chunked_fwd")},
+                          {"fwd_bwd", ms.at("chunked_fwd_bwd") / ms.at("cuda_chunked_fwd_bwd")}});
     if (ms.count("cp_fwd_reuse"))
-      wy_ratios.push_back({{"shape", shape_json(p)},
-                           {"cp_fwd", ms.at("cp_fwd_recompute") / ms.at("cp_fwd_reuse")}});
+      r.wy.push_back({{"shape", shape_json(p)},
+                      {"cp_fwd", ms.at("cp_fwd_recompute") / ms.at("cp_fwd_reuse")}});
   }
-  json ratios = {{"ratios_recurrent_over_chunked", recurrent_ratios}};
-  if (s.cpu && s.cuda) ratios["ratios_cpu_over_cuda"] = device_ratios;
-  if (s.cpu && s.phases) ratios["ratios_wy_recompute_over_reuse"] = wy_ratios;
-  ratios["fma_peak_gflops"] = peak.gflops;
+  return r;
+}
+
+// Prints the ratios: one JSON line, or the table's notes; returns the exit code (1 when a
+// check of the table failed).
+int report_ratios(const Flags& f, const Settings& s, const Ratios& r) {
+  json ratios = {{"ratios_recurrent_over_chunked", r.recurrent}};
+  if (s.cpu && s.cuda) ratios["ratios_cpu_over_cuda"] = r.device;
+  if (s.cpu && s.phases) ratios["ratios_wy_recompute_over_reuse"] = r.wy;
+  ratios["fma_peak_gflops"] = s.peak_gflops;
   if (s.ceiling_gflops > 0) ratios["gemm_ceiling_gflops"] = s.ceiling_gflops;
-  ratios["dtype"] = dtype_name(dtype);
-  if (as_json) {
+  ratios["dtype"] = dtype_name(f.dtype);
+  if (f.as_json) {
     std::cout << ratios.dump() << std::endl;
     return 0;
   }
@@ -790,11 +787,52 @@ int run(int argc, char** argv) {
       notes.push_back(line);
     }
   };
-  ratio_notes("recurrent / chunked", recurrent_ratios);
-  if (s.cpu && s.cuda) ratio_notes("cpu / cuda", device_ratios);
-  if (s.cpu && s.phases) ratio_notes("wy recompute / reuse", wy_ratios);
-  notes.insert(notes.end(), launch_notes.begin(), launch_notes.end());
-  return table->finish(notes) > 0 ? 1 : 0;
+  ratio_notes("recurrent / chunked", r.recurrent);
+  if (s.cpu && s.cuda) ratio_notes("cpu / cuda", r.device);
+  if (s.cpu && s.phases) ratio_notes("wy recompute / reuse", r.wy);
+  notes.insert(notes.end(), s.launch_notes->begin(), s.launch_notes->end());
+  return s.table->finish(notes) > 0 ? 1 : 0;
+}
+
+int run(int argc, char** argv) {
+  cxxopts::Options o = make_options();
+  auto res = o.parse(argc, argv);
+  if (res.count("help")) {
+    std::cout << o.help() << std::endl;
+    return 0;
+  }
+  Settings s;
+  const Flags f = read_flags(res, s);
+  if (res.count("bytes")) {
+    const int sms = res["sms"].as<int>();
+    GDN_CHECK(sms >= 1, "--sms ", sms, ": expected >= 1");
+    for (const GdnProblem& p : f.shapes) print_bytes(p, sms);
+    return 0;
+  }
+  const std::string warning = resolve_devices(res["device"].as<std::string>(), s);
+  if (!warning.empty())
+    std::cout << (f.as_json ? json{{"warning", warning}}.dump() : "# warning: " + warning)
+              << std::endl;
+  const la::FmaPeak peak = report_peak(f, s.chunk_size);
+  s.peak_gflops = peak.gflops;
+  if (f.ceiling_size > 0) s.ceiling_gflops = report_ceiling(f, peak);
+  std::vector<std::string> launch_notes;
+  // The table: one row per (shape, variant); the ratios and the check's reference below it.
+  std::optional<app::BenchTable> table;
+  if (!f.as_json) {
+    table.emplace(app::shape_columns({{"variant", "", 25},
+                                      {"device", "", 6},
+                                      {"time", "(ms)", 10},
+                                      {"min", "(ms)", 10},
+                                      {"tokens", "(M/s)", 9},
+                                      {"rate", "(GFLOP/s)", 9},
+                                      {"peak", "(%)", 5}}));
+    table->header();
+    s.table = &*table;
+    s.launch_notes = &launch_notes;
+    s.tol = f.dtype == DType::f64 ? 1e-10 : 1e-4;
+  }
+  return report_ratios(f, s, bench_shapes(f, s));
 }
 
 }  // namespace
