@@ -276,13 +276,11 @@ std::unique_ptr<RunLock> lock_outputs(const Setup& s) {
   const TrainConfig& t = s.cfg.train;
   auto lock = std::make_unique<RunLock>(s.lock_stale_s);
   if (!t.checkpoint_dir.empty()) lock->take_checkpoint_dir(t.checkpoint_dir);
-  check_run_paths(run_paths(s), s.lock_stale_s);
-  if (!s.export_hf.empty()) {
-    check_export_dir(s.export_hf);  // creates it: its lock lies beside it
-    lock->take_output(s.export_hf, "--export-hf");
-  }
-  if (lockable(t.log)) lock->take_output(t.log, "--log");
-  if (lockable(s.exchange_out)) lock->take_output(s.exchange_out, "--exchange-out");
+  const RunPaths paths = run_paths(s);
+  check_run_paths(paths, s.lock_stale_s);
+  if (!s.export_hf.empty()) check_export_dir(s.export_hf);  // creates it: its lock lies beside
+  for (const std::vector<RunPath>* written : {&paths.replaced, &paths.outputs})
+    for (const RunPath& out : *written) lock->take_output(out.path, out.flag);
   return lock;
 }
 

@@ -76,19 +76,19 @@ std::vector<std::string> cpu_share_warnings(const std::vector<CpuShare>& ranks) 
   return out;
 }
 
-bool fit_threads_to_cpus() {
-  const CpuShare s = this_cpu_share();
+bool fit_threads_to_cpus(CpuShare& s) {
   if (std::getenv("OMP_NUM_THREADS") || s.cpus.empty() || s.threads <= int(s.cpus.size()))
     return false;
-  omp_set_num_threads(int(s.cpus.size()));
+  s.threads = int(s.cpus.size());
+  omp_set_num_threads(s.threads);
   return true;
 }
 
 void report_cpu_share(Communicator& world) {
   // Fixed-size records: host name, threads, then a bit per CPU.
   constexpr std::size_t kHost = 64, kCpus = CPU_SETSIZE, kBytes = kHost + 4 + kCpus / 8;
-  const bool fitted = fit_threads_to_cpus();
-  const CpuShare mine = this_cpu_share();
+  CpuShare mine = this_cpu_share();
+  const bool fitted = fit_threads_to_cpus(mine);
   std::vector<unsigned char> rec(kBytes, 0), all(kBytes * std::size_t(world.size()));
   std::memcpy(rec.data(), mine.host.data(), std::min(mine.host.size(), kHost - 1));
   std::memcpy(rec.data() + kHost, &mine.threads, 4);

@@ -26,9 +26,10 @@ std::string cpu_list(const std::vector<int>& cpus);
 // may run on (unbound ranks sharing cores). Empty when every thread has a CPU.
 std::vector<std::string> cpu_share_warnings(const std::vector<CpuShare>& ranks);
 
-// Where OMP_NUM_THREADS is not set and this process may run on fewer CPUs than OpenMP's
-// default thread count, runs one thread per CPU of its affinity mask; true when it did.
-bool fit_threads_to_cpus();
+// Where OMP_NUM_THREADS is not set and this process (its share s) may run on fewer CPUs
+// than OpenMP's default thread count, runs one thread per CPU of its affinity mask (and
+// says so in s); true when it did.
+bool fit_threads_to_cpus(CpuShare& s);
 
 // Collective over world: each rank first fits its threads (fit_threads_to_cpus), then rank 0 logs
 // one line (threads per rank and rank 0's CPUs) and each warning of cpu_share_warnings once, with

@@ -46,14 +46,17 @@ std::optional<double> parse_decimal(const std::string& text) {
   return v;
 }
 
+std::optional<std::int64_t> whole_number(double x) {
+  if (!(std::fabs(x) < 9007199254740992.0) || std::floor(x) != x) return std::nullopt;
+  return std::int64_t(x);
+}
+
 std::int64_t JsonSection::integer(const std::string& key, std::int64_t lo, std::int64_t hi) const {
   const json& v = j_.at(key);
-  // A whole number written as a real (1.0, as Python's json may) is that integer.
-  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
-      std::fabs(v.get<double>()) < 9.0e15) {
-    const auto x = std::int64_t(v.get<double>());
-    if (x < lo || x > hi) fail(key, integer_range_text(lo, hi));
-    return x;
+  if (const std::optional<std::int64_t> w =
+          v.is_number_float() ? whole_number(v.get<double>()) : std::nullopt) {
+    if (*w < lo || *w > hi) fail(key, integer_range_text(lo, hi));
+    return *w;
   }
   // Unsigned values above int64 max cannot be in any of our ranges.
   if (!v.is_number_integer() ||

@@ -50,6 +50,10 @@ std::string real_range_text(double lo, bool lo_open);
 // below the smallest reads as what it rounds to (1e-400 as 0), for the range to judge.
 std::optional<double> parse_decimal(const std::string& text);
 
+// x as an integer when it is a whole number (2.0, as Python's json may write one) that a
+// double holds exactly (|x| < 2^53); else nullopt.
+std::optional<std::int64_t> whole_number(double x);
+
 // Parses the JSON file at path. Errors name the file: a missing or unreadable file, a
 // syntax error (with the byte position), a number too large for a double (with the key).
 nlohmann::json read_json_file(const std::string& path);

@@ -145,6 +145,13 @@ struct Parsed {
   std::uint64_t checksum = 0;
 };
 
+// A checkpoint whose header has another format than kFormat: which, and whose it is.
+std::string other_format(const std::string& path, int format) {
+  return "checkpoint '" + path + "' has format " + std::to_string(format) +
+         "; this gdn-cp reads format " + std::to_string(kFormat) + " (it was written by " +
+         (format < kFormat ? "an older gdn-cp, as one whole file" : "a newer gdn-cp") + ")";
+}
+
 // Checks magic, length, checksum and end magic, then parses the header and checks its
 // format and kind. Throws a message that says why the file is not a complete one.
 Parsed verify(const std::string& path, const std::vector<char>& b, const char* kind) {
@@ -166,9 +173,7 @@ Parsed verify(const std::string& path, const std::vector<char>& b, const char* k
   try {
     p.header = json::parse(b.begin() + 16, b.begin() + 16 + std::ptrdiff_t(hlen));
     const int format = p.header.value("format", 1);
-    GDN_CHECK(format == kFormat, "checkpoint '", path, "' has format ", format,
-              "; this gdn-cp reads format ", kFormat, " (it was written by ",
-              format < kFormat ? "an older gdn-cp, as one whole file" : "a newer gdn-cp", ")");
+    GDN_CHECK(format == kFormat, other_format(path, format));
     const std::string k = p.header.at("kind").get<std::string>();
     GDN_CHECK(k == kind, "checkpoint '", path, "' is a ", k, ", expected a ", kind);
   } catch (const json::exception& e) {
@@ -424,10 +429,7 @@ std::string foreign_reason(const std::string& path, const std::vector<char>& b) 
                              /*allow_exceptions=*/false);
   if (!h.is_object() || !h.contains("format") || !h["format"].is_number_integer()) return "";
   const int format = h["format"].get<int>();
-  if (format == kFormat) return "";
-  return "checkpoint '" + path + "' has format " + std::to_string(format) +
-         "; this gdn-cp reads format " + std::to_string(kFormat) + " (it was written by " +
-         (format < kFormat ? "an older gdn-cp, as one whole file" : "a newer gdn-cp") + ")";
+  return format == kFormat ? "" : other_format(path, format);
 }
 
 }  // namespace

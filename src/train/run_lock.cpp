@@ -336,9 +336,8 @@ void RunLock::take_output(const std::string& path, const std::string& flag) {
            flag);
 }
 
-std::string RunLock::lost() {
-  std::lock_guard<std::mutex> guard(m_);
-  if (!lost_.empty()) return lost_;
+bool RunLock::still_held() {
+  if (!lost_.empty()) return false;
   for (const Held& h : held_) {
     const std::optional<std::string> now = read_text(h.path);
     if (now == h.text) continue;
@@ -346,9 +345,15 @@ std::string RunLock::lost() {
     lost_ = "the lock " + h.path + " of " + h.what + " is no longer this run's: " +
             (other ? "another run took it over (" + other->describe() + ")"
                    : std::string("it was removed"));
-    return lost_;
+    return false;
   }
-  return "";
+  return true;
+}
+
+std::string RunLock::lost() {
+  std::lock_guard<std::mutex> guard(m_);
+  still_held();
+  return lost_;
 }
 
 RunLock::~RunLock() {
@@ -366,17 +371,14 @@ void RunLock::beat_loop() {
   const auto period = std::chrono::duration<double>(heartbeat_s(stale_s_));
   std::unique_lock<std::mutex> lock(m_);
   while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
-    for (const Held& h : held_) {
-      if (read_text(h.path) != h.text) {
-        lost_ = "the lock " + h.path + " of " + h.what +
-                " is no longer this run's: another run took it over (this run's heartbeat was "
-                "late by over " +
-                seconds_text(stale_s_) + ")";
-        spdlog::error("{}; this run stops at the end of its step and writes nothing more", lost_);
-        return;  // never touch another run's lock
-      }
-      ::utimensat(AT_FDCWD, h.path.c_str(), nullptr, 0);  // now, by the file server's clock
+    if (!still_held()) {  // never touch another run's lock; rank 0's stop names it
+      spdlog::warn(
+          "the heartbeat found a lock of this run taken over: the run stops at the end "
+          "of its step and writes nothing more");
+      return;
     }
+    for (const Held& h : held_)
+      ::utimensat(AT_FDCWD, h.path.c_str(), nullptr, 0);  // now, by the file server's clock
   }
 }
 

@@ -83,6 +83,9 @@ class RunLock {
     std::string path, what, text;  // text: the lock's content, ours
   };
   void beat_loop();
+  // Whether every lock taken is still ours; when not, lost_ says which and whose it is.
+  // Called with m_ held.
+  bool still_held();
 
   double stale_s_;
   LockHolder me_;
@@ -90,7 +93,7 @@ class RunLock {
   std::condition_variable cv_;
   bool stop_ = false;
   std::vector<Held> held_;
-  std::string lost_;  // set by the heartbeat
+  std::string lost_;  // set by still_held, from the heartbeat or lost()
   std::thread thread_;
 };
 

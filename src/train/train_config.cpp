@@ -82,10 +82,9 @@ std::optional<Value> from_json(const TrainField& f, const json& v) {
               v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
             return std::nullopt;
           if (v.is_number_integer()) return Value(v.get<std::int64_t>());
-          // A whole number written as a real (2.0, as Python's json may) is that integer.
-          if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
-              std::fabs(v.get<double>()) < 9.0e15)
-            return Value(std::int64_t(v.get<double>()));
+          if (v.is_number_float())
+            if (const std::optional<std::int64_t> w = whole_number(v.get<double>()))
+              return Value(*w);
         } else {
           if (v.is_number()) return Value(v.get<double>());
         }
@@ -112,7 +111,8 @@ std::optional<Value> from_text(const TrainField& f, const std::string& s) {
           if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) return Value(x);
           // "1.0", "1e3": a whole number written as a decimal is that integer.
           const std::optional<double> d = parse_decimal(s);
-          if (d && std::floor(*d) == *d && *d >= 0 && *d < 9.0e15) return Value(I(*d));
+          const std::optional<std::int64_t> w = d ? whole_number(*d) : std::nullopt;
+          if (w && (std::is_signed_v<I> || *w >= 0)) return Value(I(*w));
         } else {
           if (const std::optional<double> x = parse_decimal(s)) return Value(*x);
         }

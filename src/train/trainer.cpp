@@ -230,21 +230,32 @@ void Trainer<T, Dev>::prepare_checkpoint_dir() {
 }
 
 template <typename T, typename Dev>
+ResumeRefusal Trainer<T, Dev>::resume_refusal(const CheckpointFile& f,
+                                              const std::vector<std::string>& accepted) const {
+  // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8): compare the
+  // architecture the checkpoint was written by.
+  const std::string mismatch = model_mismatch(f.state.config_json, cfg_.model);
+  if (!mismatch.empty()) return {mismatch, ""};
+  const IdentityDifferences d = compare_run_identity(
+      nlohmann::json::parse(f.state.config_json, nullptr, false), cfg_, identity_, accepted);
+  if (d.refused.empty()) return {};
+  ResumeRefusal r{"was written by another run (checkpoint vs this run): ", ""};
+  for (std::size_t i = 0; i < d.refused.size(); ++i) r.why += (i ? "; " : "") + d.refused[i];
+  for (std::size_t i = 0; i < d.refused_keys.size(); ++i)
+    r.keys += (i ? "," : "") + d.refused_keys[i];
+  return r;
+}
+
+template <typename T, typename Dev>
 std::string Trainer<T, Dev>::why_resume_refuses(const std::vector<CheckpointFile>& files) const {
   const auto newest = std::find_if(files.begin(), files.end(),
                                    [](const CheckpointFile& f) { return f.problem.empty(); });
   if (newest == files.end())
     return files.empty() ? "" : "none can be loaded: " + files.front().problem;
-  const std::string mismatch = model_mismatch(newest->state.config_json, cfg_.model);
-  if (!mismatch.empty()) return "the newest " + mismatch;
-  const IdentityDifferences d = compare_run_identity(
-      nlohmann::json::parse(newest->state.config_json, nullptr, false), cfg_, identity_, {});
-  std::string list, keys;
-  for (const std::string& x : d.refused) list += (list.empty() ? "" : "; ") + x;
-  for (const std::string& k : d.refused_keys) keys += (keys.empty() ? "" : ",") + k;
-  return list.empty() ? ""
-                      : "the newest was written by another run: " + list + "; --accept-changes " +
-                            keys + " continues it";
+  const ResumeRefusal r = resume_refusal(*newest, {});
+  if (r.why.empty()) return "";
+  return "the newest " + r.why +
+         (r.keys.empty() ? std::string() : "; --accept-changes " + r.keys + " continues it");
 }
 
 template <typename T, typename Dev>
@@ -256,26 +267,16 @@ void Trainer<T, Dev>::resume() {
   const std::optional<LoadedCheckpoint> loaded = load_newest_checkpoint<T>(
       world_, dir, whole_, state_->read_runs(), values.data(), m.data(), v.data(),
       [&](const CheckpointFile& f) {
-        // Names and shapes can agree for another model (Hk 2 -> 4 with K 16 -> 8):
-        // compare the architecture the checkpoint was written by.
-        const std::string mismatch = model_mismatch(f.state.config_json, cfg_.model);
-        if (!mismatch.empty())
-          throw_error("--resume: checkpoint '", f.path, "' ", mismatch,
+        const ResumeRefusal r = resume_refusal(f, opt_.accepted_changes);
+        if (r.why.empty()) return;
+        if (r.keys.empty())
+          throw_error("--resume: checkpoint '", f.path, "' ", r.why,
                       ". Resume with the config it was trained with, or use another "
                       "--checkpoint-dir");
-        const IdentityDifferences d =
-            compare_run_identity(nlohmann::json::parse(f.state.config_json, nullptr, false), cfg_,
-                                 identity_, opt_.accepted_changes);
-        if (!d.refused.empty()) {
-          std::string list, keys;
-          for (const std::string& x : d.refused) list += (list.empty() ? "" : "; ") + x;
-          for (const std::string& k : d.refused_keys) keys += (keys.empty() ? "" : ",") + k;
-          throw_error("--resume: checkpoint '", f.path,
-                      "' was written by another run (checkpoint vs this run): ", list,
-                      ". Resume with the settings it was written with, use another "
-                      "--checkpoint-dir, or pass --accept-changes ",
-                      keys, " to continue it with these changes");
-        }
+        throw_error("--resume: checkpoint '", f.path, "' ", r.why,
+                    ". Resume with the settings it was written with, use another "
+                    "--checkpoint-dir, or pass --accept-changes ",
+                    r.keys, " to continue it with these changes");
       });
   if (!loaded) {  // no file named like a checkpoint (load_newest_checkpoint refuses others)
     if (world_.rank() == 0) {

@@ -81,6 +81,13 @@ struct TrainerOptions {
   std::vector<std::string> accepted_changes;
 };
 
+// Why --resume refuses a checkpoint: its model differs (keys empty), or its run does, which
+// --accept-changes `keys` (comma-separated) would accept.
+struct ResumeRefusal {
+  std::string why;  // "was written by ...", "" when it is resumed
+  std::string keys;
+};
+
 template <typename T, typename Dev>
 class Trainer {
  public:
@@ -131,6 +138,10 @@ class Trainer {
   StepRecord skipped_step(std::chrono::steady_clock::time_point t0);
   void prepare_checkpoint_dir();
   void resume();
+  // Why --resume refuses checkpoint f ("" in why when it continues it), with `accepted`
+  // as --accept-changes.
+  ResumeRefusal resume_refusal(const CheckpointFile& f,
+                               const std::vector<std::string>& accepted) const;
   // Why --resume would refuse the newest of a directory's checkpoints ("" when it would
   // continue it).
   std::string why_resume_refuses(const std::vector<CheckpointFile>& files) const;

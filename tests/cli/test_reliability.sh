@@ -381,7 +381,7 @@ PY
       expect_failure "a fresh run B into run A's directory is refused, naming it" \
         "checkpoint directory '$D' (--checkpoint-dir) holds 2 checkpoints of another run"
       check "the message says what to do (--resume would refuse another seed)" grep -q -- \
-        "--resume would refuse them (the newest was written by another run: seed 1234 vs 7; --accept-changes seed continues it): pass --overwrite-checkpoints" \
+        "--resume would refuse them (the newest was written by another run (checkpoint vs this run): seed 1234 vs 7; --accept-changes seed continues it): pass --overwrite-checkpoints" \
         "$WORK/out"
       check "refused before the first step" bash -c "! grep -q 'step     1/' '$WORK/out'"
       check "run A's checkpoints are untouched: $(ckpts "$D")" \
