@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/args.sh
 CONFIG=configs/tiny-qwen3-next.json CP=4 SEQS="1024 4096 16384"
 parse_args "$0" --config CONFIG --cp CP --seq-lens SEQS -- "$@"
-bash scripts/build.sh >/dev/null
+bash scripts/build.sh gdn_train gdn_plan gdn_bench_table >/dev/null
 . scripts/lib/mpi.sh
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 SEQ=8192 STEPS=3 REPS=2 CONFIGS=()
 parse_args "$0" --seq-len SEQ --steps STEPS --reps REPS --config CONFIGS+ -- "$@"
 [ "${#CONFIGS[@]}" -gt 0 ] || CONFIGS=(configs/bench-memory.json configs/tiny-qwen3-next.json)
-bash scripts/build.sh >/dev/null
+bash scripts/build.sh gdn_train >/dev/null
 . scripts/lib/mpi.sh
 cpu() {  # cpu NP BALANCE CONFIG: "max mean" CPU seconds per rank in the steps
   mpi_run "$1" 1 gdn_train --config "$3" --cp "$1" --dp 1 --batch 1 --seq-len "$SEQ" --steps "$STEPS" --attention-load-balance "$2" \

@@ -25,7 +25,7 @@ SHAPES="1,4096,4,4,128,128;2,2048,2,4,64,64"
 parse_args "$0" --no-build BUILD=0 --threads THREADS --reps REPS --rounds ROUNDS --venv VENV \
   --shapes SHAPES --ceiling-size CEILING -- "$@"
 BUILD_DIR=${GDN_BUILD_DIR:-build}
-[ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
+[ "$BUILD" -eq 1 ] && bash scripts/build.sh gdn_bench >/dev/null
 BENCH=$BUILD_DIR/apps/gdn_bench
 [ -x "$BENCH" ] || { echo "bench_cpu_op.sh: $BENCH is missing (build first, or drop --no-build)" >&2; exit 1; }
 

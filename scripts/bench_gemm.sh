@@ -19,7 +19,7 @@ BUILD=1 THREADS=2 ROUNDS=2 REPS=5 VENV=${GDN_VENV:-}
 SHAPES="2048,512,1024;2048,1024,512;2048,512,4096;512,512,256"
 parse_args "$0" --no-build BUILD=0 --threads THREADS --rounds ROUNDS --reps REPS --venv VENV \
   --shapes SHAPES -- "$@"
-[ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
+[ "$BUILD" -eq 1 ] && bash scripts/build.sh gdn_gemm_bench >/dev/null
 [ -x "$BIN/gdn_gemm_bench" ] || { echo "bench_gemm.sh: $BIN/gdn_gemm_bench is missing (build first)" >&2; exit 1; }
 TORCH=1
 torch_venv_usable "$VENV" || TORCH=0

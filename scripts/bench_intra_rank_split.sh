@@ -16,7 +16,7 @@ THREADS=2 REPS=5 SEQS="16384 65536" PIECES=2,4,8,16 DIMS="128 64"
 OUT=out/bench_intra_rank_split.jsonl BUILD=1
 parse_args "$0" --threads THREADS --reps REPS --seq-lens SEQS --pieces PIECES --dims DIMS \
   --out OUT --no-build BUILD=0 -- "$@"
-[ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
+[ "$BUILD" -eq 1 ] && bash scripts/build.sh gdn_split_bench >/dev/null
 BIN=${GDN_BUILD_DIR:-build}/apps/gdn_split_bench
 [ -x "$BIN" ] || { echo "bench_intra_rank_split.sh: $BIN is not built" >&2; exit 1; }
 mkdir -p "$(dirname "$OUT")"

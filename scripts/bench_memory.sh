@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/args.sh
 CONFIG=configs/bench-memory.json SEQS="4096 16384 65536 131072" CPS="1 2 4" DTYPE=f32
 parse_args "$0" --config CONFIG --seq-lens SEQS --cps CPS --dtype DTYPE -- "$@"
-bash scripts/build.sh >/dev/null
+bash scripts/build.sh gdn_train >/dev/null
 . scripts/lib/mpi.sh
 to_bytes() {  # "1.5 GiB" -> bytes
   awk '{ u = $2; x = $1; m = (u == "KiB") ? 1024 : (u == "MiB") ? 1048576 : (u == "GiB") ? 1073741824 : 1;

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/args.sh
 CONFIG=configs/bench-shard.json WORLDS="1 2 4"
 parse_args "$0" --config CONFIG --worlds WORLDS -- "$@"
-bash scripts/build.sh >/dev/null
+bash scripts/build.sh gdn_train gdn_plan >/dev/null
 . scripts/lib/mpi.sh
 # peak NP CONFIG ARGS...: the largest rank's peak RSS in bytes, from the step log ("" when
 # the run failed).

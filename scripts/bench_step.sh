@@ -26,7 +26,7 @@ BUILD=1 CONFIG=configs/bench-step.json THREADS=2 STEPS=4 ROUNDS=2 VENV=${GDN_VEN
 parse_args "$0" --no-build BUILD=0 --config CONFIG --threads THREADS --steps STEPS \
   --rounds ROUNDS --venv VENV --bf16 BF16=1 -- "$@"
 [ "$STEPS" -ge 2 ] || { echo "bench_step.sh: --steps must be at least 2 (the first is left out)" >&2; exit 2; }
-[ "$BUILD" -eq 1 ] && bash scripts/build.sh >/dev/null
+[ "$BUILD" -eq 1 ] && bash scripts/build.sh gdn_train gdn_plan gdn_bench >/dev/null
 for app in gdn_train gdn_plan gdn_bench; do
   [ -x "$BIN/$app" ] || { echo "bench_step.sh: $BIN/$app is missing (build first, or drop --no-build)" >&2; exit 1; }
 done

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/help.sh
 no_arguments "$0" "$@"
-bash scripts/build.sh >/dev/null
+bash scripts/build.sh gdn_kernel gdn_make_inputs gdn_npy_diff >/dev/null
 . scripts/lib/mpi.sh
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
