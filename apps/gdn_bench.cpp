@@ -54,11 +54,11 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "gdn/bf16_op.h"
-#include "gdn/byte_count.h"
+#include "gdn/chunk/launch_counts.h"
 #include "gdn/flop_count.h"
-#include "gdn/op.h"
-#include "gdn/pass/launch_counts.h"
+#include "gdn/op/bf16_op.h"
+#include "gdn/op/op.h"
+#include "gdn/pass/byte_count.h"
 #include "gdn/pass/local_pass.h"
 #include "gdn/random_inputs.h"
 #include "gdn/recurrent.h"
@@ -88,7 +88,7 @@ struct Settings {
   double ceiling_gflops = 0;         // the best large GEMM rate, ours or the library's (0: none)
   app::BenchTable* table = nullptr;  // the table's rows; null: JSON lines (--json)
   double tol = 0;                    // the check's tolerance in --dtype (rel L2)
-  // The GPU variants' kernel paths (gdn/pass/launch_counts.h), one note each for the table.
+  // The GPU variants' kernel paths (gdn/chunk/launch_counts.h), one note each for the table.
   std::vector<std::string>* launch_notes = nullptr;
   std::regex variants{".*"};  // --variants: only the variants whose names match run
 };

@@ -13,6 +13,11 @@
 #      from shard and documents, the boundaries the exchanges are cut by.
 #   5. src/ops instantiates its templates by their signatures, one line each: no macro
 #      holds a list of explicit instantiations (a `template` in a #define's body).
+#   6. Inside src/gdn the parts are layers too (design.md §7, the GDN phases): the folder's
+#      own files (the problem, the recurrence oracle) < chunk/ < the phases, in pipeline
+#      order (prepare < state_walk < outputs < adjoint_walk < backward), with pairs/ beside
+#      them (neither uses the other) < pass/ < split/ < op/. A file includes only its own
+#      part and the parts below it.
 # Prints every violation with its file and line; exits 1 if there is one.
 set -uo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -68,6 +73,32 @@ for folder in "${order[@]}" apps; do
     fi
   done
 done
+# Rule 6: the parts of src/gdn. below[P] lists what part P may include besides itself.
+declare -A below
+below=([base]="" [chunk]="base" [prepare]="base chunk" [state_walk]="base chunk prepare"
+       [outputs]="base chunk prepare state_walk"
+       [adjoint_walk]="base chunk prepare state_walk outputs"
+       [backward]="base chunk prepare state_walk outputs adjoint_walk" [pairs]="base chunk")
+phases="prepare state_walk outputs adjoint_walk backward"
+below[pass]="base chunk $phases pairs"
+below[split]="${below[pass]} pass"
+below[op]="${below[split]} split"
+gdn_part() {  # gdn/X/... -> X; a file of the folder itself -> base
+  local rest=${1#gdn/}
+  if [[ $rest == */* ]]; then echo "${rest%%/*}"; else echo base; fi
+}
+part_name() { [ "$1" = base ] && echo "gdn's own files" || echo "gdn/$1"; }
+while IFS= read -r file; do
+  part=$(gdn_part "${file#src/}")
+  [ -n "${below[$part]+x}" ] || { violation "$file: src/gdn/$part is not a part of the GDN engine's order (tests/check_layers.sh rule 6)"; continue; }
+  while IFS=: read -r line inc; do
+    [ -n "$line" ] || continue
+    target=$(gdn_part "$inc")
+    [ "$target" = "$part" ] && continue
+    [[ " ${below[$part]} " == *" $target "* ]] ||
+      violation "$file:$line includes \"$inc\": $(part_name "$part") may not use $(part_name "$target") (the order inside src/gdn: base < chunk < prepare < state_walk < outputs < adjoint_walk < backward, pairs beside them, < pass < split < op)"
+  done < <(grep -n '^#include "gdn/' "$file" | sed -E 's/^([0-9]+):#include "([^"]+)".*/\1:\2/')
+done < <(find src/gdn -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \))
 # Rule 4: every translation unit in src/cp exchanges.
 while IFS= read -r file; do
   case "$(basename "$file")" in shard.cpp | documents.cpp) continue ;; esac
@@ -75,6 +106,6 @@ while IFS= read -r file; do
     violation "$file exchanges nothing (no comm/, Communicator or CpContext): it belongs in src/gdn"
 done < <(find src/cp -type f \( -name '*.cpp' -o -name '*.cu' \))
 if [ "$bad" -eq 0 ]; then
-  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn, every cp unit exchanges, no instantiation macros in ops"
+  echo "layer rules hold: ${order[*]} < apps, no back edges, no foreign *_impl.h, MPI in comm/runtime only, no comm/ in ops or gdn, every cp unit exchanges, no instantiation macros in ops, src/gdn in its order (base < chunk < phases | pairs < pass < split < op)"
 fi
 exit "$bad"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/bench_table.h"
-#include "gdn/op.h"
+#include "gdn/op/op.h"
 #include "gdn/recurrent.h"
 
 namespace gdn::app {

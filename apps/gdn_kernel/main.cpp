@@ -22,7 +22,7 @@
 #include "gdn_kernel/run_op.h"
 #if GDN_HAVE_CUDA
 #include "comm/device_communicator.h"
-#include "gdn/pass/launch_counts.h"
+#include "gdn/chunk/launch_counts.h"
 #include "runtime/cuda_device.h"
 #endif
 

@@ -74,8 +74,8 @@ class GdnContextParallel {
   const PieceSplit& piece_split() const { return split_; }
 
  private:
-  using SlicePass =
-      std::conditional_t<std::is_same_v<Dev, Host>, SplitLocalPass<T>, LocalPass<T, Dev>>;
+  using Pass = std::conditional_t<std::is_same_v<Dev, Host>, SplitLocalPass<T>, LocalPass<T, Dev>>;
+  static_assert(SlicePass<Pass, T>);
 
   // The forward's phases 1-3 on the shard pass_ was reset to: o, and the rows of ht
   // (zeroed by the caller) of the sequences that end in the shard.
@@ -86,7 +86,7 @@ class GdnContextParallel {
   Shard shard_{};                       // of the last forward, to check a replay's
   Lifecycle lifecycle_{"GdnContextParallel"};
   QKNormalizer<T, Dev> norm_;
-  SlicePass pass_;
+  Pass pass_;
   PieceSplit split_{};
   PairDims dims_{};
   // This rank's entry state and exit adjoint (the pair, D and the gathered D are local to

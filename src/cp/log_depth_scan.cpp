@@ -1,7 +1,7 @@
 #include "cp/log_depth_scan.h"
 
+#include "gdn/chunk/pass_buffer.h"
 #include "gdn/pairs/scan_cost.h"
-#include "gdn/pass/pass_buffer.h"
 #include "runtime/devices.h"
 
 namespace gdn {

@@ -15,7 +15,7 @@ namespace gdn {
 // dq); out[x] = sum over the G blocks.
 template <typename T>
 void sum_head_groups(const T* per_head, std::int64_t n, int G, T* out) {
-#ifdef _OPENMP  // nvcc includes this header without OpenMP (backward_cuda.cuh)
+#ifdef _OPENMP  // nvcc includes this header without OpenMP (backward_cuda.cu)
 #pragma omp parallel for schedule(static)
 #endif
   for (std::int64_t x = 0; x < n; ++x) {
@@ -43,7 +43,7 @@ void add_head_groups(const T* per_head, std::int64_t n, int blocks, T* out) {
 // Row r (dim elements) of sum_head_groups, then the l2norm's backward of it in place from
 // the bf16 input row x (the bf16 op's q or k, which its kernels normalise as they read
 // them): the bits of sum_head_groups and l2norm_rows_backward on the widened x, one row.
-// The CUDA pass runs it a row per thread (gdn/backward/backward_cuda.cuh).
+// The CUDA pass runs it a row per thread (gdn/backward/backward_cuda.cu).
 template <typename T>
 GDN_HD void sum_head_group_row_l2norm(const T* per_head, std::int64_t n, std::int64_t r, int dim,
                                       int G, const Bf16* x, T* out) {

@@ -13,7 +13,7 @@
 
 #include "core/autocast.h"
 #include "core/rng.h"
-#include "gdn/bf16_op.h"
+#include "gdn/op/bf16_op.h"
 #include "gdn/random_inputs.h"
 #include "gpu_support.h"
 #include "ops/convert/convert.h"

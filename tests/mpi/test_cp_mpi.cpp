@@ -11,7 +11,7 @@
 #include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "cp/gdn_cp.h"
-#include "gdn/op.h"
+#include "gdn/op/op.h"
 #include "gdn/pass/local_pass.h"
 #include "gdn/recurrent.h"
 #include "test_support.h"

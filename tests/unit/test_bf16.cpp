@@ -15,9 +15,9 @@
 
 #include "core/bf16.h"
 #include "core/rng.h"
-#include "gdn/bf16_op.h"
 #include "gdn/head_groups.h"
-#include "gdn/op.h"
+#include "gdn/op/bf16_op.h"
+#include "gdn/op/op.h"
 #include "gdn/random_inputs.h"
 #include "ops/convert/convert.h"
 #include "ops/l2norm/l2norm.h"

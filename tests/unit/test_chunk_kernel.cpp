@@ -14,9 +14,12 @@
 
 #include "core/rng.h"
 #include "gdn/adjoint_walk/adjoint_walk_tiled.h"
+#include "gdn/backward/chunk_backward.h"
 #include "gdn/chunk/host_exec.h"
 #include "gdn/chunk/tiled_gemm.h"
+#include "gdn/outputs/chunk_outputs.h"
 #include "gdn/pass/local_pass.h"
+#include "gdn/prepare/chunk_prepare.h"
 #include "gdn/random_inputs.h"
 #include "gdn/slice_layout.h"
 #include "gdn/state_walk/state_walk_tiled.h"
@@ -545,7 +548,7 @@ TEST_CASE("ChunkKernel::outputs is step's o without the state update, same bits"
 
 namespace {
 
-// The CUDA passes (local_pass_cuda.cu) on the CPU: their walk job bodies (gdn/pass/walk_tiles.h,
+// The CUDA passes (local_pass_cuda.cu) on the CPU: their walk job bodies (gdn/chunk/walk_tiles.h,
 // gdn/state_walk/state_walk_tiled.h, gdn/adjoint_walk/adjoint_walk_tiled.h, the same source the
 // kernels run) on the policy of RunJob, each (b, h, column tile) job after the other, and their
 // chunk jobs (ChunkKernel::outputs, ChunkKernel::backward from the stored entry states and exit

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "gdn/op.h"
+#include "gdn/op/op.h"
 #include "gdn/recurrent.h"
 #include "test_support.h"
 

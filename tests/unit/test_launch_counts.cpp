@@ -1,11 +1,11 @@
-// The GPU passes' launch record (gdn/pass/launch_counts.h), on the CPU: the counts and their
+// The GPU passes' launch record (gdn/chunk/launch_counts.h), on the CPU: the counts and their
 // report, and the reason a register kernel is not taken, for each condition in its order.
 // The GPU tests assert on the same record which path ran. And test_support's bit_difference,
 // which names what differs when a bit comparison fails.
 #include <catch2/catch.hpp>
 #include <limits>
 
-#include "gdn/pass/launch_counts.h"
+#include "gdn/chunk/launch_counts.h"
 #include "test_support.h"
 
 using namespace gdn;

@@ -2,7 +2,7 @@
 // backward, against central finite differences of the forward in fp64.
 #include <catch2/catch.hpp>
 
-#include "gdn/op.h"
+#include "gdn/op/op.h"
 #include "gdn/recurrent.h"
 #include "test_support.h"
 

@@ -12,7 +12,7 @@
 
 #include "comm/single_communicator.h"
 #include "cp/gdn_cp.h"
-#include "gdn/op.h"
+#include "gdn/op/op.h"
 #include "gdn/pass/local_pass.h"
 #include "gdn/split/split_jobs.h"
 #include "gdn/split/split_pass.h"

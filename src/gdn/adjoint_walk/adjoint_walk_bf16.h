@@ -12,7 +12,7 @@
 // next chunk's step 1.
 #pragma once
 
-#include "gdn/pass/bf16_walk.h"
+#include "gdn/chunk/bf16_walk.h"
 
 namespace gdn::rwalk {
 

@@ -2,8 +2,9 @@
 // mu <- gamma mu + s q_g^T dO - w^T (k~ mu + s P^T dO), on column tiles of the adjoint.
 // ChunkKernel's bodies for any Exec; the GPU's tiled walks are adjoint_walk_tiled.h, the
 // bf16 mode's register walks adjoint_walk_bf16.h.
-// Included by chunk/chunk_kernel.h, after ChunkKernel's declaration, and by nothing else.
 #pragma once
+
+#include "gdn/chunk/chunk_kernel.h"
 
 namespace gdn {
 

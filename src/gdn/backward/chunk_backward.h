@@ -1,9 +1,11 @@
 // One chunk's whole backward (docs/design.md §2b), after fla's chunk_bwd_dv_local,
 // chunk_bwd_dqkwg and prepare_wy_bwd: from the chunk's entry state and exit adjoint, the
 // gradients of its rows and its entry adjoint. ChunkKernel's body for any Exec; the GPU's
-// fp32 kernels are backward_cuda.cuh, the bf16 mode's two kernels backward_bf16.h.
-// Included by chunk/chunk_kernel.h, after ChunkKernel's declaration, and by nothing else.
+// fp32 kernels are backward_cuda.cu, the bf16 mode's two kernels backward_bf16.h.
 #pragma once
+
+#include "gdn/chunk/chunk_kernel.h"
+#include "gdn/prepare/chunk_prepare.h"
 
 namespace gdn {
 

@@ -43,7 +43,7 @@ struct ChunkRowGrads {
 // The WY factors of a chunk, stored in one flat block of size() elements: w (C x K),
 // k~ (C x K), q_g (C x K), u (C x V), P (C x C), gamma, then padding to a multiple of four
 // elements. With K and V multiples of four every matrix then starts 16 bytes into an aligned
-// buffer, so the GPU's walks copy them with 16-byte cp.async (gdn/pass/bf16_walk.h).
+// buffer, so the GPU's walks copy them with 16-byte cp.async (gdn/chunk/bf16_walk.h).
 template <typename T>
 struct ChunkFactors {
   int C, K, V;
@@ -239,12 +239,3 @@ class ChunkKernel {
 };
 
 }  // namespace gdn
-
-// The bodies, one file per phase (templates: the CUDA build instantiates them for CudaExec).
-// clang-format off
-#include "gdn/prepare/chunk_prepare.h"
-#include "gdn/state_walk/chunk_state_walk.h"
-#include "gdn/outputs/chunk_outputs.h"
-#include "gdn/adjoint_walk/chunk_adjoint_walk.h"
-#include "gdn/backward/chunk_backward.h"
-// clang-format on

@@ -1,5 +1,5 @@
-// The host instances of the chunk math: HostExec's gemm is the register-blocked
-// la::gemm, and ChunkKernel<T, HostExec> is compiled once here for the CPU passes.
+// HostExec's gemm: the register-blocked la::gemm. ChunkKernel<T, HostExec> is compiled
+// once, with the phases' bodies, by the host passes (gdn/pass/local_pass_host.cpp).
 #include "gdn/chunk/host_exec.h"
 
 #include "ops/gemm/gemm.h"
@@ -16,8 +16,5 @@ template void HostExec::gemm<float>(bool, bool, int, int, int, float, const floa
                                     const float*, int, float, float*, int, Structure);
 template void HostExec::gemm<double>(bool, bool, int, int, int, double, const double*, int,
                                      const double*, int, double, double*, int, Structure);
-
-template class ChunkKernel<float, HostExec>;
-template class ChunkKernel<double, HostExec>;
 
 }  // namespace gdn

@@ -45,6 +45,7 @@ class ChunkMath {
   Kernel k_;
 };
 
+// Compiled once, with every phase's bodies, in gdn/pass/local_pass_host.cpp.
 extern template class ChunkKernel<float, HostExec>;
 extern template class ChunkKernel<double, HostExec>;
 

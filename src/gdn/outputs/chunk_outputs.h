@@ -1,9 +1,10 @@
 // One chunk's outputs from its entry state (docs/design.md §2), after fla's chunk_fwd_o:
 // o = s (q_g h + P (u - w h)), the step's first three GEMMs (chunk_state_walk.h) without
 // its state update. ChunkKernel's body for any Exec; the GPU's fp32 kernels are
-// outputs_cuda.cuh, the bf16 mode's outputs_bf16.h.
-// Included by chunk/chunk_kernel.h, after ChunkKernel's declaration, and by nothing else.
+// outputs_cuda.cu, the bf16 mode's outputs_bf16.h.
 #pragma once
+
+#include "gdn/chunk/chunk_kernel.h"
 
 namespace gdn {
 

@@ -12,7 +12,7 @@
 
 #include <type_traits>
 
-#include "gdn/pass/bf16_walk.h"
+#include "gdn/chunk/bf16_walk.h"
 
 namespace gdn::rwalk {
 

@@ -3,8 +3,8 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "gdn/chunk/bf16_factors.h"
 #include "gdn/chunk/chunk_kernel.h"
-#include "gdn/pass/bf16_factors.h"
 #include "runtime/devices.h"
 
 namespace gdn {

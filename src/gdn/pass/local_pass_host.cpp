@@ -6,9 +6,14 @@
 #include <algorithm>
 #include <vector>
 
+#include "gdn/adjoint_walk/chunk_adjoint_walk.h"
+#include "gdn/backward/chunk_backward.h"
 #include "gdn/chunk/host_exec.h"
 #include "gdn/head_groups.h"
-#include "gdn/pass/pass_args.h"
+#include "gdn/outputs/chunk_outputs.h"
+#include "gdn/pass/device_passes.h"
+#include "gdn/prepare/chunk_prepare.h"
+#include "gdn/state_walk/chunk_state_walk.h"
 
 namespace gdn::pass {
 
@@ -297,3 +302,12 @@ template void backward(Host, const PassArgs<double>&, const double*, const doubl
                        GdnGradView<double>&, double*, double*);
 
 }  // namespace gdn::pass
+
+namespace gdn {
+
+// The chunk math on the host, compiled once here with every phase's bodies (host_exec.h
+// declares them extern for the other users of HostExec).
+template class ChunkKernel<float, HostExec>;
+template class ChunkKernel<double, HostExec>;
+
+}  // namespace gdn

@@ -2,10 +2,11 @@
 // chunk_scaled_dot_kkt, solve_tril and recompute_w_u: the gates' segmented prefix sums and
 // decays, L and P, T = (I + L)^{-1} by blocks, and the factors w, u, k~, q_g, P, gamma.
 // ChunkKernel's bodies for any Exec: the host pass runs them with HostExec, the GPU's fp32
-// kernel (prepare_cuda.cuh) with CudaExec; the bf16 mode's register kernel is
+// kernel (prepare_cuda.cu) with CudaExec; the bf16 mode's register kernel is
 // prepare_bf16.h.
-// Included by chunk/chunk_kernel.h, after ChunkKernel's declaration, and by nothing else.
 #pragma once
+
+#include "gdn/chunk/chunk_kernel.h"
 
 namespace gdn {
 
@@ -210,7 +211,7 @@ GDN_HD void ChunkKernel<T, Exec>::wy(const ChunkRows<T>& r, T* w, T* u, T* kt, T
     qg[i * K + d] = Gam_[i] * r.q[i * K + d];
   });
   mm(false, false, C, V, C, T(1), Tm_, bV_, T(0), u, Structure::kLowerA);
-  // u as the register kernels keep it (gdn/pass/bf16_factors.h), so that every path's
+  // u as the register kernels keep it (gdn/chunk/bf16_factors.h), so that every path's
   // epilogues read the same u. The gemm's barriers order it: every thread is past the
   // last, the next reads no u.
   if (keeps_bf16<T>(ex_))

@@ -19,16 +19,11 @@
 
 #include <type_traits>
 
+#include "gdn/chunk/bf16_walk.h"
 #include "gdn/chunk/row_math.h"
-#include "gdn/pass/bf16_walk.h"
 #include "ops/l2norm/l2norm.h"
 
 namespace gdn::rwalk {
-
-// Whether prepare runs here (C = 64, K = 64 or 128, V a multiple of 64).
-GDN_HD inline bool prepare_supported(int C, int K, int V) {
-  return C == kC && (K == 64 || K == 128) && V % 64 == 0 && V > 0;
-}
 
 // The per-row vectors of a chunk's gates in shared memory, kC floats each: g and beta (the
 // caller's), the scan's two ping-pong pairs (sum, count), Gamma and e; and the rows'

@@ -11,8 +11,8 @@
 //             3. each piece's exact backward from its entry state and exit adjoint.
 // The scan is the serial correction chain or a Hillis-Steele scan (split_scan.h).
 //
-// It has LocalPass's interface and meaning on the slice [t0, t1) as a whole, so
-// GdnContextParallel uses it in LocalPass's place on the host, at any P: at P > 1 the
+// It is a SlicePass (gdn/pass/slice_pass.h) on the slice [t0, t1) as a whole, as LocalPass
+// is, so GdnContextParallel uses it in LocalPass's place on the host, at any P: at P > 1 the
 // slice's own pair (transition) is the fold of the pieces' pairs and its D (adjoint)
 // the reverse scan from zero. Each piece is one LocalPass per batch row (a B = 1 problem,
 // so its tokens are contiguous), and those B x S passes are the parallel jobs
@@ -77,28 +77,24 @@ class SplitLocalPass {
   // The pieces' local token offsets (pieces() + 1 of them).
   const std::vector<std::int64_t>& bounds() const { return bounds_; }
 
-  // Same meaning as LocalPass's members on the whole slice (gdn/pass/local_pass.h).
+  // SlicePass's members on the whole slice (gdn/pass/slice_pass.h says what each does).
   void prepare();
   void transition(T* M, T* U);
   void output(const T* h_in, T* o, T* ht);
-  // LocalPass::output_from_states on the slice: every piece (or the whole slice, S = 1)
-  // from the chunk entry states its last output() kept through release(Keep::replay).
-  // The next reset() must be on the same slice, inputs and split, so that the pieces are
-  // the ones that kept them.
+  // Every piece (or the whole slice, S = 1) from the chunk entry states its last output()
+  // kept through release(Keep::replay). The next reset() must be on the same slice, inputs
+  // and split, so that the pieces are the ones that kept them.
   void output_from_states(T* o, T* ht);
   void adjoint(const T* dO, const T* dht, T* D);
   // After adjoint() with the same dO and dht (unchanged), it reuses the pieces' D.
   void backward(const T* lambda, const T* dO, const T* dht, GdnGradView<T>& g);
-  // Frees every piece's WY factors (LocalPass::release_factors); the passes that need
-  // them prepare them again.
   void release_factors() {
     whole_.release_factors();
     for (Pass& p : passes_) p.release_factors();
     prepared_.assign(prepared_.size(), 0);
   }
-  // LocalPass::release on every piece (docs/design.md §6c): with Keep::replay every piece
-  // keeps its chunk entry states, for output_from_states() after the next reset(). The
-  // pieces' pairs and D_s go either way: the backward makes what it needs of them again.
+  // On every piece; the pieces' pairs and D_s go either way: the backward makes what it
+  // needs of them again.
   void release(Keep keep) {
     whole_.release(keep);
     for (Pass& p : passes_) p.release(keep);
@@ -153,5 +149,7 @@ class SplitLocalPass {
   const T* D_dO_ = nullptr;
   const T* D_dht_ = nullptr;
 };
+
+static_assert(SlicePass<SplitLocalPass<float>, float>);
 
 }  // namespace gdn

@@ -3,8 +3,9 @@
 // M <- gamma M - k~^T (w M), each on column tiles of the state. ChunkKernel's bodies for
 // any Exec; the GPU's tiled walks are state_walk_tiled.h, the bf16 mode's register walks
 // state_walk_bf16.h.
-// Included by chunk/chunk_kernel.h, after ChunkKernel's declaration, and by nothing else.
 #pragma once
+
+#include "gdn/chunk/chunk_kernel.h"
 
 namespace gdn {
 

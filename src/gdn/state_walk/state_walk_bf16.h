@@ -10,7 +10,7 @@
 // M <- gamma M - k~^T (w M): v_new is w M and the update subtracts.
 #pragma once
 
-#include "gdn/pass/bf16_walk.h"
+#include "gdn/chunk/bf16_walk.h"
 
 namespace gdn::rwalk {
 

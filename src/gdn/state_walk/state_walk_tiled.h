@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "gdn/chunk/chunk_kernel.h"
-#include "gdn/pass/pass_args.h"
-#include "gdn/pass/walk_tiles.h"
+#include "gdn/chunk/pass_args.h"
+#include "gdn/chunk/walk_tiles.h"
+#include "gdn/state_walk/chunk_state_walk.h"
 
 namespace gdn::walk {
 

@@ -166,7 +166,7 @@ GDN_HD FragB warp_b(int lane, int warp, int ks, int c, const Bf16* Bs) {
 
 // beta c + alpha acc, the GEMM's epilogue (beta == 0 never reads c), each operation
 // rounded on its own on the GPU too, so that every kernel built on these mma steps gets
-// the same bits from the same sums (the register walks, gdn/pass/bf16_walk.h).
+// the same bits from the same sums (the register walks, gdn/chunk/bf16_walk.h).
 GDN_HD inline float epilogue(float alpha, float acc, float beta, float c) {
   return hd::add_rn(beta == 0.0f ? 0.0f : hd::mul_rn(beta, c), hd::mul_rn(alpha, acc));
 }

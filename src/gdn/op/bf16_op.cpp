@@ -1,4 +1,4 @@
-#include "gdn/bf16_op.h"
+#include "gdn/op/bf16_op.h"
 
 #include "core/autocast.h"
 #include "core/error.h"

@@ -1,4 +1,4 @@
-#include "gdn/pass/launch_counts.h"
+#include "gdn/chunk/launch_counts.h"
 
 #include <mutex>
 #include <sstream>

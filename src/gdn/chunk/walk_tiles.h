@@ -19,12 +19,12 @@
 
 #include "core/hd.h"
 #include "gdn/chunk/chunk_kernel.h"
-#include "gdn/pass/pass_args.h"
+#include "gdn/chunk/pass_args.h"
 
 namespace gdn::walk {
 
 // The walks' column width for bh = B Hv (batch, value head) pairs on `sms` multiprocessors:
-// 64 where bh ceil(V / 64) blocks already fill them, else 32 (local_pass_cuda.cuh says
+// 64 where bh ceil(V / 64) blocks already fill them, else 32 (gdn/pass/local_pass_cuda.cu says
 // why); and the register outputs' (outputs_bf16.h), whose tiles re-read the chunk's w, q_g
 // and P: 64 where V allows.
 GDN_HD inline int walk_width_for(std::int64_t bh, int V, int sms) {

@@ -14,14 +14,14 @@
 // warps against walk::* and ChunkKernel on the emulated block GEMM and checks that
 // equality.
 //
-// Written against a block policy Blk (the GPU's in gdn/pass/bf16_kernels_cuda.cu, the emulation in
+// Written against a block policy Blk (the GPU's in gdn/chunk/bf16_launch.cuh, the emulation in
 // the test):
 //   warps(f): f(w, warp index, that warp's State<W>) for each warp the caller runs, with w
 //     a warp policy W: Reg<T> (one lane's T on the GPU, every lane's when emulated),
 //     make(f) -> Reg<R> with R = f(lane), each(f), at(reg, lane), mma(d, a, b) (d += a b)
 //   threads(f): f(tid) for each thread the caller runs
 //   sync(): a barrier; copy16(dst, src): 16 bytes, asynchronous; commit(); wait_all()
-// The chunks' factors are Bf16Factors blocks (gdn/pass/bf16_factors.h): w, k~, q_g, P and u
+// The chunks' factors are Bf16Factors blocks (gdn/chunk/bf16_factors.h): w, k~, q_g, P and u
 // come into shared memory as the bf16 tiles they are stored as.
 // docs/design.md §2f.
 #pragma once
@@ -31,10 +31,10 @@
 
 #include "core/bf16.h"
 #include "core/hd.h"
+#include "gdn/chunk/bf16_factors.h"
 #include "gdn/chunk/chunk_kernel.h"
-#include "gdn/pass/bf16_factors.h"
-#include "gdn/pass/pass_args.h"
-#include "gdn/pass/walk_tiles.h"
+#include "gdn/chunk/pass_args.h"
+#include "gdn/chunk/walk_tiles.h"
 #include "ops/mma/block_gemm_bf16.h"
 #include "ops/mma/mma_fragments.h"
 
@@ -48,6 +48,11 @@ constexpr int kMaxChunkTiles = 4;  // of a C x bv tile (bv = 64)
 // walked matrix's column count (V, or K for M).
 GDN_HD inline bool supported(int C, int K, int width, int bv) {
   return C == kC && (K == 64 || K == 128) && (bv == 32 || bv == 64) && width % bv == 0;
+}
+// Whether the register prepare (gdn/prepare/prepare_bf16.h) and the backward's chunk
+// kernels run here (C = 64, K = 64 or 128, V a multiple of 64).
+GDN_HD inline bool prepare_supported(int C, int K, int V) {
+  return C == kC && (K == 64 || K == 128) && V % 64 == 0 && V > 0;
 }
 
 // A warp's 16 x 8 tiles of a matrix: rows r0 + [0, 16), columns j0 + 8 c for c < tiles.

@@ -1,11 +1,11 @@
-// What the fp32 and fp64 CUDA kernels of the passes share (pass/local_pass_cuda.cuh): a
+// What the fp32 and fp64 CUDA kernels of the phases share (gdn/<phase>/<phase>_cuda.cu): a
 // chunk job's slice of the workspace (the ChunkKernel's scratch, then the chunk's rows),
 // block-cooperative copies, and the dynamic shared tile of the V-tiled walks.
 #pragma once
 
 #include "gdn/chunk/chunk_kernel.h"
 #include "gdn/chunk/cuda_exec.cuh"
-#include "gdn/pass/pass_args.h"
+#include "gdn/chunk/pass_args.h"
 
 namespace gdn::pass {
 
@@ -92,7 +92,7 @@ __device__ ChunkKernel<T, CudaExec> kernel_of(const PassArgs<T>& a, const BlockB
   return ChunkKernel<T, CudaExec>(a.C, a.K, a.V, a.scale, buf.kernel, CudaExec{a.gemm});
 }
 
-// ---- The V-tiled sequential walks (gdn/pass/walk_tiles.h, gdn/state_walk/state_walk_tiled.h,
+// ---- The V-tiled sequential walks (gdn/chunk/walk_tiles.h, gdn/state_walk/state_walk_tiled.h,
 // gdn/adjoint_walk/adjoint_walk_tiled.h: the job bodies, shared with the CPU tests): one block per
 // (batch * value head, column tile) job, the tile in dynamic shared memory ----
 

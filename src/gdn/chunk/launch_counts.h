@@ -1,5 +1,5 @@
 // What the GPU passes launched, per phase: how many launches took the bf16 register kernel
-// (pass/bf16_kernels_cuda.cu) and how many the tiled CudaExec kernel, and, where a register
+// (gdn/chunk/bf16_launch.cuh) and how many the tiled CudaExec kernel, and, where a register
 // kernel existed for the phase but was not taken in the bf16 mode, why (the last reason).
 // Process-wide; gdn_bench and gdn_kernel print it after a CUDA run, the GPU tests assert on
 // it, so a silent fallback to the slow path shows (docs/gpu.md). Host code only: CPU
@@ -32,7 +32,7 @@ void reset_launch_counts();
 // One line per phase: "prepare: 4 register, 0 tiled" (+ "; fallback: why").
 std::string format_launch_counts();
 
-// What decides whether a register kernel runs (pass/bf16_kernels_cuda.cu's usable()), as
+// What decides whether a register kernel runs (gdn/chunk/bf16_launch.cuh: usable()), as
 // plain values so that the CPU tests check the reasons.
 struct RegisterConditions {
   bool bf16_mode = false;        // the pass runs its GEMMs on bf16 tensor cores

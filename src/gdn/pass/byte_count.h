@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "gdn/pass/bf16_factors.h"
-#include "gdn/pass/walk_tiles.h"
+#include "gdn/chunk/bf16_factors.h"
+#include "gdn/chunk/walk_tiles.h"
 #include "gdn/problem.h"
 
 namespace gdn {
@@ -22,7 +22,7 @@ struct KernelBytes {
   double read, written, reread;
 };
 
-// sms: the GPU's multiprocessors, which set the walks' column width (local_pass_cuda.cuh).
+// sms: the GPU's multiprocessors, which set the walks' column width (gdn/chunk/cuda_launch.cuh).
 inline std::vector<KernelBytes> bf16_op_bytes(const GdnProblem& p, int sms) {
   const double C = p.chunk_size, K = p.K, V = p.V, G = p.group();
   const double chunks = double(p.B) * p.Hv * double((p.T + p.chunk_size - 1) / p.chunk_size);

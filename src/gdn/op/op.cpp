@@ -1,4 +1,4 @@
-#include "gdn/op.h"
+#include "gdn/op/op.h"
 
 #include "gdn/empty_sequences.h"
 #include "runtime/devices.h"
