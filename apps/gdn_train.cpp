@@ -28,6 +28,7 @@
 #include "comm/mpi_communicator.h"
 #include "common/app_common.h"
 #include "common/device_flag.h"
+#include "common/train_flags.h"
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "core/host_memory.h"
@@ -44,7 +45,6 @@
 #include "train/run_paths.h"
 #include "train/trainer.h"
 #if GDN_HAVE_CUDA
-#include "comm/device_communicator.h"
 #include "runtime/cuda_device.h"
 #endif
 
@@ -90,13 +90,7 @@ cxxopts::Options make_options() {
       "(calls, bytes sent and received per call site) to this JSON file: what gdn_plan "
       "predicts",
       cxxopts::value<std::string>());
-  for (const TrainField& f : train_fields())
-    if (*f.flag) {
-      auto value = cxxopts::value<std::string>();
-      // A switch: the bare flag means true.
-      if (std::holds_alternative<bool TrainConfig::*>(f.member)) value->implicit_value("true");
-      o.add_options()(f.flag, std::string(f.help) + " [train." + f.key + "]", value);
-    }
+  app::add_train_flags(o);
   o.add_options()(
       "resume",
       "continue from the newest complete checkpoint in the checkpoint directory; refused when "
@@ -199,9 +193,7 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
     }
     s.tie_note = tie_head_from_checkpoint(s.init_from, s.cfg.model);
   }
-  for (const TrainField& f : train_fields())
-    if (*f.flag && res.count(f.flag))
-      set_train_field_text(s.cfg.train, f, res[f.flag].as<std::string>());
+  app::apply_train_flags(res, s.cfg.train);
   const TrainConfig& t = s.cfg.train;
   s.resume = res.count("resume") > 0;
   GDN_CHECK(!s.resume || !t.checkpoint_dir.empty(),
@@ -329,11 +321,8 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
     return 1;
   // Building the mesh and loading a checkpoint can fail too: agree before training.
   if (!app::run_setup_collectively(world, [&] {
-#if GDN_HAVE_CUDA
         // Picks this rank's GPU before the model allocates anything there.
-        if constexpr (std::is_same_v<Dev, Cuda>)
-          device_world = make_device_communicator(MPI_COMM_WORLD);
-#endif
+        device_world = app::make_device_world(s.device);
         TrainerOptions opt;
         opt.resume = s.resume;
         opt.overwrite_checkpoints = s.overwrite_checkpoints;
@@ -397,17 +386,6 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
       s.cfg.train.cp, format_bytes(double(result.steps.back().peak_rss)), cpu_max,
       cpu_sum / world.size());
   return 0;
-}
-
-// --device auto resolves on each rank: a job where only some ranks see a GPU must not
-// split into CPU and GPU ranks. Collective over world.
-void require_same_device(Communicator& world, app::Device d) {
-  int hi = int(d), neg_lo = -int(d);
-  world.all_reduce_max(&hi, 1, app_sites::kDevice);
-  world.all_reduce_max(&neg_lo, 1, app_sites::kDevice);
-  GDN_CHECK(hi == -neg_lo,
-            "--device: some ranks see a GPU and some do not; pass --device cpu "
-            "or run every rank where a GPU is visible");
 }
 
 // Dispatches on dtype and device.
@@ -477,7 +455,7 @@ int main(int argc, char** argv) {
         const std::string heartbeats =
             s.cfg.train.watchdog_s > 0 ? app::make_heartbeat_dir(world) : std::string();
         Watchdog watchdog(s.cfg.train.watchdog_s, world.rank(), world.size(), heartbeats);
-        if (!app::run_setup_collectively(world, [&] { require_same_device(world, s.device); }))
+        if (!app::run_setup_collectively(world, [&] { app::require_same_device(world, s.device); }))
           return 1;
         if (world.rank() == 0) announce(s, world.size());
         int rc = 0;

@@ -20,7 +20,8 @@
 #   2. the GPU tests with CUDA_LAUNCH_BLOCKING=1 and GDN_TEST_NEEDS_GPU=1 (no GPU visible
 #      is a failure there, never a skip read as a pass);
 #   3. gdn_kernel GPU vs CPU and cp = 2 vs cp = 1; a compute-sanitizer memcheck of a small
-#      case; gdn_train GPU vs CPU (20 steps, GDN-only);
+#      case; gdn_train GPU vs CPU (20 steps, GDN-only); gdn_eval on the GPU against
+#      transformers' qwen3_next_moe fixture (f64, cp = 2: loss terms 1e-12, gradients 1e-9);
 #   4. the benchmark table: gdn_bench (fp32, TF32 GEMMs, the bf16 mode), fla's and
 #      FlashQLA's chunk_gated_delta_rule (bf16), two rounds alternating the three;
 #      gdn_attn_bench (flash, bf16) beside torch's SDPA flash backend at 32K
@@ -161,7 +162,7 @@ export PATH=$MPI_PREFIX/bin:$PATH
 export LD_LIBRARY_PATH=$DEPS/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 MPIRUN=$MPI_PREFIX/bin/mpirun
 row "MPI" info "$("$MPI_PREFIX/bin/mpicxx" --showme:version 2>&1 | head -1)"
-TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_bench gdn_attn_bench gdn_plan)
+TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_eval gdn_bench gdn_attn_bench gdn_plan)
 if [ "$DRY" -eq 0 ]; then
   # NCCL from the pip package nvidia-nccl-cu13 (libnccl.so.2, no libnccl.so), else the toolkit's.
   NCCL_ROOT=$(python3 -c "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(list(s.submodule_search_locations)[0])" 2>/dev/null || true)
@@ -261,6 +262,20 @@ TRAIN=("$BUILD/apps/gdn_train" --config configs/tiny.json --steps 20 --seq-len 5
 step "gdn_train reference (cpu, cp=1)" 60 "${NP1[@]}" "${TRAIN[@]}" --device cpu --log "$W/cpu.jsonl"
 step "gdn_train $DEV cp=1" 60 "${NP1[@]}" "${TRAIN[@]}" --device "$DEV" --log "$W/dev1.jsonl"
 [ "$DRY" -eq 0 ] && step "gdn_train cuda cp=1 vs the reference (tol 1e-3)" 15 python3 scripts/compare_losses.py "$W/dev1.jsonl" "$W/cpu.jsonl" 1e-3
+echo "== gdn_eval on $DEV: transformers' parity fixture (qwen3_next_moe, f64)"
+# gdn_train's own assembly (train/run.h) against transformers on the device: the loss terms
+# to 1e-12 and every gradient to 1e-9, as tests/cli/test_hf.sh holds them on the CPU.
+FIX=tests/fixtures/hf/qwen3_next_moe
+step "gdn_eval $DEV cp=2 on the fixture" 60 bash -c 'out=$1; shift; "$@" >"$out"' _ "$W/eval.json" \
+  "${NP2[@]}" "$BUILD/apps/gdn_eval" --device "$DEV" --init-from "$FIX" --tokens "$FIX/tokens.npy" \
+  --dtype f64 --chunk-size 16 --grads-out "$W/eval_grads"
+step "gdn_eval $DEV: loss terms as transformers (1e-12)" 15 python3 -c "
+import json, sys
+got = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); want = json.load(open(sys.argv[2]))
+bad = [k for k in ('loss', 'aux_loss', 'total', 'tokens') if abs(got[k] - want[k]) > 1e-12 * abs(want[k])]
+print({k: (got[k], want[k]) for k in ('loss', 'aux_loss', 'total', 'tokens')})
+sys.exit(1 if bad else 0)" "$W/eval.json" "$FIX/expected.json"
+step "gdn_eval $DEV: every gradient as transformers (1e-9)" 15 "$BUILD/apps/gdn_npy_diff" "$W/eval_grads" "$FIX/grads" --tol 1e-9
 
 # The benchmark apps on the CPU in the dry run: they start, parse and print (timed in 4).
 if [ "$DRY" -eq 1 ]; then

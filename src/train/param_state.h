@@ -53,6 +53,9 @@ class ParamState {
   virtual std::size_t local_count() const = 0;
   // Sets them (collective: optimizer gathers the resident values).
   virtual void set_local_values(const std::vector<T>& values) = 0;
+  // The gradients in the same places, after reduce_gradients(): their sums over the ranks
+  // (gdn_eval writes them; a training step reads them on the device).
+  virtual std::vector<T> local_grads() const = 0;
   // AdamW's first (m) or second (v) moments in the same places.
   virtual std::vector<T> local_moments(bool second) const = 0;
   virtual void set_local_moments(const std::vector<T>& m, const std::vector<T>& v) = 0;

@@ -42,6 +42,7 @@ class ReplicatedState final : public ParamState<T, Dev> {
   double update(const AdamWConfig& c, std::int64_t step, double lr, double clip) override;
   std::string first_nonfinite(bool grads) override;
   std::vector<T> local_values() const override { return model_.params().host_values(); }
+  std::vector<T> local_grads() const override { return model_.params().host_grads(); }
   std::size_t local_count() const override;
   void set_local_values(const std::vector<T>& values) override;
   std::vector<T> local_moments(bool second) const override;

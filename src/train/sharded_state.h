@@ -70,6 +70,7 @@ class ShardedState final : public UnitGather, public ParamState<T, Dev> {
   // ParamState: the owned part and its moments on the host, and their runs of the whole
   // model (written and read alike).
   std::vector<T> local_values() const override { return to_host<Dev>(values_); }
+  std::vector<T> local_grads() const override { return to_host<Dev>(grads_); }
   std::size_t local_count() const override { return std::size_t(partition_.owned()); }
   void set_local_values(const std::vector<T>& values) override { set_owned_values(values); }
   std::vector<T> local_moments(bool second) const override {

@@ -37,49 +37,6 @@ namespace {
 // every signal number.
 constexpr int kLockLost = 1 << 10;
 
-// What this rank's memory estimate is made of (the largest shard).
-EstimateInputs estimate_inputs(const RunConfig& cfg, int elem_bytes, PairScan scan) {
-  const TrainConfig& t = cfg.train;
-  return {
-      cfg.model,
-      ShardShape::largest(t.batch_size / std::max(1, t.dp), t.seq_len, t.cp, t.chunk_size, scan),
-      elem_bytes,
-      t.recompute == Recompute::layer,
-      StateLayout{t.shard, t.dp * t.cp, t.ep},
-      t.dtype == DType::bf16};
-}
-
-// The pair scan of every GDN layer, train.pair_scan with auto resolved
-// (model/pair_scan_choice.h), the same on every rank: log_depth when any rank needs it to fit.
-PairScanChoice agreed_pair_scan(const RunConfig& cfg, int elem_bytes, std::int64_t available,
-                                Communicator& world) {
-  PairScanChoice c = resolve_pair_scan(
-      cfg.train.pair_scan, estimate_inputs(cfg, elem_bytes, PairScan::allgather), available);
-  int log_depth = c.scan == PairScan::log_depth;
-  world.all_reduce_max(&log_depth, 1, train_sites::kPairScanAgree);
-  if (log_depth && c.scan != PairScan::log_depth)
-    c = {PairScan::log_depth, "another rank needs it to fit its memory"};
-  return c;
-}
-
-// This rank's memory estimate; throws, with the numbers, when it exceeds `available`.
-MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64_t available,
-                                PairScan scan) {
-  const TrainConfig& t = cfg.train;
-  const EstimateInputs in = estimate_inputs(cfg, elem_bytes, scan);
-  const ShardShape& s = in.shape;
-  const MemoryEstimate e =
-      estimate_memory(cfg.model, s, elem_bytes, in.recompute, in.state, in.bf16);
-  if (available >= 0 && e.total() > available)
-    throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
-                (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
-                dtype_name(t.dtype), ", pair_scan ", name_of(scan), "), but only ",
-                format_bytes(double(available)),
-                " is available to it; use more cp ranks, a shorter seq_len, a smaller batch or "
-                "train.shard optimizer or full");
-  return e;
-}
-
 // "" when a checkpoint's config describes the model `m`, else why not ("was written by a
 // different model (checkpoint vs this run): model.key: a vs b; ...").
 std::string model_mismatch(const std::string& config_json, const ModelConfig& m) {
@@ -104,52 +61,28 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
                          const TrainerOptions& opt)
     : cfg_(cfg),
       opt_(opt),
-      pair_scan_(agreed_pair_scan(cfg, int(sizeof(T)), opt.memory_available, world)),
-      estimate_(checked_estimate(cfg, int(sizeof(T)), opt.memory_available, pair_scan_.scan)),
       world_(world),
-      mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp, cfg.train.ep)),
-      shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
-      model_(cfg.model, cfg.train.chunk_size,
-             ModelOptions{
-                 cfg.train.recompute == Recompute::layer, 0, cfg.train.shard == Sharding::full,
-                 ExpertSplit{cfg.train.ep, mesh_.ep_rank}, cfg.train.dtype == DType::bf16}),
+      run_(cfg, world, dev_world, opt.memory_available),
       whole_(parameter_infos(cfg.model)),
       adamw_config_(adamw_config(cfg.train)),
       data_(opt.data ? opt.data
                      : make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
                                          cfg.train.seq_len)) {
-  GDN_CHECK(dev_world.size() == world.size() && dev_world.rank() == world.rank(),
-            "Trainer: the device communicator must hold the same ranks as the world");
   identity_ = run_identity(cfg_, *data_);
-  ModelComms comms;
-  comms.cp = mesh_.cp_comm.get();
-  comms.cp_options.attention_layer_local =
-      cfg.train.attention_load_balance == AttentionLoadBalance::layer_local;
-  comms.cp_options.pair_scan = pair_scan_.scan;
-  comms.batch = mesh_.world;
-  if (mesh_.ep > 1) {
-    // The routed rows move in Dev's memory, their counts in the host's.
-    if constexpr (!std::is_same_v<Dev, Host>)
-      host_ep_comm_ = world.split(world.rank() / mesh_.ep, mesh_.ep_rank);
-    comms.expert_rows = mesh_.ep_comm.get();
-    comms.expert_counts = host_ep_comm_ ? host_ep_comm_.get() : mesh_.ep_comm.get();
-  }
-  model_.set_comms(comms);
   progress("initialising the model");
   profile::enable(cfg.train.profile);  // this thread runs the steps
   // On a GPU the profile waits for the device at each scope boundary (core/profile.h).
   profile::set_wait(cfg.train.profile && !std::is_same_v<Dev, Host> ? &Dev::synchronize : nullptr);
-  state_ = make_param_state<T, Dev>(cfg.train, model_, mesh_, world,
-                                    host_ep_comm_ ? host_ep_comm_.get() : mesh_.ep_comm.get());
-  state_->init(cfg.train.seed);
+  run_.state().init(cfg.train.seed);
   if (!opt.init_from.empty()) {
     progress("reading the Hugging Face weights");
     // Each rank reads its elements of each tensor (its owned parts, or every parameter
     // it holds), all of them, so the seeded values are not needed here.
-    std::vector<T> mine(state_->local_count());
+    std::vector<T> mine(run_.state().local_count());
     std::vector<std::string> skipped;
-    read_hf_weights(opt.init_from, cfg.model, whole_, state_->read_runs(), mine.data(), skipped);
-    state_->set_local_values(mine);
+    read_hf_weights(opt.init_from, cfg.model, whole_, run_.state().read_runs(), mine.data(),
+                    skipped);
+    run_.state().set_local_values(mine);
     if (world.rank() == 0)
       spdlog::info("initial weights from {}{}", opt.init_from,
                    skipped.empty()
@@ -177,8 +110,8 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
 template <typename T, typename Dev>
 void Trainer<T, Dev>::export_hf(const std::string& dir, std::int64_t max_file_bytes,
                                 DType file_dtype) const {
-  const std::vector<T> values = state_->local_values();
-  write_hf_export(world_, dir, cfg_.model, whole_, state_->written_runs(), values.data(),
+  const std::vector<T> values = run_.state().local_values();
+  write_hf_export(world_, dir, cfg_.model, whole_, run_.state().written_runs(), values.data(),
                   max_file_bytes, file_dtype);
   if (world_.rank() == 0)
     spdlog::info("wrote a Hugging Face checkpoint of the weights ({}) to {}",
@@ -262,10 +195,10 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::resume() {
   progress("loading the checkpoint");
   const std::string& dir = cfg_.train.checkpoint_dir;
-  const std::size_t n = state_->local_count();
+  const std::size_t n = run_.state().local_count();
   std::vector<T> values(n), m(n), v(n);
   const std::optional<LoadedCheckpoint> loaded = load_newest_checkpoint<T>(
-      world_, dir, whole_, state_->read_runs(), values.data(), m.data(), v.data(),
+      world_, dir, whole_, run_.state().read_runs(), values.data(), m.data(), v.data(),
       [&](const CheckpointFile& f) {
         const ResumeRefusal r = resume_refusal(f, opt_.accepted_changes);
         if (r.why.empty()) return;
@@ -295,8 +228,8 @@ void Trainer<T, Dev>::resume() {
     }
     return;
   }
-  state_->set_local_values(values);
-  state_->set_local_moments(m, v);
+  run_.state().set_local_values(values);
+  run_.state().set_local_moments(m, v);
   const TrainingState& s = loaded->state;
   step_ = saved_step_ = s.step;
   if (world_.rank() != 0) return;
@@ -355,10 +288,10 @@ template <typename T, typename Dev>
 Batch Trainer<T, Dev>::read_batch() {
   progress("reading data");
   profile::Region region("data");
-  Batch b =
-      next_batch(*data_, cfg_.train, cfg_.model.eos_token_id, shard_, mesh_.dp_rank, step_, world_);
+  Batch b = next_batch(*data_, cfg_.train, cfg_.model.eos_token_id, run_.shard(),
+                       run_.mesh().dp_rank, step_, world_);
   if (b.documents && !documents_reported_)
-    report_documents(world_, mesh_.cp_rank, cfg_.train, *data_, cfg_.model.eos_token_id,
+    report_documents(world_, run_.mesh().cp_rank, cfg_.train, *data_, cfg_.model.eos_token_id,
                      *b.documents, b.global_targets, step_);
   documents_reported_ = documents_reported_ || b.documents.has_value();
   return b;
@@ -366,28 +299,11 @@ Batch Trainer<T, Dev>::read_batch() {
 
 template <typename T, typename Dev>
 StepRecord Trainer<T, Dev>::forward_backward(const Batch& b) {
-  const TrainConfig& t = cfg_.train;
-  std::optional<profile::Region> data_region;
-  data_region.emplace("data");
-  const Buffer<Dev, std::int32_t> tokens = to_device<Dev>(b.tokens.data(), b.tokens.size());
-  const Buffer<Dev, std::int32_t> targets = to_device<Dev>(b.targets.data(), b.targets.size());
-  data_region.reset();
-  model_.params().zero_grad();
-  state_->zero_grad();
   StepRecord r;
   r.step = step_;
   r.lr = learning_rate(adamw_config_, step_);
   r.tokens = b.global_targets;
-  progress("forward and backward");
-  const StepShard shard{shard_, t.seq_len, b.documents ? &*b.documents : nullptr};
-  const auto losses = model_.forward_backward(shard, tokens.data(), targets.data(), b.rows,
-                                              1.0 / double(b.global_targets));
-  // Sum the gradients over every rank (dp and cp alike): replicated, by one all-reduce;
-  // sharded, each rank gets its part's sums (full: done as the backward went).
-  if (const char* phase = state_->reduce_phase()) {
-    progress(phase);
-    state_->reduce_gradients();
-  }
+  const auto losses = run_.forward_backward(b, [this](const char* phase) { progress(phase); });
   double loss = losses.ce_sum;
   progress(train_sites::kLossAllReduce);
   world_.all_reduce_sum(&loss, 1, train_sites::kLossAllReduce);
@@ -404,21 +320,21 @@ template <typename T, typename Dev>
 void Trainer<T, Dev>::update(StepRecord& r) {
   progress("optimizer");
   profile::Region region("optimizer");
-  r.grad_norm = state_->grad_norm();
+  r.grad_norm = run_.state().grad_norm();
   // After the all-reduces every rank holds the same loss and gradients, so every rank
   // takes the same decision here.
   if (!std::isfinite(r.total) || !std::isfinite(r.grad_norm)) {
     r.diverged = "step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(r.loss) +
                  " and the gradient norm " + std::to_string(r.grad_norm) +
-                 "; the first non-finite gradient is '" + state_->first_nonfinite(true) + "'";
+                 "; the first non-finite gradient is '" + run_.state().first_nonfinite(true) + "'";
     return;
   }
   // Clipping is a factor AdamW applies as it reads the gradients (the bits of scaling them
   // first, without that pass); the gradients themselves stay unclipped.
   const double clip = clip_factor(r.grad_norm, cfg_.train.grad_clip);
-  if (!std::isfinite(state_->update(adamw_config_, step_, r.lr, clip)))
+  if (!std::isfinite(run_.state().update(adamw_config_, step_, r.lr, clip)))
     r.diverged = "step " + std::to_string(step_ + 1) + ": the update made parameter '" +
-                 state_->first_nonfinite(false) + "' non-finite";
+                 run_.state().first_nonfinite(false) + "' non-finite";
 }
 
 template <typename T, typename Dev>
@@ -517,12 +433,12 @@ void Trainer<T, Dev>::save_to(const std::string& dir) {
   nlohmann::json config = to_json(cfg_);
   config["run"] = identity_;
   s.config_json = config.dump();
-  const std::vector<GlobalRun> runs = state_->written_runs();
+  const std::vector<GlobalRun> runs = run_.state().written_runs();
   std::vector<T> values, m, v;
   if (!runs.empty()) {
-    values = state_->local_values();
-    m = state_->local_moments(false);
-    v = state_->local_moments(true);
+    values = run_.state().local_values();
+    m = run_.state().local_moments(false);
+    v = run_.state().local_moments(true);
   }
   save_checkpoint_set(world_, dir, s, whole_, runs, values.data(), m.data(), v.data());
 }
@@ -532,9 +448,7 @@ RunResult Trainer<T, Dev>::run() {
   RunResult out;
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
-  mesh_.cp_comm->reset_counters();
-  for (auto* c : {mesh_.ep_comm.get(), mesh_.expert_comm.get(), host_ep_comm_.get()})
-    if (c) c->reset_counters();
+  for (Communicator* c : run_.group_comms()) c->reset_counters();
   // Readings of the world's counters before the first step (write_exchange_record).
   // A signal during set-up stops the run before its first step (outside the first step's
   // counters, which gdn_plan predicts).
@@ -543,17 +457,17 @@ RunResult Trainer<T, Dev>::run() {
                  cfg_.train.steps,
                  step_ > 0 ? " (pass a larger --steps to continue it)" : std::string());
   int stop = step_ < cfg_.train.steps ? agreed_stop_signal() : 0;
-  const CounterReadings before{world_.counters(), mesh_.world->counters()};
+  const CounterReadings before{world_.counters(), run_.mesh().world->counters()};
   while (!stop && step_ < cfg_.train.steps) {
     out.steps.push_back(step());
     const StepRecord& r = out.steps.back();
-    if (out.steps.size() == 1 && !opt_.exchange_out.empty())
-      write_exchange_record(
-          world_, *mesh_.world,
-          {mesh_.cp_comm.get(), mesh_.ep_comm.get(), mesh_.expert_comm.get(), host_ep_comm_.get()},
-          before, mesh_, step_, opt_.exchange_out);
+    if (out.steps.size() == 1 && !opt_.exchange_out.empty()) {
+      const std::vector<Communicator*> groups = run_.group_comms();
+      write_exchange_record(world_, *run_.mesh().world, {groups.begin(), groups.end()}, before,
+                            run_.mesh(), step_, opt_.exchange_out);
+    }
     if (out.steps.size() == 1)
-      report_exchange(world_, *mesh_.cp_comm, double(model_.attention_pairs()),
+      report_exchange(world_, *run_.mesh().cp_comm, double(run_.model().attention_pairs()),
                       cfg_.train.attention_load_balance);
     if (!r.diverged.empty()) {
       out.stopped = r.diverged + ": stopping; no checkpoint was written for this step";

@@ -29,6 +29,7 @@
 #include "train/mesh.h"
 #include "train/optimizer.h"
 #include "train/param_state.h"
+#include "train/run.h"
 #include "train/run_config.h"
 #include "train/state_gather.h"
 #include "train/step_log.h"
@@ -105,9 +106,9 @@ class Trainer {
   StepRecord step();
 
   std::int64_t next_step() const { return step_; }
-  const MemoryEstimate& memory_estimate() const { return estimate_; }
+  const MemoryEstimate& memory_estimate() const { return run_.estimate(); }
   // How the GDN layers scan their pairs, and why (train.pair_scan, auto resolved).
-  const PairScanChoice& pair_scan() const { return pair_scan_; }
+  const PairScanChoice& pair_scan() const { return run_.pair_scan(); }
   // Rank 0 writes the current weights as a Hugging Face checkpoint (train/hf_export.h),
   // every rank sending its part one file at a time; collective.
   // file_dtype: the tensors' dtype (f32, f64 or bf16).
@@ -117,8 +118,8 @@ class Trainer {
   // beside `export_dir` (EXPORT.rescue-step-N), else under $TMPDIR (or /tmp). Collective;
   // returns its manifest's path, or "" when no place could take it (each failure warned).
   std::string save_rescue(const std::string& export_dir);
-  Model<T, Dev>& model() { return model_; }
-  const Mesh& mesh() const { return mesh_; }
+  Model<T, Dev>& model() { return run_.model(); }
+  const Mesh& mesh() const { return run_.mesh(); }
 
  private:
   void progress(const char* phase);
@@ -152,16 +153,12 @@ class Trainer {
 
   RunConfig cfg_;
   TrainerOptions opt_;
-  PairScanChoice pair_scan_;  // first: the estimate depends on it
-  MemoryEstimate estimate_;   // computed and checked before anything is allocated
   Communicator& world_;
-  Mesh mesh_;  // over dev_world
-  Shard shard_;
-  Model<T, Dev> model_;
+  // The mesh, the model and its ranks, the parameters' state (replicated or sharded), the
+  // pair scan and the memory estimate (train/run.h).
+  Run<T, Dev> run_;
   std::vector<ParamInfo> whole_;  // the parameters of the whole model (ep = 1): checkpoints
-  std::unique_ptr<Communicator> host_ep_comm_;  // the ep group on the host, when Dev is not
   AdamWConfig adamw_config_;
-  std::unique_ptr<ParamState<T, Dev>> state_;  // replicated or sharded (train/param_state.h)
   std::shared_ptr<const TokenSource> data_;
   std::int64_t step_ = 0;
   std::string lock_lost_;

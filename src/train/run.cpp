@@ -1,0 +1,125 @@
+#include "train/run.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "comm/call_sites.h"
+#include "core/error.h"
+#include "core/profile.h"
+#include "runtime/devices.h"
+
+namespace gdn {
+
+EstimateInputs estimate_inputs(const RunConfig& cfg, int elem_bytes, PairScan scan) {
+  const TrainConfig& t = cfg.train;
+  return {
+      cfg.model,
+      ShardShape::largest(t.batch_size / std::max(1, t.dp), t.seq_len, t.cp, t.chunk_size, scan),
+      elem_bytes,
+      t.recompute == Recompute::layer,
+      StateLayout{t.shard, t.dp * t.cp, t.ep},
+      t.dtype == DType::bf16};
+}
+
+namespace {
+
+// The pair scan of every GDN layer, train.pair_scan with auto resolved
+// (model/pair_scan_choice.h), the same on every rank: log_depth when any rank needs it to fit.
+PairScanChoice agreed_pair_scan(const RunConfig& cfg, int elem_bytes, std::int64_t available,
+                                Communicator& world) {
+  PairScanChoice c = resolve_pair_scan(
+      cfg.train.pair_scan, estimate_inputs(cfg, elem_bytes, PairScan::allgather), available);
+  int log_depth = c.scan == PairScan::log_depth;
+  world.all_reduce_max(&log_depth, 1, train_sites::kPairScanAgree);
+  if (log_depth && c.scan != PairScan::log_depth)
+    c = {PairScan::log_depth, "another rank needs it to fit its memory"};
+  return c;
+}
+
+// This rank's memory estimate; throws, with the numbers, when it exceeds `available`.
+MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64_t available,
+                                PairScan scan) {
+  const TrainConfig& t = cfg.train;
+  const EstimateInputs in = estimate_inputs(cfg, elem_bytes, scan);
+  const ShardShape& s = in.shape;
+  const MemoryEstimate e =
+      estimate_memory(cfg.model, s, elem_bytes, in.recompute, in.state, in.bf16);
+  if (available >= 0 && e.total() > available)
+    throw_error("the model does not fit: this rank needs an estimated ", e.describe(), " (", s.B,
+                (s.B == 1 ? " sequence of " : " sequences of "), s.Tl, " tokens per rank, ",
+                dtype_name(t.dtype), ", pair_scan ", name_of(scan), "), but only ",
+                format_bytes(double(available)),
+                " is available to it; use more cp ranks, a shorter seq_len, a smaller batch or "
+                "train.shard optimizer or full");
+  return e;
+}
+
+}  // namespace
+
+template <typename T, typename Dev>
+Run<T, Dev>::Run(const RunConfig& cfg, Communicator& world, Communicator& dev_world,
+                 std::int64_t memory_available)
+    : cfg_(cfg),
+      pair_scan_(agreed_pair_scan(cfg, int(sizeof(T)), memory_available, world)),
+      estimate_(checked_estimate(cfg, int(sizeof(T)), memory_available, pair_scan_.scan)),
+      mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp, cfg.train.ep)),
+      shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),
+      model_(cfg.model, cfg.train.chunk_size,
+             ModelOptions{
+                 cfg.train.recompute == Recompute::layer, 0, cfg.train.shard == Sharding::full,
+                 ExpertSplit{cfg.train.ep, mesh_.ep_rank}, cfg.train.dtype == DType::bf16}) {
+  GDN_CHECK(dev_world.size() == world.size() && dev_world.rank() == world.rank(),
+            "Run: the device communicator must hold the same ranks as the world");
+  ModelComms comms;
+  comms.cp = mesh_.cp_comm.get();
+  comms.cp_options.attention_layer_local =
+      cfg.train.attention_load_balance == AttentionLoadBalance::layer_local;
+  comms.cp_options.pair_scan = pair_scan_.scan;
+  comms.batch = mesh_.world;
+  if (mesh_.ep > 1) {
+    // The routed rows move in Dev's memory, their counts in the host's.
+    if constexpr (!std::is_same_v<Dev, Host>)
+      host_ep_comm_ = world.split(world.rank() / mesh_.ep, mesh_.ep_rank);
+    comms.expert_rows = mesh_.ep_comm.get();
+    comms.expert_counts = host_ep_comm();
+  }
+  model_.set_comms(comms);
+  state_ = make_param_state<T, Dev>(cfg.train, model_, mesh_, world, host_ep_comm());
+}
+
+template <typename T, typename Dev>
+std::vector<Communicator*> Run<T, Dev>::group_comms() const {
+  std::vector<Communicator*> out{mesh_.cp_comm.get()};
+  for (Communicator* c : {mesh_.ep_comm.get(), mesh_.expert_comm.get(), host_ep_comm_.get()})
+    if (c) out.push_back(c);
+  return out;
+}
+
+template <typename T, typename Dev>
+typename Model<T, Dev>::Losses Run<T, Dev>::forward_backward(
+    const Batch& b, const std::function<void(const char*)>& phase) {
+  std::optional<profile::Region> data_region;
+  data_region.emplace("data");
+  const Buffer<Dev, std::int32_t> tokens = to_device<Dev>(b.tokens.data(), b.tokens.size());
+  const Buffer<Dev, std::int32_t> targets = to_device<Dev>(b.targets.data(), b.targets.size());
+  data_region.reset();
+  model_.params().zero_grad();
+  state_->zero_grad();
+  if (phase) phase("forward and backward");
+  const StepShard shard{shard_, cfg_.train.seq_len, b.documents ? &*b.documents : nullptr};
+  const auto losses = model_.forward_backward(shard, tokens.data(), targets.data(), b.rows,
+                                              1.0 / double(b.global_targets));
+  // Sum the gradients over every rank (dp and cp alike): replicated, by one all-reduce;
+  // sharded, each rank gets its part's sums (full: done as the backward went).
+  if (const char* reduce = state_->reduce_phase()) {
+    if (phase) phase(reduce);
+    state_->reduce_gradients();
+  }
+  return losses;
+}
+
+#define GDN_INSTANTIATE(T, Dev) template class Run<T, Dev>;
+GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
+#undef GDN_INSTANTIATE
+
+}  // namespace gdn
