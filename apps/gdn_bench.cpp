@@ -460,9 +460,8 @@ void bench_cuda(const GdnProblem& p, const Settings& s, const GdnInputs<T>& d,
   Cuda::synchronize();
 
   const ChunkFlops f = chunk_flops(p);
-  // GDN_CUDA_TF32=1 runs the float GEMMs in TF32 (about 1e-3 relative, docs/gpu.md).
-  const char* tf32 = std::getenv("GDN_CUDA_TF32");
-  const double tol = std::is_same_v<T, float> && tf32 && std::string(tf32) == "1" ? 1e-2 : 0;
+  // TF32 GEMMs (GDN_CUDA_TF32=1, deprecated) are about 1e-3 relative (docs/gpu.md).
+  const double tol = std::is_same_v<T, float> && pass::cuda_tf32() ? 1e-2 : 0;
   std::function<double()> fwd_check, fwd_bwd_check;
   if (ref) {
     fwd_check = [&] {

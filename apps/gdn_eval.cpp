@@ -29,6 +29,7 @@
 
 #include "comm/call_sites.h"
 #include "common/app_common.h"
+#include "common/deprecated_env.h"
 #include "common/device_flag.h"
 #include "common/train_flags.h"
 #include "core/error.h"
@@ -46,8 +47,18 @@ using namespace gdn;
 namespace {
 
 // The train fields gdn_eval takes as flags (the rest of a training run does not apply).
-const std::vector<std::string> kTrainKeys = {
-    "dtype", "cp", "ep", "chunk_size", "attention_load_balance", "pair_scan", "shard", "documents"};
+const std::vector<std::string> kTrainKeys = {"dtype",
+                                             "cp",
+                                             "ep",
+                                             "chunk_size",
+                                             "attention_load_balance",
+                                             "pair_scan",
+                                             "shard",
+                                             "documents",
+                                             "gemm_path",
+                                             "cuda_walk",
+                                             "cuda_tf32",
+                                             "attention_backend"};
 
 cxxopts::Options make_options() {
   cxxopts::Options o("gdn_eval",
@@ -85,6 +96,7 @@ struct Setup {
   bool stats = false;
   std::string tie_note;                        // a tied head the checkpoint unties (warned about)
   std::shared_ptr<const TokenSource> windows;  // the rows of --tokens
+  std::vector<std::string> env_warnings;       // the deprecated variables taken
 };
 
 // The document starts of every row from --cu-seqlens (the same for every row); nullopt
@@ -122,6 +134,7 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
   t.dtype = DType::f64;
   t.cp = world_size;
   app::apply_train_flags(r, t, kTrainKeys);
+  app::take_deprecated_env(t, s.env_warnings);
   GDN_CHECK(world_size % t.cp == 0, "--cp ", t.cp, ": expected a divisor of the ", world_size,
             " ranks launched (dp = ranks / cp)");
   t.dp = world_size / t.cp;
@@ -190,6 +203,7 @@ int evaluate(const Setup& s, Communicator& world) {
         run->state().set_local_values(mine);
       }))
     return 1;
+  if (world.rank() == 0) spdlog::info("layout: {}", run->layout().describe());
   if (world.rank() == 0 && !skipped.empty())
     spdlog::warn("{}: {} tensors skipped (not part of the text model): {}{}", s.dir, skipped.size(),
                  skipped.front(), skipped.size() > 1 ? ", ..." : "");
@@ -255,6 +269,7 @@ int main(int argc, char** argv) {
         if (world.rank() == 0) {
           app::report_model_keys(s.cfg.source, s.cfg.ignored_model_keys, s.cfg.model_notes);
           if (!s.tie_note.empty()) spdlog::warn("{}", s.tie_note);
+          for (const std::string& w : s.env_warnings) spdlog::warn("{}", w);
         }
         int rc = 0;
         app::run_or_abort_job(world, [&] { rc = run_eval(s, world); });

@@ -14,20 +14,22 @@
 #include <iostream>
 
 #include "common/app_common.h"
+#include "common/train_flags.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "plan/plan.h"
 #include "train/run_config.h"
+#include "train/run_layout.h"
 
 using namespace gdn;
 
 namespace {
 
 // The train keys that shape a step; each keeps gdn_train's flag, help and checks.
-const char* const kLayoutKeys[] = {
-    "seq_len",  "batch_size", "cp",        "dp",         "ep",
-    "dtype",    "shard",      "recompute", "chunk_size", "attention_load_balance",
-    "pair_scan"};
+const std::vector<std::string> kLayoutKeys = {
+    "seq_len",   "batch_size", "cp",        "dp",         "ep",
+    "dtype",     "shard",      "recompute", "chunk_size", "attention_load_balance",
+    "pair_scan", "gemm_path",  "cuda_walk", "cuda_tf32",  "attention_backend"};
 
 cxxopts::Options make_options() {
   cxxopts::Options o("gdn_plan",
@@ -42,11 +44,7 @@ cxxopts::Options make_options() {
                   cxxopts::value<std::string>())(
       "train-config", "JSON file with the train settings ({\"train\": {...}} or {...})",
       cxxopts::value<std::string>());
-  for (const char* key : kLayoutKeys) {
-    const TrainField* f = find_train_field(key);
-    o.add_options()(f->flag, std::string(f->help) + " [train." + f->key + "]",
-                    cxxopts::value<std::string>());
-  }
+  app::add_train_flags(o, kLayoutKeys);
   o.add_options()("memory-gb",
                   "memory per rank in GiB (2^30 bytes): report the longest seq_len whose "
                   "estimate fits, at cp = 1, 2, 4, ... (at least up to 8 and --cp)",
@@ -86,10 +84,7 @@ int run(int argc, char** argv) {
   RunConfig cfg =
       load_config(res["config"].as<std::string>(),
                   res.count("train-config") ? res["train-config"].as<std::string>() : "");
-  for (const char* key : kLayoutKeys) {
-    const TrainField* f = find_train_field(key);
-    if (res.count(f->flag)) set_train_field_text(cfg.train, *f, res[f->flag].as<std::string>());
-  }
+  app::apply_train_flags(res, cfg.train, kLayoutKeys);
   app::report_model_keys(cfg.source, cfg.ignored_model_keys, cfg.model_notes);
   const plan::PlanInput in = plan::plan_input(cfg);
   plan::PlanOptions opt;
@@ -101,10 +96,25 @@ int run(int argc, char** argv) {
   GDN_CHECK(res.count("cluster") || !res.count("rank-gflops"),
             "--rank-gflops is used with --cluster (the cluster the step runs on)");
   const plan::Plan p = plan::make_plan(in, opt);
-  if (res.count("json"))
-    std::cout << plan::to_json(p).dump(1) << std::endl;
-  else
+  // The run's layout as gdn_train resolves it (train/run_layout.h), on this machine's CPU.
+  nlohmann::json layout;
+  std::string line;
+  try {
+    const RunLayout l = resolve_layout(cfg.train, p.scan);
+    layout = l.to_json();
+    line = l.describe();
+  } catch (const Error& e) {
+    layout = {{"error", e.what()}};
+    line = e.what();
+  }
+  if (res.count("json")) {
+    nlohmann::json j = plan::to_json(p);
+    j["run_layout"] = layout;
+    std::cout << j.dump(1) << std::endl;
+  } else {
     plan::print_table(p, std::cout);
+    std::cout << "layout (gdn_train's, on this CPU): " << line << "\n";
+  }
   return 0;
 }
 

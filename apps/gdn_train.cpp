@@ -27,6 +27,7 @@
 #include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "common/app_common.h"
+#include "common/deprecated_env.h"
 #include "common/device_flag.h"
 #include "common/train_flags.h"
 #include "core/enum_names.h"
@@ -149,6 +150,7 @@ struct Setup {
   double lock_stale_s = 300;
   app::Device device = app::Device::cpu;
   std::shared_ptr<const TokenSource> data;  // train.data, opened once for the whole run
+  std::vector<std::string> env_warnings;    // the deprecated variables taken (deprecated_env.h)
 };
 
 Setup parse(const cxxopts::ParseResult& res, int world_size) {
@@ -194,6 +196,7 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
     s.tie_note = tie_head_from_checkpoint(s.init_from, s.cfg.model);
   }
   app::apply_train_flags(res, s.cfg.train);
+  app::take_deprecated_env(s.cfg.train, s.env_warnings);
   const TrainConfig& t = s.cfg.train;
   s.resume = res.count("resume") > 0;
   GDN_CHECK(!s.resume || !t.checkpoint_dir.empty(),
@@ -340,9 +343,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
     return 1;
   if (world.rank() == 0) {
     spdlog::info("memory per rank (estimate): {}", trainer->memory_estimate().describe());
-    if (s.cfg.train.cp > 1)
-      spdlog::info("GDN pair scan: {} ({})", name_of(trainer->pair_scan().scan),
-                   trainer->pair_scan().why);
+    spdlog::info("layout: {}", trainer->layout().describe());
   }
   const RunResult result = trainer->run();
   if (!result.stopped.empty()) {
@@ -402,6 +403,7 @@ void announce(const Setup& s, int world_size) {
   app::report_model_keys(s.init_from.empty() ? s.cfg.source : s.init_from + "/config.json",
                          s.cfg.ignored_model_keys, s.cfg.model_notes);
   if (!s.tie_note.empty()) spdlog::warn("{}", s.tie_note);
+  for (const std::string& w : s.env_warnings) spdlog::warn("{}", w);
   spdlog::info("model {}", describe(s.cfg.model));
   const TrainConfig& t = s.cfg.train;
   spdlog::info(

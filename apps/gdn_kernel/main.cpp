@@ -16,6 +16,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "common/app_common.h"
+#include "common/deprecated_env.h"
 #include "core/error.h"
 #include "core/watchdog.h"
 #include "gdn_kernel/output_set.h"
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
     // agreement; then the value checks of every shard, one all-reduce for the first bad
     // value (reported by the rank holding it), and the second agreement.
     bool ok = app::run_setup_collectively(comm, [&] {
+      app::apply_deprecated_env();  // the kernel choices (common/deprecated_env.h)
       args = parse_args(argc, argv);
       if (args.help) return;
       in = load_inputs(args, comm.rank(), comm.size());

@@ -54,6 +54,12 @@ MemoryEstimate checked_estimate(const RunConfig& cfg, int elem_bytes, std::int64
   return e;
 }
 
+// The layout, its process-wide choices set.
+RunLayout applied(const RunLayout& l) {
+  l.apply();
+  return l;
+}
+
 }  // namespace
 
 template <typename T, typename Dev>
@@ -61,6 +67,7 @@ Run<T, Dev>::Run(const RunConfig& cfg, Communicator& world, Communicator& dev_wo
                  std::int64_t memory_available)
     : cfg_(cfg),
       pair_scan_(agreed_pair_scan(cfg, int(sizeof(T)), memory_available, world)),
+      layout_(applied(resolve_layout(cfg.train, pair_scan_))),
       estimate_(checked_estimate(cfg, int(sizeof(T)), memory_available, pair_scan_.scan)),
       mesh_(make_mesh(dev_world, cfg.train.dp, cfg.train.cp, cfg.train.ep)),
       shard_(contiguous_shard(cfg.train.seq_len, cfg.train.cp, mesh_.cp_rank)),

@@ -1,5 +1,6 @@
 // One run of the model on this rank, assembled once from the run config and the world
-// (docs/design.md §7): the pair scan every rank agreed on, this rank's memory estimate
+// (docs/design.md §7): the pair scan every rank agreed on, the run's layout (every path
+// choice, resolved and applied: train/run_layout.h), this rank's memory estimate
 // (checked against what it may use before anything is allocated), the dp x cp x ep mesh,
 // the model with its ranks (ModelComms), and the parameters' state, replicated or sharded
 // (train.shard). gdn_train's Trainer and gdn_eval each own one, so the parity against
@@ -20,6 +21,7 @@
 #include "train/mesh.h"
 #include "train/param_state.h"
 #include "train/run_config.h"
+#include "train/run_layout.h"
 
 namespace gdn {
 
@@ -40,6 +42,8 @@ class Run {
   const RunConfig& config() const { return cfg_; }
   // How the GDN layers scan their pairs, and why (train.pair_scan, auto resolved).
   const PairScanChoice& pair_scan() const { return pair_scan_; }
+  // Every path choice of the run, resolved (applied when the Run is built).
+  const RunLayout& layout() const { return layout_; }
   const MemoryEstimate& estimate() const { return estimate_; }
   Mesh& mesh() { return mesh_; }
   const Mesh& mesh() const { return mesh_; }
@@ -69,6 +73,7 @@ class Run {
  private:
   RunConfig cfg_;
   PairScanChoice pair_scan_;  // first: the estimate depends on it
+  RunLayout layout_;          // applied before anything else runs
   MemoryEstimate estimate_;   // computed and checked before anything is allocated
   Mesh mesh_;                 // over dev_world
   Shard shard_;

@@ -319,6 +319,29 @@ const std::vector<TrainField>& train_fields() {
                "communication site): a table after step 3 and at the end, and a \"profile\" "
                "object (ms) in each line of the log",
        .member = &T::profile},
+      {.key = "gemm_path",
+       .flag = "gemm-path",
+       .help = "auto | generic | avx2 | avx512 | avx512_bf16: the host GEMM kernels (auto: the "
+               "widest this CPU runs; another one it runs, to compare them); replaces the "
+               "environment variable GDN_GEMM_PATH",
+       .member = &T::gemm_path,
+       .choices = {"auto", "generic", "avx2", "avx512", "avx512_bf16"}},
+      {.key = "cuda_walk",
+       .flag = "cuda-walk",
+       .help = "auto | tiled: on CUDA in the bf16 mode, the GDN walks as register kernels where "
+               "they run (auto) or always as the tiled CudaExec kernels; replaces GDN_CUDA_WALK",
+       .member = &T::cuda_walk},
+      {.key = "cuda_tf32",
+       .flag = "cuda-tf32",
+       .help = "on CUDA, the fp32 GDN chunk GEMMs on TF32 tensor cores (about 1e-3 relative "
+               "instead of 1e-6); replaces GDN_CUDA_TF32=1",
+       .member = &T::cuda_tf32},
+      {.key = "attention_backend",
+       .flag = "attention-backend",
+       .help = "auto | flash | exact: the CUDA attention kernels: the flash kernels in the bf16 "
+               "mode and the exact (fp64-accumulating) ones otherwise (auto), or one of them "
+               "in either mode; replaces GDN_CUDA_ATTENTION",
+       .member = &T::attention_backend},
   };
   return fields;
 }

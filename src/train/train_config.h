@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "gdn/chunk/launch_counts.h"
 #include "gdn/pairs/scan_cost.h"
 #include "gdn/problem.h"
 #include "model/param_partition.h"
+#include "ops/attention/attention.h"
 
 namespace gdn {
 
@@ -66,6 +68,13 @@ struct TrainConfig {
   int keep_checkpoints = 3;    // the newest N complete ones; 0 = all
   double watchdog_s = 600;     // no progress this long ends the job; 0 = off
   bool profile = false;        // wall time per component of each step (core/profile.h)
+  // Which kernels run (train/run_layout.h resolves them once, at start-up): the host GEMM
+  // path (auto: the widest this CPU runs; ops/gemm/gemm_path.h), the CUDA GDN walks, TF32
+  // for the CUDA GDN chunk GEMMs in fp32, and the CUDA attention kernels.
+  std::string gemm_path = "auto";
+  pass::CudaWalk cuda_walk = pass::CudaWalk::automatic;
+  bool cuda_tf32 = false;
+  ops::AttentionBackend attention_backend = ops::AttentionBackend::automatic;
 
   // Where each key was last set: "--batch", or "train.batch_size in FILE". Absent: default.
   std::map<std::string, std::string> set_by;
@@ -79,7 +88,8 @@ struct TrainField {
                    double TrainConfig::*, bool TrainConfig::*, std::string TrainConfig::*,
                    DType TrainConfig::*, Recompute TrainConfig::*,
                    AttentionLoadBalance TrainConfig::*, PairScan TrainConfig::*,
-                   Sharding TrainConfig::*, DocumentSplit TrainConfig::*>;
+                   Sharding TrainConfig::*, DocumentSplit TrainConfig::*,
+                   pass::CudaWalk TrainConfig::*, ops::AttentionBackend TrainConfig::*>;
   const char* key;   // in "train"
   const char* flag;  // gdn_train's flag, without "--"; "" for none
   const char* help;

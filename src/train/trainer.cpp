@@ -69,6 +69,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
                      : make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
                                          cfg.train.seq_len)) {
   identity_ = run_identity(cfg_, *data_);
+  identity_["layout"] = run_.layout().to_json();  // recorded, not compared on resume
   progress("initialising the model");
   profile::enable(cfg.train.profile);  // this thread runs the steps
   // On a GPU the profile waits for the device at each scope boundary (core/profile.h).

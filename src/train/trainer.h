@@ -109,6 +109,8 @@ class Trainer {
   const MemoryEstimate& memory_estimate() const { return run_.estimate(); }
   // How the GDN layers scan their pairs, and why (train.pair_scan, auto resolved).
   const PairScanChoice& pair_scan() const { return run_.pair_scan(); }
+  // Every path choice of the run, resolved at start-up (train/run_layout.h).
+  const RunLayout& layout() const { return run_.layout(); }
   // Rank 0 writes the current weights as a Hugging Face checkpoint (train/hf_export.h),
   // every rank sending its part one file at a time; collective.
   // file_dtype: the tensors' dtype (f32, f64 or bf16).

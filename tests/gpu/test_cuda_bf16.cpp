@@ -13,6 +13,7 @@
 
 #include "core/autocast.h"
 #include "core/rng.h"
+#include "gdn/chunk/launch_counts.h"
 #include "gdn/op/bf16_op.h"
 #include "gdn/random_inputs.h"
 #include "gpu_support.h"
@@ -116,7 +117,7 @@ TEST_CASE("bf16 mode on the GPU matches the host", "[cuda_bf16]") {
 
 // Where the register kernels run, the op hands them its bf16 tensors (PassArgs::io: q, k,
 // v, beta and dO widened as they are read, q and k normalised inside prepare, o rounded as
-// it is stored); with GDN_CUDA_WALK=tiled it makes float copies, normalises them with
+// it is stored); with train.cuda_walk tiled it makes float copies, normalises them with
 // ops::l2norm_rows and runs the tiled kernels. The two give the same bits (docs/design.md
 // §2f), which test_register_walk checks on the CPU kernel by kernel; here the whole op.
 TEST_CASE("the bf16 op from its bf16 tensors gives the float copies' bits", "[cuda_bf16]") {
@@ -130,7 +131,7 @@ TEST_CASE("the bf16 op from its bf16 tensors gives the float copies' bits", "[cu
     const DeviceBuffer<float> gg = on_gpu<float>(d.g), gh0 = on_gpu<float>(d.h0),
                               gdht = on_gpu<float>(random_tensor<float>(state_shape(p), 33, 0.1));
     auto run = [&](bool tiled) {
-      if (tiled) ::setenv("GDN_CUDA_WALK", "tiled", 1);
+      if (tiled) pass::set_cuda_walk(pass::CudaWalk::tiled);
       const Bf16Autocast bf16(true);
       DeviceBuffer<Bf16> go(gdO.size());
       DeviceBuffer<float> ght(gh0.size()), gdq(d.q.data.size()), gdk(d.k.data.size()),
@@ -141,7 +142,7 @@ TEST_CASE("the bf16 op from its bf16 tensors gives the float copies' bits", "[cu
       GdnGradView<float> gv{gdq.data(), gdk.data(),    gdv.data(),
                             gdg.data(), gdbeta.data(), gdh0.data()};
       op.backward(gdO.data(), gdht.data(), gv);
-      ::unsetenv("GDN_CUDA_WALK");
+      pass::set_cuda_walk(pass::CudaWalk::automatic);
       std::vector<std::vector<float>> out = {widen(to_host<Cuda>(go))};
       for (const DeviceBuffer<float>* b : {&ght, &gdq, &gdk, &gdv, &gdg, &gdbeta, &gdh0})
         out.push_back(to_host<Cuda>(*b));
@@ -173,7 +174,7 @@ TEST_CASE("the bf16 mode recomputes o from its kept bf16 entry states, same bits
   const std::size_t n_state = std::size_t(Tensor<float>(state_shape(p)).size());
   const Grads<float> shapes(p, true);
   for (const bool tiled : {false, true}) {
-    if (tiled) ::setenv("GDN_CUDA_WALK", "tiled", 1);
+    if (tiled) pass::set_cuda_walk(pass::CudaWalk::tiled);
     auto run = [&](bool replay) {
       const Bf16Autocast bf16(true);
       const auto n = [](const Tensor<float>& t) { return std::size_t(t.size()); };
@@ -199,7 +200,7 @@ TEST_CASE("the bf16 mode recomputes o from its kept bf16 entry states, same bits
       return out;
     };
     const auto want = run(false), got = run(true);
-    ::unsetenv("GDN_CUDA_WALK");
+    pass::set_cuda_walk(pass::CudaWalk::automatic);
     const char* names[] = {"o", "D", "dq", "dk", "dv", "dg", "dbeta", "dh0"};
     for (std::size_t x = 0; x < want.size(); ++x) {
       INFO((tiled ? "tiled: " : "register: ") << names[x]);

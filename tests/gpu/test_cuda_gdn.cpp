@@ -302,16 +302,16 @@ std::vector<float> gpu_outputs(const Case& c, std::uint64_t seed, SetMode set_mo
 TEST_CASE("LocalPass on the GPU with TF32 tensor-core GEMMs (opt-in) is close to the CPU",
           "[cuda][tf32]") {
   struct Reset {
-    ~Reset() { pass::set_cuda_tf32(-1); }
+    ~Reset() { pass::set_cuda_tf32(false); }
   } reset;
   for (const Case& c : {kPassCases[0], kPassCases[2], kPassCases[5], kPassCases[7]}) {
-    pass::set_cuda_tf32(1);
+    pass::set_cuda_tf32(true);
     check_pass<float>(c, 0, c.p.T, 3e-2);
     if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2);
   }
   const Case& c = kPassCases[5];
-  const std::vector<float> simt = gpu_outputs(c, 61, [] { pass::set_cuda_tf32(0); });
-  const std::vector<float> tc = gpu_outputs(c, 61, [] { pass::set_cuda_tf32(1); });
+  const std::vector<float> simt = gpu_outputs(c, 61, [] { pass::set_cuda_tf32(false); });
+  const std::vector<float> tc = gpu_outputs(c, 61, [] { pass::set_cuda_tf32(true); });
   CHECK(simt != tc);
   CHECK(rel_l2(tc.data(), simt.data(), simt.size()) <= 1e-2);
 }
@@ -338,7 +338,7 @@ TEST_CASE("LocalPass on the GPU with bf16 tensor-core GEMMs is close to the CPU"
 
 // The bf16 mode's register kernels (gdn/register_*.h: prepare, the walks with their tile
 // in mma accumulators, the outputs), which run at C = 64, K = 64 or 128, against the
-// CudaExec kernels they replace (GDN_CUDA_WALK=tiled), through every pass: the same mma
+// CudaExec kernels they replace (train.cuda_walk tiled), through every pass: the same mma
 // steps in the same order with the same epilogue (mma::epilogue, no FMA contraction), so
 // the same bits, as test_register_walk checks on the CPU with an emulated mma.
 TEST_CASE("The register kernels on the GPU give the tiled kernels' bits", "[cuda][bf16_mma]") {
@@ -349,7 +349,8 @@ TEST_CASE("The register kernels on the GPU give the tiled kernels' bits", "[cuda
     const Shape bh_state = {p.B, p.Hv, p.K, p.V};
     const Bf16Autocast bf16(true);
     auto run = [&](const char* walk, std::int64_t t0) {
-      ::setenv("GDN_CUDA_WALK", walk, 1);
+      pass::set_cuda_walk(std::string(walk) == "tiled" ? pass::CudaWalk::tiled
+                                                       : pass::CudaWalk::automatic);
       pass::reset_launch_counts();
       const Shard s{t0, p.T};
       const DeviceBuffer<float> q = on_gpu<float>(token_slice(d.q, s)),
@@ -374,9 +375,9 @@ TEST_CASE("The register kernels on the GPU give the tiled kernels' bits", "[cuda
       pass.output(h_in.data(), o.data(), ht.data());
       pass.adjoint(dO.data(), dht.data(), D.data());
       pass.backward(lambda.data(), dO.data(), dht.data(), gv);
-      ::unsetenv("GDN_CUDA_WALK");
+      pass::set_cuda_walk(pass::CudaWalk::automatic);
       // Which path ran: every phase on the register kernels, or (tiled) none of them, with
-      // GDN_CUDA_WALK=tiled as the reason prepare() made no bf16 factors.
+      // train.cuda_walk tiled as the reason prepare() made no bf16 factors.
       const bool want_register = std::string(walk) == "register";
       const std::vector<pass::PhaseLaunches> launched = pass::launch_counts();
       CHECK(launched.size() == 7);
@@ -385,7 +386,7 @@ TEST_CASE("The register kernels on the GPU give the tiled kernels' bits", "[cuda
         CHECK((want_register ? l.tiled : l.bf16_register) == 0);
         CHECK((want_register ? l.bf16_register : l.tiled) > 0);
         const bool noted = !want_register && l.phase == "prepare";
-        CHECK(l.fallback == (noted ? "GDN_CUDA_WALK=tiled" : ""));
+        CHECK(l.fallback == (noted ? "train.cuda_walk tiled" : ""));
       }
       std::vector<std::vector<float>> out;
       for (const DeviceBuffer<float>* b : {&o, &ht, &M, &U, &D, &dq, &dk, &dv, &dg, &dbeta, &dh0})

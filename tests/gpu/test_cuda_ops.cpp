@@ -730,7 +730,7 @@ TEST_CASE("cuda flash attention matches the host in fp64: GQA, stripes, document
     gdn::test::check_close("dq", dq_, dq.data(), nq, 2e-2);
     gdn::test::check_close("dk", dk_, dk.data(), nk, 2e-2);
     gdn::test::check_close("dv", dv_, dv.data(), nk, 2e-2);
-    // The op in the bf16 mode runs the same kernels (unless GDN_CUDA_ATTENTION says exact).
+    // The op in the bf16 mode runs the same kernels (unless attention_backend says exact).
     const Bf16Autocast bf16(true);
     if (!ops::flash_attention_chosen(c.D)) continue;
     auto o2 = to_device(random_vec<float>(nq, 110)), lse2 = to_device(random_vec<float>(nl, 111));

@@ -3,8 +3,8 @@
 // pair of k added odd element first (std::fma of exact products: one rounding per add),
 // k in the linear layers' blocks of 256 added into C one after another. On every GEMM path
 // the CPU runs, bit for bit: on the AVX512_BF16 path this checks the CPU's own vdpbf16ps
-// against the rule; the widening paths must give the same bits. The path chosen from the
-// environment (GDN_GEMM_PATH) is checked by the [.env] cases, run by ctest with it set.
+// against the rule; the widening paths must give the same bits. The path chosen by name
+// (train.gemm_path) is checked too.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -183,17 +183,21 @@ TEST_CASE("bf16-mode linear layers give the same bits for a long A, run in row b
   }
 }
 
-// Run by ctest with GDN_GEMM_PATH set (tests/CMakeLists.txt).
-TEST_CASE("GDN_GEMM_PATH picks a path this CPU runs and refuses others", "[.env]") {
-  const char* env = std::getenv("GDN_GEMM_PATH");
-  REQUIRE(env);
-  const std::string want = env;
-  bool known = false;
-  for (const la::GemmPath p : la::gemm_paths()) known = known || want == la::gemm_path_name(p);
-  if (known) {
-    CHECK(la::gemm_path_name(la::gemm_path()) == want);
-  } else {
-    CHECK_THROWS_WITH(la::gemm_path(),
-                      Catch::Contains("GDN_GEMM_PATH=" + want) && Catch::Contains("runs"));
+// train.gemm_path's names (train/run_layout.h): each path this CPU runs by its name; a
+// name that is none, or one this CPU cannot run, refused naming the setting and the choices.
+TEST_CASE("gemm_path_named picks a path this CPU runs and refuses others") {
+  const std::vector<la::GemmPath> runs = la::gemm_paths();
+  for (const char* name : {"generic", "avx2", "avx512", "avx512_bf16", "bogus"}) {
+    bool known = false;
+    for (const la::GemmPath p : runs) known = known || std::string(name) == la::gemm_path_name(p);
+    if (known) {
+      CHECK(la::gemm_path_name(la::gemm_path_named(name, "--gemm-path")) == std::string(name));
+    } else {
+      CHECK_THROWS_WITH(la::gemm_path_named(name, "--gemm-path"),
+                        Catch::Contains(std::string("--gemm-path ") + name) &&
+                            Catch::Contains("runs") &&
+                            Catch::Contains(la::gemm_path_name(runs.front())));
+    }
   }
+  CHECK(la::gemm_path() == runs.back());  // nothing set it: the widest
 }

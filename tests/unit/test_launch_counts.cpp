@@ -17,7 +17,7 @@ TEST_CASE("launch counts: per phase, in first-launch order, with the last fallba
   count_launch("state_walk", KernelPath::tiled);
   count_launch("prepare", KernelPath::bf16_register);
   note_fallback("state_walk", "first");
-  note_fallback("state_walk", "GDN_CUDA_WALK=tiled");
+  note_fallback("state_walk", "train.cuda_walk tiled");
   const std::vector<PhaseLaunches> c = launch_counts();
   REQUIRE(c.size() == 2);
   CHECK(c[0].phase == "prepare");
@@ -27,7 +27,7 @@ TEST_CASE("launch counts: per phase, in first-launch order, with the last fallba
   CHECK(c[1].tiled == 1);
   CHECK(format_launch_counts() ==
         "prepare: 2 register, 0 tiled\n"
-        "state_walk: 0 register, 1 tiled; fallback: GDN_CUDA_WALK=tiled\n");
+        "state_walk: 0 register, 1 tiled; fallback: train.cuda_walk tiled\n");
   reset_launch_counts();
   CHECK(launch_counts().empty());
 }
@@ -53,7 +53,7 @@ TEST_CASE("register kernels: the first reason they cannot run, naming the value"
   CHECK_THAT(register_fallback_reason(x), Catch::StartsWith("shape C = 64, K = 96, V = 128, walk "
                                                             "width 64"));
   x.tiled_forced = true;
-  CHECK(register_fallback_reason(x) == "GDN_CUDA_WALK=tiled");
+  CHECK(register_fallback_reason(x) == "train.cuda_walk tiled");
   x.bf16_mode = false;
   CHECK_THAT(register_fallback_reason(x), Catch::StartsWith("not the bf16 mode"));
 }

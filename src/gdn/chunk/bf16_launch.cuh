@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -111,13 +110,12 @@ inline const DeviceLimits& device_limits() {
 
 // What decides whether a register kernel runs (launch_counts.h): the bf16 mode, a shape it
 // takes (bv = 0: prepare's), 16-byte aligned factors (and dO for the adjoints), a device
-// with cp.async and room for `smem` bytes, and no GDN_CUDA_WALK=tiled.
+// with cp.async and room for `smem` bytes, and no train.cuda_walk tiled.
 inline RegisterConditions conditions(const PassArgs<float>& a, int bv, const void* dO,
                                      std::size_t smem) {
   RegisterConditions c;
-  const char* env = std::getenv("GDN_CUDA_WALK");
   c.bf16_mode = a.gemm == ChunkGemm::kBf16;
-  c.tiled_forced = env && std::string(env) == "tiled";
+  c.tiled_forced = cuda_walk() == CudaWalk::tiled;
   c.shape_supported =
       bv == 0 ? rwalk::prepare_supported(a.C, a.K, a.V) : rwalk::supported(a.C, a.K, a.V, bv);
   c.C = a.C, c.K = a.K, c.V = a.V, c.bv = bv;

@@ -1,5 +1,6 @@
 #include "gdn/chunk/launch_counts.h"
 
+#include <atomic>
 #include <mutex>
 #include <sstream>
 
@@ -51,7 +52,7 @@ std::string format_launch_counts() {
 std::string register_fallback_reason(const RegisterConditions& c) {
   std::ostringstream s;
   if (!c.bf16_mode) return "not the bf16 mode (the register kernels are bf16 only)";
-  if (c.tiled_forced) return "GDN_CUDA_WALK=tiled";
+  if (c.tiled_forced) return "train.cuda_walk tiled";
   if (!c.shape_supported) {
     s << "shape C = " << c.C << ", K = " << c.K << ", V = " << c.V;
     if (c.bv > 0) s << ", walk width " << c.bv;
@@ -69,6 +70,27 @@ std::string register_fallback_reason(const RegisterConditions& c) {
     return s.str();
   }
   return "";
+}
+
+namespace {
+std::atomic<CudaWalk> walk{CudaWalk::automatic};
+std::atomic<bool> tf32{false};
+}  // namespace
+
+void set_cuda_tf32(bool on) {
+  tf32 = on;
+}
+
+bool cuda_tf32() {
+  return tf32;
+}
+
+void set_cuda_walk(CudaWalk w) {
+  walk = w;
+}
+
+CudaWalk cuda_walk() {
+  return walk;
 }
 
 }  // namespace gdn::pass

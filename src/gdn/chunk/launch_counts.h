@@ -2,10 +2,12 @@
 // (gdn/chunk/bf16_launch.cuh) and how many the tiled CudaExec kernel, and, where a register
 // kernel existed for the phase but was not taken in the bf16 mode, why (the last reason).
 // Process-wide; gdn_bench and gdn_kernel print it after a CUDA run, the GPU tests assert on
-// it, so a silent fallback to the slow path shows (docs/gpu.md). Host code only: CPU
-// builds have it too (and count nothing).
+// it, so a silent fallback to the slow path shows (docs/gpu.md). And the two process-wide
+// choices of which kernels the CUDA passes launch (cuda_walk, cuda_tf32). Host code only:
+// CPU builds have it too (and count nothing).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +16,22 @@
 namespace gdn::pass {
 
 enum class KernelPath { bf16_register, tiled };
+
+// Which walks the CUDA passes take in the bf16 mode (train.cuda_walk): auto, the register
+// kernels wherever they run; tiled, always the tiled CudaExec kernels (to compare them, or
+// to step around a register kernel). Process-wide, set once at start-up from the run's
+// layout (train/run_layout.h) or by a test; auto until then.
+enum class CudaWalk { automatic, tiled };
+constexpr std::array<const char*, 2> enum_names(CudaWalk) {
+  return {"auto", "tiled"};
+}
+void set_cuda_walk(CudaWalk w);
+CudaWalk cuda_walk();
+// The CUDA passes' float GEMMs on tensor cores (train.cuda_tf32): TF32 inputs (10 mantissa
+// bits) with fp32 accumulation, about 1e-3 relative instead of fp32's 1e-6, so off by
+// default. Process-wide and set as cuda_walk is. fp64 passes ignore it; the host keeps fp32.
+void set_cuda_tf32(bool on);
+bool cuda_tf32();
 
 // One launch of `phase` (prepare, transition, state_walk, outputs, output_from_states,
 // adjoint, backward_walk, backward_chunks) on `path`.
@@ -36,7 +54,7 @@ std::string format_launch_counts();
 // plain values so that the CPU tests check the reasons.
 struct RegisterConditions {
   bool bf16_mode = false;        // the pass runs its GEMMs on bf16 tensor cores
-  bool tiled_forced = false;     // GDN_CUDA_WALK=tiled
+  bool tiled_forced = false;     // train.cuda_walk tiled
   bool shape_supported = false;  // rwalk::supported / prepare_supported for C, K, V, bv
   int C = 0, K = 0, V = 0, bv = 0;
   bool factors_aligned = false;          // 16-byte aligned factors, fsize a multiple of 4

@@ -81,7 +81,7 @@ void ChunkedGdnBf16<Dev>::backward(const Bf16* dO, const float* dht, GdnGradView
   const Bf16Autocast bf16_gemms(true);
   GDN_CHECK(pass_.makes_bf16_factors() == direct_,
             "ChunkedGdnBf16::backward: the register kernels ran in forward() but not here, or "
-            "the other way round (GDN_CUDA_WALK or the device changed in between)");
+            "the other way round (train.cuda_walk or the device changed in between)");
   if (direct_) {  // pass_ still reads bare(), as forward() left it
     pass_.set_bf16_io(io(nullptr, dO));
     pass_.backward(nullptr, nullptr, dht, grads);  // and the norm's backward, where asked

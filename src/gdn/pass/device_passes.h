@@ -24,7 +24,7 @@ inline int grad_scratch_heads(Host, int G) {
 int grad_scratch_heads(Cuda, int G);
 // Whether prepare() writes Bf16Factors blocks for these arguments: on CUDA in the bf16 mode
 // (float passes under a bf16 autocast scope) where every register kernel can run (the
-// shape, the device's shared memory, no GDN_CUDA_WALK=tiled); never on the host.
+// shape, the device's shared memory, no train.cuda_walk tiled); never on the host.
 template <typename T>
 bool bf16_factors(Host, const PassArgs<T>&) {
   return false;
@@ -45,13 +45,6 @@ inline bool chunk_parallel_backward(Host) {
   return false;
 }
 bool chunk_parallel_backward(Cuda);
-
-// The CUDA passes' float GEMMs on tensor cores: TF32 inputs (10 mantissa bits) with fp32
-// accumulation, about 1e-3 relative instead of fp32's 1e-6, so off by default. mode 1: on,
-// 0: off, -1 (the default): on where the environment variable GDN_CUDA_TF32 is "1".
-// fp64 passes ignore it. CUDA builds only.
-void set_cuda_tf32(int mode);
-bool cuda_tf32();
 
 template <typename T>
 std::size_t workspace_elems(Host, const PassArgs<T>& a);

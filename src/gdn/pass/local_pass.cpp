@@ -134,7 +134,7 @@ void LocalPass<T, Dev>::output_from_states(T* o, T* ht) {
     // Kept in bf16 by the register kernels: their prepare and outputs read them so.
     GDN_CHECK(makes_bf16_factors(),
               "LocalPass::output_from_states: the entry states were kept in bf16 by the register "
-              "kernels, which cannot run now (was GDN_CUDA_WALK or the bf16 mode changed?)");
+              "kernels, which cannot run now (was train.cuda_walk or the bf16 mode changed?)");
     if (!prepared_ || !bf16_factors_) prepare();
   } else if (bf16_factors_) {
     prepared_ = false;  // states in T: the tiled chunk jobs make ChunkFactors blocks
@@ -176,7 +176,7 @@ void LocalPass<T, Dev>::backward(const T* lambda, const T* dO, const T* dht, Gdn
         bf16_factors_ == states_bf16_, "LocalPass::backward: the forward kept its entry states ",
         states_bf16_ ? "in bf16 for the register kernels" : "in full precision",
         " but this backward runs ", bf16_factors_ ? "the register kernels" : "the tiled kernels",
-        " (was GDN_CUDA_WALK or the bf16 mode changed between forward and backward?)");
+        " (was train.cuda_walk or the bf16 mode changed between forward and backward?)");
     exits.resize(state_elems(bf16_factors_));
   }
   PassArgs<T> a = args();

@@ -73,8 +73,6 @@ namespace gdn::pass {
 
 namespace {
 
-int tf32_mode = -1;  // set_cuda_tf32
-
 // The launch's view of the arguments: LocalPass's, plus the GEMM choice of the calling
 // thread: bf16 tensor cores inside a bf16 autocast scope (the model's bf16 mode and the
 // op's, gdn/op/bf16_op.h), TF32 where asked, fp32 otherwise; fp64 always exact.
@@ -106,16 +104,6 @@ bool register_factors(const PassArgs<float>& a) {
 }
 
 }  // namespace
-
-void set_cuda_tf32(int mode) {
-  tf32_mode = mode;
-}
-
-bool cuda_tf32() {
-  if (tf32_mode >= 0) return tf32_mode == 1;
-  const char* env = std::getenv("GDN_CUDA_TF32");
-  return env && std::string(env) == "1";
-}
 
 bool needs_prepare(Cuda) {
   return true;

@@ -14,11 +14,23 @@
 // kstart..qpos[i], block-diagonal causal, and key blocks before a tile's rows are skipped.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "core/device.h"
 
 namespace gdn::ops {
+
+// Which kernels the CUDA attention runs (train.attention_backend): auto, the flash kernels
+// in the bf16 mode and the exact (fp64-accumulating) ones otherwise; flash or exact in
+// either mode (flash_attention.h). Process-wide, set once at start-up from the run's layout
+// (train/run_layout.h) or by a test; the host has one kernel and ignores it.
+enum class AttentionBackend { automatic, flash, exact };
+constexpr std::array<const char*, 3> enum_names(AttentionBackend) {
+  return {"auto", "flash", "exact"};
+}
+void set_attention_backend(AttentionBackend b);
+AttentionBackend attention_backend();
 
 // The (query, key) pairs per query head summed over the B rows, sum_{b, i} (qpos[i] + 1 -
 // kstart[b, i]): the work of one rank, whose forward costs 4 D Hq pairs FLOPs (q k^T and

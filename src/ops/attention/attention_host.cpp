@@ -10,6 +10,7 @@
 // zeros in every product, so a row's values do not depend on its tile mates either.
 // T = double computes in double (the exact path); T = float in float, as a GPU kernel would.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -374,5 +375,17 @@ template void attention_backward(Host, const double*, const double*, const doubl
                                  const double*, const double*, const std::int64_t*, int,
                                  std::int64_t, std::int64_t, int, int, int, double, double*,
                                  double*, double*, const std::int64_t*);
+
+namespace {
+std::atomic<AttentionBackend> backend{AttentionBackend::automatic};
+}  // namespace
+
+void set_attention_backend(AttentionBackend b) {
+  backend = b;
+}
+
+AttentionBackend attention_backend() {
+  return backend;
+}
 
 }  // namespace gdn::ops

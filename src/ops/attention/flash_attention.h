@@ -19,8 +19,8 @@ inline bool flash_attention_supports(int D) {
 
 // Whether the float CUDA op runs the flash kernels at head dim D: in the bf16 mode
 // (core/autocast.h), whose q, k, v are bf16 values already, as its GEMMs take bf16
-// operands; GDN_CUDA_ATTENTION=flash or =exact (the fp64-accumulating kernels) overrides
-// in either mode. Plain float keeps the exact kernels by default, as its GEMMs stay fp32
+// operands; attention_backend() flash or exact (the fp64-accumulating kernels, attention.h)
+// overrides in either mode. Plain float keeps the exact kernels by default, as its GEMMs stay fp32
 // (the GPU tests compare it with the host at 1e-4, which bf16 operands do not meet).
 bool flash_attention_chosen(int D);
 

@@ -25,6 +25,7 @@
 
 #include "core/autocast.h"
 #include "core/error.h"
+#include "ops/attention/attention.h"
 #include "ops/attention/flash_attention.h"
 #include "ops/attention/flash_order.h"
 #include "ops/cuda_util.cuh"
@@ -457,11 +458,9 @@ void tile_windows(const Problem& p, Window* out) {
 }  // namespace
 
 bool flash_attention_chosen(int D) {
-  const char* env = std::getenv("GDN_CUDA_ATTENTION");
-  const std::string mode = env ? env : "";
-  GDN_CHECK(mode.empty() || mode == "flash" || mode == "exact", "GDN_CUDA_ATTENTION = '", mode,
-            "': expected flash or exact");
-  const bool flash = mode.empty() ? bf16_autocast() : mode == "flash";
+  const AttentionBackend b = attention_backend();
+  const bool flash =
+      b == AttentionBackend::automatic ? bf16_autocast() : b == AttentionBackend::flash;
   return flash && flash_attention_supports(D);
 }
 

@@ -3,7 +3,6 @@
 #include "ops/gemm/gemm_path.h"
 
 #include <atomic>
-#include <cstdlib>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -51,12 +50,6 @@ const Entry& checked(GemmPath p, const std::string& what) {
 }
 
 const Entry& initial() {
-  if (const char* env = std::getenv("GDN_GEMM_PATH"); env && *env) {
-    for (const Entry& e : kEntries)
-      if (std::string(env) == e.name) return checked(e.path, "GDN_GEMM_PATH=" + std::string(env));
-    throw_error("GDN_GEMM_PATH=", env, " is not a GEMM path: this build on this CPU (",
-                cpu_features().describe(), ") runs ", choices());
-  }
   return checked(gemm_paths().back(), "the widest GEMM path");
 }
 
@@ -79,6 +72,13 @@ std::vector<GemmPath> gemm_paths() {
   GDN_CHECK(!out.empty(), "this CPU (", cpu_features().describe(),
             ") runs none of this build's GEMM paths (AVX2 + FMA at the least)");
   return out;
+}
+
+GemmPath gemm_path_named(const std::string& name, const std::string& what) {
+  for (const Entry& e : kEntries)
+    if (name == e.name) return checked(e.path, what + " " + name).path;
+  throw_error(what, " ", name, " is not a GEMM path: this build on this CPU (",
+              cpu_features().describe(), ") runs ", choices());
 }
 
 GemmPath gemm_path() {

@@ -1,9 +1,9 @@
 // Which GEMM kernels the host runs (gemm_kernels.h), chosen at run time from the CPU's own
-// report (core/cpu_features.h): the widest ISA it has, unless GDN_GEMM_PATH names another
-// one it has (a test or a benchmark forcing a path). The f32, f64 and bf16 GEMMs follow the
-// same choice. The float and double results are the same bits on every path (one FMA chain
-// per element, gemm.h); the bf16 ones too, but for results below 2^-126, which vdpbf16ps
-// flushes to zero and the widening paths do not.
+// report (core/cpu_features.h): the widest ISA it has, unless the run's layout
+// (train.gemm_path, train/run_layout.h), a test or a benchmark sets another one it has. The f32,
+// f64 and bf16 GEMMs follow the same choice. The float and double results are the same bits on
+// every path (one FMA chain per element, gemm.h); the bf16 ones too, but for results below 2^-126,
+// which vdpbf16ps flushes to zero and the widening paths do not.
 #pragma once
 
 #include <string>
@@ -21,8 +21,11 @@ const char* gemm_path_name(GemmPath p);
 // The paths of this build that this CPU can run, narrowest first.
 std::vector<GemmPath> gemm_paths();
 
-// The path in use: GDN_GEMM_PATH's (read once; an unknown name, or one this CPU or build
-// cannot run, throws an Error that lists the choices), else the last of gemm_paths().
+// The path named `name` ("avx2"); an unknown name, or one this CPU or build cannot run,
+// throws an Error that starts with `what` and lists the choices.
+GemmPath gemm_path_named(const std::string& name, const std::string& what);
+
+// The path in use: the last of gemm_paths() until set_gemm_path.
 GemmPath gemm_path();
 
 // Switches the path (tests and benchmarks; not while GEMMs run on other threads). Throws an
