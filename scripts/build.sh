@@ -136,7 +136,15 @@ interrupted() {
 }
 trap interrupted INT TERM
 stage setup bash scripts/setup.sh
-stage configure cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+# Ninja where it is installed (setup.sh installs ninja-build): it starts a target's objects
+# without waiting for the libraries the target links, as make does, which on 2 cores took
+# gdn_train's build from 4m20s to 3m33s. A build directory keeps the generator it was
+# first configured with.
+GENERATOR=()
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then
+  GENERATOR=(-G Ninja)
+fi
+stage configure cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release
 stage build cmake --build "$BUILD_DIR" -j"${GDN_JOBS:-$(nproc)}" "${TARGETS[@]}"
 if [ "$VERBOSE" = 1 ]; then
   echo "build.sh: built in $(elapsed) (log: $LOG)" >&2

@@ -5,13 +5,14 @@
 set -euo pipefail
 . "$(dirname "$0")/lib/help.sh"
 no_arguments "$0" "$@"
-# jq reads the JSON-lines logs and stats.json in the scripts and CLI tests (rather than a
+# ninja-build runs the build (scripts/build.sh: faster than make on few cores); jq reads the
+# JSON-lines logs and stats.json in the scripts and CLI tests (rather than a
 # hand-rolled parser in shell); gnuplot-nox draws the loss-curve PNG of the reproduction;
 # python3 (standard library only) runs tests/cli/npy_tool.py, which edits .npy files and
 # checkpoints for the CLI tests, and python3-venv the tools' venv. libopenblas-dev is for
 # gdn_bench alone (optional there): its GEMM ceiling line times a library's GEMM beside
 # ours (docs/design.md §2d).
-pkgs=(build-essential cmake g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspdlog-dev
+pkgs=(build-essential cmake ninja-build g++ openmpi-bin libopenmpi-dev libcxxopts-dev libspdlog-dev
       nlohmann-json3-dev catch2 jq gnuplot-nox python3 python3-venv libopenblas-dev)
 missing=()
 for p in "${pkgs[@]}"; do
