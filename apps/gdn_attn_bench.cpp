@@ -377,14 +377,13 @@ int run(int argc, char** argv) {
   if (device == "cuda" && r["peak-n"].as<int>() > 0) bench_peak(r["peak-n"].as<int>(), 2, reps);
 #endif
   if (!table) return 0;
-  return table->finish({"check: rel L2 against exact attention in fp64 on the same inputs, of o "
-                        "(fwd; with dq, and dk, dv of the last keys: fwd_bwd) at sampled query "
-                        "rows; tolerance 1e-4 (float), 3e-2 (bf16); the GEMM peak against its "
-                        "closed form, 1e-2",
-                        "rate: causal FLOPs, 4 B Hq D T (T + 1) / 2 forward, 3.5 times that "
-                        "forward + backward"}) > 0
-             ? 1
-             : 0;
+  return table->exit_status(
+      {"check: rel L2 against exact attention in fp64 on the same inputs, of o "
+       "(fwd; with dq, and dk, dv of the last keys: fwd_bwd) at sampled query "
+       "rows; tolerance 1e-4 (float), 3e-2 (bf16); the GEMM peak against its "
+       "closed form, 1e-2",
+       "rate: causal FLOPs, 4 B Hq D T (T + 1) / 2 forward, 3.5 times that "
+       "forward + backward"});
 }
 
 }  // namespace

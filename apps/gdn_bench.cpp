@@ -790,7 +790,7 @@ int report_ratios(const Flags& f, const Settings& s, const Ratios& r) {
   if (s.cpu && s.cuda) ratio_notes("cpu / cuda", r.device);
   if (s.cpu && s.phases) ratio_notes("wy recompute / reuse", r.wy);
   notes.insert(notes.end(), s.launch_notes->begin(), s.launch_notes->end());
-  return s.table->finish(notes) > 0 ? 1 : 0;
+  return s.table->exit_status(notes);
 }
 
 int run(int argc, char** argv) {
@@ -817,19 +817,13 @@ int run(int argc, char** argv) {
   if (f.ceiling_size > 0) s.ceiling_gflops = report_ceiling(f, peak);
   std::vector<std::string> launch_notes;
   // The table: one row per (shape, variant); the ratios and the check's reference below it.
-  std::optional<app::BenchTable> table;
-  if (!f.as_json) {
-    table.emplace(app::shape_columns({{"variant", "", 25},
-                                      {"device", "", 6},
-                                      {"time", "(ms)", 10},
-                                      {"min", "(ms)", 10},
-                                      {"tokens", "(M/s)", 9},
-                                      {"rate", "(GFLOP/s)", 9},
-                                      {"peak", "(%)", 5}}));
-    table->header();
+  std::optional<app::BenchTable> table =
+      app::open_shape_table(f.as_json, {{"variant", "", 25}, {"device", "", 6}},
+                            {{"rate", "(GFLOP/s)", 9}, {"peak", "(%)", 5}});
+  if (table) {
     s.table = &*table;
     s.launch_notes = &launch_notes;
-    s.tol = f.dtype == DType::f64 ? 1e-10 : 1e-4;
+    s.tol = app::check_tolerance(f.dtype);
   }
   return report_ratios(f, s, bench_shapes(f, s));
 }

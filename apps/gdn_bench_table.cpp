@@ -90,7 +90,7 @@ int run(int argc, char** argv) {
                          ? app::unchecked()
                          : app::BenchCheck{number(err, line), number(tol, line)});
   }
-  return table.finish(notes) > 0 ? 1 : 0;
+  return table.exit_status(notes);
 }
 
 }  // namespace

@@ -311,22 +311,17 @@ int run(int argc, char** argv) {
   if (scans != "log_depth") s.log_depth.push_back(false);
   if (scans != "serial") s.log_depth.push_back(true);
   const DType dtype = parse_real_dtype((*res)["dtype"].as<std::string>(), "--dtype");
-  std::optional<app::BenchTable> table;
-  if (!res->count("json")) {
+  const bool json = res->count("json") > 0;
+  if (!json)
     std::cout << "# gdn_split_bench " << dtype_name(dtype) << ", chunk size " << s.chunk_size
               << ", " << omp_get_max_threads() << " threads, " << s.reps
               << " interleaved reps after " << s.warmup << " warm-up" << std::endl;
-    table.emplace(app::shape_columns({{"variant", "", 20},
-                                      {"mode", "", 7},
-                                      {"S", "", 4},
-                                      {"time", "(ms)", 10},
-                                      {"min", "(ms)", 10},
-                                      {"tokens", "(M/s)", 9},
-                                      {"speedup", "(x)", 7},
-                                      {"min_sp", "(x)", 7}}));
-    table->header();
+  std::optional<app::BenchTable> table =
+      app::open_shape_table(json, {{"variant", "", 20}, {"mode", "", 7}, {"S", "", 4}},
+                            {{"speedup", "(x)", 7}, {"min_sp", "(x)", 7}});
+  if (table) {
     s.table = &*table;
-    s.tol = dtype == DType::f64 ? 1e-10 : 1e-4;
+    s.tol = app::check_tolerance(dtype);
   }
 
   for (const GdnProblem& p :
@@ -340,14 +335,13 @@ int run(int argc, char** argv) {
     }
   }
   if (!table) return 0;
-  return table->finish({"check: rel L2 of o and ht (fwd), of every gradient (fwd_bwd) against "
-                        "the recurrence in fp64 on the same inputs, of a scan's outputs against "
-                        "its maps applied one by one in fp64; tolerance " +
-                            app::sci(s.tol, 0),
-                        "S: the pieces the op cut; speedup: over the unsplit op, of the medians "
-                        "(min_sp: of the minima)"}) > 0
-             ? 1
-             : 0;
+  return table->exit_status(
+      {"check: rel L2 of o and ht (fwd), of every gradient (fwd_bwd) against "
+       "the recurrence in fp64 on the same inputs, of a scan's outputs against "
+       "its maps applied one by one in fp64; tolerance " +
+           app::sci(s.tol, 0),
+       "S: the pieces the op cut; speedup: over the unsplit op, of the medians "
+       "(min_sp: of the minima)"});
 }
 
 }  // namespace

@@ -50,6 +50,10 @@ class BenchTable {
   void row(const std::vector<std::string>& cells, const BenchCheck& check);
   // "# <n> rows, <w> wrong" (and a note per footnote line given); returns w.
   int finish(const std::vector<std::string>& notes = {}) const;
+  // finish(), then the benchmark's exit status: 1 when a row is wrong, else 0.
+  int exit_status(const std::vector<std::string>& notes = {}) const {
+    return finish(notes) > 0 ? 1 : 0;
+  }
   int wrong() const { return wrong_; }
 
  private:

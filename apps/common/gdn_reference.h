@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/bench_table.h"
+#include "core/dtype.h"
 #include "gdn/op/op.h"
 #include "gdn/recurrent.h"
 
@@ -22,6 +24,24 @@ inline std::vector<BenchColumn> shape_columns(const std::vector<BenchColumn>& mo
                              {"Hv", "", 3}, {"K", "", 4}, {"V", "", 4}};
   c.insert(c.end(), more.begin(), more.end());
   return c;
+}
+// The table of gdn_bench and gdn_split_bench: the shape's columns, `what` (the variant's),
+// the timing both print (the median and the minimum in ms, tokens per second), then
+// `derived`; its header printed. None with --json (the rows go out as JSON lines instead).
+inline std::optional<BenchTable> open_shape_table(bool json, const std::vector<BenchColumn>& what,
+                                                  const std::vector<BenchColumn>& derived) {
+  std::optional<BenchTable> table;
+  if (json) return table;
+  std::vector<BenchColumn> c = what;
+  c.insert(c.end(), {{"time", "(ms)", 10}, {"min", "(ms)", 10}, {"tokens", "(M/s)", 9}});
+  c.insert(c.end(), derived.begin(), derived.end());
+  table.emplace(shape_columns(c));
+  table->header();
+  return table;
+}
+// The check's tolerance of a row against the fp64 reference: 1e-10 in fp64, 1e-4 else.
+inline double check_tolerance(DType d) {
+  return d == DType::f64 ? 1e-10 : 1e-4;
 }
 inline std::vector<std::string> shape_cells(const GdnProblem& p,
                                             const std::vector<std::string>& more) {
