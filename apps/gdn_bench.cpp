@@ -460,7 +460,7 @@ void bench_cuda(const GdnProblem& p, const Settings& s, const GdnInputs<T>& d,
   Cuda::synchronize();
 
   const ChunkFlops f = chunk_flops(p);
-  // TF32 GEMMs (GDN_CUDA_TF32=1, deprecated) are about 1e-3 relative (docs/gpu.md).
+  // TF32 GEMMs (--cuda-tf32) are about 1e-3 relative (docs/gpu.md).
   const double tol = std::is_same_v<T, float> && pass::cuda_tf32() ? 1e-2 : 0;
   std::function<double()> fwd_check, fwd_bwd_check;
   if (ref) {
@@ -572,6 +572,9 @@ cxxopts::Options make_options() {
       "cpu, cuda (the chunked op on the GPU only) or all (both; the CPU only, with a warning "
       "line, when no GPU is visible)",
       cxxopts::value<std::string>()->default_value("cpu"))(
+      "cuda-tf32",
+      "the CUDA op's fp32 chunk GEMMs on TF32 tensor cores (gdn_train --cuda-tf32; its rows "
+      "are checked to 1e-2)")(
       "chunk-size", "chunk size of the chunked op: a power of two in [16, 128]",
       cxxopts::value<int>()->default_value(std::to_string(kDefaultChunkSize)))(
       "reps", "timed runs per chunked variant (the median is reported)",
@@ -808,6 +811,7 @@ int run(int argc, char** argv) {
     for (const GdnProblem& p : f.shapes) print_bytes(p, sms);
     return 0;
   }
+  if (res.count("cuda-tf32")) pass::set_cuda_tf32(true);
   const std::string warning = resolve_devices(res["device"].as<std::string>(), s);
   if (!warning.empty())
     std::cout << (f.as_json ? json{{"warning", warning}}.dump() : "# warning: " + warning)

@@ -293,8 +293,8 @@ if [ "$DRY" -eq 0 ]; then
   # the op in fp64 (gdn_bench: f32, TF32, the bf16 mode; gdn_attn_bench: float and bf16
   # attention, the GEMM peak); a WRONG row fails the step.
   step "bench tables: cuda rows vs fp64" 60 sh -c "'$BUILD/apps/gdn_bench' --device cuda \
-    --shapes '1,512,2,4,64,64' --phases=false --reps 1 --ceiling-size 0 && GDN_CUDA_TF32=1 \
-    '$BUILD/apps/gdn_bench' --device cuda --shapes '1,512,2,4,64,64' --phases=false --reps 1 \
+    --shapes '1,512,2,4,64,64' --phases=false --reps 1 --ceiling-size 0 && \
+    '$BUILD/apps/gdn_bench' --device cuda --cuda-tf32 --shapes '1,512,2,4,64,64' --phases=false --reps 1 \
     --ceiling-size 0 && '$BUILD/apps/gdn_attn_bench' --device cuda --seq 1024 --heads 4 \
     --kv-heads 2 --dim 128 --reps 1 --mode both --peak-n 1024"
   if [ -n "${FLA_PID:-}" ]; then
