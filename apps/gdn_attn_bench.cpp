@@ -28,6 +28,7 @@
 
 #include "common/app_common.h"
 #include "common/bench_table.h"
+#include "common/deprecated_env.h"
 #include "core/autocast.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -306,6 +307,7 @@ void bench_peak(int n, int warmup, int reps) {
 #endif
 
 int run(int argc, char** argv) {
+  app::apply_deprecated_env();  // the kernel choices of the old variables, warned
   cxxopts::Options options("gdn_attn_bench",
                            "Times the causal grouped-query attention op (forward, forward + "
                            "backward) and, on CUDA, the bf16 tensor-core GEMM peak. JSON lines.");

@@ -49,6 +49,7 @@
 
 #include "common/app_common.h"
 #include "common/bench_table.h"
+#include "common/deprecated_env.h"
 #include "common/gdn_reference.h"
 #include "core/autocast.h"
 #include "core/cpu_features.h"
@@ -797,6 +798,7 @@ int report_ratios(const Flags& f, const Settings& s, const Ratios& r) {
 }
 
 int run(int argc, char** argv) {
+  app::apply_deprecated_env();  // the kernel choices of the old variables, warned
   cxxopts::Options o = make_options();
   auto res = o.parse(argc, argv);
   if (res.count("help")) {

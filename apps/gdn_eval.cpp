@@ -171,8 +171,6 @@ Setup parse(const cxxopts::ParseResult& r, int world_size) {
               tokens.data[std::size_t(i)], ", outside [0, vocab_size ", m.vocab_size, ")");
   t.batch_size = int(B);
   t.seq_len = T;
-  t.steps = 1;
-  t.data = s.tokens_path;
   // Documents: after EOS (--documents eos), or where --cu-seqlens says (then documents are
   // on, their starts the rows' own, as a Megatron index gives them).
   std::optional<std::vector<std::int64_t>> starts = cu_seqlens_starts(r, T);

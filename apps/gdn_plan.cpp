@@ -8,12 +8,15 @@
 //   gdn_plan --config configs/qwen3-next-80b-a3b.json --seq-len 8192 --cp 4 [--json]
 //   gdn_plan --config hf/config.json --seq-len 1048576 --cp 16 --dp 2 --batch 2
 //       --memory-gb 80 --cluster "nodes=4,gpus=8,nvlink_GBps=450,net_GBps=50" --rank-gflops 400000
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <iostream>
 
 #include "common/app_common.h"
+#include "common/deprecated_env.h"
 #include "common/train_flags.h"
 #include "core/error.h"
 #include "core/json_reader.h"
@@ -85,6 +88,9 @@ int run(int argc, char** argv) {
       load_config(res["config"].as<std::string>(),
                   res.count("train-config") ? res["train-config"].as<std::string>() : "");
   app::apply_train_flags(res, cfg.train, kLayoutKeys);
+  std::vector<std::string> env_warnings;  // the old kernel variables, as gdn_train takes them
+  app::take_deprecated_env(cfg.train, env_warnings);
+  for (const std::string& w : env_warnings) spdlog::warn("{}", w);
   app::report_model_keys(cfg.source, cfg.ignored_model_keys, cfg.model_notes);
   const plan::PlanInput in = plan::plan_input(cfg);
   plan::PlanOptions opt;

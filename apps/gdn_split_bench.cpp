@@ -29,6 +29,7 @@
 #include "comm/single_communicator.h"
 #include "common/app_common.h"
 #include "common/bench_table.h"
+#include "common/deprecated_env.h"
 #include "common/gdn_reference.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -267,6 +268,7 @@ void bench_scans(const GdnProblem& p, const Settings& s, const char* dtype) {
 }
 
 int run(int argc, char** argv) {
+  app::apply_deprecated_env();  // the kernel choices of the old variables, warned
   cxxopts::Options o(
       "gdn_split_bench",
       "Times the intra-rank sequence split of the GDN passes (GdnContextParallel on one rank, "

@@ -9,8 +9,6 @@
 #include <filesystem>
 #include <new>
 
-#include "common/deprecated_env.h"
-
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -174,7 +172,6 @@ int serial_main(const std::string& tool, int (*run)(int, char**), int argc, char
   keep_freed_memory();
   setup_logging(tool);
   try {
-    apply_deprecated_env();  // the benchmarks' kernel choices (common/deprecated_env.h)
     return run(argc, argv);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
