@@ -42,7 +42,11 @@ struct CommCounter {
 
 class Communicator {
  public:
+  Communicator() = default;
   virtual ~Communicator() = default;
+  // A communicator is one group of ranks' handle: never copied (split() makes new ones).
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
 
   int rank() const { return do_rank(); }
   int size() const { return do_size(); }
@@ -170,3 +174,32 @@ class Communicator {
 };
 
 }  // namespace gdn
+
+// The backend operations above, declared as overrides: a backend's class says
+// GDN_COMMUNICATOR_OPERATIONS under `protected:` (beside its do_rank, do_size and
+// backend_name), so the list is written once, here; what a backend's operation does beyond
+// the contract above is said at its definition, in the backend's .cpp.
+#define GDN_COMMUNICATOR_OPERATIONS                                                               \
+  void do_all_gather(const void* send, void* recv, std::size_t bytes, const std::string& site)    \
+      override;                                                                                   \
+  void do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,                      \
+                       const std::vector<std::size_t>& recv_bytes,                                \
+                       const std::vector<std::size_t>& recv_offsets, const std::string& site)     \
+      override;                                                                                   \
+  void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op, const std::string& site) \
+      override;                                                                                   \
+  void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,            \
+                             const std::string& site) override;                                   \
+  void do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,                \
+                     const std::vector<std::size_t>& send_offsets, void* recv,                    \
+                     const std::vector<std::size_t>& recv_bytes,                                  \
+                     const std::vector<std::size_t>& recv_offsets, const std::string& site)       \
+      override;                                                                                   \
+  void do_send(const void* buf, std::size_t bytes, int dest, int tag, const std::string& site)    \
+      override;                                                                                   \
+  void do_recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override; \
+  void do_send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,       \
+                    std::size_t recv_bytes, int src, int tag, const std::string& site) override;  \
+  void do_barrier() override;                                                                     \
+  std::unique_ptr<Communicator> do_split(int color, int key) override;                            \
+  [[noreturn]] void do_abort(int code) override

@@ -120,6 +120,7 @@ void MpiCommunicator::check_peer(int peer, bool allow_none, const char* what, co
                 ", expected 0 .. ", size_ - 1, allow_none ? " or -1 (none)" : "");
 }
 
+// MPI_Allgather, in pieces when a block is over max_message_bytes(). In place is allowed.
 void MpiCommunicator::do_all_gather(const void* send, void* recv, std::size_t bytes,
                                     const std::string& site) {
   char* out = static_cast<char*>(recv);
@@ -149,6 +150,7 @@ void MpiCommunicator::do_all_gather(const void* send, void* recv, std::size_t by
   }
 }
 
+// In place, in pieces of at most max_message_bytes().
 void MpiCommunicator::do_all_reduce(void* buf, std::size_t count_, DType t, ReduceOp reduce,
                                     const std::string& site) {
   const MPI_Op op = reduce == ReduceOp::sum ? MPI_SUM : MPI_MAX;
@@ -165,6 +167,8 @@ void MpiCommunicator::do_all_reduce(void* buf, std::size_t count_, DType t, Redu
   } while (off < count_);
 }
 
+// MPI_Reduce_scatter_block, in pieces when a block is over max_message_bytes(). In place
+// is allowed.
 void MpiCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t count_,
                                             DType t, const std::string& site) {
   const std::size_t es = dtype_size(t);
@@ -204,6 +208,12 @@ void MpiCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::s
   }
 }
 
+// MPI_Allgatherv when the whole output fits in one int count (at most
+// max_message_bytes()), with MPI_IN_PLACE when in place. Displacements are ints too: a
+// rank whose layout puts a block past max_message_bytes() receives into a packed scratch
+// and copies the blocks out, the same collective as the other ranks make. A larger
+// output goes point-to-point as all_to_all does (in pieces, every received size
+// checked). Every rank must pass the same recv_bytes, as it decides the path.
 void MpiCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
                                       const std::vector<std::size_t>& recv_bytes,
                                       const std::vector<std::size_t>& recv_offsets,
@@ -245,6 +255,10 @@ void MpiCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, 
         std::memcpy(out + recv_offsets[q], scratch.get() + displs[q], recv_bytes[q]);
 }
 
+// Nonblocking MPI_BYTE messages per peer (not MPI_Alltoallv, whose int displacements
+// overflow past 2 GiB), at least one each way per pair, so a zero-byte side still pairs
+// up. Every received size is checked: a message shorter or longer than recv_bytes is an
+// error naming site, rank and peer. The block to self is a memmove.
 void MpiCommunicator::do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
                                     const std::vector<std::size_t>& send_offsets, void* recv,
                                     const std::vector<std::size_t>& recv_bytes,
@@ -332,6 +346,7 @@ void MpiCommunicator::exchange(const void* send, const std::vector<std::size_t>&
                   recv_bytes[q], " bytes from rank ", q, ", got ", got[q]);
 }
 
+// dest in [0, size()).
 void MpiCommunicator::do_send(const void* buf, std::size_t bytes, int dest, int tag,
                               const std::string& site) {
   check_peer(dest, false, "dest", "MPI_Send", site);
@@ -345,6 +360,7 @@ void MpiCommunicator::do_send(const void* buf, std::size_t bytes, int dest, int 
   }
 }
 
+// The matching send must carry exactly `bytes` bytes.
 void MpiCommunicator::do_recv(void* buf, std::size_t bytes, int src, int tag,
                               const std::string& site) {
   check_peer(src, false, "src", "MPI_Recv", site);
@@ -365,6 +381,7 @@ void MpiCommunicator::do_recv(void* buf, std::size_t bytes, int src, int tag,
   }
 }
 
+// dest/src may be -1 (MPI_PROC_NULL).
 void MpiCommunicator::do_send_recv(const void* send_buf, std::size_t send_bytes, int dest,
                                    void* recv_buf, std::size_t recv_bytes, int src, int tag,
                                    const std::string& site) {

@@ -116,6 +116,7 @@ void NcclCommunicator::check_tag(int tag, const std::string& site) const {
             ", expected >= 0");
 }
 
+// NCCL handles in place itself (send == recv + rank * bytes).
 void NcclCommunicator::do_all_gather(const void* send, void* recv, std::size_t bytes,
                                      const std::string& site) {
   // NCCL handles the in-place case (send == recv + rank * bytes) itself. Zero bytes is
@@ -126,6 +127,9 @@ void NcclCommunicator::do_all_gather(const void* send, void* recv, std::size_t b
   }
 }
 
+// NCCL has no all-gather of uneven blocks: one group of ncclSend (this rank's block to
+// every peer) and ncclRecv (every peer's non-empty block), as do_all_to_all; the block to
+// self is a cudaMemcpyAsync on the stream unless in place.
 void NcclCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
                                        const std::vector<std::size_t>& recv_bytes,
                                        const std::vector<std::size_t>& recv_offsets,
@@ -156,6 +160,7 @@ void NcclCommunicator::do_all_reduce(void* buf, std::size_t n, DType t, ReduceOp
   }
 }
 
+// ncclReduceScatter, which handles in place (recv == send + rank * count) itself.
 void NcclCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t n, DType t,
                                              const std::string& site) {
   // Zero elements is skipped on every rank alike (all ranks pass the same count).
@@ -166,6 +171,9 @@ void NcclCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::
   }
 }
 
+// One group of ncclSend/ncclRecv, one pair per peer with a non-empty block (a zero on one
+// side must be a zero on the other: NCCL cannot see a mismatch); the block to self is a
+// cudaMemcpyAsync on the stream.
 void NcclCommunicator::do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
                                      const std::vector<std::size_t>& send_offsets, void* recv,
                                      const std::vector<std::size_t>& recv_bytes,
@@ -277,6 +285,7 @@ void NcclCommunicator::do_barrier() {
   wait("barrier");
 }
 
+// MPI_Comm_split of the MPI communicator, then a fresh NCCL bootstrap on the same device.
 std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   MPI_Comm part = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(mpi_.comm(), color, key, &part), "MPI_Comm_split", rank());
@@ -292,6 +301,7 @@ std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   return out;
 }
 
+// ncclCommAbort (so peers' kernels do not wait forever on this rank), then MPI_Abort.
 void NcclCommunicator::do_abort(int code) {
   if (comm_ != nullptr) ncclCommAbort(comm_);
   comm_ = nullptr;

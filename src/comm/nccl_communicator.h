@@ -36,8 +36,6 @@ class NcclCommunicator : public Communicator {
   // device: the CUDA device this rank drives (from choose_gpu); made current here.
   NcclCommunicator(MPI_Comm comm, int device);
   ~NcclCommunicator() override;
-  NcclCommunicator(const NcclCommunicator&) = delete;
-  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   int device() const { return device_; }
 
@@ -46,39 +44,7 @@ class NcclCommunicator : public Communicator {
   int do_size() const override { return mpi_.size(); }
   const char* backend_name() const override { return "NcclCommunicator"; }
 
-  // NCCL handles in place itself (send == recv + rank * bytes).
-  void do_all_gather(const void* send, void* recv, std::size_t bytes,
-                     const std::string& site) override;
-  // NCCL has no all-gather of uneven blocks: one group of ncclSend (this rank's block to
-  // every peer) and ncclRecv (every peer's non-empty block), as do_all_to_all; the block to
-  // self is a cudaMemcpyAsync on the stream unless in place.
-  void do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
-                       const std::vector<std::size_t>& recv_bytes,
-                       const std::vector<std::size_t>& recv_offsets,
-                       const std::string& site) override;
-  void do_all_reduce(void* buf, std::size_t count, DType t, ReduceOp op,
-                     const std::string& site) override;
-  // ncclReduceScatter, which handles in place (recv == send + rank * count) itself.
-  void do_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType t,
-                             const std::string& site) override;
-  // One group of ncclSend/ncclRecv, one pair per peer with a non-empty block (a zero on one
-  // side must be a zero on the other: NCCL cannot see a mismatch); the block to self is a
-  // cudaMemcpyAsync on the stream.
-  void do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
-                     const std::vector<std::size_t>& send_offsets, void* recv,
-                     const std::vector<std::size_t>& recv_bytes,
-                     const std::vector<std::size_t>& recv_offsets,
-                     const std::string& site) override;
-  void do_send(const void* buf, std::size_t bytes, int dest, int tag,
-               const std::string& site) override;
-  void do_recv(void* buf, std::size_t bytes, int src, int tag, const std::string& site) override;
-  void do_send_recv(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
-                    std::size_t recv_bytes, int src, int tag, const std::string& site) override;
-  void do_barrier() override;
-  // MPI_Comm_split of the MPI communicator, then a fresh NCCL bootstrap on the same device.
-  std::unique_ptr<Communicator> do_split(int color, int key) override;
-  // ncclCommAbort (so peers' kernels do not wait forever on this rank), then MPI_Abort.
-  [[noreturn]] void do_abort(int code) override;
+  GDN_COMMUNICATOR_OPERATIONS;
 
  private:
   // Waits for the stream; throws if CUDA or NCCL (a dead peer, a network error) failed.

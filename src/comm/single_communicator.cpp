@@ -8,12 +8,14 @@
 
 namespace gdn {
 
+// Copies send into recv (the only block) unless in place.
 void SingleCommunicator::do_all_gather(const void* send, void* recv, std::size_t bytes,
                                        const std::string&) {
   // memmove: callers may gather in place (send pointing into recv).
   if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
 }
 
+// Copies send to recv + recv_offsets[0] (the only block) unless in place.
 void SingleCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
                                          const std::vector<std::size_t>&,
                                          const std::vector<std::size_t>& recv_offsets,
@@ -25,14 +27,17 @@ void SingleCommunicator::do_all_gather_v(const void* send, std::size_t send_byte
   }
 }
 
+// A no-op on the data (one rank's sum or max is itself).
 void SingleCommunicator::do_all_reduce(void*, std::size_t, DType, ReduceOp, const std::string&) {}
 
+// Copies block 0 (the only one) into recv unless in place.
 void SingleCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t count,
                                                DType t, const std::string&) {
   const std::size_t bytes = count * dtype_size(t);
   if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
 }
 
+// The one block is the block to self: a copy.
 void SingleCommunicator::do_all_to_all(const void* send, const std::vector<std::size_t>& send_bytes,
                                        const std::vector<std::size_t>& send_offsets, void* recv,
                                        const std::vector<std::size_t>&,
@@ -46,6 +51,7 @@ void SingleCommunicator::do_all_to_all(const void* send, const std::vector<std::
   }
 }
 
+// There is no other rank to talk to, so any send/recv is a logic error: always throws.
 void SingleCommunicator::do_send(const void*, std::size_t bytes, int dest, int tag,
                                  const std::string& site) {
   throw_error("SingleCommunicator::send at site '", site, "': dest = ", dest, ", tag = ", tag, ", ",
@@ -58,6 +64,8 @@ void SingleCommunicator::do_recv(void*, std::size_t bytes, int src, int tag,
               bytes, " bytes, but there is only one rank (p2p needs size() > 1)");
 }
 
+// dest = src = -1: no-op. dest = src = 0 with equal sizes: a copy, as MPI_Sendrecv to
+// self would do. Anything else throws.
 void SingleCommunicator::do_send_recv(const void* send_buf, std::size_t send_bytes, int dest,
                                       void* recv_buf, std::size_t recv_bytes, int src, int tag,
                                       const std::string& site) {
@@ -76,9 +84,12 @@ std::unique_ptr<Communicator> SingleCommunicator::do_split(int, int) {
   return std::make_unique<SingleCommunicator>();
 }
 
+// Flushes stdio and exits with code without unwinding, like MPI_Abort.
 void SingleCommunicator::do_abort(int code) {
   std::fflush(nullptr);
   std::_Exit(code);
 }
+
+void SingleCommunicator::do_barrier() {}
 
 }  // namespace gdn

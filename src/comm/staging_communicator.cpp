@@ -51,6 +51,8 @@ void StagingCommunicator::do_all_gather(const void* send, void* recv, std::size_
   to_device(recv, hr, total, site);
 }
 
+// The blocks arrive packed in the pinned buffer and are copied out one by one (gaps on
+// the device are left untouched); in place needs nothing, as send is staged first.
 void StagingCommunicator::do_all_gather_v(const void* send, std::size_t send_bytes, void* recv,
                                           const std::vector<std::size_t>& recv_bytes,
                                           const std::vector<std::size_t>& recv_offsets,
@@ -83,6 +85,7 @@ void StagingCommunicator::do_all_reduce(void* buf, std::size_t n, DType t, Reduc
   to_device(buf, h, bytes, site);
 }
 
+// In place is allowed: the input is staged to the host before anything is written.
 void StagingCommunicator::do_reduce_scatter_sum(const void* send, void* recv, std::size_t n,
                                                 DType t, const std::string& site) {
   const std::size_t bytes = n * dtype_size(t);
@@ -95,6 +98,8 @@ void StagingCommunicator::do_reduce_scatter_sum(const void* send, void* recv, st
   to_device(recv, hr, bytes, site);
 }
 
+// The blocks are packed into the pinned buffers (one copy per non-empty block each way),
+// so gaps between the receive blocks on the device are left untouched.
 void StagingCommunicator::do_all_to_all(const void* send,
                                         const std::vector<std::size_t>& send_bytes,
                                         const std::vector<std::size_t>& send_offsets, void* recv,
@@ -156,6 +161,14 @@ std::unique_ptr<Communicator> StagingCommunicator::do_split(int color, int key) 
   auto* m = dynamic_cast<MpiCommunicator*>(part.get());
   GDN_CHECK(m != nullptr, "StagingCommunicator::split: inner split did not return MPI");
   return std::make_unique<StagingCommunicator>(m->comm());
+}
+
+void StagingCommunicator::do_barrier() {
+  mpi_.barrier();
+}
+
+void StagingCommunicator::do_abort(int code) {
+  mpi_.abort(code);
 }
 
 }  // namespace gdn
