@@ -29,8 +29,8 @@
 #include "common/app_common.h"
 #include "common/bench_table.h"
 #include "common/deprecated_env.h"
-#include "core/autocast.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "ops/attention/attention.h"
 
@@ -212,16 +212,16 @@ void bench_attention(const Shape& s, bool bf16, int warmup, int reps, const std:
   const Buffer<Dev, std::int64_t> qpos = to_device<Dev>(pos.data(), pos.size());
   Buffer<Dev, float> o(nq), lse(std::size_t(s.B) * s.T * s.Hq), dq(nq), dk(nk), dv(nk);
   const double scale = 1 / std::sqrt(double(s.D));
-  const Bf16Autocast mode(bf16);
+  const Precision mode = precision_of(bf16);
   const Dev dev{};
   auto forward = [&] {
-    ops::attention_forward(dev, q.data(), k.data(), v.data(), qpos.data(), s.B, s.T, s.T, s.Hq,
-                           s.Hkv, s.D, scale, o.data(), lse.data());
+    ops::attention_forward(dev, mode, q.data(), k.data(), v.data(), qpos.data(), s.B, s.T, s.T,
+                           s.Hq, s.Hkv, s.D, scale, o.data(), lse.data());
   };
   auto backward = [&] {
-    ops::attention_backward(dev, q.data(), k.data(), v.data(), o.data(), lse.data(), dout.data(),
-                            qpos.data(), s.B, s.T, s.T, s.Hq, s.Hkv, s.D, scale, dq.data(),
-                            dk.data(), dv.data());
+    ops::attention_backward(dev, mode, q.data(), k.data(), v.data(), o.data(), lse.data(),
+                            dout.data(), qpos.data(), s.B, s.T, s.T, s.Hq, s.Hkv, s.D, scale,
+                            dq.data(), dk.data(), dv.data());
   };
   const std::string tag = bf16 ? "attn_bf16" : "attn_f32";
   const double f = forward_flops(s);
@@ -243,7 +243,7 @@ void bench_attention(const Shape& s, bool bf16, int warmup, int reps, const std:
   // q, k, v stored in bf16, as SDPA reads them (the flash kernels on bf16 global memory,
   // K and V by cp.async in two stages): attn_bf16_io.
   if constexpr (std::is_same_v<Dev, Cuda>) {
-    if (!bf16 || !ops::flash_attention_chosen(s.D) || s.D % 8 != 0) return;
+    if (!bf16 || !ops::flash_attention_chosen(s.D, mode) || s.D % 8 != 0) return;
     auto narrow = [](const std::vector<float>& x) {
       std::vector<Bf16> y(x.size());
       for (std::size_t i = 0; i < x.size(); ++i) y[i] = to_bf16(x[i]);

@@ -51,9 +51,9 @@
 #include "common/bench_table.h"
 #include "common/deprecated_env.h"
 #include "common/gdn_reference.h"
-#include "core/autocast.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "gdn/chunk/launch_counts.h"
 #include "gdn/flop_count.h"
@@ -425,8 +425,9 @@ void bench_cuda_passes(const GdnProblem& p, const Settings& s, const GdnInputVie
   Cuda::fill(lambda.data(), lambda.size(), T(0));
   GdnGradView<T> grads{dq.data(), dk.data(),    dv.data(),
                        dg.data(), dbeta.data(), in.h0 ? dh0.data() : nullptr};
-  const Bf16Autocast mode(bf16);
-  LocalPass<T, Cuda> pass(p, 0, p.T, in);
+  GdnProblem pp = p;
+  pp.precision = precision_of(bf16);
+  LocalPass<T, Cuda> pass(pp, 0, p.T, in);
   const ChunkFlops f = chunk_flops(p);
   const std::string tag = bf16 ? "cuda_bf16_pass_" : "cuda_pass_";
   // In order: each pass reads what the one before it kept (the factors, the chunk states).

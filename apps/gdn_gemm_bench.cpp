@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "core/autocast.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "ops/gemm/gemm_path.h"
 #include "ops/linear/linear.h"
@@ -107,14 +107,14 @@ int run(int argc, char** argv) {
     for (const la::GemmPath p : paths) {
       la::set_gemm_path(p);
       for (const std::string& dt : dts) {
-        const Bf16Autocast mode(dt == "bf16");
+        const Precision mode = precision_of(dt == "bf16");
         const double flops = 2.0 * double(s.N) * s.in * s.out;
         const double fwd = best_ms(reps, [&] {
-          ops::linear_forward(Host{}, x.data(), W.data(), s.N, s.in, s.out, y.data());
+          ops::linear_forward(Host{}, mode, x.data(), W.data(), s.N, s.in, s.out, y.data());
         });
         const double bwd = best_ms(reps, [&] {
-          ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), s.N, s.in, s.out, dx.data(),
-                               dW.data());
+          ops::linear_backward(Host{}, mode, x.data(), W.data(), dy.data(), s.N, s.in, s.out,
+                               dx.data(), dW.data());
         });
         for (const auto& [pass, ms, f] :
              {std::tuple{"forward", fwd, flops}, std::tuple{"backward", bwd, 2 * flops}})

@@ -68,8 +68,9 @@ GemmCeiling measure_gemm_ceiling(int n, int reps) {
   GemmCeiling out;
   out.n = n;
   // y[N, out] = x[N, in] W^T with N = in = out = n: C = A B^T.
-  out.ours =
-      fastest([&] { ops::linear_forward(Host{}, A.data(), B.data(), n, n, n, C.data()); }, n, reps);
+  out.ours = fastest(
+      [&] { ops::linear_forward(Host{}, Precision::plain, A.data(), B.data(), n, n, n, C.data()); },
+      n, reps);
 #if GDN_HAVE_BLAS
   std::vector<T> D(nn);
   out.blas_threads = omp_get_max_threads();

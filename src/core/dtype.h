@@ -14,7 +14,7 @@
 namespace gdn {
 
 // bf16 names bf16 mixed precision where a run's dtype is asked for (train.dtype, gdn_eval
-// --dtype): float values and master weights, bf16 matmul operands (core/autocast.h).
+// --dtype): float values and master weights, bf16 matmul operands (core/precision.h).
 enum class DType { f32, f64, i32, i64, bf16 };
 
 inline std::size_t dtype_size(DType t) {

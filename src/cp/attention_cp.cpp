@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "comm/call_sites.h"
-#include "core/autocast.h"
 #include "core/error.h"
 #include "cp/shard.h"
 #include "ops/attention/attention.h"
@@ -20,12 +19,13 @@ namespace {
 
 using i64 = std::int64_t;
 
-// The K, V all-gather. In the bf16 mode k and v are bf16 values (the mixer rounds them),
+// The K, V all-gather. In Precision::bf16 k and v are bf16 values (the mixer rounds them),
 // so they travel as bf16, exactly: half the bytes.
 template <typename T, typename Dev>
-void all_gather_kv(const CpContext& cp, const Buffer<Dev, T>& mine, Buffer<Dev, T>& all) {
+void all_gather_kv(const CpContext& cp, Precision p, const Buffer<Dev, T>& mine,
+                   Buffer<Dev, T>& all) {
   if constexpr (std::is_same_v<T, float>) {
-    if (bf16_autocast()) {
+    if (p == Precision::bf16) {
       Buffer<Dev, Bf16> mine16(mine.size()), all16(all.size());
       ops::to_bf16(Dev{}, mine.data(), i64(mine.size()), mine16.data());
       cp.comm.all_gather(mine16.data(), all16.data(), mine16.size() * sizeof(Bf16),
@@ -153,8 +153,8 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
 
   // 1. The whole sequence's K and V: each rank contributes [B, Tmax, 2, Hkv D] (its shard,
   // zero-padded), and the blocks are unpacked to [B, T, Hkv, D] by global position.
-  T* k_all = k_all_.open(B * Tg * kv);
-  T* v_all = v_all_.open(B * Tg * kv);
+  T* k_all = k_all_.open(B * Tg * kv, d.precision);
+  T* v_all = v_all_.open(B * Tg * kv, d.precision);
   if (P == 1) {
     Dev::copy(k_all, k, std::size_t(B * Tg * kv));
     Dev::copy(v_all, v, std::size_t(B * Tg * kv));
@@ -165,7 +165,7 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
       Dev::copy_rows(dst, 2 * kv, k + i64(b) * Tl * kv, kv, kv, Tl);
       Dev::copy_rows(dst + kv, 2 * kv, v + i64(b) * Tl * kv, kv, kv, Tl);
     }
-    all_gather_kv<T, Dev>(cp, mine, all);
+    all_gather_kv<T, Dev>(cp, d.precision, mine, all);
     for (int s = 0; s < P; ++s) {
       const Shard sh = contiguous_shard(Tg, P, s);
       for (int b = 0; b < B; ++b) {
@@ -182,12 +182,13 @@ void AttentionContextParallel<T, Dev>::forward(const CpContext& cp, const Attent
   q_in_ = q;
   o_in_ = o;
   if (balanced_) {
-    redistribute(cp, q, q_.open(B * Tq * qw), int(qw), true, attention_sites::kQueryToBalanced);
+    redistribute(cp, q, q_.open(B * Tq * qw, d.precision), int(qw), true,
+                 attention_sites::kQueryToBalanced);
     q_view = q_.values();
-    o_view = o_.open(B * Tq * qw);
+    o_view = o_.open(B * Tq * qw, d.precision);
   }
-  ops::attention_forward(Dev{}, q_view, k_all, v_all, qpos_dev_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D,
-                         d.scale, o_view, lse_.data(), kstart_or_null());
+  ops::attention_forward(Dev{}, d.precision, q_view, k_all, v_all, qpos_dev_.data(), B, Tq, Tg,
+                         d.Hq, d.Hkv, d.D, d.scale, o_view, lse_.data(), kstart_or_null());
   if (balanced_)
     redistribute(cp, o_.values(), o, int(qw), false, attention_sites::kOutputFromBalanced);
   for (Kept<T, Dev>* b : {&k_all_, &v_all_, &q_, &o_}) b->seal();
@@ -216,9 +217,9 @@ void AttentionContextParallel<T, Dev>::backward(const CpContext& cp, const T* dO
     dq_view = dq_q.data();
   }
   Buffer<Dev, T> dk_all(std::size_t(B * Tg * kv)), dv_all(std::size_t(B * Tg * kv));
-  ops::attention_backward(Dev{}, q_view, k_all_.view(), v_all_.view(), o_view, lse_.data(), dO_view,
-                          qpos_dev_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D, d.scale, dq_view,
-                          dk_all.data(), dv_all.data(), kstart_or_null());
+  ops::attention_backward(Dev{}, d.precision, q_view, k_all_.view(), v_all_.view(), o_view,
+                          lse_.data(), dO_view, qpos_dev_.data(), B, Tq, Tg, d.Hq, d.Hkv, d.D,
+                          d.scale, dq_view, dk_all.data(), dv_all.data(), kstart_or_null());
   for (Kept<T, Dev>* b : {&k_all_, &v_all_, &q_, &o_}) b->release_view();
   if (balanced_)
     redistribute(cp, dq_q.data(), dq, int(qw), false, attention_sites::kDqFromBalanced);

@@ -19,6 +19,7 @@
 
 #include "core/device.h"
 #include "core/lifecycle.h"
+#include "core/precision.h"
 #include "cp/cp_context.h"
 #include "ops/convert/kept.h"
 
@@ -28,6 +29,9 @@ struct AttentionDims {
   int B = 1;
   int Hq = 1, Hkv = 1, D = 1;
   double scale = 1.0;
+  // Precision::bf16: q, k, v and o are bf16 values (the mixer rounds them), the gathered
+  // K, V travel and are kept as bf16, and the CUDA op takes its bf16 kernels.
+  Precision precision = Precision::plain;
 };
 
 // The query rows rank r computes: its shard, or with layer_local balance chunks r and

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/precision.h"
+
 namespace gdn {
 
 // The chunk size every tool and config defaults to.
@@ -25,6 +27,9 @@ struct GdnProblem {
   int chunk_size = kDefaultChunkSize;
   double scale = 0;        // 0 means 1/sqrt(K)
   bool l2norm_qk = false;  // normalise q and k inside the op (gradient flows through)
+  // Precision::bf16: the CUDA passes' float GEMMs take bf16 operands (the model's bf16
+  // mode, and the bf16 op's, gdn/op/bf16_op.h); the host's arithmetic is the same either way.
+  Precision precision = Precision::plain;
   // Packed sequences (B must be 1): boundaries 0 = cu[0] <= cu[1] <= ... <= cu[N] = T
   // (equal neighbours: a zero-length sequence). Empty: every batch row is one sequence.
   std::vector<std::int64_t> cu_seqlens;

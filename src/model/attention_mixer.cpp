@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/autocast.h"
 #include "ops/bias/bias.h"
 #include "ops/convert/convert.h"
 #include "ops/elementwise/elementwise.h"
@@ -17,9 +16,10 @@ namespace gdn {
 
 template <typename T, typename Dev>
 AttentionMixer<T, Dev>::AttentionMixer(ParamStore<T, Dev>& ps, const std::string& prefix,
-                                       const ModelConfig& c)
+                                       const ModelConfig& c, Precision precision)
     : Mixer<T, Dev>(prefix + "self_attn"),
       ps_(ps),
+      precision_(precision),
       d_(c.hidden_size),
       Hq_(c.num_attention_heads),
       Hkv_(c.num_key_value_heads),
@@ -81,18 +81,19 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   const int qw = q_width(), kv = kv_width();
   // Projections; q_proj's rows are per head [query | gate].
   Buffer<Dev, T> qg(N * 2 * qw), k(N * kv), v(N * kv);
-  ops::linear_forward(dev, x, ps_.value(q_proj_), N, d_, 2 * qw, qg.data());
-  ops::linear_forward(dev, x, ps_.value(k_proj_), N, d_, kv, k_raw_.open(N * kv));
-  ops::linear_forward(dev, x, ps_.value(v_proj_), N, d_, kv, v.data());
+  ops::linear_forward(dev, precision_, x, ps_.value(q_proj_), N, d_, 2 * qw, qg.data());
+  ops::linear_forward(dev, precision_, x, ps_.value(k_proj_), N, d_, kv,
+                      k_raw_.open(N * kv, precision_));
+  ops::linear_forward(dev, precision_, x, ps_.value(v_proj_), N, d_, kv, v.data());
   if (bias_) {
     ops::bias_add(dev, qg.data(), ps_.value(q_bias_), N, 2 * qw);
     ops::bias_add(dev, k_raw_.values(), ps_.value(k_bias_), N, kv);
     ops::bias_add(dev, v.data(), ps_.value(v_bias_), N, kv);
   }
-  Dev::copy_rows(q_raw_.open(N * qw), D_, qg.data(), 2 * D_, D_, N * Hq_);
-  Dev::copy_rows(gate_.open(N * qw), D_, qg.data() + D_, 2 * D_, D_, N * Hq_);
+  Dev::copy_rows(q_raw_.open(N * qw, precision_), D_, qg.data(), 2 * D_, D_, N * Hq_);
+  Dev::copy_rows(gate_.open(N * qw, precision_), D_, qg.data() + D_, 2 * D_, D_, N * Hq_);
   // Per-head norms, then RoPE at the rows' global positions.
-  T* q = q_.open(N * qw);
+  T* q = q_.open(N * qw, precision_);
   ops::rmsnorm_forward(dev, q_raw_.values(), ps_.value(q_norm_), N * Hq_, D_, eps_, q);
   ops::rmsnorm_forward(dev, k_raw_.values(), ps_.value(k_norm_), N * Hkv_, D_, eps_, k.data());
   q_raw_.seal();
@@ -109,25 +110,20 @@ void AttentionMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, 
   ops::rope_forward(dev, q, pos_.data(), N, Hq_, D_, R_, theta_, q);
   ops::rope_forward(dev, k.data(), pos_.data(), N, Hkv_, D_, R_, theta_, k.data());
   // Attention over the whole sequence, then the sigmoid gate and o_proj.
-  AttentionDims dims;
-  dims.B = B;
-  dims.Hq = Hq_;
-  dims.Hkv = Hkv_;
-  dims.D = D_;
-  dims.scale = 1.0 / std::sqrt(double(D_));
-  const bool bf16 = bf16_autocast();  // q, k, v and the output stored as bf16 values
+  const AttentionDims dims{B, Hq_, Hkv_, D_, 1.0 / std::sqrt(double(D_)), precision_};
+  const bool bf16 = precision_ == Precision::bf16;  // q, k, v and the output stored as bf16 values
   if (bf16) {
     ops::round_to_bf16(dev, q, N * qw);
     for (Buffer<Dev, T>* b : {&k, &v}) ops::round_to_bf16(dev, b->data(), b->size());
   }
-  T* attn = attn_.open(N * qw);
+  T* attn = attn_.open(N * qw, precision_);
   {
     const profile::Scope core_scope("attention_core");
     core_.forward(cp, dims, q, k.data(), v.data(), attn);
   }
   if (bf16) ops::round_to_bf16(dev, attn, N * qw);
-  ops::sigmoid_gate_forward(dev, attn, gate_.values(), N * qw, gated_.open(N * qw));
-  ops::linear_forward(dev, gated_.values(), ps_.value(o_proj_), N, qw, d_, y);
+  ops::sigmoid_gate_forward(dev, attn, gate_.values(), N * qw, gated_.open(N * qw, precision_));
+  ops::linear_forward(dev, precision_, gated_.values(), ps_.value(o_proj_), N, qw, d_, y);
   for (Kept<T, Dev>* b : {&q_, &attn_, &gate_, &gated_}) b->seal();
   if (bias_) ops::bias_add(dev, y, ps_.value(o_bias_), N, d_);
 }
@@ -138,15 +134,15 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
   const std::int64_t N = std::int64_t(B_) * cp.tokens();
   const int qw = q_width(), kv = kv_width();
   Buffer<Dev, T> dgated(N * qw), dattn(N * qw), dgate(N * qw);
-  ops::linear_backward(dev, gated_.view(), ps_.value(o_proj_), dy, N, qw, d_, dgated.data(),
-                       ps_.grad(o_proj_));
+  ops::linear_backward(dev, precision_, gated_.view(), ps_.value(o_proj_), dy, N, qw, d_,
+                       dgated.data(), ps_.grad(o_proj_));
   gated_.clear();
   if (bias_) ops::bias_backward(dev, dy, N, d_, ps_.grad(o_bias_));
   ops::sigmoid_gate_backward(dev, attn_.view(), gate_.view(), dgated.data(), N * qw, dattn.data(),
                              dgate.data());
   gate_.clear();
   Buffer<Dev, T> dq(N * qw), dk(N * kv), dv(N * kv);
-  if (bf16_autocast()) ops::round_to_bf16(dev, dattn.data(), dattn.size());
+  if (precision_ == Precision::bf16) ops::round_to_bf16(dev, dattn.data(), dattn.size());
   {
     const profile::Scope core_scope("attention_core");
     if (q_.bf16()) core_.rebind(q_.view(), attn_.view());
@@ -172,11 +168,13 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
     ops::bias_backward(dev, dv.data(), N, kv, ps_.grad(v_bias_));
   }
   // The three input projections share x: their input gradients add up, q, k, v in turn.
-  ops::linear_backward(dev, x_, ps_.value(q_proj_), dqg.data(), N, d_, 2 * qw, dx,
+  ops::linear_backward(dev, precision_, x_, ps_.value(q_proj_), dqg.data(), N, d_, 2 * qw, dx,
                        ps_.grad(q_proj_));
-  ops::linear_backward(dev, x_, ps_.value(k_proj_), dk_raw.data(), N, d_, kv, dx, ps_.grad(k_proj_),
+  ops::linear_backward(dev, precision_, x_, ps_.value(k_proj_), dk_raw.data(), N, d_, kv, dx,
+                       ps_.grad(k_proj_),
                        /*accumulate=*/true);
-  ops::linear_backward(dev, x_, ps_.value(v_proj_), dv.data(), N, d_, kv, dx, ps_.grad(v_proj_),
+  ops::linear_backward(dev, precision_, x_, ps_.value(v_proj_), dv.data(), N, d_, kv, dx,
+                       ps_.grad(v_proj_),
                        /*accumulate=*/true);
 }
 

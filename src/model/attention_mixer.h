@@ -25,7 +25,8 @@ template <typename T, typename Dev>
 class AttentionMixer final : public Mixer<T, Dev> {
  public:
   // Registers the parameters under prefix + "self_attn.".
-  AttentionMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c);
+  AttentionMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
+                 Precision precision = Precision::plain);
 
   // transformers' _init_weights: projections N(0, std), biases 0, q_norm and k_norm 0.
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
@@ -46,6 +47,9 @@ class AttentionMixer final : public Mixer<T, Dev> {
   int kv_width() const { return Hkv_ * D_; }
 
   ParamStore<T, Dev>& ps_;
+  // Precision::bf16: the layer's matmuls on bf16 operands, its activations kept in bf16
+  // (core/precision.h).
+  Precision precision_;
   int d_, Hq_, Hkv_, D_, R_;
   double theta_, eps_;
   bool bias_;

@@ -9,8 +9,12 @@ namespace gdn {
 
 template <typename T, typename Dev>
 DenseMlp<T, Dev>::DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int hidden,
-                           int intermediate)
-    : Mlp<T, Dev>(name.substr(0, name.size() - 1)), ps_(ps), d_(hidden), I_(intermediate) {
+                           int intermediate, Precision precision)
+    : Mlp<T, Dev>(name.substr(0, name.size() - 1)),
+      ps_(ps),
+      d_(hidden),
+      I_(intermediate),
+      precision_(precision) {
   gate_proj_ = ps.add(name + "gate_proj.weight", {I_, d_}, true);
   up_proj_ = ps.add(name + "up_proj.weight", {I_, d_}, true);
   down_proj_ = ps.add(name + "down_proj.weight", {d_, I_}, true);
@@ -37,12 +41,14 @@ void DenseMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   const Dev dev{};
   N_ = N;
   x_ = x;
-  ops::linear_forward(dev, x, ps_.value(gate_proj_), N, d_, I_, gate_.open(N * I_));
-  ops::linear_forward(dev, x, ps_.value(up_proj_), N, d_, I_, up_.open(N * I_));
-  ops::swiglu_forward(dev, gate_.values(), up_.values(), N * I_, act_.open(N * I_));
+  ops::linear_forward(dev, precision_, x, ps_.value(gate_proj_), N, d_, I_,
+                      gate_.open(N * I_, precision_));
+  ops::linear_forward(dev, precision_, x, ps_.value(up_proj_), N, d_, I_,
+                      up_.open(N * I_, precision_));
+  ops::swiglu_forward(dev, gate_.values(), up_.values(), N * I_, act_.open(N * I_, precision_));
   gate_.seal();  // as soon as the forward is done with them: the float copies do not pile up
   up_.seal();
-  ops::linear_forward(dev, act_.values(), ps_.value(down_proj_), N, I_, d_, y);
+  ops::linear_forward(dev, precision_, act_.values(), ps_.value(down_proj_), N, I_, d_, y);
   act_.seal();
 }
 
@@ -51,14 +57,15 @@ void DenseMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   const Dev dev{};
   const std::int64_t N = N_;
   Buffer<Dev, T> dact(N * I_), dgate(N * I_), dup(N * I_);
-  ops::linear_backward(dev, act_.view(), ps_.value(down_proj_), dy, N, I_, d_, dact.data(),
-                       ps_.grad(down_proj_));
+  ops::linear_backward(dev, precision_, act_.view(), ps_.value(down_proj_), dy, N, I_, d_,
+                       dact.data(), ps_.grad(down_proj_));
   act_.clear();
   ops::swiglu_backward(dev, gate_.view(), up_.view(), dact.data(), N * I_, dgate.data(),
                        dup.data());
-  ops::linear_backward(dev, x_, ps_.value(gate_proj_), dgate.data(), N, d_, I_, dx,
+  ops::linear_backward(dev, precision_, x_, ps_.value(gate_proj_), dgate.data(), N, d_, I_, dx,
                        ps_.grad(gate_proj_));
-  ops::linear_backward(dev, x_, ps_.value(up_proj_), dup.data(), N, d_, I_, dx, ps_.grad(up_proj_),
+  ops::linear_backward(dev, precision_, x_, ps_.value(up_proj_), dup.data(), N, d_, I_, dx,
+                       ps_.grad(up_proj_),
                        /*accumulate=*/true);
 }
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/convert/kept.h"
 #include "model/mlp.h"
+#include "ops/convert/kept.h"
 
 namespace gdn {
 
@@ -15,7 +15,8 @@ class DenseMlp final : public Mlp<T, Dev> {
  public:
   // Registers gate_proj, up_proj, down_proj under `name` ("model.layers.3.mlp." or a
   // MoE block's "...mlp.shared_expert.").
-  DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int hidden, int intermediate);
+  DenseMlp(ParamStore<T, Dev>& ps, const std::string& name, int hidden, int intermediate,
+           Precision precision = Precision::plain);
 
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
   const char* kind() const override { return "mlp"; }
@@ -30,6 +31,9 @@ class DenseMlp final : public Mlp<T, Dev> {
  private:
   ParamStore<T, Dev>& ps_;
   int d_, I_;
+  // Precision::bf16: the layer's matmuls on bf16 operands, its activations kept in bf16
+  // (core/precision.h).
+  Precision precision_;
   ParamId gate_proj_, up_proj_, down_proj_;
   std::int64_t N_ = 0;
   const T* x_ = nullptr;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/autocast.h"
 #include "cp/conv_halo.h"
 #include "ops/conv/conv.h"
 #include "ops/convert/convert.h"
@@ -19,9 +18,10 @@ namespace gdn {
 
 template <typename T, typename Dev>
 GdnMixer<T, Dev>::GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
-                           int chunk_size)
+                           int chunk_size, Precision precision)
     : Mixer<T, Dev>(prefix + "linear_attn"),
       ps_(ps),
+      precision_(precision),
       d_(c.hidden_size),
       Hk_(c.linear_num_key_heads),
       Hv_(c.linear_num_value_heads),
@@ -105,16 +105,17 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   Buffer<Dev, T> mixed(N * Cc);
   b_.resize(N * Hv_);
   a_.resize(N * Hv_);
-  ops::linear_forward(dev, x, ps_.value(in_proj_qkv_), N, d_, Cc, mixed.data());
-  ops::linear_forward(dev, x, ps_.value(in_proj_z_), N, d_, v_dim(), z_.open(N * v_dim()));
-  ops::linear_forward(dev, x, ps_.value(in_proj_b_), N, d_, Hv_, b_.data());
-  ops::linear_forward(dev, x, ps_.value(in_proj_a_), N, d_, Hv_, a_.data());
+  ops::linear_forward(dev, precision_, x, ps_.value(in_proj_qkv_), N, d_, Cc, mixed.data());
+  ops::linear_forward(dev, precision_, x, ps_.value(in_proj_z_), N, d_, v_dim(),
+                      z_.open(N * v_dim(), precision_));
+  ops::linear_forward(dev, precision_, x, ps_.value(in_proj_b_), N, d_, Hv_, b_.data());
+  ops::linear_forward(dev, precision_, x, ps_.value(in_proj_a_), N, d_, Hv_, a_.data());
   // Causal conv over [halo; shard] per sequence, then SiLU.
   if (!replay) {  // a recomputation keeps the halo of the first forward
     halo_.resize(std::size_t(B) * H * Cc);
     conv_halo_forward<T, Dev>(cp.comm, mixed.data(), B, Tl, Cc, W_, halo_.data());
   }
-  T* conv_in = conv_in_.open(std::int64_t(B) * (H + Tl) * Cc);
+  T* conv_in = conv_in_.open(std::int64_t(B) * (H + Tl) * Cc, precision_);
   Dev::copy_rows(conv_in, (H + Tl) * Cc, halo_.data(), H * Cc, H * Cc, B);
   Dev::copy_rows(conv_in + H * Cc, (H + Tl) * Cc, mixed.data(), Tl * Cc, Tl * Cc, B);
   if (cp.documents) {
@@ -129,32 +130,35 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
                                 pos);
   conv_in_.seal();
   // The core wants q, k [B, Tl, Hk, K] and v [B, Tl, Hv, V] as separate tensors.
-  Dev::copy_rows(q_.open(N * qk_dim()), qk_dim(), conv_out.data(), Cc, qk_dim(), N);
-  Dev::copy_rows(k_.open(N * qk_dim()), qk_dim(), conv_out.data() + qk_dim(), Cc, qk_dim(), N);
-  Dev::copy_rows(v_.open(N * v_dim()), v_dim(), conv_out.data() + 2 * qk_dim(), Cc, v_dim(), N);
+  Dev::copy_rows(q_.open(N * qk_dim(), precision_), qk_dim(), conv_out.data(), Cc, qk_dim(), N);
+  Dev::copy_rows(k_.open(N * qk_dim(), precision_), qk_dim(), conv_out.data() + qk_dim(), Cc,
+                 qk_dim(), N);
+  Dev::copy_rows(v_.open(N * v_dim(), precision_), v_dim(), conv_out.data() + 2 * qk_dim(), Cc,
+                 v_dim(), N);
   g_.resize(N * Hv_);
   ops::gdn_gating_forward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_), N, Hv_,
-                          beta_.open(N * Hv_), g_.data());
+                          beta_.open(N * Hv_, precision_), g_.data());
   // The GDN core with context parallelism; q and k are L2-normalised inside.
   GdnProblem p(B, cp.T_global, Hk_, Hv_, K_, V_, chunk_);
   p.l2norm_qk = true;
+  p.precision = precision_;
 
-  const bool bf16 = bf16_autocast();  // the op's bf16 storage mode (gdn/bf16_op.h)
+  const bool bf16 = precision_ == Precision::bf16;  // the op's bf16 storage mode (gdn/bf16_op.h)
   if (bf16)
     for (Kept<T, Dev>* b : {&q_, &k_, &v_, &beta_}) ops::round_to_bf16(dev, b->values(), b->size());
   {
     const profile::Scope core_scope("gdn_core");
     core_.forward(cp, p,
                   {q_.values(), k_.values(), v_.values(), g_.data(), beta_.values(), nullptr},
-                  o_.open(N * v_dim()));
+                  o_.open(N * v_dim(), precision_));
   }
   for (Kept<T, Dev>* b : {&q_, &k_, &v_, &beta_}) b->seal();
   if (q_.bf16()) core_.release_inputs();  // its normalised q, k: rebind() makes them again
   if (bf16) ops::round_to_bf16(dev, o_.values(), o_.size());
   // Gated RMSNorm per value head, then out_proj.
   ops::gated_rmsnorm_forward(dev, o_.values(), z_.values(), ps_.value(norm_), N * Hv_, V_, eps_,
-                             normed_.open(N * v_dim()));
-  ops::linear_forward(dev, normed_.values(), ps_.value(out_proj_), N, v_dim(), d_, y);
+                             normed_.open(N * v_dim(), precision_));
+  ops::linear_forward(dev, precision_, normed_.values(), ps_.value(out_proj_), N, v_dim(), d_, y);
   for (Kept<T, Dev>* b : {&z_, &o_, &normed_}) b->seal();
 }
 
@@ -165,7 +169,7 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   const int Cc = conv_dim();
   const Dev dev{};
   Buffer<Dev, T> dnormed(N * v_dim()), d_o(N * v_dim()), dz(N * v_dim());
-  ops::linear_backward(dev, normed_.view(), ps_.value(out_proj_), dy, N, v_dim(), d_,
+  ops::linear_backward(dev, precision_, normed_.view(), ps_.value(out_proj_), dy, N, v_dim(), d_,
                        dnormed.data(), ps_.grad(out_proj_));
   normed_.clear();
   ops::gated_rmsnorm_backward(dev, o_.view(), z_.view(), ps_.value(norm_), dnormed.data(), N * Hv_,
@@ -175,7 +179,7 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   // The core's adjoint (three-phase CP backward).
   Buffer<Dev, T> dq(N * qk_dim()), dk(N * qk_dim()), dv(N * v_dim()), dg(N * Hv_), dbeta(N * Hv_);
   GdnGradView<T> cg{dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), nullptr};
-  if (bf16_autocast()) ops::round_to_bf16(dev, d_o.data(), d_o.size());
+  if (precision_ == Precision::bf16) ops::round_to_bf16(dev, d_o.data(), d_o.size());
   {
     const profile::Scope core_scope("gdn_core");
     if (q_.bf16())
@@ -203,13 +207,13 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   Dev::copy_rows(dmixed.data(), Tl * Cc, dconv_in.data() + H * Cc, (H + Tl) * Cc, Tl * Cc, B);
   conv_halo_backward<T, Dev>(cp.comm, B, Tl, Cc, W_, dhalo.data(), dmixed.data());
   // The four input projections share x: their input gradients add up, in this order.
-  ops::linear_backward(dev, x_, ps_.value(in_proj_qkv_), dmixed.data(), N, d_, Cc, dx,
+  ops::linear_backward(dev, precision_, x_, ps_.value(in_proj_qkv_), dmixed.data(), N, d_, Cc, dx,
                        ps_.grad(in_proj_qkv_));
-  ops::linear_backward(dev, x_, ps_.value(in_proj_z_), dz.data(), N, d_, v_dim(), dx,
+  ops::linear_backward(dev, precision_, x_, ps_.value(in_proj_z_), dz.data(), N, d_, v_dim(), dx,
                        ps_.grad(in_proj_z_), /*accumulate=*/true);
-  ops::linear_backward(dev, x_, ps_.value(in_proj_b_), db.data(), N, d_, Hv_, dx,
+  ops::linear_backward(dev, precision_, x_, ps_.value(in_proj_b_), db.data(), N, d_, Hv_, dx,
                        ps_.grad(in_proj_b_), /*accumulate=*/true);
-  ops::linear_backward(dev, x_, ps_.value(in_proj_a_), da.data(), N, d_, Hv_, dx,
+  ops::linear_backward(dev, precision_, x_, ps_.value(in_proj_a_), da.data(), N, d_, Hv_, dx,
                        ps_.grad(in_proj_a_), /*accumulate=*/true);
 }
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "cp/gdn_layer_core.h"
-#include "ops/convert/kept.h"
 #include "model/mixer.h"
+#include "ops/convert/kept.h"
 
 namespace gdn {
 
@@ -30,7 +30,8 @@ template <typename T, typename Dev>
 class GdnMixer final : public Mixer<T, Dev> {
  public:
   // Registers the parameters under prefix + "linear_attn.".
-  GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c, int chunk_size);
+  GdnMixer(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c, int chunk_size,
+           Precision precision = Precision::plain);
 
   // transformers' _init_weights: projections and conv1d ~ N(0, std),
   // A_log = log U(0.01, 16), dt_bias = 1, norm weight = 1.
@@ -54,6 +55,9 @@ class GdnMixer final : public Mixer<T, Dev> {
   int conv_dim() const { return 2 * qk_dim() + v_dim(); }
 
   ParamStore<T, Dev>& ps_;
+  // Precision::bf16: the layer's matmuls on bf16 operands, its activations kept in bf16
+  // (core/precision.h).
+  Precision precision_;
   int d_, Hk_, Hv_, K_, V_, W_, chunk_;
   double eps_;
   ParamId in_proj_qkv_, in_proj_z_, in_proj_b_, in_proj_a_, conv1d_, A_log_, dt_bias_, norm_,

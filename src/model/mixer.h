@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/lifecycle.h"
+#include "core/precision.h"
 #include "core/profile.h"
 #include "core/rng.h"
 #include "cp/cp_context.h"
@@ -77,6 +78,6 @@ ActivationElems mixer_activations(LayerType type, const ModelConfig& c, const Sh
 template <typename T, typename Dev>
 std::unique_ptr<Mixer<T, Dev>> make_mixer(LayerType type, ParamStore<T, Dev>& ps,
                                           const std::string& prefix, const ModelConfig& c,
-                                          int chunk_size);
+                                          int chunk_size, Precision precision);
 
 }  // namespace gdn

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/lifecycle.h"
+#include "core/precision.h"
 #include "core/profile.h"
 #include "core/rng.h"
 #include "model/memory_estimate.h"
@@ -88,6 +89,7 @@ ActivationElems mlp_activations(const ModelConfig& c, int layer, std::int64_t N,
 // to ps under prefix + "mlp.".
 template <typename T, typename Dev>
 std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string& prefix,
-                                      const ModelConfig& c, int layer, ExpertSplit split = {});
+                                      const ModelConfig& c, int layer, ExpertSplit split,
+                                      Precision precision);
 
 }  // namespace gdn

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "comm/call_sites.h"
-#include "core/autocast.h"
 #include "core/profile.h"
 #include "core/rng.h"
 #include "ops/cross_entropy/cross_entropy.h"
@@ -22,9 +21,9 @@ namespace {
 // Adds the model's parameters in their fixed order (the one checkpoints and the
 // initialisation follow), making each layer's mixer and MLP; ids of the named ones out.
 template <typename T, typename Dev, typename Block>
-void add_parameters(const ModelConfig& c, int chunk_size, ExpertSplit split, ParamStore<T, Dev>& ps,
-                    std::vector<Block>& blocks, ParamId& embed, ParamId& final_norm,
-                    ParamId& lm_head) {
+void add_parameters(const ModelConfig& c, int chunk_size, ExpertSplit split, Precision precision,
+                    ParamStore<T, Dev>& ps, std::vector<Block>& blocks, ParamId& embed,
+                    ParamId& final_norm, ParamId& lm_head) {
   const int d = c.hidden_size, Vocab = c.vocab_size;
   ps.begin_unit("model.embed_tokens");
   embed = ps.add("model.embed_tokens.weight", {Vocab, d}, true);
@@ -34,9 +33,9 @@ void add_parameters(const ModelConfig& c, int chunk_size, ExpertSplit split, Par
     Block b;
     b.unit_begin = ps.units().size() - 1;
     b.input_norm = ps.add(p + "input_layernorm.weight", {d}, false);
-    b.mixer = make_mixer(c.layer_type(l), ps, p, c, chunk_size);
+    b.mixer = make_mixer(c.layer_type(l), ps, p, c, chunk_size, precision);
     b.post_norm = ps.add(p + "post_attention_layernorm.weight", {d}, false);
-    b.mlp = make_mlp(ps, p, c, l, split);
+    b.mlp = make_mlp(ps, p, c, l, split, precision);
     b.unit_end = ps.units().size();
     b.moe = c.is_moe_layer(l);
     blocks.push_back(std::move(b));
@@ -63,7 +62,7 @@ ParamStore<float, Host> count_parameters(const ModelConfig& c, ExpertSplit split
   ParamStore<float, Host> ps;
   std::vector<CountBlock> blocks;
   ParamId embed, norm, head;
-  add_parameters(c, kDefaultChunkSize, split, ps, blocks, embed, norm, head);
+  add_parameters(c, kDefaultChunkSize, split, Precision::plain, ps, blocks, embed, norm, head);
   return ps;
 }
 
@@ -83,8 +82,9 @@ std::int64_t parameter_count(const ModelConfig& c) {
 
 template <typename T, typename Dev>
 Model<T, Dev>::Model(const ModelConfig& c, int chunk_size, ModelOptions options)
-    : c_(c), options_(options) {
-  add_parameters(c, chunk_size, options.experts, params_, blocks_, embed_, final_norm_, lm_head_);
+    : c_(c), options_(options), precision_(precision_of(options.bf16)) {
+  add_parameters(c, chunk_size, options.experts, precision_, params_, blocks_, embed_, final_norm_,
+                 lm_head_);
   if (options.experts.ep > 1) {
     // Each parameter's place in the whole model: the same one, but for a block of
     // experts, the rows of the experts before it.
@@ -244,12 +244,12 @@ void Model<T, Dev>::layer_forward(std::size_t l, const CpContext& cp, int B, con
   const double eps = c_.rms_norm_eps;
   Block& b = blocks_[l];
   const profile::Region region("layer");  // the norms and residual adds around the blocks
-  T* x_mid = a.x_mid.open(nd);
-  T* h1 = a.h1.open(nd);
+  T* x_mid = a.x_mid.open(nd, precision_);
+  T* h1 = a.h1.open(nd, precision_);
   ops::rmsnorm_forward(dev, x_in, params_.value(b.input_norm), N, d, eps, h1);
   b.mixer->forward(cp, B, h1, x_out);
   ops::add(dev, x_mid, x_in, x_out, nd);
-  T* h2 = a.h2.open(nd);
+  T* h2 = a.h2.open(nd, precision_);
   ops::rmsnorm_forward(dev, x_mid, params_.value(b.post_norm), N, d, eps, h2);
   b.mlp->forward(N, h2, x_out);
   ops::add(dev, x_out, x_mid, x_out, nd);
@@ -298,11 +298,11 @@ double Model<T, Dev>::lm_head_loss(const T* hf, const std::int32_t* targets, std
   for (std::int64_t n0 = 0; n0 < N; n0 += block) {
     const std::int64_t n = std::min(block, N - n0);
     const T* h = hf + n0 * d;
-    ops::linear_forward(dev, h, params_.value(lm_head_), n, d, Vocab, logits.data());
+    ops::linear_forward(dev, precision_, h, params_.value(lm_head_), n, d, Vocab, logits.data());
     ops::cross_entropy_add(dev, logits.data(), targets + n0, n, Vocab, grad_scale, logits.data(),
                            n0, total.data());  // logits now hold dlogits
-    ops::linear_backward(dev, h, params_.value(lm_head_), logits.data(), n, d, Vocab, dh + n0 * d,
-                         params_.grad(lm_head_));
+    ops::linear_backward(dev, precision_, h, params_.value(lm_head_), logits.data(), n, d, Vocab,
+                         dh + n0 * d, params_.grad(lm_head_));
   }
   ops::CrossEntropyTotal sum;
   Dev::download(&sum, total.data(), 1);
@@ -318,7 +318,6 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   GDN_CHECK(comms_.cp, "Model::forward_backward before set_comms");
   const CpContext cp = CpContext::of(*comms_.cp, s, comms_.cp_options);
   const Dev dev{};
-  const Bf16Autocast autocast(options_.bf16);
   const int d = c_.hidden_size, Vocab = c_.vocab_size;
   const std::int64_t N = std::int64_t(B) * cp.tokens(), nd = N * d;
   const double eps = c_.rms_norm_eps;
@@ -329,7 +328,7 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   // once no forward reads it), and each layer's other activations: kept per layer, or,
   // recomputing, one set made again before each backward.
   std::vector<Kept<T, Dev>> x_in(L + 1);
-  x_in[0].open(nd);
+  x_in[0].open(nd, precision_);
   std::vector<LayerActs> acts(recompute ? 1 : L);
   // The router's statistics of every MoE layer, summed as each layer runs: [A, S, R].
   const int E = c_.num_experts;
@@ -344,7 +343,7 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   for (std::size_t l = 0; l < L; ++l) {
     LayerActs& a = acts[recompute ? 0 : l];
     acquire_layer(l);
-    layer_forward(l, cp, B, x_in[l].values(), a, x_in[l + 1].open(nd));
+    layer_forward(l, cp, B, x_in[l].values(), a, x_in[l + 1].open(nd, precision_));
     release_layer(l, false);
     if (!recompute) x_in[l].seal();  // recomputing, the layer's forward runs again from it
     Block& b = blocks_[l];

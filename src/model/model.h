@@ -20,12 +20,12 @@
 
 #include "comm/communicator.h"
 #include "cp/cp_context.h"
-#include "ops/convert/kept.h"
 #include "model/mixer.h"
 #include "model/mlp.h"
 #include "model/model_comms.h"
 #include "model/model_config.h"
 #include "model/params.h"
+#include "ops/convert/kept.h"
 
 namespace gdn {
 
@@ -42,8 +42,8 @@ struct ModelOptions {
   bool by_unit = false;
   // Expert parallelism: this rank's block of every MoE layer's experts.
   ExpertSplit experts = {};
-  // bf16 mixed precision (train.dtype bf16, core/autocast.h): forward_backward runs in a
-  // Bf16Autocast scope. The parameters, gradients and residual stream stay T.
+  // bf16 mixed precision (train.dtype bf16): every layer is made in Precision::bf16
+  // (core/precision.h). The parameters, gradients and residual stream stay T.
   bool bf16 = false;
 };
 
@@ -170,6 +170,7 @@ class Model {
 
   ModelConfig c_;
   ModelOptions options_;
+  Precision precision_;  // of options_.bf16: the lm head's and the residual stream's
   ParamStore<T, Dev> params_;
   ParamId embed_ = 0, final_norm_ = 0, lm_head_ = 0;  // lm_head_ == embed_ when tied
   std::vector<Block> blocks_;

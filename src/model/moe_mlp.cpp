@@ -6,7 +6,6 @@
 
 #include "comm/call_sites.h"
 #include "comm/communicator.h"
-#include "core/autocast.h"
 #include "core/error.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/grouped_linear/grouped_linear.h"
@@ -27,9 +26,10 @@ constexpr std::int64_t kRowBlock = 4096;
 
 template <typename T, typename Dev>
 MoeMlp<T, Dev>::MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
-                       ExpertSplit split)
+                       ExpertSplit split, Precision precision)
     : Mlp<T, Dev>(prefix + "mlp"),
       ps_(ps),
+      precision_(precision),
       d_(c.hidden_size),
       E_(c.num_experts),
       k_(c.num_experts_per_tok),
@@ -44,7 +44,8 @@ MoeMlp<T, Dev>::MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const 
       experts_down_(ps.add(prefix + "mlp.experts.down_proj", {El_, d_, I_}, true)),
       shared_gate_((ps.begin_unit(prefix + "mlp.shared_expert"),
                     ps.add(prefix + "mlp.shared_expert_gate.weight", {1, d_}, true))),
-      shared_(ps, prefix + "mlp.shared_expert.", c.hidden_size, c.shared_expert_intermediate_size) {
+      shared_(ps, prefix + "mlp.shared_expert.", c.hidden_size, c.shared_expert_intermediate_size,
+              precision) {
   GDN_CHECK(El_ > 0 && split.rank >= 0 && split.rank < split.ep, "moe: ep ", split.ep, " (rank ",
             split.rank, ") does not divide the ", E_, " experts of ", prefix, "mlp");
 }
@@ -92,8 +93,8 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   // Router.
   Buffer<Dev, T> logits(N * E_);
   {
-    const Bf16Autocast router_in_float(false);  // the routing decisions stay float
-    ops::linear_forward(dev, x, ps_.value(router_), N, d_, E_, logits.data());
+    // The routing decisions stay float (Precision::plain) in the bf16 mode.
+    ops::linear_forward(dev, Precision::plain, x, ps_.value(router_), N, d_, E_, logits.data());
   }
   probs_.resize(N * E_);
   idx_.resize(N * k_);
@@ -112,8 +113,8 @@ void MoeMlp<T, Dev>::do_forward(std::int64_t N, const T* x, T* y) {
   ops::gather_rows(dev, weights_.data(), choice_.data(), R, 1, routed_w_.data());
   // The shared expert and its gate write y; the experts add to it.
   shared_z_.resize(N);
-  shared_.forward(N, x, shared_out_.open(N * d_));
-  ops::linear_forward(dev, x, ps_.value(shared_gate_), N, d_, 1, shared_z_.data());
+  shared_.forward(N, x, shared_out_.open(N * d_, precision_));
+  ops::linear_forward(dev, precision_, x, ps_.value(shared_gate_), N, d_, 1, shared_z_.data());
   Dev::fill(y, std::size_t(N * d_), T(0));
   ops::shared_gate_forward(dev, shared_out_.values(), shared_z_.data(), N, d_, y);
   shared_out_.seal();
@@ -138,14 +139,15 @@ template <typename T, typename Dev>
 void MoeMlp<T, Dev>::run_experts(const T* xe, const std::int64_t* offsets, int E, std::int64_t n) {
   const Dev dev{};
   const std::int64_t gu_stride = std::int64_t(2) * I_ * d_;
-  ops::grouped_linear_forward(dev, xe, gate_w(0), gu_stride, offsets, E, n, d_, I_,
-                              g_.open(n * I_));
-  ops::grouped_linear_forward(dev, xe, up_w(0), gu_stride, offsets, E, n, d_, I_, u_.open(n * I_));
-  ops::swiglu_forward(dev, g_.values(), u_.values(), n * I_, act_.open(n * I_));
+  ops::grouped_linear_forward(dev, precision_, xe, gate_w(0), gu_stride, offsets, E, n, d_, I_,
+                              g_.open(n * I_, precision_));
+  ops::grouped_linear_forward(dev, precision_, xe, up_w(0), gu_stride, offsets, E, n, d_, I_,
+                              u_.open(n * I_, precision_));
+  ops::swiglu_forward(dev, g_.values(), u_.values(), n * I_, act_.open(n * I_, precision_));
   g_.seal();  // each as soon as the forward is done with it: the float copies do not pile up
   u_.seal();
-  ops::grouped_linear_forward(dev, act_.values(), down_w(0), std::int64_t(d_) * I_, offsets, E, n,
-                              I_, d_, out_.open(n * d_));
+  ops::grouped_linear_forward(dev, precision_, act_.values(), down_w(0), std::int64_t(d_) * I_,
+                              offsets, E, n, I_, d_, out_.open(n * d_, precision_));
   act_.seal();
 }
 
@@ -279,8 +281,9 @@ Buffer<Dev, T> MoeMlp<T, Dev>::experts_backward(Buffer<Dev, T> dye,
   Buffer<Dev, T> dg, du;
   {
     Buffer<Dev, T> dact(std::size_t(n * I_));
-    ops::grouped_linear_backward(dev, act_.view(), down_w(0), std::int64_t(d_) * I_, dye.data(),
-                                 offsets, E, n, I_, d_, dact.data(), ps_.grad(experts_down_));
+    ops::grouped_linear_backward(dev, precision_, act_.view(), down_w(0), std::int64_t(d_) * I_,
+                                 dye.data(), offsets, E, n, I_, d_, dact.data(),
+                                 ps_.grad(experts_down_));
     act_.clear();
     dye = Buffer<Dev, T>();
     dg.resize(std::size_t(n * I_));
@@ -291,12 +294,13 @@ Buffer<Dev, T> MoeMlp<T, Dev>::experts_backward(Buffer<Dev, T> dye,
   }
   Buffer<Dev, T> xe(std::size_t(n * d_)), dxe(std::size_t(n * d_));
   gather_x(xe.data());
-  ops::grouped_linear_backward(dev, xe.data(), gate_w(0), gu_stride, dg.data(), offsets, E, n, d_,
-                               I_, dxe.data(), dWgu);
+  ops::grouped_linear_backward(dev, precision_, xe.data(), gate_w(0), gu_stride, dg.data(), offsets,
+                               E, n, d_, I_, dxe.data(), dWgu);
   dg = Buffer<Dev, T>();
   // Added into dxe: the bits of dxe + (du W_up), as a sum of two buffers would give.
-  ops::grouped_linear_backward(dev, xe.data(), up_w(0), gu_stride, du.data(), offsets, E, n, d_, I_,
-                               dxe.data(), dWgu + std::int64_t(I_) * d_, /*accumulate=*/true);
+  ops::grouped_linear_backward(dev, precision_, xe.data(), up_w(0), gu_stride, du.data(), offsets,
+                               E, n, d_, I_, dxe.data(), dWgu + std::int64_t(I_) * d_,
+                               /*accumulate=*/true);
   return dxe;
 }
 
@@ -354,16 +358,15 @@ void MoeMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   shared_out_.clear();
   shared_.backward(ds.data(), part.data());
   ops::add(dev, dx, dx, part.data(), N * d_);
-  ops::linear_backward(dev, x_, ps_.value(shared_gate_), dz.data(), N, d_, 1, dx,
+  ops::linear_backward(dev, precision_, x_, ps_.value(shared_gate_), dz.data(), N, d_, 1, dx,
                        ps_.grad(shared_gate_), /*accumulate=*/true);
   // The router, with the load-balancing loss's gradient on every probability.
   Buffer<Dev, T> dlogits(N * E_);
   ops::router_backward(dev, probs_.data(), idx_.data(), dweights.data(), N, E_, k_, renorm_,
                        dprob_.size() == 0 ? nullptr : dprob_.data(), dlogits.data());
   {
-    const Bf16Autocast router_in_float(false);
-    ops::linear_backward(dev, x_, ps_.value(router_), dlogits.data(), N, d_, E_, dx,
-                         ps_.grad(router_), /*accumulate=*/true);
+    ops::linear_backward(dev, Precision::plain, x_, ps_.value(router_), dlogits.data(), N, d_, E_,
+                         dx, ps_.grad(router_), /*accumulate=*/true);
   }
 }
 

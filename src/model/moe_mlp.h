@@ -22,7 +22,7 @@ class MoeMlp final : public Mlp<T, Dev> {
   // E / ep experts (rows [split.rank E / ep, ...) of the two expert tensors) and the
   // routed tokens go to the rank of their expert and back by all-to-all (design §5c).
   MoeMlp(ParamStore<T, Dev>& ps, const std::string& prefix, const ModelConfig& c,
-         ExpertSplit split = {});
+         ExpertSplit split = {}, Precision precision = Precision::plain);
 
   // transformers' _init_weights: every weight N(0, std).
   void init(Rng& rng, double std, const HostParams<T>& host) const override;
@@ -67,6 +67,9 @@ class MoeMlp final : public Mlp<T, Dev> {
   const T* down_w(int e) const { return ps_.value(experts_down_) + std::int64_t(e) * d_ * I_; }
 
   ParamStore<T, Dev>& ps_;
+  // Precision::bf16: the layer's matmuls on bf16 operands, its activations kept in bf16
+  // (core/precision.h).
+  Precision precision_;
   int d_, E_, k_, I_;
   int ep_ = 1, El_ = 0, e0_ = 0;  // ep ranks; this rank's experts [e0_, e0_ + El_)
   Communicator* rows_comm_ = nullptr;

@@ -28,29 +28,31 @@ ActivationElems mlp_activations(const ModelConfig& c, int layer, std::int64_t N,
 template <typename T, typename Dev>
 std::unique_ptr<Mixer<T, Dev>> make_mixer(LayerType type, ParamStore<T, Dev>& ps,
                                           const std::string& prefix, const ModelConfig& c,
-                                          int chunk_size) {
+                                          int chunk_size, Precision precision) {
   switch (type) {
     case LayerType::linear_attention:
-      return std::make_unique<GdnMixer<T, Dev>>(ps, prefix, c, chunk_size);
+      return std::make_unique<GdnMixer<T, Dev>>(ps, prefix, c, chunk_size, precision);
     case LayerType::full_attention:
-      return std::make_unique<AttentionMixer<T, Dev>>(ps, prefix, c);
+      return std::make_unique<AttentionMixer<T, Dev>>(ps, prefix, c, precision);
   }
   throw_error("make_mixer: layer type ", int(type), " has no mixer");
 }
 
 template <typename T, typename Dev>
 std::unique_ptr<Mlp<T, Dev>> make_mlp(ParamStore<T, Dev>& ps, const std::string& prefix,
-                                      const ModelConfig& c, int layer, ExpertSplit split) {
-  if (c.is_moe_layer(layer)) return std::make_unique<MoeMlp<T, Dev>>(ps, prefix, c, split);
-  return std::make_unique<DenseMlp<T, Dev>>(ps, prefix + "mlp.", c.hidden_size,
-                                            c.intermediate_size);
+                                      const ModelConfig& c, int layer, ExpertSplit split,
+                                      Precision precision) {
+  if (c.is_moe_layer(layer))
+    return std::make_unique<MoeMlp<T, Dev>>(ps, prefix, c, split, precision);
+  return std::make_unique<DenseMlp<T, Dev>>(ps, prefix + "mlp.", c.hidden_size, c.intermediate_size,
+                                            precision);
 }
 
-#define GDN_REGISTRY_INSTANTIATE(T, Dev)                                                          \
-  template std::unique_ptr<Mixer<T, Dev>> make_mixer<T, Dev>(                                     \
-      LayerType, ParamStore<T, Dev>&, const std::string&, const ModelConfig&, int);               \
-  template std::unique_ptr<Mlp<T, Dev>> make_mlp<T, Dev>(ParamStore<T, Dev>&, const std::string&, \
-                                                         const ModelConfig&, int, ExpertSplit);
+#define GDN_REGISTRY_INSTANTIATE(T, Dev)                                                       \
+  template std::unique_ptr<Mixer<T, Dev>> make_mixer<T, Dev>(                                  \
+      LayerType, ParamStore<T, Dev>&, const std::string&, const ModelConfig&, int, Precision); \
+  template std::unique_ptr<Mlp<T, Dev>> make_mlp<T, Dev>(                                      \
+      ParamStore<T, Dev>&, const std::string&, const ModelConfig&, int, ExpertSplit, Precision);
 GDN_FOR_EACH_DEVICE(GDN_REGISTRY_INSTANTIATE)
 #undef GDN_REGISTRY_INSTANTIATE
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/autocast.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "gdn/chunk/launch_counts.h"
 #include "gdn/op/bf16_op.h"
@@ -132,7 +132,6 @@ TEST_CASE("the bf16 op from its bf16 tensors gives the float copies' bits", "[cu
                               gdht = on_gpu<float>(random_tensor<float>(state_shape(p), 33, 0.1));
     auto run = [&](bool tiled) {
       if (tiled) pass::set_cuda_walk(pass::CudaWalk::tiled);
-      const Bf16Autocast bf16(true);
       DeviceBuffer<Bf16> go(gdO.size());
       DeviceBuffer<float> ght(gh0.size()), gdq(d.q.data.size()), gdk(d.k.data.size()),
           gdv(d.v.data.size()), gdg(d.g.data.size()), gdbeta(d.beta.data.size()), gdh0(gh0.size());
@@ -164,7 +163,8 @@ TEST_CASE("the bf16 op from its bf16 tensors gives the float copies' bits", "[cu
 // states would not give the first forward's).
 TEST_CASE("the bf16 mode recomputes o from its kept bf16 entry states, same bits",
           "[cuda_bf16][recompute]") {
-  const GdnProblem p = make_problem(1, 300, 1, 2, 128, 128, 64, false, {0, 130, 300});
+  GdnProblem p = make_problem(1, 300, 1, 2, 128, 128, 64, false, {0, 130, 300});
+  p.precision = Precision::bf16;
   const GdnInputs<float> d = random_gdn_inputs<float>(p, 41, true);
   const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
                             g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta),
@@ -176,7 +176,6 @@ TEST_CASE("the bf16 mode recomputes o from its kept bf16 entry states, same bits
   for (const bool tiled : {false, true}) {
     if (tiled) pass::set_cuda_walk(pass::CudaWalk::tiled);
     auto run = [&](bool replay) {
-      const Bf16Autocast bf16(true);
       const auto n = [](const Tensor<float>& t) { return std::size_t(t.size()); };
       DeviceBuffer<float> o(d.v.data.size()), ht(n_state), D(std::size_t(p.B) * p.Hv * p.K * p.V),
           dq(n(shapes.dq)), dk(n(shapes.dk)), dv(n(shapes.dv)), dg(n(shapes.dg)),

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "comm/single_communicator.h"
-#include "core/autocast.h"
+#include "core/precision.h"
 #include "cp/gdn_cp.h"
 #include "cp/shard.h"
 #include "gdn/chunk/launch_counts.h"
@@ -36,8 +36,10 @@ Tensor<double> token_slice(const Tensor<double>& x, const Shard& s) {
 // One slice [t0, t1) of a problem: every phase of the local pass on the CPU (fp64)
 // and on the GPU (T), from the same random entry state, exit adjoint and cotangents.
 template <typename T>
-void check_pass(const Case& c, std::int64_t t0, std::int64_t t1, double tol = tolerance<T>()) {
-  const GdnProblem& p = c.p;
+void check_pass(const Case& c, std::int64_t t0, std::int64_t t1, double tol = tolerance<T>(),
+                Precision precision = Precision::plain) {
+  GdnProblem p = c.p;
+  p.precision = precision;
   // CPU, fp64.
   const SliceReference r(c, t0, t1, /*seed=*/41);
   const Tensor<double>&q = r.q, &k = r.k, &v = r.v, &g = r.g, &beta = r.beta, &dO = r.dO,
@@ -278,7 +280,7 @@ TEST_CASE("the log-depth scan's local steps on the GPU equal the host's (fp64 1e
 }
 
 // The GPU output pass's o of case c on the inputs of `seed`, after set_mode() and, with bf16,
-// inside a bf16 autocast scope: two calls that differ in the GEMM mode alone.
+// in Precision::bf16: two calls that differ in the GEMM mode alone.
 template <typename SetMode>
 std::vector<float> gpu_outputs(const Case& c, std::uint64_t seed, SetMode set_mode,
                                bool bf16 = false) {
@@ -286,8 +288,9 @@ std::vector<float> gpu_outputs(const Case& c, std::uint64_t seed, SetMode set_mo
   const DeviceBuffer<float> q = on_gpu<float>(d.q), k = on_gpu<float>(d.k), v = on_gpu<float>(d.v),
                             g = on_gpu<float>(d.g), beta = on_gpu<float>(d.beta);
   set_mode();
-  const Bf16Autocast mode(bf16);
-  LocalPass<float, Cuda> pass(c.p, 0, c.p.T,
+  GdnProblem p = c.p;
+  p.precision = precision_of(bf16);
+  LocalPass<float, Cuda> pass(p, 0, c.p.T,
                               {q.data(), k.data(), v.data(), g.data(), beta.data(), nullptr});
   DeviceBuffer<float> o(std::size_t(c.p.B * c.p.T * c.p.Hv * c.p.V));
   pass.output(nullptr, o.data(), nullptr);
@@ -317,16 +320,15 @@ TEST_CASE("LocalPass on the GPU with TF32 tensor-core GEMMs (opt-in) is close to
 }
 
 // The bf16 tensor-core GEMMs (mma.sync m16n8k16, docs/design.md §2f), which the passes run
-// inside a bf16 autocast scope: held to the TF32 case's 3e-2 against the fp64 CPU (bf16 keeps
+// in Precision::bf16: held to the TF32 case's 3e-2 against the fp64 CPU (bf16 keeps
 // 8 significant bits to TF32's 11; the CPU emulation of the same GEMM order measures
 // 1.6e-3 to 1.1e-2 per chunk). Also checks that the scope takes effect.
 TEST_CASE("LocalPass on the GPU with bf16 tensor-core GEMMs is close to the CPU",
           "[cuda][bf16_mma]") {
   for (const Case& c :
        {kPassCases[0], kPassCases[2], kPassCases[3], kPassCases[5], kPassCases[7]}) {
-    const Bf16Autocast bf16(true);
-    check_pass<float>(c, 0, c.p.T, 3e-2);
-    if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2);
+    check_pass<float>(c, 0, c.p.T, 3e-2, Precision::bf16);
+    if (c.p.B == 1) check_pass<float>(c, c.p.T / 3, c.p.T - 7, 3e-2, Precision::bf16);
   }
   const Case& c = kPassCases[5];
   const std::vector<float> simt = gpu_outputs(c, 62, [] {});
@@ -343,11 +345,11 @@ TEST_CASE("LocalPass on the GPU with bf16 tensor-core GEMMs is close to the CPU"
 // the same bits, as test_register_walk checks on the CPU with an emulated mma.
 TEST_CASE("The register kernels on the GPU give the tiled kernels' bits", "[cuda][bf16_mma]") {
   for (const Case& c : {kPassCases[3], kPassCases[5]}) {
-    const GdnProblem& p = c.p;
+    GdnProblem p = c.p;
+    p.precision = Precision::bf16;
     const GdnInputs<double> d = random_gdn_inputs<double>(p, 63, true, 0.1);
     const DeviceBuffer<float> h0 = on_gpu<float>(d.h0);
     const Shape bh_state = {p.B, p.Hv, p.K, p.V};
-    const Bf16Autocast bf16(true);
     auto run = [&](const char* walk, std::int64_t t0) {
       pass::set_cuda_walk(std::string(walk) == "tiled" ? pass::CudaWalk::tiled
                                                        : pass::CudaWalk::automatic);

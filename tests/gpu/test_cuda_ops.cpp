@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
-#include "core/autocast.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "expert_ids.h"
 #include "gpu_support.h"
@@ -103,34 +103,35 @@ TEMPLATE_TEST_CASE("cuda linear matches the host, dW accumulates", "[cuda_ops]",
     const auto x = random_vec<T>(nx, 1), W = random_vec<T>(nw, 2, 0.1), dy = random_vec<T>(ny, 3);
     auto dW = random_vec<T>(nw, 4);  // non-zero: accumulation
     std::vector<T> y(ny), dx(nx);
-    ops::linear_forward(Host{}, x.data(), W.data(), s.N, s.in, s.out, y.data());
-    ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), s.N, s.in, s.out, dx.data(),
-                         dW.data());
+    ops::linear_forward(Host{}, Precision::plain, x.data(), W.data(), s.N, s.in, s.out, y.data());
+    ops::linear_backward(Host{}, Precision::plain, x.data(), W.data(), dy.data(), s.N, s.in, s.out,
+                         dx.data(), dW.data());
 
     auto dx_ = to_device(random_vec<T>(nx, 5)), x_ = to_device(x), W_ = to_device(W),
          dy_ = to_device(dy), dW_ = to_device(random_vec<T>(nw, 4));
     DeviceBuffer<T> y_(ny);
-    ops::linear_forward(Cuda{}, x_.data(), W_.data(), s.N, s.in, s.out, y_.data());
+    ops::linear_forward(Cuda{}, Precision::plain, x_.data(), W_.data(), s.N, s.in, s.out,
+                        y_.data());
     check_close("y", y_, y);
-    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, dx_.data(),
-                         dW_.data());
+    ops::linear_backward(Cuda{}, Precision::plain, x_.data(), W_.data(), dy_.data(), s.N, s.in,
+                         s.out, dx_.data(), dW_.data());
     check_close("dx", dx_, dx);
     check_close("dW", dW_, dW);
 
     // A second call with dx skipped adds the same dW again.
-    ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), s.N, s.in, s.out, (T*)nullptr,
-                         dW.data());
-    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, (T*)nullptr,
-                         dW_.data());
+    ops::linear_backward(Host{}, Precision::plain, x.data(), W.data(), dy.data(), s.N, s.in, s.out,
+                         (T*)nullptr, dW.data());
+    ops::linear_backward(Cuda{}, Precision::plain, x_.data(), W_.data(), dy_.data(), s.N, s.in,
+                         s.out, (T*)nullptr, dW_.data());
     check_close("dW after two calls", dW_, dW);
     // dW skipped: dx still overwritten.
     auto dx2_ = to_device(random_vec<T>(nx, 6));
-    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, dx2_.data(),
-                         (T*)nullptr);
+    ops::linear_backward(Cuda{}, Precision::plain, x_.data(), W_.data(), dy_.data(), s.N, s.in,
+                         s.out, dx2_.data(), (T*)nullptr);
     check_close("dx without dW", dx2_, dx);
     // accumulate: dx2_ += dy W, that is 2 dx.
-    ops::linear_backward(Cuda{}, x_.data(), W_.data(), dy_.data(), s.N, s.in, s.out, dx2_.data(),
-                         (T*)nullptr, /*accumulate=*/true);
+    ops::linear_backward(Cuda{}, Precision::plain, x_.data(), W_.data(), dy_.data(), s.N, s.in,
+                         s.out, dx2_.data(), (T*)nullptr, /*accumulate=*/true);
     std::vector<T> twice(dx);
     for (T& v : twice) v *= 2;
     check_close("dx accumulated", dx2_, twice);
@@ -624,15 +625,15 @@ TEMPLATE_TEST_CASE("cuda attention matches the host: GQA, two query tiles, key t
     auto dq_ = to_device(random_vec<T>(nq, 87)), dk_ = to_device(random_vec<T>(nk, 88)),
          dv_ = to_device(random_vec<T>(nk, 89));
     auto forward = [&](auto dev) {
-      ops::attention_forward(dev, pick(dev, q, q_), pick(dev, k, k_), pick(dev, v, v_),
-                             pick(dev, qpos, qpos_), c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D, scale,
-                             pick(dev, o, o_), pick(dev, lse, lse_));
+      ops::attention_forward(dev, Precision::plain, pick(dev, q, q_), pick(dev, k, k_),
+                             pick(dev, v, v_), pick(dev, qpos, qpos_), c.B, Tq, c.Tk, c.Hq, c.Hkv,
+                             c.D, scale, pick(dev, o, o_), pick(dev, lse, lse_));
     };
     auto backward = [&](auto dev, bool want_dq, bool want_dkv) {
       ops::attention_backward(
-          dev, pick(dev, q, q_), pick(dev, k, k_), pick(dev, v, v_), pick(dev, o, o_),
-          pick(dev, lse, lse_), pick(dev, dout, dout_), pick(dev, qpos, qpos_), c.B, Tq, c.Tk, c.Hq,
-          c.Hkv, c.D, scale, want_dq ? pick(dev, dq, dq_) : nullptr,
+          dev, Precision::plain, pick(dev, q, q_), pick(dev, k, k_), pick(dev, v, v_),
+          pick(dev, o, o_), pick(dev, lse, lse_), pick(dev, dout, dout_), pick(dev, qpos, qpos_),
+          c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D, scale, want_dq ? pick(dev, dq, dq_) : nullptr,
           want_dkv ? pick(dev, dk, dk_) : nullptr, want_dkv ? pick(dev, dv, dv_) : nullptr);
     };
     forward(Host{});
@@ -706,11 +707,11 @@ TEST_CASE("cuda flash attention matches the host in fp64: GQA, stripes, document
         vd(v.begin(), v.end()), gd(dout.begin(), dout.end());
     const i64* ks_host = c.kstart.empty() ? nullptr : c.kstart.data();
     std::vector<double> o(nq), lse(nl), dq(nq), dk(nk), dv(nk);
-    ops::attention_forward(Host{}, qd.data(), kd.data(), vd.data(), c.qpos.data(), c.B, Tq, c.Tk,
-                           c.Hq, c.Hkv, c.D, scale, o.data(), lse.data(), ks_host);
-    ops::attention_backward(Host{}, qd.data(), kd.data(), vd.data(), o.data(), lse.data(),
-                            gd.data(), c.qpos.data(), c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D, scale,
-                            dq.data(), dk.data(), dv.data(), ks_host);
+    ops::attention_forward(Host{}, Precision::plain, qd.data(), kd.data(), vd.data(), c.qpos.data(),
+                           c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D, scale, o.data(), lse.data(), ks_host);
+    ops::attention_backward(Host{}, Precision::plain, qd.data(), kd.data(), vd.data(), o.data(),
+                            lse.data(), gd.data(), c.qpos.data(), c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D,
+                            scale, dq.data(), dk.data(), dv.data(), ks_host);
     auto q_ = to_device(q), k_ = to_device(k), v_ = to_device(v), dout_ = to_device(dout);
     auto qpos_ = to_device(c.qpos);
     DeviceBuffer<i64> kstart_;
@@ -731,14 +732,14 @@ TEST_CASE("cuda flash attention matches the host in fp64: GQA, stripes, document
     gdn::test::check_close("dk", dk_, dk.data(), nk, 2e-2);
     gdn::test::check_close("dv", dv_, dv.data(), nk, 2e-2);
     // The op in the bf16 mode runs the same kernels (unless attention_backend says exact).
-    const Bf16Autocast bf16(true);
-    if (!ops::flash_attention_chosen(c.D)) continue;
+    const Precision mode = Precision::bf16;
+    if (!ops::flash_attention_chosen(c.D, mode)) continue;
     auto o2 = to_device(random_vec<float>(nq, 110)), lse2 = to_device(random_vec<float>(nl, 111));
     auto dq2 = to_device(random_vec<float>(nq, 112)), dk2 = to_device(random_vec<float>(nk, 113)),
          dv2 = to_device(random_vec<float>(nk, 114));
-    ops::attention_forward(Cuda{}, q_.data(), k_.data(), v_.data(), qpos_.data(), c.B, Tq, c.Tk,
-                           c.Hq, c.Hkv, c.D, scale, o2.data(), lse2.data(), ks_dev);
-    ops::attention_backward(Cuda{}, q_.data(), k_.data(), v_.data(), o2.data(), lse2.data(),
+    ops::attention_forward(Cuda{}, mode, q_.data(), k_.data(), v_.data(), qpos_.data(), c.B, Tq,
+                           c.Tk, c.Hq, c.Hkv, c.D, scale, o2.data(), lse2.data(), ks_dev);
+    ops::attention_backward(Cuda{}, mode, q_.data(), k_.data(), v_.data(), o2.data(), lse2.data(),
                             dout_.data(), qpos_.data(), c.B, Tq, c.Tk, c.Hq, c.Hkv, c.D, scale,
                             dq2.data(), dk2.data(), dv2.data(), ks_dev);
     CHECK(to_host<Cuda>(o2) == to_host<Cuda>(o_));
@@ -779,9 +780,10 @@ TEST_CASE("cuda attention rejects bad heads; its caller's check rejects bad posi
                     Catch::Contains("qpos[1] = 4"));
   const auto qpos_ = to_device(std::vector<i64>{0, 3});
   DeviceBuffer<float> q(3 * 2 * 2), k(4 * 2 * 2), v(4 * 2 * 2), o(3 * 2 * 2), lse(3 * 2);
-  CHECK_THROWS_WITH(ops::attention_forward(Cuda{}, q.data(), k.data(), v.data(), qpos_.data(), 1, 2,
-                                           4, 3, 2, 2, 1.0, o.data(), lse.data()),
-                    Catch::Contains("Hq = 3"));
+  CHECK_THROWS_WITH(
+      ops::attention_forward(Cuda{}, Precision::plain, q.data(), k.data(), v.data(), qpos_.data(),
+                             1, 2, 4, 3, 2, 2, 1.0, o.data(), lse.data()),
+      Catch::Contains("Hq = 3"));
 }
 
 TEMPLATE_TEST_CASE("cuda MoE router matches the host: top-k choice, ties, backward", "[cuda_ops]",
@@ -905,7 +907,7 @@ TEMPLATE_TEST_CASE("cuda MoE row moves, dots and the shared expert's gate match 
 // (ops/grouped_linear) against their host versions. Routing: exactly (offsets, rows,
 // choice and slot are integers; the counts are exact). moe_combine: one fma per add on the
 // GPU, so 1e-5 / 1e-12. router_stats: the counts exactly, the sums (blocked order) at
-// 1e-12. The grouped GEMMs: fp64 SIMT at 1e-12, fp32 SIMT at 1e-5, and with bf16 autocast
+// 1e-12. The grouped GEMMs: fp64 SIMT at 1e-12, fp32 SIMT at 1e-5, and in Precision::bf16
 // (bf16 operands on both sides, fp32 sums in another order) at 1e-5.
 namespace {}  // namespace
 
@@ -980,18 +982,18 @@ TEMPLATE_TEST_CASE("cuda grouped linear matches the host's per-expert linears", 
   for (bool bf16 : {false, true}) {
     if (bf16 && sizeof(T) == 8) continue;  // fp64 has no bf16 mode (as linear_cuda)
     INFO("bf16 " << bf16);
-    const Bf16Autocast mode(bf16);
+    const Precision mode = precision_of(bf16);
     const double tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
     std::vector<T> y(std::size_t(R) * out), dx(x.size()), dW = dW0;
-    ops::grouped_linear_forward(Host{}, x.data(), W.data() + out * in, stride, off.data(), E, R, in,
-                                out, y.data());
-    ops::grouped_linear_backward(Host{}, x.data(), W.data() + out * in, stride, dy.data(),
+    ops::grouped_linear_forward(Host{}, mode, x.data(), W.data() + out * in, stride, off.data(), E,
+                                R, in, out, y.data());
+    ops::grouped_linear_backward(Host{}, mode, x.data(), W.data() + out * in, stride, dy.data(),
                                  off.data(), E, R, in, out, dx.data(), dW.data() + out * in);
     auto y_ = to_device(random_vec<T>(y.size(), 55)), dx_ = to_device(random_vec<T>(dx.size(), 56));
     auto dW_ = to_device(dW0);
-    ops::grouped_linear_forward(Cuda{}, x_.data(), W_.data() + out * in, stride, off_.data(), E, R,
-                                in, out, y_.data());
-    ops::grouped_linear_backward(Cuda{}, x_.data(), W_.data() + out * in, stride, dy_.data(),
+    ops::grouped_linear_forward(Cuda{}, mode, x_.data(), W_.data() + out * in, stride, off_.data(),
+                                E, R, in, out, y_.data());
+    ops::grouped_linear_backward(Cuda{}, mode, x_.data(), W_.data() + out * in, stride, dy_.data(),
                                  off_.data(), E, R, in, out, dx_.data(), dW_.data() + out * in);
     const std::vector<T> gy = to_host<Cuda>(y_), gdx = to_host<Cuda>(dx_), gdW = to_host<Cuda>(dW_);
     CHECK(rel_l2(gy.data(), y.data(), y.size()) <= tol);

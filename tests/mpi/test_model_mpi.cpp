@@ -11,8 +11,8 @@
 #include "comm/call_sites.h"
 #include "comm/mpi_communicator.h"
 #include "comm/single_communicator.h"
-#include "core/autocast.h"
 #include "core/bf16.h"
+#include "core/precision.h"
 #include "cp/attention_cp.h"
 #include "cp/conv_halo.h"
 #include "cp/gdn_cp.h"
@@ -234,11 +234,12 @@ TEST_CASE("in the bf16 mode attention CP gathers K, V in bf16: half the bytes, t
                            v = bf16_values(kv, 3), dO = bf16_values(d.Hq * d.D, 4);
   std::vector<std::vector<float>> results[2];
   for (bool bf16 : {false, true}) {
-    const Bf16Autocast autocast(bf16);
+    AttentionDims dm = d;
+    dm.precision = precision_of(bf16);
     std::vector<float> o(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
     world.reset_counters();
     AttentionContextParallel<float, Host> core;
-    core.forward(cp, d, q.data(), k.data(), v.data(), o.data());
+    core.forward(cp, dm, q.data(), k.data(), v.data(), o.data());
     core.backward(cp, dO.data(), dq.data(), dk.data(), dv.data());
     results[bf16] = {o, dq, dk, dv};
     if (P > 1) {

@@ -114,8 +114,8 @@ void forward(const Attn& a, const std::vector<T>& q, const std::vector<T>& k,
              const std::vector<T>& v, std::vector<T>& o, std::vector<T>& lse) {
   o.assign(a.nq(), T(0));
   lse.assign(a.nlse(), T(0));
-  ops::attention_forward(Host{}, q.data(), k.data(), v.data(), a.qpos.data(), a.B, a.Tq(), a.Tk,
-                         a.Hq, a.Hkv, a.D, a.scale, o.data(), lse.data());
+  ops::attention_forward(Host{}, Precision::plain, q.data(), k.data(), v.data(), a.qpos.data(), a.B,
+                         a.Tq(), a.Tk, a.Hq, a.Hkv, a.D, a.scale, o.data(), lse.data());
 }
 
 // Inputs of an attention problem; q scaled up so that the softmax is far from uniform.
@@ -224,9 +224,10 @@ TEST_CASE("a rank's attention rows are those of the whole sequence", "[attention
   Vec o, lse;
   forward(whole, in.q, in.k, in.v, o, lse);
   Vec dk(whole.nkv()), dv(whole.nkv());
-  ops::attention_backward(Host{}, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data(),
-                          w.data(), whole.qpos.data(), whole.B, whole.Tq(), whole.Tk, whole.Hq,
-                          whole.Hkv, whole.D, whole.scale, (double*)nullptr, dk.data(), dv.data());
+  ops::attention_backward(Host{}, Precision::plain, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                          lse.data(), w.data(), whole.qpos.data(), whole.B, whole.Tq(), whole.Tk,
+                          whole.Hq, whole.Hkv, whole.D, whole.scale, (double*)nullptr, dk.data(),
+                          dv.data());
   // Zigzag over 3 ranks: chunks of 25, rank r holding chunks r and 5 - r.
   Vec sum_dk(dk.size(), 0.0), sum_dv(dv.size(), 0.0);
   const int row = whole.Hq * whole.D;
@@ -247,9 +248,10 @@ TEST_CASE("a rank's attention rows are those of the whole sequence", "[attention
     forward(part, q, in.k, in.v, po, plse);
     CHECK(po == rows_of(o));
     Vec pdk(dk.size()), pdv(dv.size());
-    ops::attention_backward(Host{}, q.data(), in.k.data(), in.v.data(), po.data(), plse.data(),
-                            wr.data(), part.qpos.data(), part.B, part.Tq(), part.Tk, part.Hq,
-                            part.Hkv, part.D, part.scale, (double*)nullptr, pdk.data(), pdv.data());
+    ops::attention_backward(Host{}, Precision::plain, q.data(), in.k.data(), in.v.data(), po.data(),
+                            plse.data(), wr.data(), part.qpos.data(), part.B, part.Tq(), part.Tk,
+                            part.Hq, part.Hkv, part.D, part.scale, (double*)nullptr, pdk.data(),
+                            pdv.data());
     for (std::size_t e = 0; e < dk.size(); ++e) {
       sum_dk[e] += pdk[e];
       sum_dv[e] += pdv[e];
@@ -268,8 +270,8 @@ TEST_CASE("attention pairs and argument checks", "[attention]") {
   const AttnInputs in(a, 50);
   Vec o(a.nq()), lse(a.nlse());
   auto run = [&](const Pos& qpos, int Hq, int Hkv) {
-    ops::attention_forward(Host{}, in.q.data(), in.k.data(), in.v.data(), qpos.data(), 1, 6, 12, Hq,
-                           Hkv, 3, 1.0, o.data(), lse.data());
+    ops::attention_forward(Host{}, Precision::plain, in.q.data(), in.k.data(), in.v.data(),
+                           qpos.data(), 1, 6, 12, Hq, Hkv, 3, 1.0, o.data(), lse.data());
   };
   CHECK_THROWS_WITH(run({0, 1, 12, 9, 10, 11}, 4, 2),
                     Catch::Contains("qpos[2] = 12") && Catch::Contains("Tk = 12"));
@@ -277,10 +279,11 @@ TEST_CASE("attention pairs and argument checks", "[attention]") {
   CHECK_THROWS_WITH(run(zigzag, 3, 2), Catch::Contains("Hq = 3") && Catch::Contains("Hkv = 2"));
   CHECK_THROWS_AS(run(zigzag, 4, 0), Error);
   Vec g(a.nq()), gk(a.nkv());
-  CHECK_THROWS_AS(ops::attention_backward(Host{}, in.q.data(), in.k.data(), in.v.data(), o.data(),
-                                          lse.data(), g.data(), Pos{0, 1, 2, 9, 10, 12}.data(), 1,
-                                          6, 12, 4, 2, 3, 1.0, g.data(), gk.data(), gk.data()),
-                  Error);
+  CHECK_THROWS_AS(
+      ops::attention_backward(Host{}, Precision::plain, in.q.data(), in.k.data(), in.v.data(),
+                              o.data(), lse.data(), g.data(), Pos{0, 1, 2, 9, 10, 12}.data(), 1, 6,
+                              12, 4, 2, 3, 1.0, g.data(), gk.data(), gk.data()),
+      Error);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -304,9 +307,9 @@ TEST_CASE("attention backward matches finite differences", "[attention]") {
   // Overwritten, not accumulated: start from garbage.
   Vec dq(a.nq(), 123.0), dk(a.nkv(), -7.0), dv(a.nkv(), 5.0);
   auto backward = [&](double* gq, double* gk, double* gv) {
-    ops::attention_backward(Host{}, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data(),
-                            w.data(), a.qpos.data(), a.B, a.Tq(), a.Tk, a.Hq, a.Hkv, a.D, a.scale,
-                            gq, gk, gv);
+    ops::attention_backward(Host{}, Precision::plain, in.q.data(), in.k.data(), in.v.data(),
+                            o.data(), lse.data(), w.data(), a.qpos.data(), a.B, a.Tq(), a.Tk, a.Hq,
+                            a.Hkv, a.D, a.scale, gq, gk, gv);
   };
   backward(dq.data(), dk.data(), dv.data());
   for (auto [name, grad, x] :
@@ -348,11 +351,12 @@ TEST_CASE("with document starts, each document's rows are its attention alone", 
   for (const auto& c : cu)
     for (i64 t = 0; t < T; ++t) kstart.push_back(*(std::upper_bound(c.begin(), c.end(), t) - 1));
   Vec o(a.nq()), lse(a.nlse()), dq(a.nq()), dk(a.nkv(), 3.0), dv(a.nkv(), 3.0);
-  ops::attention_forward(Host{}, in.q.data(), in.k.data(), in.v.data(), a.qpos.data(), a.B, T, T,
-                         a.Hq, a.Hkv, a.D, a.scale, o.data(), lse.data(), kstart.data());
-  ops::attention_backward(Host{}, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data(),
-                          w.data(), a.qpos.data(), a.B, T, T, a.Hq, a.Hkv, a.D, a.scale, dq.data(),
-                          dk.data(), dv.data(), kstart.data());
+  ops::attention_forward(Host{}, Precision::plain, in.q.data(), in.k.data(), in.v.data(),
+                         a.qpos.data(), a.B, T, T, a.Hq, a.Hkv, a.D, a.scale, o.data(), lse.data(),
+                         kstart.data());
+  ops::attention_backward(Host{}, Precision::plain, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                          lse.data(), w.data(), a.qpos.data(), a.B, T, T, a.Hq, a.Hkv, a.D, a.scale,
+                          dq.data(), dk.data(), dv.data(), kstart.data());
   CHECK(ops::attention_pairs(a.qpos.data(), T, a.B, kstart.data()) ==
         (70 * 71 + 1 * 2 + 129 * 130 + 130 * 131 + 70 * 71) / 2);
   const int qw = a.Hq * a.D, kw = a.Hkv * a.D;
@@ -367,9 +371,9 @@ TEST_CASE("with document starts, each document's rows are its attention alone", 
       const Vec q = rows(in.q, qw), k = rows(in.k, kw), v = rows(in.v, kw), g = rows(w, qw);
       Vec o1, lse1, dq1(one.nq()), dk1(one.nkv()), dv1(one.nkv());
       forward(one, q, k, v, o1, lse1);
-      ops::attention_backward(Host{}, q.data(), k.data(), v.data(), o1.data(), lse1.data(),
-                              g.data(), one.qpos.data(), 1, n, n, a.Hq, a.Hkv, a.D, a.scale,
-                              dq1.data(), dk1.data(), dv1.data());
+      ops::attention_backward(Host{}, Precision::plain, q.data(), k.data(), v.data(), o1.data(),
+                              lse1.data(), g.data(), one.qpos.data(), 1, n, n, a.Hq, a.Hkv, a.D,
+                              a.scale, dq1.data(), dk1.data(), dv1.data());
       check_close(rows(o, qw), o1, 1e-14);
       check_close(rows(lse, a.Hq), lse1, 1e-14);
       check_close(rows(dq, qw), dq1, 1e-13);
@@ -385,8 +389,9 @@ TEST_CASE("with document starts, each document's rows are its attention alone", 
   for (int b = 0; b < 2; ++b)
     for (i64 t : z.qpos)
       zq.insert(zq.end(), in.q.begin() + (b * T + t) * qw, in.q.begin() + (b * T + t + 1) * qw);
-  ops::attention_forward(Host{}, zq.data(), in.k.data(), in.v.data(), z.qpos.data(), 2, z.Tq(), T,
-                         a.Hq, a.Hkv, a.D, a.scale, zo.data(), zlse.data(), zstart.data());
+  ops::attention_forward(Host{}, Precision::plain, zq.data(), in.k.data(), in.v.data(),
+                         z.qpos.data(), 2, z.Tq(), T, a.Hq, a.Hkv, a.D, a.scale, zo.data(),
+                         zlse.data(), zstart.data());
   for (int b = 0; b < 2; ++b)
     for (i64 i = 0; i < z.Tq(); ++i)
       for (int e = 0; e < qw; ++e)
@@ -395,10 +400,10 @@ TEST_CASE("with document starts, each document's rows are its attention alone", 
   // A first key past the query's own position is refused.
   Pos bad = kstart;
   bad[5] = 6;
-  CHECK_THROWS_WITH(
-      ops::attention_forward(Host{}, in.q.data(), in.k.data(), in.v.data(), a.qpos.data(), a.B, T,
-                             T, a.Hq, a.Hkv, a.D, a.scale, o.data(), lse.data(), bad.data()),
-      Catch::Contains("kstart[5] = 6"));
+  CHECK_THROWS_WITH(ops::attention_forward(Host{}, Precision::plain, in.q.data(), in.k.data(),
+                                           in.v.data(), a.qpos.data(), a.B, T, T, a.Hq, a.Hkv, a.D,
+                                           a.scale, o.data(), lse.data(), bad.data()),
+                    Catch::Contains("kstart[5] = 6"));
   // The same check without the op: what AttentionContextParallel runs for the GPU's op.
   CHECK_THROWS_WITH(ops::check_attention_positions(a.qpos.data(), bad.data(), a.B, T, T),
                     Catch::Contains("kstart[5] = 6"));
@@ -420,9 +425,9 @@ std::vector<std::vector<T>> run_all(const Attn& a, const AttnInputs& in, const V
   const auto q = to<T>(in.q), k = to<T>(in.k), v = to<T>(in.v), dout = to<T>(w);
   std::vector<T> o, lse, dq(a.nq()), dk(a.nkv()), dv(a.nkv());
   forward(a, q, k, v, o, lse);
-  ops::attention_backward(Host{}, q.data(), k.data(), v.data(), o.data(), lse.data(), dout.data(),
-                          a.qpos.data(), a.B, a.Tq(), a.Tk, a.Hq, a.Hkv, a.D, a.scale, dq.data(),
-                          dk.data(), dv.data());
+  ops::attention_backward(Host{}, Precision::plain, q.data(), k.data(), v.data(), o.data(),
+                          lse.data(), dout.data(), a.qpos.data(), a.B, a.Tq(), a.Tk, a.Hq, a.Hkv,
+                          a.D, a.scale, dq.data(), dk.data(), dv.data());
   // RoPE over q viewed as [B Tq, Hq, D] rows at positions kRopePos (one per row).
   const i64 N = a.B * a.Tq();
   std::vector<T> rq(q.size()), rdq(q.size());

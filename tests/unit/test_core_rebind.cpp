@@ -12,8 +12,8 @@
 #include <limits>
 
 #include "comm/single_communicator.h"
-#include "core/autocast.h"
 #include "core/bf16.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "cp/attention_cp.h"
 #include "cp/gdn_layer_core.h"
@@ -113,12 +113,13 @@ struct AttentionCase {
 };
 
 std::vector<std::vector<float>> run_attention(const AttentionCase& c, bool bf16, Move move) {
-  const Bf16Autocast autocast(bf16);
+  AttentionDims d = c.d;
+  d.precision = precision_of(bf16);
   SingleCommunicator comm;
   const CpContext cp = CpContext::contiguous(comm, c.T);
   std::vector<float> q = c.q, o(c.q.size()), dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   AttentionContextParallel<float, Host> core;
-  core.forward(cp, c.d, q.data(), c.k.data(), c.v.data(), o.data());
+  core.forward(cp, d, q.data(), c.k.data(), c.v.data(), o.data());
   const std::vector<float> q2 = q, o2 = o;
   if (move != Move::none)
     for (std::vector<float>* x : {&q, &o})

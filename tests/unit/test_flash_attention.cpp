@@ -208,11 +208,12 @@ TEST_CASE("flash forward and backward in the kernels' order match the host op in
                dout = normals(nq, 4);
     const auto qd = wide(q), kd = wide(k), vd = wide(v), gd = wide(dout);
     std::vector<double> o(nq), lse(nl), dq(nq), dk(nk), dv(nk);
-    ops::attention_forward(Host{}, qd.data(), kd.data(), vd.data(), p.qpos.data(), p.B, p.Tq(),
-                           p.Tk, p.Hq, p.Hkv, p.D, p.scale, o.data(), lse.data(), p.ks());
-    ops::attention_backward(Host{}, qd.data(), kd.data(), vd.data(), o.data(), lse.data(),
-                            gd.data(), p.qpos.data(), p.B, p.Tq(), p.Tk, p.Hq, p.Hkv, p.D, p.scale,
-                            dq.data(), dk.data(), dv.data(), p.ks());
+    ops::attention_forward(Host{}, Precision::plain, qd.data(), kd.data(), vd.data(), p.qpos.data(),
+                           p.B, p.Tq(), p.Tk, p.Hq, p.Hkv, p.D, p.scale, o.data(), lse.data(),
+                           p.ks());
+    ops::attention_backward(Host{}, Precision::plain, qd.data(), kd.data(), vd.data(), o.data(),
+                            lse.data(), gd.data(), p.qpos.data(), p.B, p.Tq(), p.Tk, p.Hq, p.Hkv,
+                            p.D, p.scale, dq.data(), dk.data(), dv.data(), p.ks());
     std::vector<float> fo(nq, NAN), flse(nl, NAN), fdq(nq, NAN), fdk(nk, NAN), fdv(nk, NAN);
     emulated_flash_forward(p, q.data(), k.data(), v.data(), fo.data(), flse.data());
     emulated_flash_backward(p, q.data(), k.data(), v.data(), fo.data(), flse.data(), dout.data(),

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/autocast.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "ops/gemm/gemm.h"
 #include "ops/gemm/gemm_path.h"
@@ -148,10 +148,11 @@ TEST_CASE("bf16-mode linear layers follow the bf16 GEMM rule on every path", "[g
   for (const la::GemmPath path : la::gemm_paths()) {
     INFO("path " << la::gemm_path_name(path));
     la::set_gemm_path(path);
-    const Bf16Autocast bf16(true);
+    const Precision mode = Precision::bf16;
     std::vector<float> y(y_want.size()), dx(dx_want.size()), dW = dW0;
-    ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
-    ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, dx.data(), dW.data());
+    ops::linear_forward(Host{}, mode, x.data(), W.data(), N, in, out, y.data());
+    ops::linear_backward(Host{}, mode, x.data(), W.data(), dy.data(), N, in, out, dx.data(),
+                         dW.data());
     CHECK(y == y_want);
     CHECK(dx == dx_want);
     CHECK(dW == dW_want);
@@ -173,11 +174,11 @@ TEST_CASE("bf16-mode linear layers give the same bits for a long A, run in row b
   for (const la::GemmPath path : la::gemm_paths()) {
     INFO("path " << la::gemm_path_name(path));
     la::set_gemm_path(path);
-    const Bf16Autocast bf16(true);
+    const Precision mode = Precision::bf16;
     std::vector<float> y(std::size_t(N) * out), y_want(y.size());
-    ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
-    ops::linear_forward(Host{}, x.data(), W.data(), half, in, out, y_want.data());
-    ops::linear_forward(Host{}, x.data() + half * in, W.data(), N - half, in, out,
+    ops::linear_forward(Host{}, mode, x.data(), W.data(), N, in, out, y.data());
+    ops::linear_forward(Host{}, mode, x.data(), W.data(), half, in, out, y_want.data());
+    ops::linear_forward(Host{}, mode, x.data() + half * in, W.data(), N - half, in, out,
                         y_want.data() + half * out);
     CHECK(y == y_want);
   }

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "core/autocast.h"
 #include "core/bf16.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "ops/convert/kept.h"
 
@@ -27,9 +27,8 @@ TEST_CASE("Kept in the bf16 mode holds bf16 after seal and gives back the rounde
           "[kept]") {
   const std::int64_t n = 1001;
   const std::vector<float> x = random_values<float>(n);
-  const Bf16Autocast bf16(true);
   Kept<float, Host> k;
-  float* w = k.open(n);
+  float* w = k.open(n, Precision::bf16);
   std::copy(x.begin(), x.end(), w);
   CHECK(k.bf16());
   CHECK(k.values()[7] == x[7]);  // the forward reads what it wrote, unrounded
@@ -58,9 +57,8 @@ TEST_CASE("Kept::for_blocks hands the rounded values over in order, a block at a
   const std::vector<float> x = random_values<float>(n);
   for (bool bf16 : {true, false}) {
     INFO((bf16 ? "bf16 mode" : "float mode"));
-    const Bf16Autocast mode(bf16);
     Kept<float, Host> k;
-    std::copy(x.begin(), x.end(), k.open(n));
+    std::copy(x.begin(), x.end(), k.open(n, precision_of(bf16)));
     k.seal();
     std::vector<float> got;
     std::vector<std::int64_t> firsts;
@@ -80,28 +78,22 @@ TEST_CASE("Kept::for_blocks hands the rounded values over in order, a block at a
 
 TEST_CASE("Kept outside the bf16 mode, and for double, keeps the forward's buffer", "[kept]") {
   const std::int64_t n = 257;
-  {
-    const std::vector<float> x = random_values<float>(n);
-    Kept<float, Host> k;
-    float* w = k.open(n);
+  auto check = [&](auto zero, Precision p) {
+    using T = decltype(zero);
+    INFO((sizeof(T) == 4 ? "float" : "double") << (p == Precision::bf16 ? ", bf16 mode" : ""));
+    const std::vector<T> x = random_values<T>(n);
+    Kept<T, Host> k;
+    T* w = k.open(n, p);
     std::copy(x.begin(), x.end(), w);
     k.seal();
     CHECK_FALSE(k.bf16());
     CHECK(k.view() == w);  // no copy
     k.release_view();      // nothing to free: the view is the kept buffer
     CHECK(k.view() == w);
-    CHECK(k.bytes() == 4 * n);
-    CHECK(std::vector<float>(k.view(), k.view() + n) == x);
-  }
-  {
-    const std::vector<double> x = random_values<double>(n);
-    const Bf16Autocast bf16(true);
-    Kept<double, Host> k;
-    double* w = k.open(n);
-    std::copy(x.begin(), x.end(), w);
-    k.seal();
-    CHECK_FALSE(k.bf16());
-    CHECK(k.view() == w);
-    CHECK(std::vector<double>(k.view(), k.view() + n) == x);
-  }
+    CHECK(k.bytes() == std::int64_t(sizeof(T)) * n);
+    CHECK(std::vector<T>(k.view(), k.view() + n) == x);
+  };
+  check(0.0f, Precision::plain);
+  check(0.0, Precision::plain);
+  check(0.0, Precision::bf16);
 }

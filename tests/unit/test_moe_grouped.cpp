@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/autocast.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "expert_ids.h"
 #include "mma_emulation.h"
@@ -147,7 +147,7 @@ namespace {
 // The grouped linear against one linear op per expert on copies of its rows.
 template <typename T>
 void check_host_grouped(bool bf16) {
-  const Bf16Autocast mode(bf16);
+  const Precision mode = precision_of(bf16);
   const int in = 19, out = 13, E = 6;
   const std::vector<i64> offsets = offsets_of({5, 0, 25, 1, 0, 16});
   const i64 R = offsets.back(), stride = 2 * i64(out) * in;  // a slice of a fused weight
@@ -155,9 +155,9 @@ void check_host_grouped(bool bf16) {
   const auto W = random_vec<T>(std::size_t(E * stride), 3);
   const auto dW0 = random_vec<T>(W.size(), 4);
   std::vector<T> y(std::size_t(R * out)), dx(x.size()), dW = dW0;
-  ops::grouped_linear_forward(Host{}, x.data(), W.data() + out * in, stride, offsets.data(), E, R,
-                              in, out, y.data());
-  ops::grouped_linear_backward(Host{}, x.data(), W.data() + out * in, stride, dy.data(),
+  ops::grouped_linear_forward(Host{}, mode, x.data(), W.data() + out * in, stride, offsets.data(),
+                              E, R, in, out, y.data());
+  ops::grouped_linear_backward(Host{}, mode, x.data(), W.data() + out * in, stride, dy.data(),
                                offsets.data(), E, R, in, out, dx.data(), dW.data() + out * in);
   std::vector<T> want_y(y.size()), want_dx(dx.size()), want_dW = dW0;
   for (int e = 0; e < E; ++e) {
@@ -166,9 +166,9 @@ void check_host_grouped(bool bf16) {
     const std::vector<T> xe(x.begin() + o * in, x.begin() + (o + n) * in),
         dye(dy.begin() + o * out, dy.begin() + (o + n) * out);
     const T* We = W.data() + e * stride + out * in;
-    ops::linear_forward(Host{}, xe.data(), We, n, in, out, want_y.data() + o * out);
-    ops::linear_backward(Host{}, xe.data(), We, dye.data(), n, in, out, want_dx.data() + o * in,
-                         want_dW.data() + e * stride + out * in);
+    ops::linear_forward(Host{}, mode, xe.data(), We, n, in, out, want_y.data() + o * out);
+    ops::linear_backward(Host{}, mode, xe.data(), We, dye.data(), n, in, out,
+                         want_dx.data() + o * in, want_dW.data() + e * stride + out * in);
   }
   CHECK(y == want_y);
   CHECK(dx == want_dx);
@@ -176,9 +176,9 @@ void check_host_grouped(bool bf16) {
   CHECK(dW != dW0);
   // Null gradients are skipped.
   std::vector<T> dx2(dx.size()), dW2 = dW0;
-  ops::grouped_linear_backward(Host{}, x.data(), W.data() + out * in, stride, dy.data(),
+  ops::grouped_linear_backward(Host{}, mode, x.data(), W.data() + out * in, stride, dy.data(),
                                offsets.data(), E, R, in, out, dx2.data(), static_cast<T*>(nullptr));
-  ops::grouped_linear_backward(Host{}, x.data(), W.data() + out * in, stride, dy.data(),
+  ops::grouped_linear_backward(Host{}, mode, x.data(), W.data() + out * in, stride, dy.data(),
                                offsets.data(), E, R, in, out, static_cast<T*>(nullptr),
                                dW2.data() + out * in);
   CHECK(dx2 == want_dx);
@@ -186,7 +186,7 @@ void check_host_grouped(bool bf16) {
   // accumulate adds dy W_e to dx: the bits of dx0 + (dy W_e), one rounding each.
   const std::vector<T> dx0 = random_vec<T>(dx.size(), 5);
   std::vector<T> dx3 = dx0;
-  ops::grouped_linear_backward(Host{}, x.data(), W.data() + out * in, stride, dy.data(),
+  ops::grouped_linear_backward(Host{}, mode, x.data(), W.data() + out * in, stride, dy.data(),
                                offsets.data(), E, R, in, out, dx3.data(), static_cast<T*>(nullptr),
                                /*accumulate=*/true);
   for (std::size_t i = 0; i < dx3.size(); ++i) REQUIRE(dx3[i] == dx0[i] + want_dx[i]);
@@ -201,9 +201,9 @@ TEST_CASE("the grouped linear on the host is the per-expert linear, bit for bit"
   // Offsets that do not span the rows are refused.
   const std::vector<i64> bad = {0, 4, 3};
   std::vector<double> x(8), W(4), y(8);
-  CHECK_THROWS_AS(
-      ops::grouped_linear_forward(Host{}, x.data(), W.data(), 2, bad.data(), 2, 3, 2, 1, y.data()),
-      Error);
+  CHECK_THROWS_AS(ops::grouped_linear_forward(Host{}, Precision::plain, x.data(), W.data(), 2,
+                                              bad.data(), 2, 3, 2, 1, y.data()),
+                  Error);
 }
 
 TEST_CASE("the grouped GEMM's tile schedule covers each routed row once, inside its expert",
@@ -266,7 +266,7 @@ void run_tile(const grouped::TileGemm<double>& g) {
 template <typename T>
 void check_emulated_kernels(double tol) {
   const bool bf16 = std::is_same_v<T, float>;
-  const Bf16Autocast mode(bf16);
+  const Precision mode = precision_of(bf16);
   const int in = 70, out = 130, E = 5;  // three column tiles of out, two of in
   const std::vector<i64> offsets = offsets_of({150, 0, 3, 64, 0});
   const i64 R = offsets.back(), stride = i64(out) * in;
@@ -304,10 +304,10 @@ void check_emulated_kernels(double tol) {
     }
   for (std::size_t i = 0; i < dx.size(); ++i) REQUIRE(dx_acc[i] == dx0[i] + dx[i]);
   std::vector<T> want_y(y.size()), want_dx(dx.size()), want_dW = dW0;
-  ops::grouped_linear_forward(Host{}, x.data(), W.data(), stride, offsets.data(), E, R, in, out,
-                              want_y.data());
-  ops::grouped_linear_backward(Host{}, x.data(), W.data(), stride, dy.data(), offsets.data(), E, R,
-                               in, out, want_dx.data(), want_dW.data());
+  ops::grouped_linear_forward(Host{}, mode, x.data(), W.data(), stride, offsets.data(), E, R, in,
+                              out, want_y.data());
+  ops::grouped_linear_backward(Host{}, mode, x.data(), W.data(), stride, dy.data(), offsets.data(),
+                               E, R, in, out, want_dx.data(), want_dW.data());
   CHECK(rel_l2(y.data(), want_y.data(), y.size()) <= tol);
   CHECK(rel_l2(dx.data(), want_dx.data(), dx.size()) <= tol);
   CHECK(rel_l2(dW.data(), want_dW.data(), dW.size()) <= tol);

@@ -7,8 +7,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/autocast.h"
 #include "core/bf16.h"
+#include "core/precision.h"
 #include "ops/linear/linear.h"
 #include "ops/swiglu/swiglu.h"
 #include "ops_support.h"
@@ -36,7 +36,7 @@ Vec naive_linear(const Vec& x, const Vec& W, std::int64_t N, int in, int out) {
 TEST_CASE("linear forward by hand", "[layers]") {
   const Vec x = {1, 2, 3, 4, 5, 6}, W = {1, 0, -1, 2, 1, 0};  // x [2, 3], W [2, 3]
   Vec y(4);
-  ops::linear_forward(Host{}, x.data(), W.data(), 2, 3, 2, y.data());
+  ops::linear_forward(Host{}, Precision::plain, x.data(), W.data(), 2, 3, 2, y.data());
   CHECK(y == Vec{-2, 4, -2, 13});
 }
 
@@ -46,22 +46,24 @@ TEST_CASE("linear backward matches finite differences", "[layers]") {
   Vec x = rand_vec(N * in, 1), W = rand_vec(out * in, 2), r = rand_vec(N * out, 3);
   auto loss = [&] {
     Vec y(N * out);
-    ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
+    ops::linear_forward(Host{}, Precision::plain, x.data(), W.data(), N, in, out, y.data());
     return dot(y, r);
   };
   Vec dx(N * in), dW(out * in, 0.0);
-  ops::linear_backward(Host{}, x.data(), W.data(), r.data(), N, in, out, dx.data(), dW.data());
+  ops::linear_backward(Host{}, Precision::plain, x.data(), W.data(), r.data(), N, in, out,
+                       dx.data(), dW.data());
   check_grad("dx", dx, x, loss);
   check_grad("dW", dW, W, loss);
 
   // dx is overwritten, dW accumulates: a second call gives the same dx and exactly 2 dW.
   Vec dx2(N * in, 123.0), dW2 = dW;
-  ops::linear_backward(Host{}, x.data(), W.data(), r.data(), N, in, out, dx2.data(), dW2.data());
+  ops::linear_backward(Host{}, Precision::plain, x.data(), W.data(), r.data(), N, in, out,
+                       dx2.data(), dW2.data());
   CHECK(dx2 == dx);
   for (std::size_t i = 0; i < dW.size(); ++i) CHECK(dW2[i] == 2 * dW[i]);
   // Null gradient pointers are skipped.
-  ops::linear_backward(Host{}, x.data(), W.data(), r.data(), N, in, out, (double*)nullptr,
-                       dW2.data());
+  ops::linear_backward(Host{}, Precision::plain, x.data(), W.data(), r.data(), N, in, out,
+                       (double*)nullptr, dW2.data());
   for (std::size_t i = 0; i < dW.size(); ++i) CHECK(dW2[i] == 3 * dW[i]);
 }
 
@@ -91,21 +93,20 @@ TEST_CASE("linear on shapes past every tile and vector boundary matches a naive 
   const Vec dx_ref = naive_linear(dy, Wt, N, out, in);
   const Vec dW_ref = naive_linear(dyt, xt, out, int(N), in);
 
-  Vec y(N * out), dx(N * in), dW(std::size_t(out) * in, 0.0);
-  ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
-  ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, dx.data(), dW.data());
-  CHECK(rel_l2(y.data(), y_ref.data(), y.size()) < 1e-14);
-  CHECK(rel_l2(dx.data(), dx_ref.data(), dx.size()) < 1e-14);
-  CHECK(rel_l2(dW.data(), dW_ref.data(), dW.size()) < 1e-14);
-
-  const auto xf = to<float>(x), Wf = to<float>(W), dyf = to<float>(dy);
-  std::vector<float> yf(N * out), dxf(N * in), dWf(std::size_t(out) * in, 0.f);
-  ops::linear_forward(Host{}, xf.data(), Wf.data(), N, in, out, yf.data());
-  ops::linear_backward(Host{}, xf.data(), Wf.data(), dyf.data(), N, in, out, dxf.data(),
-                       dWf.data());
-  CHECK(rel_l2(yf.data(), y_ref.data(), yf.size()) < 1e-5);
-  CHECK(rel_l2(dxf.data(), dx_ref.data(), dxf.size()) < 1e-5);
-  CHECK(rel_l2(dWf.data(), dW_ref.data(), dWf.size()) < 1e-5);
+  auto check = [&](auto zero, double tol) {
+    using T = decltype(zero);
+    INFO((sizeof(T) == 8 ? "double" : "float"));
+    const auto xt_ = to<T>(x), Wt_ = to<T>(W), dyt_ = to<T>(dy);
+    std::vector<T> y(N * out), dx(N * in), dW(std::size_t(out) * in, T(0));
+    ops::linear_forward(Host{}, Precision::plain, xt_.data(), Wt_.data(), N, in, out, y.data());
+    ops::linear_backward(Host{}, Precision::plain, xt_.data(), Wt_.data(), dyt_.data(), N, in, out,
+                         dx.data(), dW.data());
+    CHECK(rel_l2(y.data(), y_ref.data(), y.size()) < tol);
+    CHECK(rel_l2(dx.data(), dx_ref.data(), dx.size()) < tol);
+    CHECK(rel_l2(dW.data(), dW_ref.data(), dW.size()) < tol);
+  };
+  check(0.0, 1e-14);
+  check(0.0f, 1e-5);
 }
 
 TEMPLATE_TEST_CASE("linear is bit-identical for 1, 2 and 3 OpenMP threads", "[layers]", float,
@@ -119,8 +120,9 @@ TEMPLATE_TEST_CASE("linear is bit-identical for 1, 2 and 3 OpenMP threads", "[la
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<T> y(N * out), dx(N * in), dW(std::size_t(out) * in, T(0));
-    ops::linear_forward(Host{}, x.data(), W.data(), N, in, out, y.data());
-    ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, dx.data(), dW.data());
+    ops::linear_forward(Host{}, Precision::plain, x.data(), W.data(), N, in, out, y.data());
+    ops::linear_backward(Host{}, Precision::plain, x.data(), W.data(), dy.data(), N, in, out,
+                         dx.data(), dW.data());
     return std::vector<std::vector<T>>{y, dx, dW};
   };
   const auto one = run(1);
@@ -144,14 +146,16 @@ TEMPLATE_TEST_CASE("linear backward with accumulate adds dy W to dx, bit for bit
   const std::int64_t N = 37;
   const int in = 45;
   INFO("out " << out << (bf16 ? ", bf16 mode" : ""));
-  const Bf16Autocast autocast(bf16 && std::is_same_v<T, float>);
+  const Precision mode = precision_of(bf16 && std::is_same_v<T, float>);
   const auto x = to<T>(rand_vec(N * in, 17)), W = to<T>(rand_vec(std::size_t(out) * in, 18)),
              dy = to<T>(rand_vec(N * out, 19)), dx0 = to<T>(rand_vec(N * in, 20));
   std::vector<T> part(N * in), want(N * in), dW(std::size_t(out) * in, T(0)), dW2 = dW;
-  ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, part.data(), dW.data());
+  ops::linear_backward(Host{}, mode, x.data(), W.data(), dy.data(), N, in, out, part.data(),
+                       dW.data());
   for (std::size_t i = 0; i < want.size(); ++i) want[i] = dx0[i] + part[i];
   std::vector<T> dx = dx0;
-  ops::linear_backward(Host{}, x.data(), W.data(), dy.data(), N, in, out, dx.data(), dW2.data(),
+  ops::linear_backward(Host{}, mode, x.data(), W.data(), dy.data(), N, in, out, dx.data(),
+                       dW2.data(),
                        /*accumulate=*/true);
   CHECK(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(T)) == 0);
   CHECK(dW2 == dW);  // dW accumulates as ever
@@ -191,13 +195,14 @@ TEST_CASE("linear in the bf16 mode is a bf16 x bf16 matmul with float sums", "[l
 
   const auto xf = to<float>(x), Wf = to<float>(W), dyf = to<float>(dy);
   auto run = [&](bool bf16) {
-    const Bf16Autocast autocast(bf16);
+    const Precision mode = precision_of(bf16);
     std::vector<float> y(N * out), dx(N * in), dW(std::size_t(out) * in, 0.f);
-    ops::linear_forward(Host{}, xf.data(), Wf.data(), N, in, out, y.data());
-    ops::linear_backward(Host{}, xf.data(), Wf.data(), dyf.data(), N, in, out, dx.data(),
+    ops::linear_forward(Host{}, mode, xf.data(), Wf.data(), N, in, out, y.data());
+    ops::linear_backward(Host{}, mode, xf.data(), Wf.data(), dyf.data(), N, in, out, dx.data(),
                          dW.data());
     return std::vector<std::vector<float>>{y, dx, dW};
   };
+  const auto plain_before = run(false);
   const auto got = run(true);
   const Vec* ref[] = {&y_ref, &dx_ref, &dW_ref};
   const Vec* exact[] = {&y_exact, &dx_exact, &dW_exact};
@@ -206,8 +211,7 @@ TEST_CASE("linear in the bf16 mode is a bf16 x bf16 matmul with float sums", "[l
     CHECK(rel_l2(got[k].data(), ref[k]->data(), got[k].size()) < 1e-6);
     CHECK(rel_l2(got[k].data(), exact[k]->data(), got[k].size()) > 1e-4);
   }
-  CHECK(!bf16_autocast());  // the scope ended
-  SECTION("bit-identical for 1, 2 and 3 threads; a nested float scope is plain float") {
+  SECTION("bit-identical for 1, 2 and 3 threads; a plain call after a bf16 one is plain") {
     ThreadGuard guard;
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
@@ -216,11 +220,11 @@ TEST_CASE("linear in the bf16 mode is a bf16 x bf16 matmul with float sums", "[l
         CHECK(std::memcmp(again[k].data(), got[k].data(), got[k].size() * sizeof(float)) == 0);
     }
     const auto plain = run(false);
-    const Bf16Autocast outer(true);
-    const auto nested = run(false);
-    CHECK(bf16_autocast());  // the inner scope restored the outer one
-    for (std::size_t k = 0; k < 3; ++k)
-      CHECK(std::memcmp(nested[k].data(), plain[k].data(), plain[k].size() * sizeof(float)) == 0);
+    for (std::size_t k = 0; k < 3; ++k) {
+      CHECK(std::memcmp(plain[k].data(), plain_before[k].data(), plain[k].size() * sizeof(float)) ==
+            0);
+      CHECK(std::memcmp(plain[k].data(), got[k].data(), plain[k].size() * sizeof(float)) != 0);
+    }
   }
 }
 

@@ -11,7 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include "core/precision.h"
+#include "gdn/chunk/chunk_gemm.h"
 
 namespace gdn::pass {
 
@@ -32,6 +36,14 @@ CudaWalk cuda_walk();
 // default. Process-wide and set as cuda_walk is. fp64 passes ignore it; the host keeps fp32.
 void set_cuda_tf32(bool on);
 bool cuda_tf32();
+// What the CUDA passes' T GEMMs run on in precision p: bf16 tensor cores in
+// Precision::bf16, TF32 where cuda_tf32(), else fp32; fp64 always exact.
+template <typename T>
+ChunkGemm chunk_gemm(Precision p) {
+  if constexpr (!std::is_same_v<T, float>) return ChunkGemm::kFp32;
+  if (p == Precision::bf16) return ChunkGemm::kBf16;
+  return cuda_tf32() ? ChunkGemm::kTf32 : ChunkGemm::kFp32;
+}
 
 // One launch of `phase` (prepare, transition, state_walk, outputs, output_from_states,
 // adjoint, backward_walk, backward_chunks) on `path`.

@@ -47,9 +47,8 @@ struct PassArgs {
   // sequential walk stores for its chunk-parallel part (pass::chunk_parallel_backward);
   // null on the host, whose backward stays one fused walk.
   T* adjoints = nullptr;
-  // CUDA, float: what the chunk math's GEMMs run on (bf16 tensor cores in the bf16 mode, TF32
-  // with pass::set_cuda_tf32, else fp32). The CUDA passes set it per launch; the host ignores
-  // it.
+  // CUDA, float: what the chunk math's GEMMs run on (pass::chunk_gemm, from the problem's
+  // precision); the host ignores it.
   ChunkGemm gemm = ChunkGemm::kFp32;
   // The factors are Bf16Factors blocks (gdn/chunk/bf16_factors.h), which only the bf16
   // register kernels read, instead of ChunkFactors<T>: LocalPass sets it from what

@@ -1,6 +1,5 @@
 #include "gdn/op/bf16_op.h"
 
-#include "core/autocast.h"
 #include "core/error.h"
 #include "gdn/empty_sequences.h"
 #include "ops/convert/convert.h"
@@ -21,6 +20,7 @@ void widen_into(const Bf16* x, std::size_t n, Buffer<Dev, float>& out) {
 template <typename Dev>
 ChunkedGdnBf16<Dev>::ChunkedGdnBf16(const GdnProblem& p, const Bf16Inputs& in)
     : p_(p.validated()), in_(in) {
+  p_.precision = Precision::bf16;  // CUDA: the chunk GEMMs on bf16 tensor cores
   GDN_CHECK(in.q && in.k && in.v && in.beta && in.g,
             "ChunkedGdnBf16: q, k, v, beta and g must all be given (only h0 may be null)");
 }
@@ -56,7 +56,6 @@ Bf16Io ChunkedGdnBf16<Dev>::io(Bf16* o, const Bf16* dO) const {
 
 template <typename Dev>
 void ChunkedGdnBf16<Dev>::forward(Bf16* o, float* ht) {
-  const Bf16Autocast bf16_gemms(true);  // CUDA: the chunk GEMMs on bf16 tensor cores
   pass_.reset(p_, 0, p_.T, bare());
   direct_ = pass_.makes_bf16_factors();
   if (direct_) {  // the register kernels read q, k, v, beta and write o as they are
@@ -78,7 +77,6 @@ void ChunkedGdnBf16<Dev>::forward(Bf16* o, float* ht) {
 
 template <typename Dev>
 void ChunkedGdnBf16<Dev>::backward(const Bf16* dO, const float* dht, GdnGradView<float>& grads) {
-  const Bf16Autocast bf16_gemms(true);
   GDN_CHECK(pass_.makes_bf16_factors() == direct_,
             "ChunkedGdnBf16::backward: the register kernels ran in forward() but not here, or "
             "the other way round (train.cuda_walk or the device changed in between)");

@@ -23,7 +23,7 @@ inline int grad_scratch_heads(Host, int G) {
 }
 int grad_scratch_heads(Cuda, int G);
 // Whether prepare() writes Bf16Factors blocks for these arguments: on CUDA in the bf16 mode
-// (float passes under a bf16 autocast scope) where every register kernel can run (the
+// (float passes in Precision::bf16) where every register kernel can run (the
 // shape, the device's shared memory, no train.cuda_walk tiled); never on the host.
 template <typename T>
 bool bf16_factors(Host, const PassArgs<T>&) {

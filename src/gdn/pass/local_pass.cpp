@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "gdn/chunk/bf16_factors.h"
 #include "gdn/chunk/chunk_kernel.h"
+#include "gdn/chunk/launch_counts.h"
 #include "runtime/devices.h"
 
 namespace gdn {
@@ -58,7 +59,7 @@ PassArgs<T> LocalPass<T, Dev>::args() {
                 states_.data(),
                 nullptr,
                 nullptr,
-                ChunkGemm::kFp32,
+                pass::chunk_gemm<T>(p_.precision),
                 bf16_factors_,
                 bf16_factors_ ? io_ : Bf16Io{}};
   const std::size_t ws = pass::workspace_elems(Dev{}, a);

@@ -53,7 +53,6 @@
 #include <string>
 #include <type_traits>
 
-#include "core/autocast.h"
 #include "core/error.h"
 #include "gdn/adjoint_walk/adjoint_walk_bf16.h"
 #include "gdn/adjoint_walk/adjoint_walk_cuda.h"
@@ -72,17 +71,6 @@
 namespace gdn::pass {
 
 namespace {
-
-// The launch's view of the arguments: LocalPass's, plus the GEMM choice of the calling
-// thread: bf16 tensor cores inside a bf16 autocast scope (the model's bf16 mode and the
-// op's, gdn/op/bf16_op.h), TF32 where asked, fp32 otherwise; fp64 always exact.
-template <typename T>
-PassArgs<T> configured(const PassArgs<T>& args) {
-  PassArgs<T> a = args;
-  if constexpr (std::is_same_v<T, float>)
-    a.gemm = bf16_autocast() ? ChunkGemm::kBf16 : cuda_tf32() ? ChunkGemm::kTf32 : ChunkGemm::kFp32;
-  return a;
-}
 
 // The most shared memory any register kernel takes at this K and V (walks at width 64).
 std::size_t largest_smem(int K, int V) {
@@ -125,24 +113,24 @@ std::size_t workspace_elems(Cuda, const PassArgs<T>& a) {
 template <typename T>
 bool bf16_factors(Cuda, const PassArgs<T>& a) {
   if constexpr (std::is_same_v<T, float>)
-    return register_factors(configured(a));
+    return register_factors(a);
   else
     return false;
 }
 
 template <typename T>
 void prepare(Cuda, const PassArgs<T>& args) {
-  launch_prepare(configured(args));
+  launch_prepare(args);
 }
 
 template <typename T>
 void transition(Cuda, const PassArgs<T>& args, T* M, T* U) {
-  launch_transition(configured(args), M, U);
+  launch_transition(args, M, U);
 }
 
 template <typename T>
 void output(Cuda, const PassArgs<T>& args, const T* h_in, T* o, T* ht) {
-  const PassArgs<T> a = configured(args);
+  const PassArgs<T> a = args;
   if (a.B * a.Hv == 0) return;
   launch_state_walk(a, h_in, ht);  // (a) every chunk's entry state
   launch_outputs(a, o);            // (b) every chunk's outputs at once
@@ -150,18 +138,18 @@ void output(Cuda, const PassArgs<T>& args, const T* h_in, T* o, T* ht) {
 
 template <typename T>
 void output_from_states(Cuda, const PassArgs<T>& args, T* o, T* ht) {
-  launch_output_from_states(configured(args), o, ht);
+  launch_output_from_states(args, o, ht);
 }
 
 template <typename T>
 void adjoint(Cuda, const PassArgs<T>& args, const T* dO, const T* dht, T* D) {
-  launch_adjoint(configured(args), dO, dht, D);
+  launch_adjoint(args, dO, dht, D);
 }
 
 template <typename T>
 void backward(Cuda, const PassArgs<T>& args, const T* lambda, const T* dO, const T* dht,
               GdnGradView<T>& gr, T* dqv, T* dkv) {
-  const PassArgs<T> a = configured(args);
+  const PassArgs<T> a = args;
   GDN_CHECK(a.adjoints != nullptr || a.num_chunks == 0,
             "GDN CUDA backward: no exit-adjoint buffer (LocalPass::backward allocates it)");
   GDN_CHECK(a.prepared || a.num_chunks == 0, "GDN CUDA backward: the WY factors are not made");

@@ -18,11 +18,12 @@
 #include <cstdint>
 
 #include "core/device.h"
+#include "core/precision.h"
 
 namespace gdn::ops {
 
 // Which kernels the CUDA attention runs (train.attention_backend): auto, the flash kernels
-// in the bf16 mode and the exact (fp64-accumulating) ones otherwise; flash or exact in
+// in Precision::bf16 and the exact (fp64-accumulating) ones otherwise; flash or exact in
 // either mode (flash_attention.h). Process-wide, set once at start-up from the run's layout
 // (train/run_layout.h) or by a test; the host has one kernel and ignores it.
 enum class AttentionBackend { automatic, flash, exact };
@@ -51,26 +52,29 @@ void check_attention_positions(const std::int64_t* qpos, const std::int64_t* kst
 
 // attention_forward: q [B, Tq, Hq, D]; k, v [B, Tk, Hkv, D] (keys at positions 0..Tk-1);
 // qpos [Tq] with 0 <= qpos[i] < Tk; o [B, Tq, Hq, D]; lse [B, Tq, Hq] (for the backward).
-// Hq must be a multiple of Hkv.
+// Hq must be a multiple of Hkv. The precision chooses the CUDA kernels (attention_backend
+// above); the host's arithmetic is the same in either.
 // attention_backward: dout = dL/do; dq [B, Tq, Hq, D], dk, dv [B, Tk, Hkv, D] overwritten
 // (keys past max(qpos) get zeros); any of them may be null (skipped).
 template <typename T>
-void attention_forward(Host, const T* q, const T* k, const T* v, const std::int64_t* qpos, int B,
-                       std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* o,
-                       T* lse, const std::int64_t* kstart = nullptr);
+void attention_forward(Host, Precision, const T* q, const T* k, const T* v,
+                       const std::int64_t* qpos, int B, std::int64_t Tq, std::int64_t Tk, int Hq,
+                       int Hkv, int D, double scale, T* o, T* lse,
+                       const std::int64_t* kstart = nullptr);
 template <typename T>
-void attention_forward(Cuda, const T* q, const T* k, const T* v, const std::int64_t* qpos, int B,
-                       std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* o,
-                       T* lse, const std::int64_t* kstart = nullptr);
+void attention_forward(Cuda, Precision, const T* q, const T* k, const T* v,
+                       const std::int64_t* qpos, int B, std::int64_t Tq, std::int64_t Tk, int Hq,
+                       int Hkv, int D, double scale, T* o, T* lse,
+                       const std::int64_t* kstart = nullptr);
 template <typename T>
-void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, const T* lse,
-                        const T* dout, const std::int64_t* qpos, int B, std::int64_t Tq,
-                        std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* dq, T* dk, T* dv,
-                        const std::int64_t* kstart = nullptr);
+void attention_backward(Host, Precision, const T* q, const T* k, const T* v, const T* o,
+                        const T* lse, const T* dout, const std::int64_t* qpos, int B,
+                        std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D, double scale,
+                        T* dq, T* dk, T* dv, const std::int64_t* kstart = nullptr);
 template <typename T>
-void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, const T* lse,
-                        const T* dout, const std::int64_t* qpos, int B, std::int64_t Tq,
-                        std::int64_t Tk, int Hq, int Hkv, int D, double scale, T* dq, T* dk, T* dv,
-                        const std::int64_t* kstart = nullptr);
+void attention_backward(Cuda, Precision, const T* q, const T* k, const T* v, const T* o,
+                        const T* lse, const T* dout, const std::int64_t* qpos, int B,
+                        std::int64_t Tq, std::int64_t Tk, int Hq, int Hkv, int D, double scale,
+                        T* dq, T* dk, T* dv, const std::int64_t* kstart = nullptr);
 
 }  // namespace gdn::ops

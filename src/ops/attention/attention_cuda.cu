@@ -207,12 +207,12 @@ inline int row_grid(i64 rows) {
 }  // namespace
 
 template <typename T>
-void attention_forward(Cuda, const T* q, const T* k, const T* v, const i64* qpos, int B, i64 Tq,
-                       i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse,
+void attention_forward(Cuda, Precision p, const T* q, const T* k, const T* v, const i64* qpos,
+                       int B, i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse,
                        const i64* kstart) {
   check_args(Hq, Hkv);
   if constexpr (std::is_same_v<T, float>)
-    if (flash_attention_chosen(D))
+    if (flash_attention_chosen(D, p))
       return flash_attention_forward(Cuda{}, q, k, v, qpos, B, Tq, Tk, Hq, Hkv, D, scale, o, lse,
                                      kstart);
   const i64 rows = i64(B) * Tq * Hq;
@@ -224,12 +224,12 @@ void attention_forward(Cuda, const T* q, const T* k, const T* v, const i64* qpos
 }
 
 template <typename T>
-void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, const T* lse,
-                        const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq, int Hkv,
-                        int D, double scale, T* dq, T* dk, T* dv, const i64* kstart) {
+void attention_backward(Cuda, Precision p, const T* q, const T* k, const T* v, const T* o,
+                        const T* lse, const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq,
+                        int Hkv, int D, double scale, T* dq, T* dk, T* dv, const i64* kstart) {
   check_args(Hq, Hkv);
   if constexpr (std::is_same_v<T, float>)
-    if (flash_attention_chosen(D))
+    if (flash_attention_chosen(D, p))
       return flash_attention_backward(Cuda{}, q, k, v, o, lse, dout, qpos, B, Tq, Tk, Hq, Hkv, D,
                                       scale, dq, dk, dv, kstart);
   const i64 rows = i64(B) * Tq * Hq, keys = i64(B) * Tk * Hkv;
@@ -252,19 +252,19 @@ void attention_backward(Cuda, const T* q, const T* k, const T* v, const T* o, co
   }
 }
 
-template void attention_forward(Cuda, const float*, const float*, const float*, const std::int64_t*,
-                                int, std::int64_t, std::int64_t, int, int, int, double, float*,
-                                float*, const std::int64_t*);
-template void attention_forward(Cuda, const double*, const double*, const double*,
+template void attention_forward(Cuda, Precision, const float*, const float*, const float*,
+                                const std::int64_t*, int, std::int64_t, std::int64_t, int, int, int,
+                                double, float*, float*, const std::int64_t*);
+template void attention_forward(Cuda, Precision, const double*, const double*, const double*,
                                 const std::int64_t*, int, std::int64_t, std::int64_t, int, int, int,
                                 double, double*, double*, const std::int64_t*);
-template void attention_backward(Cuda, const float*, const float*, const float*, const float*,
-                                 const float*, const float*, const std::int64_t*, int, std::int64_t,
-                                 std::int64_t, int, int, int, double, float*, float*, float*,
-                                 const std::int64_t*);
-template void attention_backward(Cuda, const double*, const double*, const double*, const double*,
-                                 const double*, const double*, const std::int64_t*, int,
-                                 std::int64_t, std::int64_t, int, int, int, double, double*,
+template void attention_backward(Cuda, Precision, const float*, const float*, const float*,
+                                 const float*, const float*, const float*, const std::int64_t*, int,
+                                 std::int64_t, std::int64_t, int, int, int, double, float*, float*,
+                                 float*, const std::int64_t*);
+template void attention_backward(Cuda, Precision, const double*, const double*, const double*,
+                                 const double*, const double*, const double*, const std::int64_t*,
+                                 int, std::int64_t, std::int64_t, int, int, int, double, double*,
                                  double*, double*, const std::int64_t*);
 
 }  // namespace gdn::ops

@@ -196,8 +196,8 @@ void check_attention_positions(const i64* qpos, const i64* kstart, int B, i64 Tq
 }
 
 template <typename T>
-void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos, int B, i64 Tq,
-                       i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse,
+void attention_forward(Host, Precision, const T* q, const T* k, const T* v, const i64* qpos, int B,
+                       i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse,
                        const i64* kstart) {
   // Before the parallel region: exceptions cannot leave it.
   check_args(qpos, kstart, B, Tq, Tk, Hq, Hkv);
@@ -262,9 +262,9 @@ void attention_forward(Host, const T* q, const T* k, const T* v, const i64* qpos
 }
 
 template <typename T>
-void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, const T* lse,
-                        const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq, int Hkv,
-                        int D, double scale, T* dq, T* dk, T* dv, const i64* kstart) {
+void attention_backward(Host, Precision, const T* q, const T* k, const T* v, const T* o,
+                        const T* lse, const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq,
+                        int Hkv, int D, double scale, T* dq, T* dk, T* dv, const i64* kstart) {
   // With P = exp(S - lse), S = scale Q K^T and delta_i = dout_i . o_i: dS = P (dO V^T -
   // delta), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO. dQ sums over keys and dK, dV
   // over queries; two passes, each giving every output one owner, keep both sums in a
@@ -361,19 +361,19 @@ void attention_backward(Host, const T* q, const T* k, const T* v, const T* o, co
   }
 }
 
-template void attention_forward(Host, const float*, const float*, const float*, const std::int64_t*,
-                                int, std::int64_t, std::int64_t, int, int, int, double, float*,
-                                float*, const std::int64_t*);
-template void attention_forward(Host, const double*, const double*, const double*,
+template void attention_forward(Host, Precision, const float*, const float*, const float*,
+                                const std::int64_t*, int, std::int64_t, std::int64_t, int, int, int,
+                                double, float*, float*, const std::int64_t*);
+template void attention_forward(Host, Precision, const double*, const double*, const double*,
                                 const std::int64_t*, int, std::int64_t, std::int64_t, int, int, int,
                                 double, double*, double*, const std::int64_t*);
-template void attention_backward(Host, const float*, const float*, const float*, const float*,
-                                 const float*, const float*, const std::int64_t*, int, std::int64_t,
-                                 std::int64_t, int, int, int, double, float*, float*, float*,
-                                 const std::int64_t*);
-template void attention_backward(Host, const double*, const double*, const double*, const double*,
-                                 const double*, const double*, const std::int64_t*, int,
-                                 std::int64_t, std::int64_t, int, int, int, double, double*,
+template void attention_backward(Host, Precision, const float*, const float*, const float*,
+                                 const float*, const float*, const float*, const std::int64_t*, int,
+                                 std::int64_t, std::int64_t, int, int, int, double, float*, float*,
+                                 float*, const std::int64_t*);
+template void attention_backward(Host, Precision, const double*, const double*, const double*,
+                                 const double*, const double*, const double*, const std::int64_t*,
+                                 int, std::int64_t, std::int64_t, int, int, int, double, double*,
                                  double*, double*, const std::int64_t*);
 
 namespace {

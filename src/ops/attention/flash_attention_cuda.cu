@@ -23,7 +23,6 @@
 #include <string>
 #include <type_traits>
 
-#include "core/autocast.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/flash_attention.h"
@@ -457,10 +456,10 @@ void tile_windows(const Problem& p, Window* out) {
 
 }  // namespace
 
-bool flash_attention_chosen(int D) {
+bool flash_attention_chosen(int D, Precision p) {
   const AttentionBackend b = attention_backend();
   const bool flash =
-      b == AttentionBackend::automatic ? bf16_autocast() : b == AttentionBackend::flash;
+      b == AttentionBackend::automatic ? p == Precision::bf16 : b == AttentionBackend::flash;
   return flash && flash_attention_supports(D);
 }
 

@@ -17,7 +17,7 @@ void to_float(Cuda, const Bf16* x, std::int64_t n, float* y);
 void to_bf16(Cuda, const float* x, std::int64_t n, Bf16* y);
 
 // x[i] = round_bf16(x[i]) in place (core/bf16.h): what storing x in bf16 and reading it
-// back gives; the bf16 mode's stored activations (core/autocast.h). float and double.
+// back gives; the bf16 mode's stored activations (core/precision.h). float and double.
 template <typename T>
 void round_to_bf16(Host, T* x, std::int64_t n);
 template <typename T>

@@ -1,23 +1,22 @@
-// An activation kept from the forward for the backward (docs/design.md §6b). In the bf16
-// mode (core/autocast.h) a float activation is kept in bf16: half the memory. The forward
-// writes and reads float values as before (open, values); when it is done with them,
-// seal() rounds them into bf16 (to nearest, ties to even) and frees the float buffer. The
-// backward reads them as floats (view), decoded into a float buffer that lives until
-// clear(). So the forward's numerics are the float-storage bf16 mode's, and the backward
-// sees the kept values rounded to bf16, as torch.autocast's backward sees the bf16 outputs
-// of its matmuls. (Rounding them in the forward too was tried: on the Hugging Face MoE
-// fixture it took one expert's gradient to 1.2x the bound of hf_bf16, against 0.5x.)
-// Outside the bf16 mode, and for double, the kept buffer is the one the forward wrote: no
-// copy, no conversion.
+// An activation kept from the forward for the backward (docs/design.md §6b). In
+// Precision::bf16 (core/precision.h) a float activation is kept in bf16: half the memory. The
+// forward writes and reads float values as before (open, values); when it is done with them, seal()
+// rounds them into bf16 (to nearest, ties to even) and frees the float buffer. The backward reads
+// them as floats (view), decoded into a float buffer that lives until clear(). So the forward's
+// numerics are the float-storage bf16 mode's, and the backward sees the kept values rounded to
+// bf16, as torch.autocast's backward sees the bf16 outputs of its matmuls. (Rounding them in the
+// forward too was tried: on the Hugging Face MoE fixture it took one expert's gradient to 1.2x the
+// bound of hf_bf16, against 0.5x.) Outside the bf16 mode, and for double, the kept buffer is the
+// one the forward wrote: no copy, no conversion.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
-#include "core/autocast.h"
 #include "core/bf16.h"
 #include "core/device.h"
+#include "core/precision.h"
 #include "ops/convert/convert.h"
 
 namespace gdn {
@@ -25,10 +24,10 @@ namespace gdn {
 template <typename T, typename Dev>
 class Kept {
  public:
-  // n values for the forward to write (Dev memory). Decides the storage: bf16 when the
-  // calling thread is in the bf16 mode and T is float.
-  T* open(std::int64_t n) {
-    bf16_ = std::is_same_v<T, float> && bf16_autocast();
+  // n values for the forward to write (Dev memory). Decides the storage: bf16 when p is
+  // Precision::bf16 and T is float.
+  T* open(std::int64_t n, Precision p) {
+    bf16_ = std::is_same_v<T, float> && p == Precision::bf16;
     bits_ = Buffer<Dev, Bf16>();
     values_.resize(std::size_t(n));
     n_ = n;

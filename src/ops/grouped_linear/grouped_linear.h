@@ -7,13 +7,14 @@
 //
 // The host version runs linear_forward / linear_backward once per non-empty expert (its
 // numerics are those of the per-expert loop). The CUDA version is one launch per call over
-// every expert (grouped_tiles.h's schedule): in the bf16 mode (core/autocast.h) bf16 tensor
+// every expert (grouped_tiles.h's schedule): in Precision::bf16 (core/precision.h) bf16 tensor
 // cores with fp32 sums for float (ops/mma/mma_bf16.cuh), else fp32 or fp64 SIMT.
 #pragma once
 
 #include <cstdint>
 
 #include "core/device.h"
+#include "core/precision.h"
 
 namespace gdn::ops {
 
@@ -22,20 +23,20 @@ namespace gdn::ops {
 //   dx + (dy W_e), one rounding per element);  dW_e[out, in] += dy_e^T x_e (dW_e =
 //   dW + e w_stride).
 template <typename T>
-void grouped_linear_forward(Host, const T* x, const T* W, std::int64_t w_stride,
+void grouped_linear_forward(Host, Precision, const T* x, const T* W, std::int64_t w_stride,
                             const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
                             T* y);
 template <typename T>
-void grouped_linear_forward(Cuda, const T* x, const T* W, std::int64_t w_stride,
+void grouped_linear_forward(Cuda, Precision, const T* x, const T* W, std::int64_t w_stride,
                             const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
                             T* y);
 template <typename T>
-void grouped_linear_backward(Host, const T* x, const T* W, std::int64_t w_stride, const T* dy,
-                             const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
-                             T* dx, T* dW, bool accumulate = false);
+void grouped_linear_backward(Host, Precision, const T* x, const T* W, std::int64_t w_stride,
+                             const T* dy, const std::int64_t* offsets, int E, std::int64_t R,
+                             int in, int out, T* dx, T* dW, bool accumulate = false);
 template <typename T>
-void grouped_linear_backward(Cuda, const T* x, const T* W, std::int64_t w_stride, const T* dy,
-                             const std::int64_t* offsets, int E, std::int64_t R, int in, int out,
-                             T* dx, T* dW, bool accumulate = false);
+void grouped_linear_backward(Cuda, Precision, const T* x, const T* W, std::int64_t w_stride,
+                             const T* dy, const std::int64_t* offsets, int E, std::int64_t R,
+                             int in, int out, T* dx, T* dW, bool accumulate = false);
 
 }  // namespace gdn::ops

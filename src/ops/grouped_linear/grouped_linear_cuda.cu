@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/autocast.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/cuda_util.cuh"
@@ -109,11 +108,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-void launch_rows(const T* A, const T* W, i64 w_stride, const i64* offsets, int E, i64 R, int kd,
-                 int nd, bool tb, T* C, bool accumulate = false) {
+void launch_rows(Precision p, const T* A, const T* W, i64 w_stride, const i64* offsets, int E,
+                 i64 R, int kd, int nd, bool tb, T* C, bool accumulate = false) {
   const dim3 grid(unsigned(grouped::num_row_tiles(R, E)), unsigned(grouped::col_tiles(nd)));
   if constexpr (std::is_same_v<T, float>) {
-    if (bf16_autocast()) {
+    if (p == Precision::bf16) {
       grouped_rows_kernel<float, Bf16Tile>
           <<<grid, kThreads>>>(A, W, w_stride, offsets, E, kd, nd, tb, C, accumulate);
       check_launch();
@@ -126,11 +125,11 @@ void launch_rows(const T* A, const T* W, i64 w_stride, const i64* offsets, int E
 }
 
 template <typename T>
-void launch_dw(const T* x, const T* dy, const i64* offsets, int E, int in, int out, i64 w_stride,
-               T* dW) {
+void launch_dw(Precision p, const T* x, const T* dy, const i64* offsets, int E, int in, int out,
+               i64 w_stride, T* dW) {
   const dim3 grid(unsigned(grouped::col_tiles(out) * grouped::col_tiles(in)), unsigned(E));
   if constexpr (std::is_same_v<T, float>) {
-    if (bf16_autocast()) {
+    if (p == Precision::bf16) {
       grouped_dw_kernel<float, Bf16Tile><<<grid, kThreads>>>(x, dy, offsets, in, out, w_stride, dW);
       check_launch();
       return;
@@ -149,32 +148,34 @@ void check_shape(int E, i64 R, int in, int out, const char* what) {
 }  // namespace
 
 template <typename T>
-void grouped_linear_forward(Cuda, const T* x, const T* W, i64 w_stride, const i64* offsets, int E,
-                            i64 R, int in, int out, T* y) {
+void grouped_linear_forward(Cuda, Precision p, const T* x, const T* W, i64 w_stride,
+                            const i64* offsets, int E, i64 R, int in, int out, T* y) {
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   check_shape(E, R, in, out, "grouped_linear_forward");
   if (R == 0 || out == 0) return;
-  launch_rows(x, W, w_stride, offsets, E, R, in, out, true, y);  // in == 0: the tiles write 0
+  launch_rows(p, x, W, w_stride, offsets, E, R, in, out, true, y);  // in == 0: the tiles write 0
 }
 
 template <typename T>
-void grouped_linear_backward(Cuda, const T* x, const T* W, i64 w_stride, const T* dy,
+void grouped_linear_backward(Cuda, Precision p, const T* x, const T* W, i64 w_stride, const T* dy,
                              const i64* offsets, int E, i64 R, int in, int out, T* dx, T* dW,
                              bool accumulate) {
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   check_shape(E, R, in, out, "grouped_linear_backward");
   if (R == 0 || in == 0) return;
-  if (dx) launch_rows(dy, W, w_stride, offsets, E, R, out, in, false, dx, accumulate);
-  if (dW && out > 0) launch_dw(x, dy, offsets, E, in, out, w_stride, dW);
+  if (dx) launch_rows(p, dy, W, w_stride, offsets, E, R, out, in, false, dx, accumulate);
+  if (dW && out > 0) launch_dw(p, x, dy, offsets, E, in, out, w_stride, dW);
 }
 
-template void grouped_linear_forward(Cuda, const float*, const float*, i64, const i64*, int, i64,
-                                     int, int, float*);
-template void grouped_linear_forward(Cuda, const double*, const double*, i64, const i64*, int, i64,
-                                     int, int, double*);
-template void grouped_linear_backward(Cuda, const float*, const float*, i64, const float*,
-                                      const i64*, int, i64, int, int, float*, float*, bool);
-template void grouped_linear_backward(Cuda, const double*, const double*, i64, const double*,
-                                      const i64*, int, i64, int, int, double*, double*, bool);
+template void grouped_linear_forward(Cuda, Precision, const float*, const float*, i64, const i64*,
+                                     int, i64, int, int, float*);
+template void grouped_linear_forward(Cuda, Precision, const double*, const double*, i64, const i64*,
+                                     int, i64, int, int, double*);
+template void grouped_linear_backward(Cuda, Precision, const float*, const float*, i64,
+                                      const float*, const i64*, int, i64, int, int, float*, float*,
+                                      bool);
+template void grouped_linear_backward(Cuda, Precision, const double*, const double*, i64,
+                                      const double*, const i64*, int, i64, int, int, double*,
+                                      double*, bool);
 
 }  // namespace gdn::ops

@@ -24,35 +24,37 @@ void check_offsets(const i64* offsets, int E, i64 R) {
 }  // namespace
 
 template <typename T>
-void grouped_linear_forward(Host, const T* x, const T* W, i64 w_stride, const i64* offsets, int E,
-                            i64 R, int in, int out, T* y) {
+void grouped_linear_forward(Host, Precision p, const T* x, const T* W, i64 w_stride,
+                            const i64* offsets, int E, i64 R, int in, int out, T* y) {
   check_offsets(offsets, E, R);
   for (int e = 0; e < E; ++e) {
     const i64 o = offsets[e], n = offsets[e + 1] - o;
-    if (n > 0) linear_forward(Host{}, x + o * in, W + e * w_stride, n, in, out, y + o * out);
+    if (n > 0) linear_forward(Host{}, p, x + o * in, W + e * w_stride, n, in, out, y + o * out);
   }
 }
 
 template <typename T>
-void grouped_linear_backward(Host, const T* x, const T* W, i64 w_stride, const T* dy,
+void grouped_linear_backward(Host, Precision p, const T* x, const T* W, i64 w_stride, const T* dy,
                              const i64* offsets, int E, i64 R, int in, int out, T* dx, T* dW,
                              bool accumulate) {
   check_offsets(offsets, E, R);
   for (int e = 0; e < E; ++e) {
     const i64 o = offsets[e], n = offsets[e + 1] - o;
     if (n > 0)
-      linear_backward(Host{}, x + o * in, W + e * w_stride, dy + o * out, n, in, out,
+      linear_backward(Host{}, p, x + o * in, W + e * w_stride, dy + o * out, n, in, out,
                       dx ? dx + o * in : nullptr, dW ? dW + e * w_stride : nullptr, accumulate);
   }
 }
 
-template void grouped_linear_forward(Host, const float*, const float*, i64, const i64*, int, i64,
-                                     int, int, float*);
-template void grouped_linear_forward(Host, const double*, const double*, i64, const i64*, int, i64,
-                                     int, int, double*);
-template void grouped_linear_backward(Host, const float*, const float*, i64, const float*,
-                                      const i64*, int, i64, int, int, float*, float*, bool);
-template void grouped_linear_backward(Host, const double*, const double*, i64, const double*,
-                                      const i64*, int, i64, int, int, double*, double*, bool);
+template void grouped_linear_forward(Host, Precision, const float*, const float*, i64, const i64*,
+                                     int, i64, int, int, float*);
+template void grouped_linear_forward(Host, Precision, const double*, const double*, i64, const i64*,
+                                     int, i64, int, int, double*);
+template void grouped_linear_backward(Host, Precision, const float*, const float*, i64,
+                                      const float*, const i64*, int, i64, int, int, float*, float*,
+                                      bool);
+template void grouped_linear_backward(Host, Precision, const double*, const double*, i64,
+                                      const double*, const i64*, int, i64, int, int, double*,
+                                      double*, bool);
 
 }  // namespace gdn::ops

@@ -1,6 +1,6 @@
 // Linear on the host: a packed, register-blocked GEMM over row blocks (ops/gemm/gemm.h),
 // bit-identical for any OMP_NUM_THREADS (rounding depends on the tile constants only).
-// In the bf16 mode (core/autocast.h) both operands are converted to bf16 where they are
+// In the bf16 mode (core/precision.h) both operands are converted to bf16 where they are
 // packed or copied, and the GEMM is a bf16 x bf16 matmul with float sums (la::gemm_bf16:
 // vdpbf16ps where the CPU has it), the numerics of AMX and of tensor cores.
 #include <omp.h>
@@ -12,7 +12,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/autocast.h"
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/profile.h"
@@ -243,15 +242,15 @@ void gemm_rows(const Operands<T, E>& op, const T* A_in, const T* B, bool trans, 
   }
 }
 
-// The row GEMM of the calling thread's mode (Form).
+// The row GEMM of precision p (Form).
 template <typename T>
-void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
+void gemm_rows(Precision p, const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
                bool accumulate = false) {
   if (k == 0) {
     if (!accumulate) std::fill(C, C + N * n, T(0));
     return;
   }
-  if (!bf16_autocast())
+  if (p == Precision::plain)
     return gemm_rows(Operands<T, T>{Form::kPlain}, A, B, trans, N, k, n, C, accumulate);
   if constexpr (std::is_same_v<T, float>) {
     if (la::gemm_path() == la::GemmPath::kAvx512Bf16)
@@ -264,23 +263,23 @@ void gemm_rows(const T* A, const T* B, bool trans, i64 N, int k, int n, T* C,
 }  // namespace
 
 template <typename T>
-void linear_forward(Host, const T* x, const T* W, i64 N, int in, int out, T* y) {
+void linear_forward(Host, Precision p, const T* x, const T* W, i64 N, int in, int out, T* y) {
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
-  gemm_rows(x, W, /*trans=*/true, N, in, out, y);  // op(B) = W^T [in, out]
+  gemm_rows(p, x, W, /*trans=*/true, N, in, out, y);  // op(B) = W^T [in, out]
 }
 
 template <typename T>
-void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, int out, T* dx,
-                     T* dW, bool accumulate) {
+void linear_backward(Host, Precision p, const T* x, const T* W, const T* dy, i64 N, int in, int out,
+                     T* dx, T* dW, bool accumulate) {
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   // dx = dy W, W is [out, in]. Added into dx: with one kDepth block the GEMM adds its sums
   // to dx in one rounding each, the bits of dx + (dy W); with more, dy W is summed apart
   // first, then added, for the same bits.
   if (dx && (!accumulate || out <= kDepth)) {
-    gemm_rows(dy, W, /*trans=*/false, N, out, in, dx, accumulate);
+    gemm_rows(p, dy, W, /*trans=*/false, N, out, in, dx, accumulate);
   } else if (dx) {
     const std::unique_ptr<T[]> part = scratch<T>(std::size_t(N) * in);
-    gemm_rows(dy, W, /*trans=*/false, N, out, in, part.get());
+    gemm_rows(p, dy, W, /*trans=*/false, N, out, in, part.get());
 #pragma omp parallel for schedule(static)
     for (i64 i = 0; i < N * in; ++i) dx[i] += part[i];
   }
@@ -301,17 +300,19 @@ void linear_backward(Host, const T* x, const T* W, const T* dy, i64 N, int in, i
       for (int c0 = 0; c0 < ob; c0 += 8)  // dyT[c, r] = dy[n0 + r, o0 + c]
         la::transpose<T>(nb, std::min(8, ob - c0), dy + n0 * out + o0 + c0, out,
                          dyT.get() + i64(c0) * nb, nb);
-      gemm_rows(dyT.get(), x + n0 * in, /*trans=*/false, ob, nb, in, dW + i64(o0) * in,
+      gemm_rows(p, dyT.get(), x + n0 * in, /*trans=*/false, ob, nb, in, dW + i64(o0) * in,
                 /*accumulate=*/true);
     }
   }
 }
 
-template void linear_forward(Host, const float*, const float*, std::int64_t, int, int, float*);
-template void linear_forward(Host, const double*, const double*, std::int64_t, int, int, double*);
-template void linear_backward(Host, const float*, const float*, const float*, std::int64_t, int,
-                              int, float*, float*, bool);
-template void linear_backward(Host, const double*, const double*, const double*, std::int64_t, int,
-                              int, double*, double*, bool);
+template void linear_forward(Host, Precision, const float*, const float*, std::int64_t, int, int,
+                             float*);
+template void linear_forward(Host, Precision, const double*, const double*, std::int64_t, int, int,
+                             double*);
+template void linear_backward(Host, Precision, const float*, const float*, const float*,
+                              std::int64_t, int, int, float*, float*, bool);
+template void linear_backward(Host, Precision, const double*, const double*, const double*,
+                              std::int64_t, int, int, double*, double*, bool);
 
 }  // namespace gdn::ops
