@@ -35,8 +35,9 @@ manifests_match() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
 def manifest(path):
-    text = open(path, "rb").read().decode("latin-1")
-    doc, _ = json.JSONDecoder().raw_decode(text, text.index("{"))  # after the magic and size
+    data = open(path, "rb").read()
+    size = int.from_bytes(data[8:16], "little")  # the header's, after the 8-byte magic
+    doc = json.loads(data[16:16 + size])
     doc.pop("config_json", None)
     return doc
 sys.exit(0 if manifest(sys.argv[1]) == manifest(sys.argv[2]) else 1)
