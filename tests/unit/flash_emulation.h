@@ -60,6 +60,19 @@ inline void mma_tiles(Frags& d, const Bf16* a, int lda, const Bf16* b, int ldb) 
   load_b(fb, b, ldb);
   emulate_mma(d.f, fa, fb);
 }
+// The kernels' slice_products: s[c] += A X_c^T and, with two, t[c] += A2 Y_c^T over the Dp
+// columns, A and A2 the warp's 16 rows at a, a2, X_c and Y_c rows kk 16 + 8c of x and y.
+template <int Dp>
+void slice_products(int kk, const Bf16* a, const Bf16* x, const Bf16* a2, const Bf16* y, bool two,
+                    Frags (&s)[2], Frags (&t)[2]) {
+  using L = fl::Layout<Dp>;
+  for (int ks = 0; ks < Dp; ks += 16)
+    for (int c = 0; c < 2; ++c) {
+      const int row = (kk * 16 + c * 8) * L::kLdRow + ks;
+      mma_tiles(s[c], a + ks, L::kLdRow, x + row, L::kLdRow);
+      if (two) mma_tiles(t[c], a2 + ks, L::kLdRow, y + row, L::kLdRow);
+    }
+}
 // d += P V-style: A from two score fragments by c_pair_to_a, B from a row tile read across
 // its rows (frag_b_rows).
 inline void mma_pair(Frags& d, const Frags& left, const Frags& right, const Bf16* b, int ldb) {
@@ -253,14 +266,8 @@ void backward(const FlashProblem& p, const float* q, const float* k, const float
           for (int warp = 0; warp < fl::kWarps; ++warp)
             for (int kk = 0; kk < fl::kSlices; ++kk) {
               Frags s[2] = {}, dp[2] = {};
-              for (int ks = 0; ks < Dp; ks += 16)
-                for (int c = 0; c < 2; ++c) {
-                  const int key = (kk * 16 + c * 8) * L::kLdRow + ks;
-                  mma_tiles(s[c], Qs.data() + warp * 16 * L::kLdRow + ks, L::kLdRow,
-                            Ks.data() + key, L::kLdRow);
-                  mma_tiles(dp[c], Gs.data() + warp * 16 * L::kLdRow + ks, L::kLdRow,
-                            Vs.data() + key, L::kLdRow);
-                }
+              slice_products<Dp>(kk, Qs.data() + warp * 16 * L::kLdRow, Ks.data(),
+                                 Gs.data() + warp * 16 * L::kLdRow, Vs.data(), true, s, dp);
               for (int lane = 0; lane < 32; ++lane) {
                 mma::FragC sl[2], dpl[2];
                 gather(sl, s, lane);
@@ -319,15 +326,8 @@ void backward(const FlashProblem& p, const float* q, const float* k, const float
               for (int warp = 0; warp < fl::kWarps; ++warp)
                 for (int kk = 0; kk < fl::kSlices; ++kk) {
                   Frags s[2] = {}, dp[2] = {};
-                  for (int ks = 0; ks < Dp; ks += 16)
-                    for (int c = 0; c < 2; ++c) {
-                      const int qr = (kk * 16 + c * 8) * L::kLdRow + ks;
-                      mma_tiles(s[c], Ks.data() + warp * 16 * L::kLdRow + ks, L::kLdRow,
-                                Qs.data() + qr, L::kLdRow);
-                      if (kDk)
-                        mma_tiles(dp[c], Vs.data() + warp * 16 * L::kLdRow + ks, L::kLdRow,
-                                  Gs.data() + qr, L::kLdRow);
-                    }
+                  slice_products<Dp>(kk, Ks.data() + warp * 16 * L::kLdRow, Qs.data(),
+                                     Vs.data() + warp * 16 * L::kLdRow, Gs.data(), kDk, s, dp);
                   for (int lane = 0; lane < 32; ++lane) {
                     const i64 r0 = j0 + warp * 16 + mma::c_row(lane, 0);
                     const i64 j[2] = {r0, r0 + 8};

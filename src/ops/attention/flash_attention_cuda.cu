@@ -225,6 +225,31 @@ __global__ void __launch_bounds__(kThreads)
       if (r0 + 8 * e < nr) lse[(b * Tq + i0 + r0 + 8 * e) * Hq + h] = fl::natural_lse(m[e], l[e]);
 }
 
+// The backward's two products of one 16-row slice kk of the other side's tile, over the
+// Dp head columns: s[c] = A X_c^T and, with kTwo, t[c] = A2 Y_c^T, where A and A2 are the
+// warp's 16 rows (at a, a2) and X_c, Y_c rows kk 16 + 8c of x and y. The dQ kernel's S and
+// dP (Q K^T, dO V^T), the dK kernel's S^T and dP^T (K Q^T, V dO^T), the dV kernel's S^T.
+template <int Dp, bool kTwo>
+__device__ __forceinline__ void slice_products(int lane, int kk, const Bf16* a, const Bf16* x,
+                                               const Bf16* a2, const Bf16* y, FragC (&s)[2],
+                                               FragC (&t)[2]) {
+  using L = fl::Layout<Dp>;
+  GDN_FLASH_UNROLL_BY(2)
+  for (int ks = 0; ks < Dp; ks += 16) {
+    const FragA fa = fl::frag_a(lane, a + ks, L::kLdRow);
+    GDN_FLASH_UNROLL
+    for (int c = 0; c < 2; ++c)
+      mma::mma_bf16(s[c], fa, fl::frag_b(lane, x + (kk * 16 + c * 8) * L::kLdRow + ks, L::kLdRow));
+    if constexpr (kTwo) {
+      const FragA fa2 = fl::frag_a(lane, a2 + ks, L::kLdRow);
+      GDN_FLASH_UNROLL
+      for (int c = 0; c < 2; ++c)
+        mma::mma_bf16(t[c], fa2,
+                      fl::frag_b(lane, y + (kk * 16 + c * 8) * L::kLdRow + ks, L::kLdRow));
+    }
+  }
+}
+
 // dQ = scale dS K by query tile, the key tiles in order; each 16-key slice makes S and
 // dP (Q K^T, dO V^T) and dS in registers, then dQ += dS K.
 template <int Dp, typename E>
@@ -264,17 +289,8 @@ __global__ void __launch_bounds__(kThreads)
     GDN_FLASH_UNROLL_BY(1)
     for (int kk = 0; kk < fl::kSlices; ++kk) {
       FragC s[2], dp[2];
-      GDN_FLASH_UNROLL_BY(2)
-      for (int ks = 0; ks < Dp; ks += 16) {
-        const FragA a = fl::frag_a(lane, Qs + warp * 16 * L::kLdRow + ks, L::kLdRow);
-        const FragA g = fl::frag_a(lane, Gs + warp * 16 * L::kLdRow + ks, L::kLdRow);
-        GDN_FLASH_UNROLL
-        for (int c = 0; c < 2; ++c) {
-          const int key = (kk * 16 + c * 8) * L::kLdRow + ks;
-          mma::mma_bf16(s[c], a, fl::frag_b(lane, Ks + key, L::kLdRow));
-          mma::mma_bf16(dp[c], g, fl::frag_b(lane, Vs + key, L::kLdRow));
-        }
-      }
+      slice_products<Dp, true>(lane, kk, Qs + warp * 16 * L::kLdRow, Ks, Gs + warp * 16 * L::kLdRow,
+                               Vs, s, dp);
       fl::query_major_grads(lane, s, dp, scale2, j0 + kk * 16, w, lse2, dl);
       const FragA ds = mma::c_pair_to_a(s[0], s[1]);
       GDN_FLASH_UNROLL
@@ -338,21 +354,8 @@ __global__ void __launch_bounds__(kThreads)
       GDN_FLASH_UNROLL_BY(1)
       for (int kk = 0; kk < fl::kSlices; ++kk) {
         FragC s[2], dp[2];
-        GDN_FLASH_UNROLL_BY(2)
-        for (int ks = 0; ks < Dp; ks += 16) {
-          const FragA a = fl::frag_a(lane, Ks + warp * 16 * L::kLdRow + ks, L::kLdRow);
-          GDN_FLASH_UNROLL
-          for (int c = 0; c < 2; ++c)
-            mma::mma_bf16(s[c], a,
-                          fl::frag_b(lane, Qs + (kk * 16 + c * 8) * L::kLdRow + ks, L::kLdRow));
-          if constexpr (kDk) {
-            const FragA av = fl::frag_a(lane, Vs + warp * 16 * L::kLdRow + ks, L::kLdRow);
-            GDN_FLASH_UNROLL
-            for (int c = 0; c < 2; ++c)
-              mma::mma_bf16(dp[c], av,
-                            fl::frag_b(lane, Gs + (kk * 16 + c * 8) * L::kLdRow + ks, L::kLdRow));
-          }
-        }
+        slice_products<Dp, kDk>(lane, kk, Ks + warp * 16 * L::kLdRow, Qs,
+                                Vs + warp * 16 * L::kLdRow, Gs, s, dp);
         fl::key_major_probs(lane, s, scale2, j, win_s, lse2_s, kk * 16);
         if constexpr (kDk) fl::key_major_grads(lane, s, dp, delta_s, kk * 16);
         const FragA a = mma::c_pair_to_a(s[0], s[1]);
