@@ -1,7 +1,8 @@
 // The attention op's speed (a benchmark, not a test): causal grouped-query
-// attention forward and forward + backward at one shape, in the bf16 mode (on CUDA the
-// flash kernels on bf16 tensor cores, ops/attention/flash_attention.h; on CUDA also on q, k,
-// v stored in bf16, attn_bf16_io, as SDPA reads them) or in float (the exact kernels), and on CUDA
+// attention forward and forward + backward at one shape, in the bf16 mode (on CUDA each
+// backend in one run: cuDNN's fused attention, attn_bf16_cudnn, where built, and our flash
+// kernels on bf16 tensor cores, attn_bf16_flash, also on q, k, v stored in bf16,
+// attn_bf16_io, as SDPA reads them) or in float (the exact kernels), and on CUDA
 // the measured bf16 tensor-core peak: a cuBLAS bf16 x bf16 -> fp32 GEMM of --peak-n cubed, the
 // denominator of the model-FLOP fractions the device check reports. scripts/bench_sdpa.py times
 // torch's scaled_dot_product_attention (flash backend) at the same shape, with the same FLOP count,
@@ -23,7 +24,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common/app_common.h"
@@ -33,6 +36,7 @@
 #include "core/precision.h"
 #include "core/rng.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/cudnn_attention.h"
 
 #if GDN_HAVE_CUDA
 #include "core/bf16.h"
@@ -223,7 +227,6 @@ void bench_attention(const Shape& s, bool bf16, int warmup, int reps, const std:
                             dout.data(), qpos.data(), s.B, s.T, s.T, s.Hq, s.Hkv, s.D, scale,
                             dq.data(), dk.data(), dv.data());
   };
-  const std::string tag = bf16 ? "attn_bf16" : "attn_f32";
   const double f = forward_flops(s);
   // bf16 inputs and products against fp64 on the unrounded inputs; float within 1e-4.
   const AttentionSample sample = attention_sample(s.T);
@@ -234,11 +237,31 @@ void bench_attention(const Shape& s, bool bf16, int warmup, int reps, const std:
                         to_host<Dev>(dq), to_host<Dev>(dk), to_host<Dev>(dv), grads),
         bf16 ? 3e-2 : 1e-4};
   };
-  const double fwd_ms = median_ms([&] { forward(), Dev::synchronize(); }, warmup, reps);
-  print(s, device, tag + "_fwd", fwd_ms, f, check(false));
-  const double fwd_bwd_ms =
-      median_ms([&] { forward(), backward(), Dev::synchronize(); }, warmup, reps);
-  print(s, device, tag + "_fwd_bwd", fwd_bwd_ms, 3.5 * f, check(true));
+  // On CUDA in the bf16 mode each backend the op can take, in one run: cuDNN's fused
+  // attention (attn_bf16_cudnn, where built; a refusal is printed and the row skipped) and
+  // our flash kernels (attn_bf16_flash); elsewhere the one kernel (attn_bf16, attn_f32).
+  std::vector<std::pair<std::string, ops::AttentionBackend>> backends = {
+      {bf16 ? "attn_bf16" : "attn_f32", ops::AttentionBackend::automatic}};
+  if (std::is_same_v<Dev, Cuda> && bf16) {
+    backends = {{"attn_bf16_flash", ops::AttentionBackend::flash}};
+    if (ops::cudnn_attention_built())
+      backends.insert(backends.begin(), {"attn_bf16_cudnn", ops::AttentionBackend::cudnn});
+  }
+  for (const auto& [tag, backend] : backends) {
+    ops::set_attention_backend(backend);
+    forward();
+    Dev::synchronize();
+    if (const std::vector<std::string> notes = ops::take_cudnn_attention_notes(); !notes.empty()) {
+      for (const std::string& n : notes) std::cerr << tag << ": cuDNN refused " << n << "\n";
+      continue;
+    }
+    const double fwd_ms = median_ms([&] { forward(), Dev::synchronize(); }, warmup, reps);
+    print(s, device, tag + "_fwd", fwd_ms, f, check(false));
+    const double fwd_bwd_ms =
+        median_ms([&] { forward(), backward(), Dev::synchronize(); }, warmup, reps);
+    print(s, device, tag + "_fwd_bwd", fwd_bwd_ms, 3.5 * f, check(true));
+  }
+  ops::set_attention_backend(ops::AttentionBackend::flash);  // attn_bf16_io below is flash's
 #if GDN_HAVE_CUDA
   // q, k, v stored in bf16, as SDPA reads them (the flash kernels on bf16 global memory,
   // K and V by cp.async in two stages): attn_bf16_io.

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""torch's scaled_dot_product_attention (flash backend, bf16, causal) at one shape: the peer
-of gdn_attn_bench's attn_bf16 lines, JSON lines with the same shape keys and FLOP count
+"""torch's scaled_dot_product_attention (bf16, causal) at one shape, on its flash and its cuDNN
+backends (sdpa_flash_*, sdpa_cudnn_*; a backend torch refuses here is said and left out), and
+sdpa_* the faster of the two: the peer of gdn_attn_bench's attn_bf16 lines, JSON lines with
+the same shape keys and FLOP count
 (causal forward 4 B Hq D T (T + 1) / 2; forward + backward 3.5 times that). A benchmark for
 the device check, not a test: needs torch with CUDA.
 
@@ -42,8 +44,10 @@ def main():
     do = torch.randn(B, Hq, T, D, device=dev, dtype=dt)
     gqa = "native"
 
+    backend = SDPBackend.FLASH_ATTENTION
+
     def attend(k_, v_):
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        with sdpa_kernel(backend):
             if gqa == "native":
                 return F.scaled_dot_product_attention(q, k_, v_, is_causal=True, enable_gqa=True)
             return F.scaled_dot_product_attention(q, k_, v_, is_causal=True)
@@ -78,11 +82,25 @@ def main():
 
     flops = 4.0 * B * Hq * D * T * (T + 1) / 2
     shape = {"B": B, "T": T, "Hq": Hq, "Hkv": Hkv, "D": D}
-    for name, fn, f in (("sdpa_fwd", fwd, flops), ("sdpa_fwd_bwd", fwd_bwd, 3.5 * flops)):
-        ms = timed(fn)
-        print(json.dumps({"shape": shape, "variant": name, "device": "cuda", "median_ms": ms,
-                          "tflops": f / (ms * 1e-3) * 1e-12, "gqa": gqa,
-                          "torch": torch.__version__}), flush=True)
+    best = {}
+    for label, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                           ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        for name, fn, f in (("_fwd", fwd, flops), ("_fwd_bwd", fwd_bwd, 3.5 * flops)):
+            try:
+                ms = timed(fn)
+            except RuntimeError as e:
+                print(f"bench_sdpa.py: the {label} backend refused: {str(e).splitlines()[0]}",
+                      file=sys.stderr)
+                break
+            print(json.dumps({"shape": shape, "variant": f"sdpa_{label}{name}", "device": "cuda",
+                              "median_ms": ms, "tflops": f / (ms * 1e-3) * 1e-12, "gqa": gqa,
+                              "torch": torch.__version__}), flush=True)
+            if name not in best or ms < best[name][0]:
+                best[name] = (ms, f, label)
+    for name, (ms, f, label) in best.items():
+        print(json.dumps({"shape": shape, "variant": f"sdpa{name}", "device": "cuda",
+                          "median_ms": ms, "tflops": f / (ms * 1e-3) * 1e-12, "gqa": gqa,
+                          "backend": label, "torch": torch.__version__}), flush=True)
 
 
 if __name__ == "__main__":

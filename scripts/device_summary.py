@@ -56,8 +56,8 @@ def main():
                     print(f"ratio {ours} / {peer} T={T} round {r}\tinfo\t"
                           f"{t[(ours, T, r)] / t[(peer, T, r)]:.2f}x")
     a = {j["variant"]: j for j in lines if j["variant"].startswith(("attn_", "sdpa_"))}
-    for ours, peer in (("attn_bf16_fwd", "sdpa_fwd"), ("attn_bf16_fwd_bwd", "sdpa_fwd_bwd"),
-                       ("attn_bf16_io_fwd", "sdpa_fwd"), ("attn_bf16_io_fwd_bwd", "sdpa_fwd_bwd")):
+    for ours, peer in [(f"attn_bf16_{b}{p}", f"sdpa{p}")
+                       for b in ("cudnn", "flash", "io") for p in ("_fwd", "_fwd_bwd")]:
         if "median_ms" in a.get(ours, {}) and "median_ms" in a.get(peer, {}):
             print(f"ratio {ours} / {peer} T=32768\tinfo\t"
                   f"{a[ours]['median_ms'] / a[peer]['median_ms']:.2f}x")

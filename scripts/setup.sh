@@ -32,3 +32,13 @@ if ! tools_venv_ok "$venv"; then
   echo "setup: making $venv (tokenizers==$TOOLS_VENV_TOKENIZERS)"
   tools_venv_make "$venv" | sed 's/^/setup: warning: /' || true
 fi
+# The CUDA build's fused attention needs cudnn-frontend's headers (scripts/lib/cudnn_frontend.sh);
+# only where the CUDA toolkit is: a machine without it, or without PyPI, builds without it
+# (the flash kernel then runs every attention).
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  . "$(dirname "$0")/lib/cudnn_frontend.sh"
+  fe_py=python3
+  [ -x "$venv/bin/python" ] && fe_py=$venv/bin/python
+  [ -f "$(cudnn_frontend_dir)/VERSION" ] || echo "setup: fetching cudnn-frontend $CUDNN_FRONTEND_VERSION's headers"
+  cudnn_frontend_fetch "$fe_py" | sed 's/^/setup: warning: /' || true
+fi

@@ -13,9 +13,12 @@ void take_deprecated_env(TrainConfig& t, std::vector<std::string>& warnings) {
     const char* var;
     const char* key;
   };
-  for (const Old& o :
-       {Old{"GDN_GEMM_PATH", "gemm_path"}, Old{"GDN_CUDA_WALK", "cuda_walk"},
-        Old{"GDN_CUDA_TF32", "cuda_tf32"}, Old{"GDN_CUDA_ATTENTION", "attention_backend"}}) {
+  // Gone: a value it held would no longer mean what it did (cudnn came), so it is refused.
+  if (const char* gone = std::getenv("GDN_CUDA_ATTENTION"); gone && *gone)
+    throw_error("GDN_CUDA_ATTENTION=", gone, " is gone: use --attention-backend auto | cudnn | ",
+                "flash | exact (train.attention_backend)");
+  for (const Old& o : {Old{"GDN_GEMM_PATH", "gemm_path"}, Old{"GDN_CUDA_WALK", "cuda_walk"},
+                       Old{"GDN_CUDA_TF32", "cuda_tf32"}}) {
     const char* value = std::getenv(o.var);
     if (!value || !*value) continue;
     const TrainField& f = *find_train_field(o.key);

@@ -5,7 +5,7 @@
 // one line, recorded in the run identity of every checkpoint (not compared on resume:
 // another layout continues the same run), and printed by gdn_plan from the same function.
 // Below the apps nothing reads the environment for these: the old variables
-// (GDN_GEMM_PATH, GDN_CUDA_WALK, GDN_CUDA_TF32, GDN_CUDA_ATTENTION) are read by the apps
+// (GDN_GEMM_PATH, GDN_CUDA_WALK, GDN_CUDA_TF32) are read by the apps
 // for one release, with a deprecation warning (apps/common/deprecated_env.h).
 #pragma once
 

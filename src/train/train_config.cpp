@@ -338,9 +338,10 @@ const std::vector<TrainField>& train_fields() {
        .member = &T::cuda_tf32},
       {.key = "attention_backend",
        .flag = "attention-backend",
-       .help = "auto | flash | exact: the CUDA attention kernels: the flash kernels in the bf16 "
-               "mode and the exact (fp64-accumulating) ones otherwise (auto), or one of them "
-               "in either mode; replaces GDN_CUDA_ATTENTION",
+       .help = "auto | cudnn | flash | exact: the CUDA attention kernels: in the bf16 mode "
+               "cuDNN's fused attention where the build has it and cuDNN takes the shape, "
+               "else the flash kernels, and the exact (fp64-accumulating) ones otherwise "
+               "(auto); or cudnn (flash where cuDNN refuses), flash or exact in either mode",
        .member = &T::attention_backend},
   };
   return fields;

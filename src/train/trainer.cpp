@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "model/hf_weights.h"
+#include "ops/attention/cudnn_attention.h"
 #include "runtime/devices.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
@@ -305,6 +306,8 @@ StepRecord Trainer<T, Dev>::forward_backward(const Batch& b) {
   r.lr = learning_rate(adamw_config_, step_);
   r.tokens = b.global_targets;
   const auto losses = run_.forward_backward(b, [this](const char* phase) { progress(phase); });
+  for (const std::string& why : ops::take_cudnn_attention_notes())
+    spdlog::warn("attention: cuDNN refused {}; the flash kernel runs it", why);
   double loss = losses.ce_sum;
   progress(train_sites::kLossAllReduce);
   world_.all_reduce_sum(&loss, 1, train_sites::kLossAllReduce);

@@ -55,8 +55,9 @@ else
 fi
 run bad -- --gemm-path avx9
 expect_once "--gemm-path avx9" '--gemm-path avx9: expected' "$WORK/bad.out" $?
-run badenv GDN_CUDA_ATTENTION=fast --
-expect_once "GDN_CUDA_ATTENTION=fast" 'GDN_CUDA_ATTENTION=fast: --attention-backend fast: expected' \
+run badenv GDN_CUDA_ATTENTION=flash --
+expect_once "GDN_CUDA_ATTENTION=flash (gone)" \
+  'GDN_CUDA_ATTENTION=flash is gone: use --attention-backend auto | cudnn | flash | exact' \
   "$WORK/badenv.out" $?
 # The checkpoint records the resolved layout (in the run identity, inside the manifest's
 # config text, its quotes escaped; not compared on resume).

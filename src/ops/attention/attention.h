@@ -22,13 +22,15 @@
 
 namespace gdn::ops {
 
-// Which kernels the CUDA attention runs (train.attention_backend): auto, the flash kernels
-// in Precision::bf16 and the exact (fp64-accumulating) ones otherwise; flash or exact in
-// either mode (flash_attention.h). Process-wide, set once at start-up from the run's layout
-// (train/run_layout.h) or by a test; the host has one kernel and ignores it.
-enum class AttentionBackend { automatic, flash, exact };
-constexpr std::array<const char*, 3> enum_names(AttentionBackend) {
-  return {"auto", "flash", "exact"};
+// Which kernels the CUDA attention runs (train.attention_backend): auto, in Precision::bf16
+// cuDNN's fused SDPA (cudnn_attention.h) where the build has it and cuDNN takes the shape,
+// else the flash kernels, and the exact (fp64-accumulating) ones otherwise; cudnn (falling
+// back to flash where refused), flash or exact in either mode (flash_attention.h).
+// Process-wide, set once at start-up from the run's layout (train/run_layout.h) or by a
+// test; the host has one kernel and ignores it.
+enum class AttentionBackend { automatic, cudnn, flash, exact };
+constexpr std::array<const char*, 4> enum_names(AttentionBackend) {
+  return {"auto", "cudnn", "flash", "exact"};
 }
 void set_attention_backend(AttentionBackend b);
 AttentionBackend attention_backend();

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/cudnn_attention.h"
 #include "ops/attention/flash_attention.h"
 #include "ops/cuda_util.cuh"
 
@@ -206,11 +207,24 @@ inline int row_grid(i64 rows) {
 
 }  // namespace
 
+// Whether the float op tries cuDNN first (attention_backend(), attention.h).
+bool cudnn_attention_chosen(Precision p) {
+  const AttentionBackend b = attention_backend();
+  return cudnn_attention_built() && (b == AttentionBackend::cudnn ||
+                                     (b == AttentionBackend::automatic && p == Precision::bf16));
+}
+
 template <typename T>
 void attention_forward(Cuda, Precision p, const T* q, const T* k, const T* v, const i64* qpos,
                        int B, i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, T* o, T* lse,
                        const i64* kstart) {
   check_args(Hq, Hkv);
+#if GDN_HAVE_CUDNN
+  if constexpr (std::is_same_v<T, float>)
+    if (cudnn_attention_chosen(p) &&
+        cudnn_attention_forward(q, k, v, qpos, B, Tq, Tk, Hq, Hkv, D, scale, o, lse, kstart))
+      return;
+#endif
   if constexpr (std::is_same_v<T, float>)
     if (flash_attention_chosen(D, p))
       return flash_attention_forward(Cuda{}, q, k, v, qpos, B, Tq, Tk, Hq, Hkv, D, scale, o, lse,
@@ -228,6 +242,13 @@ void attention_backward(Cuda, Precision p, const T* q, const T* k, const T* v, c
                         const T* lse, const T* dout, const i64* qpos, int B, i64 Tq, i64 Tk, int Hq,
                         int Hkv, int D, double scale, T* dq, T* dk, T* dv, const i64* kstart) {
   check_args(Hq, Hkv);
+#if GDN_HAVE_CUDNN
+  if constexpr (std::is_same_v<T, float>)
+    if (cudnn_attention_chosen(p) &&
+        cudnn_attention_backward(q, k, v, o, lse, dout, qpos, B, Tq, Tk, Hq, Hkv, D, scale, dq, dk,
+                                 dv, kstart))
+      return;
+#endif
   if constexpr (std::is_same_v<T, float>)
     if (flash_attention_chosen(D, p))
       return flash_attention_backward(Cuda{}, q, k, v, o, lse, dout, qpos, B, Tq, Tk, Hq, Hkv, D,

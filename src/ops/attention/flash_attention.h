@@ -20,9 +20,10 @@ inline bool flash_attention_supports(int D) {
 
 // Whether the float CUDA op runs the flash kernels at head dim D in precision p: in
 // Precision::bf16 (core/precision.h), whose q, k, v are bf16 values already, as its GEMMs take bf16
-// operands; attention_backend() flash or exact (the fp64-accumulating kernels, attention.h)
-// overrides in either mode. Plain float keeps the exact kernels by default, as its GEMMs stay fp32
-// (the GPU tests compare it with the host at 1e-4, which bf16 operands do not meet).
+// operands; attention_backend() cudnn (where cuDNN refused), flash or exact (the
+// fp64-accumulating kernels, attention.h) overrides in either mode. Plain float keeps the exact
+// kernels by default, as its GEMMs stay fp32 (the GPU tests compare it with the host at 1e-4, which
+// bf16 operands do not meet).
 bool flash_attention_chosen(int D, Precision p);
 
 // q, k, v in float (rounded to bf16 as the kernels stage them) or in bf16 as a model that

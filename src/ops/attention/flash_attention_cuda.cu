@@ -462,7 +462,7 @@ void tile_windows(const Problem& p, Window* out) {
 bool flash_attention_chosen(int D, Precision p) {
   const AttentionBackend b = attention_backend();
   const bool flash =
-      b == AttentionBackend::automatic ? p == Precision::bf16 : b == AttentionBackend::flash;
+      b == AttentionBackend::automatic ? p == Precision::bf16 : b != AttentionBackend::exact;
   return flash && flash_attention_supports(D);
 }
 
