@@ -75,8 +75,12 @@ ActivationElems MoeMlp<T, Dev>::activations(const ModelConfig& c, std::int64_t N
   a.kept = N * E + 2 * Nk + Nk * (1 + 3 * I + d) + N * (d + 1) + shared.kept;
   a.kept_bf16 = Nk * (3 * I + d) + N * d + shared.kept_bf16;
   a.decoded = std::max({2 * Nk * I, Nk * d, N * d, shared.decoded});
-  // ep > 1: the rows received for this rank's experts, and their outputs back.
-  if (ep > 1) a.kept += 2 * Nk * d;
+  // ep > 1: the rows received for this rank's experts (in bf16 in the bf16 mode); their
+  // outputs back take the place of out (freed once sent).
+  if (ep > 1) {
+    a.kept += Nk * d;
+    a.kept_bf16 += Nk * d;
+  }
   // Backward, per routed row: dy, dact for the down projection's backward, dact, dgate, dup
   // for SwiGLU's, then dgate, dup, x, dx for the gate and up projections'
   // (experts_backward); and dweights, dlogits, the shared expert's part.
@@ -217,11 +221,12 @@ void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, const std::vector<std:
   perm_ = to_device<Dev>(perm.data(), perm.size());
   local_offsets_ = to_device<Dev>(local_offset_.data(), local_offset_.size());
   const std::int64_t Rr = std::int64_t(perm.size());
-  xr_.resize(std::size_t(Rr * d_));
-  exchange_rows(xs.data(), xr_.data(), true, model_sites::kExpertTokens);
+  T* xr = xr_.open(Rr * d_, precision_);
+  exchange_rows(xs.data(), xr, true, model_sites::kExpertTokens);
   // This rank's experts over the received rows in expert-major order, one grouped call each.
   Buffer<Dev, T> xe(std::size_t(Rr * d_));
-  ops::gather_rows(dev, xr_.data(), perm_.data(), Rr, d_, xe.data());
+  ops::gather_rows(dev, xr, perm_.data(), Rr, d_, xe.data());
+  xr_.seal();  // the backward's gate and up projections read them (in bf16 in the bf16 mode)
   run_experts(xe.data(), local_offsets_.data(), El_, Rr);
   // The outputs back to source-major, then home, in the order of rows_ (out_back_ keeps
   // them for the backward; out_ is not needed there).
@@ -229,11 +234,12 @@ void MoeMlp<T, Dev>::forward_ep(const Buffer<Dev, T>& xs, const std::vector<std:
   ops::scatter_add_rows(dev, out_.values(), perm_.data(), static_cast<const T*>(nullptr), Rr, d_,
                         outs.data());
   out_.clear();
-  out_back_.resize(std::size_t(R * d_));
-  exchange_rows(outs.data(), out_back_.data(), false, model_sites::kExpertOutputs);
+  T* back = out_back_.open(R * d_, precision_);
+  exchange_rows(outs.data(), back, false, model_sites::kExpertOutputs);
   // A token's k rows add in position order (moe_combine), as on one rank; rows_ repeats a
   // token k times, which scatter_add_rows does not allow.
-  ops::moe_combine(dev, out_back_.data(), slot_.data(), routed_w_.data(), N_, k_, d_, y);
+  ops::moe_combine(dev, back, slot_.data(), routed_w_.data(), N_, k_, d_, y);
+  out_back_.seal();  // kept as out_ is on one rank: in bf16 in the bf16 mode
 }
 
 // The mirror of forward_ep: dy of the routed rows, scaled by their weights, to the
@@ -244,7 +250,8 @@ void MoeMlp<T, Dev>::backward_ep(const T* dy, T* dx, T* dw_routed) {
   const std::int64_t R = N_ * k_, Rr = local_offset_.back();
   Buffer<Dev, T> dys(std::size_t(R * d_));
   ops::gather_rows(dev, dy, rows_.data(), R, d_, dys.data());
-  ops::row_dots(dev, dys.data(), out_back_.data(), R, d_, dw_routed);
+  ops::row_dots(dev, dys.data(), out_back_.view(), R, d_, dw_routed);
+  out_back_.clear();
   ops::scale_rows(dev, dys.data(), routed_w_.data(), R, d_, dys.data());
   Buffer<Dev, T> dyr(std::size_t(Rr * d_)), dxr(std::size_t(Rr * d_));
   exchange_rows(dys.data(), dyr.data(), true, model_sites::kExpertDy);
@@ -252,7 +259,10 @@ void MoeMlp<T, Dev>::backward_ep(const T* dy, T* dx, T* dw_routed) {
   {
     Buffer<Dev, T> dye(std::size_t(Rr * d_));
     ops::gather_rows(dev, dyr.data(), perm_.data(), Rr, d_, dye.data());
-    auto gather_x = [&](T* xe) { ops::gather_rows(dev, xr_.data(), perm_.data(), Rr, d_, xe); };
+    auto gather_x = [&](T* xe) {
+      ops::gather_rows(dev, xr_.view(), perm_.data(), Rr, d_, xe);
+      xr_.clear();
+    };
     const Buffer<Dev, T> dxe =
         experts_backward(std::move(dye), gather_x, local_offsets_.data(), El_, Rr);
     ops::scatter_add_rows(dev, dxe.data(), perm_.data(), static_cast<const T*>(nullptr), Rr, d_,
@@ -375,8 +385,8 @@ void MoeMlp<T, Dev>::do_release() {
   for (Buffer<Dev, T>* b : {&probs_, &weights_, &shared_z_, &routed_w_}) *b = Buffer<Dev, T>();
   for (Kept<T, Dev>* b : {&shared_out_, &g_, &u_, &act_, &out_}) b->clear();
   idx_ = Buffer<Dev, std::int32_t>();
-  xr_ = Buffer<Dev, T>();
-  out_back_ = Buffer<Dev, T>();
+  xr_.clear();
+  out_back_.clear();
   for (Buffer<Dev, std::int64_t>* b :
        {&offsets_, &rows_, &choice_, &slot_, &perm_, &local_offsets_})
     *b = Buffer<Dev, std::int64_t>();

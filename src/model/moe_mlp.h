@@ -96,7 +96,7 @@ class MoeMlp final : public Mlp<T, Dev> {
   // (local expert j's rows at [local_offset_[j], local_offset_[j + 1]) of perm_, which
   // indexes the received rows); the experts' outputs back in the order of rows_.
   std::vector<std::int64_t> send_rows_, recv_rows_, local_offset_;
-  Buffer<Dev, T> xr_, out_back_;
+  Kept<T, Dev> xr_, out_back_;
   Buffer<Dev, std::int64_t> perm_, local_offsets_;  // local_offsets_: local_offset_ on Dev
 };
 

@@ -10,6 +10,9 @@
 #            and the reverse: the continuation agrees with the uninterrupted run within
 #            1e-12; resumed at the layout that saved, it is bit-identical; a set missing
 #            one of its parts is skipped
+#   bf16_ep  bf16: dp 2 --ep 2 keeps what the experts' backward reads as ep 1 does (the
+#            received rows and the outputs back in bf16), so its losses are ep 1's to 1e-9
+#            (they differed by 1e-5 when ep 2 kept them in f32)
 #   refused  bad layouts (shard, ep) refused at start-up on every rank, with one message
 # Losses are read from the --log JSON lines with jq (17 significant digits: equal strings
 # are equal bits).
@@ -112,6 +115,13 @@ case_resume() {
   resume_pair optimizer_ep4_same 4 "--cp 4 --batch 4 --shard optimizer --ep 4" 4 \
     "--cp 4 --batch 4 --shard optimizer --ep 4"
   resume_pair none_ep2_same 2 "--cp 2 --batch 4 --ep 2" 2 "--cp 2 --batch 4 --ep 2"
+}
+
+case_bf16_ep() {
+  run_log bf16_ep1 2 --dp 2 --cp 1 --ep 1 --dtype bf16 --steps 4 &&
+    run_log bf16_ep2 2 --dp 2 --cp 1 --ep 2 --dtype bf16 --steps 4 ||
+    fail "bf16 dp 2: a run failed"
+  agree "bf16 dp 2 --ep 2 vs --ep 1 (4 steps)" "$(losses bf16_ep1)" "$(losses bf16_ep2)" 1e-9
 }
 
 case_refused() {
