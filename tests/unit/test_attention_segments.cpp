@@ -2,8 +2,10 @@
 // every query row of every cp shard (contiguous and the layer-local balance's stripes),
 // with and without packed documents, the row lies in exactly one segment, and the keys the
 // segment's bottom-right causal mask gives it are kstart .. qpos; within a wave no two
-// segments of a batch row share a key. And the graphs' key (a capacity of segments) and the
-// refusal notes, said once per graph.
+// segments of a batch row share a key. And the host side of the cuDNN path: the graphs' key
+// (a capacity of segments), the refusal notes (once per graph), the index tables cuDNN reads
+// (rows and ragged offsets, empty segments at the end, int32 refused past its range), and
+// the kernel choice by backend, precision and head dim.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "cp/attention_cp.h"
+#include "ops/attention/attention.h"
 #include "ops/attention/attention_segments.h"
 #include "ops/attention/cudnn_attention.h"
 
@@ -121,4 +124,50 @@ TEST_CASE("cuDNN attention graphs are keyed by a segment capacity, refusals note
         "backward, 16 / 2 heads, D 256, 8 segments of <= 4096 queries over <= 8192 "
         "keys: head dim");
   CHECK(take_cudnn_attention_notes().empty());
+}
+
+TEST_CASE("cuDNN's index tables: each segment's rows and offsets, empty ones at the end",
+          "[attention]") {
+  // Two batch rows of 100 queries at positions 300..399 over 400 keys, documents in row 1.
+  const i64 Tq = 100, Tk = 400;
+  const int Hq = 4, Hkv = 2, D = 8;
+  std::vector<i64> qpos(Tq), kstart(2 * Tq, 0);
+  for (i64 i = 0; i < Tq; ++i) qpos[i] = 300 + i, kstart[Tq + i] = qpos[i] < 350 ? 120 : 350;
+  const AttentionSegments segs = attention_segments(qpos.data(), kstart.data(), 2, Tq);
+  REQUIRE(segs.waves.size() == 1);
+  const std::vector<AttentionSegment>& w = segs.waves[0];
+  REQUIRE(w.size() == 3);
+  const CudnnAttentionTables t = cudnn_attention_tables(w, 4, Tq, Tk, Hq, Hkv, D);
+  // Row 0: queries 0..99 over keys 0..399; row 1: queries 0..49 over keys 120..349, then
+  // queries 50..99 over keys 350..399.
+  CHECK(t.seq_q == std::vector<std::int32_t>{100, 50, 50, 0});
+  CHECK(t.seq_kv == std::vector<std::int32_t>{400, 230, 50, 0});
+  CHECK(t.off_q ==
+        std::vector<std::int32_t>{0, 100 * Hq * D, 150 * Hq * D, 200 * Hq * D, 200 * Hq * D});
+  CHECK(t.off_kv ==
+        std::vector<std::int32_t>{0, 520 * Hkv * D, 750 * Hkv * D, 800 * Hkv * D, 800 * Hkv * D});
+  CHECK(t.off_stats == std::vector<std::int32_t>{0, 100 * Hq, 150 * Hq, 200 * Hq, 200 * Hq});
+  CHECK_THROWS_AS(cudnn_attention_tables(w, 2, Tq, Tk, Hq, Hkv, D), Error);  // over capacity
+  // Segments out of row order, or overlapping, are not packed sequences: refused.
+  CHECK_THROWS_AS(cudnn_attention_tables({w[1], w[0]}, 4, Tq, Tk, Hq, Hkv, D), Error);
+  // An offset past int32: refused, naming it.
+  CHECK_THROWS_WITH(cudnn_attention_tables(w, 4, Tq, i64(1) << 30, Hq, Hkv, D),
+                    Catch::Contains("key offset"));
+}
+
+TEST_CASE("the CUDA attention's kernel choice by backend, precision and head dim", "[attention]") {
+  using B = AttentionBackend;
+  using K = AttentionKernel;
+  const Precision bf = Precision::bf16, pl = Precision::plain;
+  // auto: cuDNN in bf16 where built, else flash up to D 256, else exact; exact in float.
+  CHECK(attention_kernel(B::automatic, bf, 128, true) == K::cudnn);
+  CHECK(attention_kernel(B::automatic, bf, 128, false) == K::flash);
+  CHECK(attention_kernel(B::automatic, bf, 512, false) == K::exact);
+  CHECK(attention_kernel(B::automatic, pl, 128, true) == K::exact);
+  // cudnn in either precision (flash where not built), flash and exact as asked.
+  CHECK(attention_kernel(B::cudnn, pl, 64, true) == K::cudnn);
+  CHECK(attention_kernel(B::cudnn, pl, 64, false) == K::flash);
+  CHECK(attention_kernel(B::flash, bf, 256, true) == K::flash);
+  CHECK(attention_kernel(B::flash, pl, 300, true) == K::exact);
+  CHECK(attention_kernel(B::exact, bf, 64, true) == K::exact);
 }

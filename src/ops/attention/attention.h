@@ -35,6 +35,12 @@ constexpr std::array<const char*, 4> enum_names(AttentionBackend) {
 void set_attention_backend(AttentionBackend b);
 AttentionBackend attention_backend();
 
+// What the float CUDA op runs in precision p at head dim D under backend b: cuDNN first (the
+// flash kernels where it refuses the shape), the flash kernels (D <= 256), or the exact
+// ones. Host code, so that the choice is tested on any machine.
+enum class AttentionKernel { cudnn, flash, exact };
+AttentionKernel attention_kernel(AttentionBackend b, Precision p, int D, bool cudnn_built);
+
 // The (query, key) pairs per query head summed over the B rows, sum_{b, i} (qpos[i] + 1 -
 // kstart[b, i]): the work of one rank, whose forward costs 4 D Hq pairs FLOPs (q k^T and
 // P v). kstart host-side, may be null (B rows of the full causal triangle).

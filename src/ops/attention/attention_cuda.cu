@@ -207,11 +207,10 @@ inline int row_grid(i64 rows) {
 
 }  // namespace
 
-// Whether the float op tries cuDNN first (attention_backend(), attention.h).
-bool cudnn_attention_chosen(Precision p) {
-  const AttentionBackend b = attention_backend();
-  return cudnn_attention_built() && (b == AttentionBackend::cudnn ||
-                                     (b == AttentionBackend::automatic && p == Precision::bf16));
+// Whether the float op tries cuDNN first (attention_kernel, attention.h).
+bool cudnn_attention_chosen(Precision p, int D) {
+  return attention_kernel(attention_backend(), p, D, cudnn_attention_built()) ==
+         AttentionKernel::cudnn;
 }
 
 template <typename T>
@@ -221,7 +220,7 @@ void attention_forward(Cuda, Precision p, const T* q, const T* k, const T* v, co
   check_args(Hq, Hkv);
 #if GDN_HAVE_CUDNN
   if constexpr (std::is_same_v<T, float>)
-    if (cudnn_attention_chosen(p) &&
+    if (cudnn_attention_chosen(p, D) &&
         cudnn_attention_forward(q, k, v, qpos, B, Tq, Tk, Hq, Hkv, D, scale, o, lse, kstart))
       return;
 #endif
@@ -244,7 +243,7 @@ void attention_backward(Cuda, Precision p, const T* q, const T* k, const T* v, c
   check_args(Hq, Hkv);
 #if GDN_HAVE_CUDNN
   if constexpr (std::is_same_v<T, float>)
-    if (cudnn_attention_chosen(p) &&
+    if (cudnn_attention_chosen(p, D) &&
         cudnn_attention_backward(q, k, v, o, lse, dout, qpos, B, Tq, Tk, Hq, Hkv, D, scale, dq, dk,
                                  dv, kstart))
       return;

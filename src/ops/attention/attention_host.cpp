@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/flash_attention.h"
 #include "ops/gemm/exp.h"
 #include "ops/gemm/gemm.h"
 #include "ops/gemm/simd.h"
@@ -386,6 +387,15 @@ void set_attention_backend(AttentionBackend b) {
 
 AttentionBackend attention_backend() {
   return backend;
+}
+
+AttentionKernel attention_kernel(AttentionBackend b, Precision p, int D, bool cudnn_built) {
+  const bool bf16 = p == Precision::bf16;
+  if (b == AttentionBackend::exact || (b == AttentionBackend::automatic && !bf16))
+    return AttentionKernel::exact;
+  if (cudnn_built && (b == AttentionBackend::cudnn || b == AttentionBackend::automatic))
+    return AttentionKernel::cudnn;
+  return flash_attention_supports(D) ? AttentionKernel::flash : AttentionKernel::exact;
 }
 
 }  // namespace gdn::ops

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "ops/attention/attention_segments.h"
 
 namespace gdn::ops {
 
@@ -38,6 +39,17 @@ struct CudnnAttentionShape {
 // documents differ share a graph).
 CudnnAttentionShape cudnn_attention_shape(bool backward, int B, std::int64_t Tq, std::int64_t Tk,
                                           int Hq, int Hkv, int D, double scale, std::size_t n);
+
+// One call's (one wave's) index tensors for cuDNN: per segment its query and key rows, and
+// the ragged offsets, in elements, of its first row in q (o, dO, dQ: rows of Hq D), k (v, dK,
+// dV: Hkv D) and the statistics (Hq), cap + 1 of them; the capacity past the wave's segments
+// is empty segments at the end offset. Throws where an index does not fit cuDNN's int32.
+struct CudnnAttentionTables {
+  std::vector<std::int32_t> seq_q, seq_kv, off_q, off_kv, off_stats;
+};
+CudnnAttentionTables cudnn_attention_tables(const std::vector<AttentionSegment>& wave,
+                                            std::int64_t cap, std::int64_t Tq, std::int64_t Tk,
+                                            int Hq, int Hkv, int D);
 
 // Notes that cuDNN refused shape s, and why (once per shape); and the notes not taken yet,
 // in order, one line each ("forward, 16 / 2 heads, D 512, ...: why"), for the run to log.

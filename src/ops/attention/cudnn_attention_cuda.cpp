@@ -1,8 +1,14 @@
 // cudnn_attention.h on cuDNN: one graph per CudnnAttentionShape, THD layout with ragged
 // offsets (every tensor read and written where it lies in [B, T, H, D]), padding mask from
 // the segments' lengths, bottom-right causal alignment per segment.
+//
+// cuDNN is loaded at run time, on the first attention that asks for it
+// (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING: the frontend calls it through dlsym), not linked:
+// a CPU run never maps its libraries (libcudnn and NVRTC, some 40 MiB of resident memory
+// at start-up when linked), and a GPU machine without it runs the flash kernels, saying why.
 #include <cudnn.h>
 #include <cudnn_frontend.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <climits>
@@ -24,11 +30,28 @@
 #include "runtime/cuda_device.h"
 #include "runtime/device_buffer.h"
 
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;  // the frontend's shim looks cuDNN's symbols up here
+}  // namespace cudnn_frontend
+
 namespace gdn::ops {
 
 namespace {
 
 namespace fe = cudnn_frontend;
+
+// "" once libcudnn is loaded (the first call loads it), else why it cannot be.
+const std::string& cudnn_library() {
+  static const std::string why = [] {
+    for (const char* name : {"libcudnn.so.9", "libcudnn.so"}) {
+      fe::cudnn_dlhandle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (fe::cudnn_dlhandle) return std::string();
+    }
+    const char* e = dlerror();
+    return std::string("cannot load libcudnn.so.9: ") + (e ? e : "dlopen failed");
+  }();
+  return why;
+}
 using i64 = std::int64_t;
 using Attr = fe::graph::Tensor_attributes;
 
@@ -56,8 +79,8 @@ cudnnHandle_t handle() {
   // would outlive the CUDA context at exit).
   static cudnnHandle_t h = [] {
     cudnnHandle_t made = nullptr;
-    const cudnnStatus_t st = cudnnCreate(&made);
-    GDN_CHECK(st == CUDNN_STATUS_SUCCESS, "cudnnCreate: ", cudnnGetErrorString(st));
+    const cudnnStatus_t st = fe::detail::create_handle(&made);
+    GDN_CHECK(st == CUDNN_STATUS_SUCCESS, "cudnnCreate: ", fe::detail::get_error_string(st));
     return made;
   }();
   return h;
@@ -112,6 +135,7 @@ std::string build_plans(fe::graph::Graph& g) {
 }
 
 Built build(const CudnnAttentionShape& s) {
+  if (!cudnn_library().empty()) return {nullptr, cudnn_library(), 0};
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -185,38 +209,16 @@ struct WaveTables {
   DeviceBuffer<std::int32_t> seq_q, seq_kv, off_q, off_kv, off_stats;
 };
 
-std::int32_t as_int(i64 x, const char* what) {
-  GDN_CHECK(x >= 0 && x <= INT_MAX, "cudnn attention: ", what, " ", x,
-            " does not fit cuDNN's int32 index tensors");
-  return std::int32_t(x);
-}
-
 WaveTables tables(const std::vector<AttentionSegment>& wave, i64 cap, i64 Tq, i64 Tk, int Hq,
                   int Hkv, int D) {
-  std::vector<std::int32_t> sq(std::size_t(cap), 0), skv(sq), oq(std::size_t(cap + 1), 0), okv(oq),
-      os(oq);
-  for (std::size_t x = 0; x < wave.size(); ++x) {
-    const AttentionSegment& s = wave[x];
-    sq[x] = as_int(s.q_len, "query rows");
-    skv[x] = as_int(s.kv_len, "key rows");
-    const i64 qrow = i64(s.b) * Tq + s.q_begin, krow = i64(s.b) * Tk + s.kv_begin;
-    oq[x] = as_int(qrow * Hq * D, "query offset");
-    okv[x] = as_int(krow * Hkv * D, "key offset");
-    os[x] = as_int(qrow * Hq, "statistics offset");
-  }
-  // The end offsets: past the last real segment (empty ones start there too).
-  for (std::size_t x = wave.size(); x <= std::size_t(cap); ++x) {
-    oq[x] = x ? oq[x - 1] + sq[x - 1] * Hq * D : 0;
-    okv[x] = x ? okv[x - 1] + skv[x - 1] * Hkv * D : 0;
-    os[x] = x ? os[x - 1] + sq[x - 1] * Hq : 0;
-  }
-  auto up = [](const std::vector<std::int32_t>& h) {
-    DeviceBuffer<std::int32_t> d(h.size());
+  const CudnnAttentionTables h = cudnn_attention_tables(wave, cap, Tq, Tk, Hq, Hkv, D);
+  auto up = [](const std::vector<std::int32_t>& v) {
+    DeviceBuffer<std::int32_t> d(v.size());
     GDN_CUDA_CHECK(
-        cudaMemcpy(d.data(), h.data(), h.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+        cudaMemcpy(d.data(), v.data(), v.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
     return d;
   };
-  return {up(sq), up(skv), up(oq), up(okv), up(os)};
+  return {up(h.seq_q), up(h.seq_kv), up(h.off_q), up(h.off_kv), up(h.off_stats)};
 }
 
 AttentionSegments segments_of(const i64* qpos, const i64* kstart, int B, i64 Tq) {
@@ -247,6 +249,17 @@ void run(const Built& b, std::unordered_map<i64, void*>& pack, const WaveTables&
 
 }  // namespace
 
+namespace {
+
+// The widest wave: the graphs' capacity (forward and backward alike).
+std::size_t widest(const AttentionSegments& segs) {
+  std::size_t n = 0;
+  for (const std::vector<AttentionSegment>& w : segs.waves) n = std::max(n, w.size());
+  return n;
+}
+
+}  // namespace
+
 bool cudnn_attention_forward(const float* q, const float* k, const float* v, const i64* qpos, int B,
                              i64 Tq, i64 Tk, int Hq, int Hkv, int D, double scale, float* o,
                              float* lse, const i64* kstart) {
@@ -254,23 +267,19 @@ bool cudnn_attention_forward(const float* q, const float* k, const float* v, con
   if (rows == 0) return true;
   const AttentionSegments segs = segments_of(qpos, kstart, B, Tq);
   const CudnnAttentionShape shape =
-      cudnn_attention_shape(false, B, Tq, Tk, Hq, Hkv, D, scale, segs.count());
+      cudnn_attention_shape(false, B, Tq, Tk, Hq, Hkv, D, scale, widest(segs));
   const Built& built = graph_of(shape);
   if (!built.graph) return false;
   const i64 nq = rows * D, nk = i64(B) * Tk * Hkv * D;
   DeviceBuffer<Bf16> q16 = narrowed(q, nq), k16 = narrowed(k, nk), v16 = narrowed(v, nk),
                      o16(static_cast<std::size_t>(nq));
-  // Every segment at once: the forward writes each query row once (the waves split only
-  // the backward's key writes).
-  std::vector<AttentionSegment> all;
-  for (const std::vector<AttentionSegment>& w : segs.waves)
-    all.insert(all.end(), w.begin(), w.end());
-  std::sort(all.begin(), all.end(), [](const AttentionSegment& x, const AttentionSegment& y) {
-    return std::tie(x.b, x.q_begin) < std::tie(y.b, y.q_begin);
-  });
-  std::unordered_map<i64, void*> pack = {
-      {kQ, q16.data()}, {kK, k16.data()}, {kV, v16.data()}, {kO, o16.data()}, {kStats, lse}};
-  run(built, pack, tables(all, shape.segments, Tq, Tk, Hq, Hkv, D));
+  // By wave, as the backward: within one the segments lie in order without overlap, as
+  // packed sequences do; each wave writes its own query rows of o and the statistics.
+  for (const std::vector<AttentionSegment>& wave : segs.waves) {
+    std::unordered_map<i64, void*> pack = {
+        {kQ, q16.data()}, {kK, k16.data()}, {kV, v16.data()}, {kO, o16.data()}, {kStats, lse}};
+    run(built, pack, tables(wave, shape.segments, Tq, Tk, Hq, Hkv, D));
+  }
   to_float(Cuda{}, o16.data(), nq, o);
   return true;
 }
@@ -286,10 +295,8 @@ bool cudnn_attention_backward(const float* q, const float* k, const float* v, co
     return true;
   }
   const AttentionSegments segs = segments_of(qpos, kstart, B, Tq);
-  std::size_t widest = 0;
-  for (const std::vector<AttentionSegment>& w : segs.waves) widest = std::max(widest, w.size());
   const CudnnAttentionShape shape =
-      cudnn_attention_shape(true, B, Tq, Tk, Hq, Hkv, D, scale, widest);
+      cudnn_attention_shape(true, B, Tq, Tk, Hq, Hkv, D, scale, widest(segs));
   const Built& built = graph_of(shape);
   if (!built.graph) return false;
   DeviceBuffer<Bf16> q16 = narrowed(q, nq), k16 = narrowed(k, nk), v16 = narrowed(v, nk),

@@ -460,10 +460,9 @@ void tile_windows(const Problem& p, Window* out) {
 }  // namespace
 
 bool flash_attention_chosen(int D, Precision p) {
-  const AttentionBackend b = attention_backend();
-  const bool flash =
-      b == AttentionBackend::automatic ? p == Precision::bf16 : b != AttentionBackend::exact;
-  return flash && flash_attention_supports(D);
+  // cuDNN's choice falls back to flash where cuDNN refuses (attention_cuda.cu).
+  return flash_attention_supports(D) &&
+         attention_kernel(attention_backend(), p, D, false) != AttentionKernel::exact;
 }
 
 namespace {
