@@ -12,16 +12,17 @@
 
 #include <algorithm>
 #include <climits>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
 #include "core/error.h"
-#include "core/profile.h"
 #include "ops/attention/attention_segments.h"
 #include "ops/attention/cudnn_attention.h"
 #include "ops/convert/convert.h"
@@ -197,7 +198,13 @@ const Built& graph_of(const CudnnAttentionShape& s) {
   static std::map<CudnnAttentionShape, Built> graphs;
   auto it = graphs.find(s);
   if (it == graphs.end()) {
-    it = graphs.emplace(s, build(s)).first;
+    Built b;
+    try {  // the frontend throws where cuDNN's symbols or the handle cannot be had
+      b = build(s);
+    } catch (const std::exception& e) {
+      b = {nullptr, e.what(), 0};
+    }
+    it = graphs.emplace(s, std::move(b)).first;
     if (!it->second.graph) note_cudnn_attention_refusal(s, it->second.why);
   }
   return it->second;
