@@ -1,5 +1,6 @@
 #include "model/attention_mixer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -66,9 +67,11 @@ ActivationElems AttentionMixer<T, Dev>::activations(const ModelConfig& c, const 
   // q_raw, gate, gated and k_raw one at a time, and what the core reads all at once.
   a.kept_bf16 = N * (3 * qw + kv) + core_kept;
   a.decoded = core_kept;
-  // Backward: dgated, dattn, dgate, dq (twice), dqg; dk, dv (twice); dK, dV of the whole
-  // sequence and their reduce-scatter buffer; dx part.
-  a.transient = N * (7 * qw + 4 * kv + c.hidden_size) + 4 * whole * kv;
+  // Backward, each buffer freed after its last reader (do_backward): at most dattn, dgate,
+  // dq, dk, dv with the core's dK, dV of the whole sequence and their reduce-scatter buffer,
+  // or dgate, dq_raw, dqg, dk_raw, dv (and dk) after it; dx part.
+  a.transient =
+      std::max(N * (3 * qw + 2 * kv) + 4 * whole * kv, N * (4 * qw + 3 * kv)) + N * c.hidden_size;
   return a;
 }
 
@@ -133,13 +136,17 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
   const Dev dev{};
   const std::int64_t N = std::int64_t(B_) * cp.tokens();
   const int qw = q_width(), kv = kv_width();
-  Buffer<Dev, T> dgated(N * qw), dattn(N * qw), dgate(N * qw);
-  ops::linear_backward(dev, precision_, gated_.view(), ps_.value(o_proj_), dy, N, qw, d_,
-                       dgated.data(), ps_.grad(o_proj_));
-  gated_.clear();
-  if (bias_) ops::bias_backward(dev, dy, N, d_, ps_.grad(o_bias_));
-  ops::sigmoid_gate_backward(dev, attn_.view(), gate_.view(), dgated.data(), N * qw, dattn.data(),
-                             dgate.data());
+  // Each scratch buffer goes as soon as its last reader is done (docs/design.md §6b).
+  Buffer<Dev, T> dattn(N * qw), dgate(N * qw);
+  {
+    Buffer<Dev, T> dgated(N * qw);
+    ops::linear_backward(dev, precision_, gated_.view(), ps_.value(o_proj_), dy, N, qw, d_,
+                         dgated.data(), ps_.grad(o_proj_));
+    gated_.clear();
+    if (bias_) ops::bias_backward(dev, dy, N, d_, ps_.grad(o_bias_));
+    ops::sigmoid_gate_backward(dev, attn_.view(), gate_.view(), dgated.data(), N * qw, dattn.data(),
+                               dgate.data());
+  }
   gate_.clear();
   Buffer<Dev, T> dq(N * qw), dk(N * kv), dv(N * kv);
   if (precision_ == Precision::bf16) ops::round_to_bf16(dev, dattn.data(), dattn.size());
@@ -150,18 +157,23 @@ void AttentionMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx
   }
   q_.clear();
   attn_.clear();
+  dattn = Buffer<Dev, T>();
   ops::rope_backward(dev, dq.data(), pos_.data(), N, Hq_, D_, R_, theta_, dq.data());
   ops::rope_backward(dev, dk.data(), pos_.data(), N, Hkv_, D_, R_, theta_, dk.data());
   // Back through the norms; the query gradient and the gate's interleave per head again.
-  Buffer<Dev, T> dq_raw(N * qw), dk_raw(N * kv), dqg(N * 2 * qw);
+  Buffer<Dev, T> dq_raw(N * qw), dk_raw(N * kv);
   ops::rmsnorm_backward(dev, q_raw_.view(), ps_.value(q_norm_), dq.data(), N * Hq_, D_, eps_,
                         dq_raw.data(), ps_.grad(q_norm_));
   q_raw_.clear();
+  dq = Buffer<Dev, T>();
   ops::rmsnorm_backward(dev, k_raw_.view(), ps_.value(k_norm_), dk.data(), N * Hkv_, D_, eps_,
                         dk_raw.data(), ps_.grad(k_norm_));
   k_raw_.clear();
+  dk = Buffer<Dev, T>();
+  Buffer<Dev, T> dqg(N * 2 * qw);
   Dev::copy_rows(dqg.data(), 2 * D_, dq_raw.data(), D_, D_, N * Hq_);
   Dev::copy_rows(dqg.data() + D_, 2 * D_, dgate.data(), D_, D_, N * Hq_);
+  for (Buffer<Dev, T>* b : {&dq_raw, &dgate}) *b = Buffer<Dev, T>();
   if (bias_) {
     ops::bias_backward(dev, dqg.data(), N, 2 * qw, ps_.grad(q_bias_));
     ops::bias_backward(dev, dk_raw.data(), N, kv, ps_.grad(k_bias_));

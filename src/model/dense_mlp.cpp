@@ -56,12 +56,17 @@ template <typename T, typename Dev>
 void DenseMlp<T, Dev>::do_backward(const T* dy, T* dx) {
   const Dev dev{};
   const std::int64_t N = N_;
-  Buffer<Dev, T> dact(N * I_), dgate(N * I_), dup(N * I_);
-  ops::linear_backward(dev, precision_, act_.view(), ps_.value(down_proj_), dy, N, I_, d_,
-                       dact.data(), ps_.grad(down_proj_));
-  act_.clear();
-  ops::swiglu_backward(dev, gate_.view(), up_.view(), dact.data(), N * I_, dgate.data(),
-                       dup.data());
+  Buffer<Dev, T> dgate(N * I_), dup(N * I_);
+  {
+    Buffer<Dev, T> dact(N * I_);
+    ops::linear_backward(dev, precision_, act_.view(), ps_.value(down_proj_), dy, N, I_, d_,
+                         dact.data(), ps_.grad(down_proj_));
+    act_.clear();
+    ops::swiglu_backward(dev, gate_.view(), up_.view(), dact.data(), N * I_, dgate.data(),
+                         dup.data());
+  }
+  gate_.clear();  // and their decoded copies: the projections' backward reads x_ only
+  up_.clear();
   ops::linear_backward(dev, precision_, x_, ps_.value(gate_proj_), dgate.data(), N, d_, I_, dx,
                        ps_.grad(gate_proj_));
   ops::linear_backward(dev, precision_, x_, ps_.value(up_proj_), dup.data(), N, d_, I_, dx,

@@ -88,9 +88,12 @@ ActivationElems GdnMixer<T, Dev>::activations(const ModelConfig& c, const ShardS
   a.kept += core.kept;
   // Recomputing, the conv halo and what the core replays from stay.
   a.exchanged = std::int64_t(s.B) * (c.linear_conv_kernel_dim - 1) * Cc + core.replayed;
-  // Backward scratch: dnormed, d_o, dz, dv; dq, dk; dg, dbeta, db, da; dconv_out,
-  // dconv_in, dmixed; dx_part.
-  a.transient = N * (4 * vd + 2 * qk + 4 * Hv + 3 * Cc + c.hidden_size) + core.transient;
+  // Backward scratch, each freed after its last reader (do_backward): the most at once is
+  // through the core (d_o, dz, dq, dk, dv, dg, dbeta and the core's own) or through the conv
+  // (dz, db, da and two of dconv_out, dconv_in, dmixed); and dx_part.
+  a.transient =
+      std::max(N * (3 * vd + 2 * qk + 2 * Hv) + core.transient, N * (vd + 2 * Hv + 2 * Cc)) +
+      N * c.hidden_size;
   return a;
 }
 
@@ -126,6 +129,7 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
   }
   const std::int64_t* pos = pos_.size() ? pos_.data() : nullptr;
   Buffer<Dev, T> conv_out(N * Cc);
+  mixed = Buffer<Dev, T>();  // in conv_in now: not held through the core
   ops::causal_conv_silu_forward(dev, conv_in, ps_.value(conv1d_), B, Tl, Cc, W_, conv_out.data(),
                                 pos);
   conv_in_.seal();
@@ -135,6 +139,7 @@ void GdnMixer<T, Dev>::do_forward(const CpContext& cp, int B, const T* x, T* y, 
                  qk_dim(), N);
   Dev::copy_rows(v_.open(N * v_dim(), precision_), v_dim(), conv_out.data() + 2 * qk_dim(), Cc,
                  v_dim(), N);
+  conv_out = Buffer<Dev, T>();  // in q, k, v now
   g_.resize(N * Hv_);
   ops::gdn_gating_forward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_), N, Hv_,
                           beta_.open(N * Hv_, precision_), g_.data());
@@ -168,12 +173,17 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   const std::int64_t Tl = cp.tokens(), N = std::int64_t(B) * Tl, H = W_ - 1;
   const int Cc = conv_dim();
   const Dev dev{};
-  Buffer<Dev, T> dnormed(N * v_dim()), d_o(N * v_dim()), dz(N * v_dim());
-  ops::linear_backward(dev, precision_, normed_.view(), ps_.value(out_proj_), dy, N, v_dim(), d_,
-                       dnormed.data(), ps_.grad(out_proj_));
-  normed_.clear();
-  ops::gated_rmsnorm_backward(dev, o_.view(), z_.view(), ps_.value(norm_), dnormed.data(), N * Hv_,
-                              V_, eps_, d_o.data(), dz.data(), ps_.grad(norm_));
+  // Each scratch buffer goes as soon as its last reader is done: the core's backward, the
+  // layer's largest step, then holds only dz, d_o and the core's own (docs/design.md §6b).
+  Buffer<Dev, T> d_o(N * v_dim()), dz(N * v_dim());
+  {
+    Buffer<Dev, T> dnormed(N * v_dim());
+    ops::linear_backward(dev, precision_, normed_.view(), ps_.value(out_proj_), dy, N, v_dim(), d_,
+                         dnormed.data(), ps_.grad(out_proj_));
+    normed_.clear();
+    ops::gated_rmsnorm_backward(dev, o_.view(), z_.view(), ps_.value(norm_), dnormed.data(),
+                                N * Hv_, V_, eps_, d_o.data(), dz.data(), ps_.grad(norm_));
+  }
   o_.clear();
   z_.clear();
   // The core's adjoint (three-phase CP backward).
@@ -188,27 +198,34 @@ void GdnMixer<T, Dev>::do_backward(const CpContext& cp, const T* dy, T* dx) {
   }
   for (Kept<T, Dev>* b : {&q_, &k_, &v_, &beta_}) b->clear();
   if (q_.bf16()) core_.release_inputs();
+  d_o = Buffer<Dev, T>();
   Buffer<Dev, T> db(N * Hv_), da(N * Hv_);
   ops::gdn_gating_backward(dev, b_.data(), a_.data(), ps_.value(A_log_), ps_.value(dt_bias_),
                            dbeta.data(), dg.data(), N, Hv_, db.data(), da.data(), ps_.grad(A_log_),
                            ps_.grad(dt_bias_));
+  for (Buffer<Dev, T>* b : {&dg, &dbeta}) *b = Buffer<Dev, T>();
   // Back through the conv (and its halo) to the projected channels.
+  // (At most two of dconv_out, dconv_in, dmixed at a time.)
   Buffer<Dev, T> dconv_out(N * Cc);
   Dev::copy_rows(dconv_out.data(), Cc, dq.data(), qk_dim(), qk_dim(), N);
   Dev::copy_rows(dconv_out.data() + qk_dim(), Cc, dk.data(), qk_dim(), qk_dim(), N);
   Dev::copy_rows(dconv_out.data() + 2 * qk_dim(), Cc, dv.data(), v_dim(), v_dim(), N);
+  for (Buffer<Dev, T>* b : {&dq, &dk, &dv}) *b = Buffer<Dev, T>();
   Buffer<Dev, T> dconv_in(std::size_t(B) * (H + Tl) * Cc);
   ops::causal_conv_silu_backward(dev, conv_in_.view(), ps_.value(conv1d_), dconv_out.data(), B, Tl,
                                  Cc, W_, dconv_in.data(), ps_.grad(conv1d_),
                                  pos_.size() ? pos_.data() : nullptr);
   conv_in_.clear();
+  dconv_out = Buffer<Dev, T>();
   Buffer<Dev, T> dhalo(std::size_t(B) * H * Cc), dmixed(N * Cc);
   Dev::copy_rows(dhalo.data(), H * Cc, dconv_in.data(), (H + Tl) * Cc, H * Cc, B);
   Dev::copy_rows(dmixed.data(), Tl * Cc, dconv_in.data() + H * Cc, (H + Tl) * Cc, Tl * Cc, B);
+  dconv_in = Buffer<Dev, T>();
   conv_halo_backward<T, Dev>(cp.comm, B, Tl, Cc, W_, dhalo.data(), dmixed.data());
   // The four input projections share x: their input gradients add up, in this order.
   ops::linear_backward(dev, precision_, x_, ps_.value(in_proj_qkv_), dmixed.data(), N, d_, Cc, dx,
                        ps_.grad(in_proj_qkv_));
+  dmixed = Buffer<Dev, T>();
   ops::linear_backward(dev, precision_, x_, ps_.value(in_proj_z_), dz.data(), N, d_, v_dim(), dx,
                        ps_.grad(in_proj_z_), /*accumulate=*/true);
   ops::linear_backward(dev, precision_, x_, ps_.value(in_proj_b_), db.data(), N, d_, Hv_, dx,

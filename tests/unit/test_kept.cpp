@@ -1,7 +1,10 @@
 // Kept (ops/convert/kept.h): what the backward reads and the memory held, in and out of the bf16
 // mode. The expected values are round_bf16 of what the forward wrote (core/bf16.h, tested
 // against torch's rounding in test_bf16), not Kept's own conversion.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
@@ -96,4 +99,35 @@ TEST_CASE("Kept outside the bf16 mode, and for double, keeps the forward's buffe
   check(0.0f, Precision::plain);
   check(0.0, Precision::plain);
   check(0.0, Precision::bf16);
+}
+
+TEST_CASE("Kept's float copies in the bf16 mode are fresh pages, returned when freed", "[kept]") {
+  // A layer-sized float copy (the forward's values, the backward's decoded ones) is a
+  // mapping of its own, so freeing it leaves no hole in the heap (ops/convert/kept.h).
+  const std::int64_t n = std::int64_t(FreshPages<float>::kMapBytes / sizeof(float)) + 5;
+  const std::vector<float> x = random_values<float>(n);
+  Kept<float, Host> k;
+  float* w = k.open(n, Precision::bf16);
+  CHECK(reinterpret_cast<std::uintptr_t>(w) % 4096 == 0);  // a mapping's start, not the heap's
+  CHECK(std::all_of(w, w + n, [](float v) { return v == 0.0f; }));  // zero, as Buffer's
+  std::copy(x.begin(), x.end(), w);
+  k.seal();
+  CHECK(k.bytes() == 2 * n);
+  const float* v = k.view();
+  CHECK(reinterpret_cast<std::uintptr_t>(v) % 4096 == 0);
+  CHECK(v[n - 1] == round_bf16(x[std::size_t(n - 1)]));
+  k.clear();
+  CHECK(k.bytes() == 0);
+  // Small ones stay on the heap; moves hand the storage over.
+  FreshPages<float> small, big;
+  small.resize(3);
+  big.resize(std::size_t(n));
+  big.data()[0] = 1.0f;
+  FreshPages<float> moved(std::move(big));
+  CHECK(moved.size() == std::size_t(n));
+  CHECK(moved.data()[0] == 1.0f);
+  CHECK(big.size() == 0);
+  CHECK(small.size() == 3);
+  small = std::move(moved);
+  CHECK(small.size() == std::size_t(n));
 }
