@@ -19,6 +19,7 @@
 #include "expert_ids.h"
 #include "mma_emulation.h"
 #include "ops/grouped_linear/grouped_linear.h"
+#include "ops/grouped_linear/grouped_problems.h"
 #include "ops/grouped_linear/grouped_tiles.h"
 #include "ops/linear/linear.h"
 #include "ops/moe/moe.h"
@@ -328,4 +329,59 @@ TEST_CASE("the grouped GEMM kernels' tiles, run on the CPU, give the host's grou
   SECTION("bf16 tensor-core tiles, emulated") {
     check_emulated_kernels<float>(1e-6);
   }
+}
+
+namespace {
+
+// C = op(A) op(B), column-major, as BLAS defines it: cuBLAS's contract for each problem.
+void blas_gemm(const ops::grouped_gemm::Problem& p, const double* A, const double* B, double* C) {
+  for (int i = 0; i < p.m; ++i)
+    for (int j = 0; j < p.n; ++j) {
+      double acc = 0;
+      for (int q = 0; q < p.k; ++q)
+        acc += (p.ta ? A[i64(i) * p.lda + q] : A[i64(q) * p.lda + i]) *
+               (p.tb ? B[i64(q) * p.ldb + j] : B[i64(j) * p.ldb + q]);
+      C[i64(j) * p.ldc + i] = acc;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the cuBLAS grouped GEMM's problems give the host's grouped linear", "[moe]") {
+  using ops::grouped_gemm::Pass;
+  // Gate and up interleaved per expert (w_stride = 2 out in), as MoeMlp lays them out.
+  const int in = 24, out = 40, E = 5;
+  const std::vector<i64> offsets = offsets_of({7, 0, 1, 12, 0});
+  const i64 R = offsets.back(), stride = 2 * i64(out) * in;
+  const auto x = random_vec<double>(std::size_t(R * in), 31),
+             dy = random_vec<double>(std::size_t(R * out), 32);
+  const auto W = random_vec<double>(std::size_t(E * stride), 33),
+             dW0 = random_vec<double>(W.size(), 34);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Outputs start as NaN: a row no problem writes fails the comparison. The library's dW
+  // products land in zeros and are added to dW (grouped_library.cu).
+  std::vector<double> y(std::size_t(R * out), nan), dx(x.size(), nan), dW_part(W.size(), 0.0);
+  const auto run = [&](Pass pass, const double* A, const double* B, double* C) {
+    const auto ps = ops::grouped_gemm::problems(pass, offsets.data(), E, stride, in, out);
+    CHECK(ps.size() == 3);  // the experts with rows
+    for (const auto& p : ps) blas_gemm(p, A + p.a, B + p.b, C + p.c);
+  };
+  run(Pass::forward, W.data(), x.data(), y.data());
+  run(Pass::dx, W.data(), dy.data(), dx.data());
+  run(Pass::dw, x.data(), dy.data(), dW_part.data());
+  std::vector<double> dW = dW0;
+  for (std::size_t i = 0; i < dW.size(); ++i) dW[i] += dW_part[i];
+
+  std::vector<double> want_y(y.size()), want_dx(dx.size()), want_dW = dW0;
+  ops::grouped_linear_forward(Host{}, Precision::plain, x.data(), W.data(), stride, offsets.data(),
+                              E, R, in, out, want_y.data());
+  ops::grouped_linear_backward(Host{}, Precision::plain, x.data(), W.data(), stride, dy.data(),
+                               offsets.data(), E, R, in, out, want_dx.data(), want_dW.data());
+  CHECK(rel_l2(y.data(), want_y.data(), y.size()) <= 1e-14);
+  CHECK(rel_l2(dx.data(), want_dx.data(), dx.size()) <= 1e-14);
+  CHECK(rel_l2(dW.data(), want_dW.data(), dW.size()) <= 1e-14);
+  // Nothing written outside the experts' own blocks (the up rows between the gate blocks).
+  for (int e = 0; e < E; ++e)
+    CHECK(std::all_of(dW_part.begin() + e * stride + i64(out) * in,
+                      dW_part.begin() + (e + 1) * stride, [](double v) { return v == 0.0; }));
 }

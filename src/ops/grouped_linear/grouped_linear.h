@@ -6,9 +6,11 @@
 // accumulated, a null gradient pointer skipped; offsets[0] == 0, offsets[E] == R.
 //
 // The host version runs linear_forward / linear_backward once per non-empty expert (its
-// numerics are those of the per-expert loop). The CUDA version is one launch per call over
-// every expert (grouped_tiles.h's schedule): in Precision::bf16 (core/precision.h) bf16 tensor
-// cores with fp32 sums for float (ops/mma/mma_bf16.cuh), else fp32 or fp64 SIMT.
+// numerics are those of the per-expert loop). The CUDA version runs float in Precision::bf16
+// (core/precision.h) on cuBLAS's grouped GEMM (grouped_library.h: bf16 operands and
+// products, fp32 sums), or on our one launch over every expert (grouped_tiles.h's schedule:
+// bf16 tensor cores with fp32 sums and outputs, ops/mma/mma_bf16.cuh); fp32 and fp64 on that
+// launch's SIMT tiles.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,12 @@
 #include "core/precision.h"
 
 namespace gdn::ops {
+
+// Which kernel runs the bf16 mode's float experts on a GPU. Process-wide, set once: for
+// gdn_gemm_bench's comparison of the two until a device run keeps the faster (issue 49).
+enum class GroupedKernel { library, tile };
+void set_grouped_kernel(GroupedKernel k);
+GroupedKernel grouped_kernel();
 
 // grouped_linear_forward:  y[r, out] = x[r, in] W_e^T for the rows r of expert e.
 // grouped_linear_backward: dx[r, in] = dy[r] W_e (dx += when accumulate: the bits of

@@ -1,4 +1,5 @@
-// The grouped expert linears on the GPU: one launch per call for all experts. Each block
+// The grouped expert linears on the GPU: the bf16 mode's float on cuBLAS (grouped_library.h)
+// unless the tile is chosen; else one launch per call for all experts. Each block
 // computes one 64 x 64 tile of the output. The forward and dx run over row tiles (their
 // expert from grouped_tiles.h's schedule) x column tiles; dW_e over (out, in) tiles x
 // experts, summing the expert's rows in order. In the bf16 mode a float tile is the bf16
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/cuda_util.cuh"
+#include "ops/grouped_linear/grouped_library.h"
 #include "ops/grouped_linear/grouped_linear.h"
 #include "ops/grouped_linear/grouped_tiles.h"
 #include "ops/mma/mma_bf16.cuh"
@@ -153,6 +155,10 @@ void grouped_linear_forward(Cuda, Precision p, const T* x, const T* W, i64 w_str
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   check_shape(E, R, in, out, "grouped_linear_forward");
   if (R == 0 || out == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (p == Precision::bf16 && in > 0 && grouped_kernel() == GroupedKernel::library)
+      return grouped_library_forward(x, W, w_stride, offsets, E, R, in, out, y);
+  }
   launch_rows(p, x, W, w_stride, offsets, E, R, in, out, true, y);  // in == 0: the tiles write 0
 }
 
@@ -163,6 +169,11 @@ void grouped_linear_backward(Cuda, Precision p, const T* x, const T* W, i64 w_st
   const profile::Scope scope(profile::kGemm, profile::Charge::by_region);
   check_shape(E, R, in, out, "grouped_linear_backward");
   if (R == 0 || in == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (p == Precision::bf16 && out > 0 && grouped_kernel() == GroupedKernel::library)
+      return grouped_library_backward(x, W, w_stride, dy, offsets, E, R, in, out, dx, dW,
+                                      accumulate);
+  }
   if (dx) launch_rows(p, dy, W, w_stride, offsets, E, R, out, in, false, dx, accumulate);
   if (dW && out > 0) launch_dw(p, x, dy, offsets, E, in, out, w_stride, dW);
 }

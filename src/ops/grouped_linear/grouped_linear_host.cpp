@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "ops/grouped_linear/grouped_library.h"
 #include "ops/grouped_linear/grouped_linear.h"
 #include "ops/linear/linear.h"
 
@@ -11,9 +12,17 @@ namespace gdn::ops {
 using i64 = std::int64_t;
 
 namespace {
+GroupedKernel chosen_kernel = GroupedKernel::library;
+}  // namespace
 
-// The offsets are a partition of the R rows (the host can afford to check).
-void check_offsets(const i64* offsets, int E, i64 R) {
+void set_grouped_kernel(GroupedKernel k) {
+  chosen_kernel = k;
+}
+GroupedKernel grouped_kernel() {
+  return chosen_kernel;
+}
+
+void check_grouped_offsets(const i64* offsets, int E, i64 R) {
   GDN_CHECK(E >= 1 && offsets[0] == 0 && offsets[E] == R, "grouped linear: offsets [", offsets[0],
             ", ", offsets[E], "] of ", E, " experts do not span the ", R, " rows");
   for (int e = 0; e < E; ++e)
@@ -21,12 +30,10 @@ void check_offsets(const i64* offsets, int E, i64 R) {
               offsets[e + 1] - offsets[e], " rows");
 }
 
-}  // namespace
-
 template <typename T>
 void grouped_linear_forward(Host, Precision p, const T* x, const T* W, i64 w_stride,
                             const i64* offsets, int E, i64 R, int in, int out, T* y) {
-  check_offsets(offsets, E, R);
+  check_grouped_offsets(offsets, E, R);
   for (int e = 0; e < E; ++e) {
     const i64 o = offsets[e], n = offsets[e + 1] - o;
     if (n > 0) linear_forward(Host{}, p, x + o * in, W + e * w_stride, n, in, out, y + o * out);
@@ -37,7 +44,7 @@ template <typename T>
 void grouped_linear_backward(Host, Precision p, const T* x, const T* W, i64 w_stride, const T* dy,
                              const i64* offsets, int E, i64 R, int in, int out, T* dx, T* dW,
                              bool accumulate) {
-  check_offsets(offsets, E, R);
+  check_grouped_offsets(offsets, E, R);
   for (int e = 0; e < E; ++e) {
     const i64 o = offsets[e], n = offsets[e + 1] - o;
     if (n > 0)
