@@ -24,7 +24,7 @@ python3 -m pip install -q --no-deps --no-index --prefix "$PRE/mpi" "$DEPS"/wheel
 unset OPAL_PREFIX
 export PATH=$PRE/mpi/bin:$PATH
 # The targets device_check.sh runs (its TARGETS), the GPU tests among them.
-TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_eval gdn_bench gdn_attn_bench gdn_plan
+TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_eval gdn_bench gdn_attn_bench gdn_plan gdn_gemm_bench
          test_cuda_gdn test_cuda_ops test_cuda_model test_cuda_bf16 test_device_comm)
 cmake -S . -B "$PRE/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$DEPS/prefix/usr" \
   -DMPI_CXX_COMPILER="$PRE/mpi/bin/mpicxx" -DMPIEXEC_EXECUTABLE="$PRE/mpi/bin/mpirun" \

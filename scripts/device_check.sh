@@ -162,7 +162,7 @@ export PATH=$MPI_PREFIX/bin:$PATH
 export LD_LIBRARY_PATH=$DEPS/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 MPIRUN=$MPI_PREFIX/bin/mpirun
 row "MPI" info "$("$MPI_PREFIX/bin/mpicxx" --showme:version 2>&1 | head -1)"
-TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_eval gdn_bench gdn_attn_bench gdn_plan)
+TARGETS=(gdn_kernel gdn_make_inputs gdn_npy_diff gdn_train gdn_eval gdn_bench gdn_attn_bench gdn_plan gdn_gemm_bench)
 if [ "$DRY" -eq 0 ]; then
   # NCCL from the pip package nvidia-nccl-cu13 (libnccl.so.2, no libnccl.so), else the toolkit's.
   NCCL_ROOT=$(python3 -c "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(list(s.submodule_search_locations)[0])" 2>/dev/null || true)
@@ -332,6 +332,14 @@ if [ "$DRY" -eq 0 ]; then
     --seq 32768 --heads 16 --kv-heads 2 --dim 256 --reps 3 >> '$OUT/bench.jsonl'"
   step "sdpa bench (torch flash, bf16, T=32768)" 60 sh -c \
     "python3 scripts/bench_sdpa.py --seq 32768 --heads 16 --kv-heads 2 --dim 256 --reps 3 >> '$OUT/bench.jsonl'"
+  step "gdn_attn_bench (bf16, T=8192)" 30 sh -c "'$BUILD/apps/gdn_attn_bench' --json --device cuda \
+    --seq 8192 --heads 16 --kv-heads 2 --dim 256 --reps 5 --peak-n 0 >> '$OUT/bench.jsonl'"
+  step "sdpa bench (torch, bf16, T=8192)" 30 sh -c \
+    "python3 scripts/bench_sdpa.py --seq 8192 --heads 16 --kv-heads 2 --dim 256 --reps 5 >> '$OUT/bench.jsonl'"
+  # The step's linears (cuBLASLt, bf16 operands) and its experts (cuBLAS's grouped GEMM and
+  # our tile, beside a dense GEMM of the same FLOPs), configs/gpu-step.json's shapes.
+  step "gdn_gemm_bench (cuda: the step's linears and experts)" 60 sh -c \
+    "'$BUILD/apps/gdn_gemm_bench' --device cuda --reps 5 >> '$OUT/bench.jsonl'"
   # The training step at Qwen3-Next's widths (configs/gpu-step.json), against the peak.
   "$BUILD/apps/gdn_plan" --config configs/gpu-step.json --seq-len 8192 --json > "$W/plan_step.json" 2>/dev/null
   step "gdn_train gpu-step bf16 (cuda, T=8192)" 120 "${NP1[@]}" "$BUILD/apps/gdn_train" \

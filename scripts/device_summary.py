@@ -25,14 +25,23 @@ def main():
                 lines.append(json.loads(l))
             except json.JSONDecodeError:
                 print(f"bench.jsonl line\tFAILED\tnot JSON: {l.strip()[:80]}")
+    peak = next((j for j in lines if j["variant"] == "bf16_gemm_peak" and "tflops" in j), None)
     for j in lines:
         s = j.get("shape", {})
         rnd = f" round {j['round']}" if "round" in j else ""
         name = f"bench {j['variant']} {j.get('dtype', '')} T={s.get('T', j.get('T'))} Hv={s.get('Hv')}{rnd}"
+        if "gemm" in j:
+            g = j["gemm"]
+            experts = f" over {g['E']} experts" if g.get("E") else ""
+            name = f"bench {j['variant']} {j['pass']} {g['N']}x{g['in']}x{g['out']}{experts}"
         err = j.get("error")
         detail = err or "%.3f ms" % j["median_ms"]
         if "first_call_ms" in j:
             detail += " (first call %.0f ms)" % j["first_call_ms"]
+        if "gemm" in j and not err:
+            detail += f", {j['tflops']:.0f} TFLOP/s"
+            if peak:
+                detail += f", {100 * j['tflops'] / peak['tflops']:.0f}% of the bf16 peak"
         print(f"{name}\t{'FAILED' if err else 'info'}\t{detail}")
     # Which kernels each bf16 variant ran: a register kernel not taken is a slow run.
     for j in lines:
@@ -55,14 +64,23 @@ def main():
                 if t.get((ours, T, r)) and t.get((peer, T, r)):
                     print(f"ratio {ours} / {peer} T={T} round {r}\tinfo\t"
                           f"{t[(ours, T, r)] / t[(peer, T, r)]:.2f}x")
-    a = {j["variant"]: j for j in lines if j["variant"].startswith(("attn_", "sdpa_"))}
-    for ours, peer in [(f"attn_bf16_{b}{p}", f"sdpa{p}")
-                       for b in ("cudnn", "flash", "io") for p in ("_fwd", "_fwd_bwd")]:
-        if "median_ms" in a.get(ours, {}) and "median_ms" in a.get(peer, {}):
-            print(f"ratio {ours} / {peer} T=32768\tinfo\t"
-                  f"{a[ours]['median_ms'] / a[peer]['median_ms']:.2f}x")
+    a = {(j["variant"], j.get("shape", {}).get("T")): j for j in lines
+         if j["variant"].startswith(("attn_", "sdpa_"))}
+    for T in sorted({T for _, T in a if T}):
+        for ours, peer in [(f"attn_bf16_{b}{p}", f"sdpa{p}")
+                           for b in ("cudnn", "flash", "io") for p in ("_fwd", "_fwd_bwd")]:
+            if "median_ms" in a.get((ours, T), {}) and "median_ms" in a.get((peer, T), {}):
+                print(f"ratio {ours} / {peer} T={T}\tinfo\t"
+                      f"{a[(ours, T)]['median_ms'] / a[(peer, T)]['median_ms']:.2f}x")
+    # The grouped experts' rate as a share of one dense GEMM's with the same FLOPs.
+    g = {(j["variant"], j["pass"], tuple(j["gemm"].values())): j for j in lines
+         if "gemm" in j and "tflops" in j}
+    for (variant, pas, shape), j in g.items():
+        dense = g.get(("grouped_bf16_dense", pas, shape))
+        if variant.startswith("grouped_bf16_") and variant != "grouped_bf16_dense" and dense:
+            print(f"ratio {variant} / dense {pas} {shape[0]}x{shape[1]}x{shape[2]}\tinfo\t"
+                  f"{100 * j['tflops'] / dense['tflops']:.0f}% of the dense rate")
     step = next((j for j in lines if j["variant"] == "train_step_bf16" and "tflops" in j), None)
-    peak = next((j for j in lines if j["variant"] == "bf16_gemm_peak" and "tflops" in j), None)
     if step and step.get("profile"):
         prof = sorted(step["profile"].items(), key=lambda kv: -kv[1])
         print("train step bf16 profile (ms, largest first)\tinfo\t" +
