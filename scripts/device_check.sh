@@ -348,12 +348,15 @@ if [ "$DRY" -eq 0 ]; then
   python3 - "$W/plan_step.json" "$W/step_bf16.jsonl" >> "$OUT/bench.jsonl" <<'PY'
 import json, sys
 try:
-    flops = json.load(open(sys.argv[1]))["flops"]["step"]["total"]
+    plan = json.load(open(sys.argv[1]))
+    flops = plan["flops"]["step"]["total"]
     steps = [json.loads(l) for l in open(sys.argv[2]) if '"step_ms"' in l][1:]  # warm-up out
     ms = sum(s["step_ms"] for s in steps) / len(steps)
     print(json.dumps({"variant": "train_step_bf16", "config": "gpu-step", "T": 8192,
                       "median_ms": ms, "tokens_per_s": 8192 / (ms * 1e-3),
                       "tflops": flops / (ms * 1e-3) * 1e-12,
+                      "peak_device": steps[-1].get("peak_device"),
+                      "estimate": plan["memory"]["estimate"]["total"],
                       "profile": steps[-1].get("profile")}))
 except Exception as e:  # no log: the step above failed and says why
     print(json.dumps({"variant": "train_step_bf16", "error": str(e)}))

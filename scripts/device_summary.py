@@ -85,6 +85,10 @@ def main():
         prof = sorted(step["profile"].items(), key=lambda kv: -kv[1])
         print("train step bf16 profile (ms, largest first)\tinfo\t" +
               ", ".join(f"{k} {v:.1f}" for k, v in prof[:8]))
+    if step and step.get("peak_device") and step.get("estimate"):
+        print(f"train step bf16: peak device buffers {step['peak_device'] / 2**30:.2f} GiB\tinfo\t"
+              f"the estimate {step['estimate'] / 2**30:.2f} GiB "
+              f"({step['estimate'] / step['peak_device']:.2f}x the peak)")
     if step and peak:
         print(f"train step bf16: {step['tokens_per_s']:.0f} tokens/s, {step['tflops']:.1f} TFLOP/s"
               f"\tinfo\t{100 * step['tflops'] / peak['tflops']:.1f}% of the measured bf16 peak "

@@ -48,6 +48,11 @@ struct Host {
   }
   // Waits for this device's queued work (nothing to wait for on the host).
   static void synchronize() {}
+  // The most bytes of this device's buffers held at once: on the host they are part of
+  // the process's peak RSS, which the trainer reports for every device; 0 here.
+  static std::int64_t peak_bytes() {
+    return 0;
+  }
 };
 
 struct Cuda;  // runtime/cuda_device.h

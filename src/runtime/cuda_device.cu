@@ -66,6 +66,10 @@ void Cuda::memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
   GDN_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
+std::int64_t Cuda::peak_bytes() {
+  return std::int64_t(cuda_detail::pool_used_peak_bytes());
+}
+
 #define GDN_CUDA_DEVICE_INSTANTIATE(T)                                                     \
   template void Cuda::fill<T>(T*, std::size_t, T);                                         \
   template void Cuda::copy_rows<T>(T*, std::int64_t, const T*, std::int64_t, std::int64_t, \

@@ -45,6 +45,9 @@ struct Cuda {
   static void synchronize();
   // Free and total bytes of this GPU's memory (cudaMemGetInfo).
   static void memory_info(std::size_t* free_bytes, std::size_t* total_bytes);
+  // The most bytes of device buffers held at once so far (the buffer pool's high mark;
+  // cuBLAS's and NCCL's own memory is not in it).
+  static std::int64_t peak_bytes();
 };
 
 }  // namespace gdn

@@ -45,4 +45,10 @@ std::size_t pool_reserved_bytes() {
   return std::size_t(v);
 }
 
+std::size_t pool_used_peak_bytes() {
+  std::uint64_t v = 0;
+  GDN_CUDA_CHECK(cudaMemPoolGetAttribute(keeping_pool(), cudaMemPoolAttrUsedMemHigh, &v));
+  return std::size_t(v);
+}
+
 }  // namespace gdn::cuda_detail

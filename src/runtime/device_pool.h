@@ -18,5 +18,8 @@ void pool_free(void* p) noexcept;
 // Bytes the pool holds from the driver (cudaMemPoolAttrReservedMemCurrent): flat from step
 // to step once the first step has run (tests/gpu/test_cuda_model.cpp checks it).
 std::size_t pool_reserved_bytes();
+// The most bytes of the pool's buffers in use at once since the process began
+// (cudaMemPoolAttrUsedMemHigh): the step's device buffers at their peak.
+std::size_t pool_used_peak_bytes();
 
 }  // namespace gdn::cuda_detail

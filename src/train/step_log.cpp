@@ -96,14 +96,16 @@ void StepLog::write(const StepRecord& r, double seconds_per_step) {
   const std::string aux = moe ? fmt::format(" | aux {:.6f}", r.aux_loss) : "";
   spdlog::info(
       "step {:>5}/{} | loss {:.6f}{} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | "
-      "peak RSS {} | ETA {}",
+      "peak RSS {}{} | ETA {}",
       r.step + 1, t_.steps, r.loss, aux, r.grad_norm, r.lr, r.step_ms,
       double(r.tokens) / (r.step_ms / 1000.0), format_bytes(double(r.peak_rss)),
+      r.peak_device > 0 ? " | device " + format_bytes(double(r.peak_device)) : "",
       format_eta(seconds_per_step * remaining));
   if (fd_ >= 0) {
     nlohmann::json j{
         {"step", r.step},     {"loss", r.loss},       {"grad_norm", r.grad_norm}, {"lr", r.lr},
         {"tokens", r.tokens}, {"step_ms", r.step_ms}, {"peak_rss", r.peak_rss}};
+    if (r.peak_device > 0) j["peak_device"] = r.peak_device;
     if (skipped_ > 0) j["skipped_steps"] = skipped_;
     if (moe) {
       j["aux_loss"] = r.aux_loss;

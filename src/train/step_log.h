@@ -22,6 +22,7 @@ struct StepRecord {
   double total = 0;           // the objective: loss + router_aux_loss_coef * aux_loss when trained
   std::int64_t tokens = 0;    // targets in the global batch (inside documents, with them)
   std::int64_t peak_rss = 0;  // the largest peak resident memory of any rank so far, bytes
+  std::int64_t peak_device = 0;  // on GPUs: the most device buffer bytes of any rank so far
   double step_ms = 0;
   StepProfile profile;  // --profile only: ms per component (train/step_profile.h)
   // Non-empty when the step found a non-finite value (the same on every rank): the run

@@ -311,8 +311,7 @@ StepRecord Trainer<T, Dev>::forward_backward(const Batch& b) {
   double loss = losses.ce_sum;
   progress(train_sites::kLossAllReduce);
   world_.all_reduce_sum(&loss, 1, train_sites::kLossAllReduce);
-  r.peak_rss = peak_resident_bytes();
-  world_.all_reduce_max(&r.peak_rss, 1, train_sites::kMemoryAllReduce);
+  record_peaks(r);
   r.loss = loss / double(b.global_targets);
   r.aux_loss = losses.aux;
   r.total = r.loss +
@@ -358,6 +357,14 @@ StepRecord Trainer<T, Dev>::step() {
 }
 
 template <typename T, typename Dev>
+void Trainer<T, Dev>::record_peaks(StepRecord& r) {
+  std::int64_t peaks[2] = {peak_resident_bytes(), Dev::peak_bytes()};
+  world_.all_reduce_max(peaks, 2, train_sites::kMemoryAllReduce);
+  r.peak_rss = peaks[0];
+  r.peak_device = peaks[1];
+}
+
+template <typename T, typename Dev>
 StepRecord Trainer<T, Dev>::skipped_step(std::chrono::steady_clock::time_point t0) {
   // Training on it would still decay the weights and step the moments (and MoE's aux
   // loss): a step on nothing. The data cursor moves on as for any step.
@@ -366,8 +373,7 @@ StepRecord Trainer<T, Dev>::skipped_step(std::chrono::steady_clock::time_point t
   r.lr = learning_rate(adamw_config_, step_);
   r.skipped = true;
   r.loss = r.total = std::numeric_limits<double>::quiet_NaN();
-  r.peak_rss = peak_resident_bytes();
-  world_.all_reduce_max(&r.peak_rss, 1, train_sites::kMemoryAllReduce);
+  record_peaks(r);
   r.step_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (cfg_.train.profile) (void)profile::take();

@@ -137,6 +137,8 @@ class Trainer {
   // The stop signal agreed by every rank (0: none), or kLockLost (trainer.cpp) when
   // rank 0 found a lock of the run taken over (lock_lost_ says which).
   int agreed_stop_signal();
+  // The largest peak RSS and device buffer bytes of any rank (one collective).
+  void record_peaks(StepRecord& r);
   // The step a batch with no counted target gives: logged, not trained on.
   StepRecord skipped_step(std::chrono::steady_clock::time_point t0);
   void prepare_checkpoint_dir();

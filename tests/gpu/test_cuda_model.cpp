@@ -294,12 +294,19 @@ TEST_CASE("After the first step the trainer's device buffers all come from the p
           "[cuda_model]") {
   SingleCommunicator world;
   Trainer<float, Cuda> gpu(three_step_run(), world, world);
-  gpu.step();
+  const StepRecord first = gpu.step();
   Cuda::synchronize();
   const std::size_t after_first = cuda_detail::pool_reserved_bytes();
   CHECK(after_first > 0);
   gpu.step();
-  gpu.step();
+  const StepRecord third = gpu.step();
   Cuda::synchronize();
   CHECK(cuda_detail::pool_reserved_bytes() == after_first);
+  // The step record's device peak is the pool's high mark: more than the parameters,
+  // gradients and moments alone, never more than the pool holds, never falling.
+  const auto state = std::int64_t(4 * sizeof(float)) * gpu.model().params().num_elements();
+  CHECK(first.peak_device > state);
+  CHECK(first.peak_device <= std::int64_t(after_first));
+  CHECK(third.peak_device >= first.peak_device);
+  CHECK(third.peak_device <= std::int64_t(after_first));
 }
