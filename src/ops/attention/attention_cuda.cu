@@ -205,13 +205,15 @@ inline int row_grid(i64 rows) {
   return int(rows < kMaxBlocks ? rows : kMaxBlocks);
 }
 
-}  // namespace
-
+#if GDN_HAVE_CUDNN
 // Whether the float op tries cuDNN first (attention_kernel, attention.h).
 bool cudnn_attention_chosen(Precision p, int D) {
   return attention_kernel(attention_backend(), p, D, cudnn_attention_built()) ==
          AttentionKernel::cudnn;
 }
+#endif
+
+}  // namespace
 
 template <typename T>
 void attention_forward(Cuda, Precision p, const T* q, const T* k, const T* v, const i64* qpos,
