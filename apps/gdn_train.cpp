@@ -40,6 +40,7 @@
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/hf_export.h"
+#include "train/optimizer.h"
 #include "train/run_config.h"
 #include "train/run_identity.h"
 #include "train/run_lock.h"
@@ -414,6 +415,7 @@ void announce(const Setup& s, int world_size) {
                                 : "sharded (" + std::string(name_of(t.shard)) + ")",
       app::device_name(s.device), dtype_name(t.dtype), t.seq_len, t.batch_size, t.steps,
       s.cfg.source, s.data->describe());
+  spdlog::info("schedule: {}", describe_schedule(adamw_config(t)));
 }
 
 // --stop-signals as given on the command line (the defaults when absent or malformed:

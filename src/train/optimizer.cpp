@@ -1,9 +1,12 @@
 #include "train/optimizer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "ops/adamw/adamw.h"
 #include "runtime/devices.h"
@@ -16,15 +19,44 @@ AdamWConfig adamw_config(const TrainConfig& t) {
   a.weight_decay = t.weight_decay;
   a.warmup_steps = t.warmup_steps;
   a.total_steps = t.steps;
+  a.schedule = t.lr_schedule;
+  a.min_lr = t.min_lr < 0 ? 0.1 * t.lr : t.min_lr;
+  a.decay_fraction = t.decay_fraction;
   return a;
 }
 
 double learning_rate(const AdamWConfig& c, std::int64_t step) {
   if (step < c.warmup_steps) return double(step + 1) / double(c.warmup_steps) * c.lr;
-  const double min_lr = c.min_lr_ratio * c.lr;
-  const std::int64_t span = std::max<std::int64_t>(1, c.total_steps - c.warmup_steps);
-  const double progress = std::clamp(double(step - c.warmup_steps) / double(span), 0.0, 1.0);
-  return min_lr + (c.lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  std::int64_t start = c.warmup_steps;
+  if (c.schedule == LrSchedule::constant) return c.lr;
+  if (c.schedule == LrSchedule::wsd) {
+    const std::int64_t after = std::max<std::int64_t>(0, c.total_steps - c.warmup_steps);
+    const auto decay = std::max<std::int64_t>(1, std::llround(c.decay_fraction * double(after)));
+    start = std::max<std::int64_t>(c.warmup_steps, c.total_steps - decay);
+    if (step < start) return c.lr;
+  }
+  const std::int64_t span = std::max<std::int64_t>(1, c.total_steps - start);
+  const double p = std::clamp(double(step - start) / double(span), 0.0, 1.0);
+  if (c.schedule == LrSchedule::cosine)
+    return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * p));
+  return c.min_lr + (c.lr - c.min_lr) * (1.0 - p);  // linear, and wsd's decay
+}
+
+std::string describe_schedule(const AdamWConfig& c) {
+  std::string s = fmt::format("lr {:g}, {} warmup steps, then ", c.lr, c.warmup_steps);
+  switch (c.schedule) {
+    case LrSchedule::cosine:
+    case LrSchedule::linear:
+      return s + fmt::format("{} to {:g} at step {}", name_of(c.schedule), c.min_lr, c.total_steps);
+    case LrSchedule::constant:
+      return s + "constant";
+    case LrSchedule::wsd:
+      break;
+  }
+  std::int64_t start = c.warmup_steps;  // the first step whose lr is below lr (wsd)
+  while (start < c.total_steps && learning_rate(c, start + 1) == c.lr) ++start;
+  return s + fmt::format("constant (wsd) to step {}, then linear to {:g} at step {}", start,
+                         c.min_lr, c.total_steps);
 }
 
 template <typename T, typename Dev>

@@ -1,8 +1,10 @@
-// AdamW with linear warmup and cosine decay, and global-norm gradient clipping, on the
-// flat parameter and gradient buffers of a ParamStore (in Dev's memory).
+// AdamW with linear warmup and a learning-rate schedule (cosine, linear, constant, wsd), and
+// global-norm gradient clipping, on the flat parameter and gradient buffers of a ParamStore
+// (in Dev's memory).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/device.h"
 #include "model/params.h"
@@ -17,15 +19,29 @@ struct AdamWConfig {
   double eps = 1e-8;
   double weight_decay = 0.0;  // decoupled; applied only to params with decay = true
   int warmup_steps = 0;       // linear warmup from lr / warmup_steps to lr
-  int total_steps = 1;        // cosine decay from lr to min_lr_ratio * lr at total_steps
-  double min_lr_ratio = 0.1;
+  int total_steps = 1;        // the decay reaches min_lr at total_steps
+  LrSchedule schedule = LrSchedule::cosine;
+  double min_lr = 1e-4;
+  double decay_fraction = 0.2;  // wsd
 };
 
-// The AdamW settings of a run's train config (lr, weight decay, warmup, steps).
+// The AdamW settings of a run's train config (lr, weight decay, warmup, steps, schedule;
+// a negative min_lr becomes lr / 10).
 AdamWConfig adamw_config(const TrainConfig& t);
 
-// Learning rate for 0-based `step`: (step + 1) / warmup * lr during warmup, then cosine.
+// Learning rate for 0-based `step`: (step + 1) / warmup * lr during warmup; then, with
+// p = (step - start) / (total_steps - start) in [0, 1] and start = warmup_steps,
+//   cosine:   min_lr + (lr - min_lr) (1 + cos(pi p)) / 2
+//   linear:   min_lr + (lr - min_lr) (1 - p)
+//   constant: lr
+//   wsd:      lr until start = total_steps - D, D = round(decay_fraction (total_steps -
+//             warmup_steps)) (at least 1, start no earlier than warmup_steps), then linear.
+// Steps past total_steps keep the last value's formula at p = 1 (min_lr, or lr).
 double learning_rate(const AdamWConfig& c, std::int64_t step);
+
+// "lr 0.0003, 10 warmup steps, then cosine to 3e-05 at step 1000" and the like: the
+// start-up line's words for the schedule.
+std::string describe_schedule(const AdamWConfig& c);
 
 // Global L2 norm of all gradients (accumulated in double, in parameter order). The caller
 // has already summed gradients over ranks, so every rank computes the same norm. Clipping

@@ -183,6 +183,8 @@ void validate_layout(const RunConfig& c, int world_size) {
               " does not divide the world of dp x cp = ", world_size,
               " ranks: the ep groups are ep consecutive ranks of the mesh");
   }
+  GDN_CHECK(t.min_lr <= t.lr, "min_lr ", t.min_lr, t.origin("min_lr"), " is above lr ", t.lr,
+            t.origin("lr"), ": the schedule decays from lr to min_lr");
   const int C = t.chunk_size;
   GDN_CHECK(C >= 16 && C <= 128 && (C & (C - 1)) == 0, "chunk_size ", C, t.origin("chunk_size"),
             ": expected a power of two in [16, 128] (16, 32, 64 or 128)");

@@ -7,6 +7,7 @@
 
 #include "core/enum_names.h"
 #include "core/error.h"
+#include "train/optimizer.h"
 
 namespace gdn {
 
@@ -66,7 +67,67 @@ bool same_data(const json& a, const json& b) {
   return !ec && x == y;
 }
 
+// A number or string of the saved train config, else `fallback` (a run from before the key
+// existed used the default).
+template <typename V>
+V saved_value(const json& train, const char* key, V fallback) {
+  const auto it = train.find(key);
+  if (it == train.end()) return fallback;
+  if constexpr (std::is_same_v<V, std::string>)
+    return it->is_string() ? it->get<V>() : fallback;
+  else
+    return it->is_number() ? it->get<V>() : fallback;
+}
+
+// Where the learning rates of the steps a checkpoint took differ between its schedule and
+// this run's: the first such step and the schedule keys that differ; "" when none does. lr
+// and warmup_steps are this run's on both sides (their changes are the config hash's).
+std::string schedule_difference(const json& saved_config, std::int64_t taken,
+                                const TrainConfig& t) {
+  const json train = saved_config.value("train", json::object());
+  TrainConfig was = t;
+  was.steps = saved_value(train, "steps", t.steps);
+  was.min_lr = saved_value(train, "min_lr", -1.0);
+  was.decay_fraction = saved_value(train, "decay_fraction", 0.2);
+  const std::string name = saved_value(train, "lr_schedule", std::string("cosine"));
+  was.lr_schedule = LrSchedule::cosine;
+  const auto names = enum_names(LrSchedule{});
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (name == names[i]) was.lr_schedule = LrSchedule(i);
+  const AdamWConfig a = adamw_config(was), b = adamw_config(t);
+  for (std::int64_t s = 0; s < taken; ++s) {
+    const double la = learning_rate(a, s), lb = learning_rate(b, s);
+    if (la == lb) continue;
+    std::vector<std::string> keys;
+    config_differences(json{{"steps", was.steps},
+                            {"lr_schedule", name_of(was.lr_schedule)},
+                            {"min_lr", was.min_lr},
+                            {"decay_fraction", was.decay_fraction}},
+                       json{{"steps", t.steps},
+                            {"lr_schedule", name_of(t.lr_schedule)},
+                            {"min_lr", t.min_lr},
+                            {"decay_fraction", t.decay_fraction}},
+                       "train", keys);
+    std::string list;
+    for (const std::string& k : keys) list += "; " + k;
+    char lrs[64];
+    std::snprintf(lrs, sizeof lrs, "%.6g vs %.6g", la, lb);
+    return "schedule (the lr of step " + std::to_string(s) + ", one of the " +
+           std::to_string(taken) + " taken, would change: " + lrs + list + ")";
+  }
+  return "";
+}
+
 }  // namespace
+
+const std::vector<std::string>& accepted_change_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = run_identity_keys();
+    k.push_back("schedule");
+    return k;
+  }();
+  return keys;
+}
 
 const std::vector<std::string>& run_identity_keys() {
   static const std::vector<std::string> keys{"seed",       "data",      "data_bytes", "seq_len",
@@ -86,7 +147,7 @@ json run_identity(const RunConfig& cfg, const TokenSource& data) {
 }
 
 IdentityDifferences compare_run_identity(const json& saved_config, const RunConfig& cfg,
-                                         const json& identity,
+                                         const json& identity, std::int64_t taken,
                                          const std::vector<std::string>& accepted) {
   IdentityDifferences out;
   if (!saved_config.is_object() || !saved_config.contains("run")) return out;
@@ -110,18 +171,24 @@ IdentityDifferences compare_run_identity(const json& saved_config, const RunConf
     for (std::string& l : lines) (ok ? out.accepted : out.refused).push_back(std::move(l));
     if (!ok) out.refused_keys.push_back(k);
   }
+  const std::string schedule = schedule_difference(saved_config, taken, cfg.train);
+  if (!schedule.empty()) {
+    const bool ok = std::find(accepted.begin(), accepted.end(), "schedule") != accepted.end();
+    (ok ? out.accepted : out.refused).push_back(schedule);
+    if (!ok) out.refused_keys.push_back("schedule");
+  }
   return out;
 }
 
 std::vector<std::string> parse_accepted_changes(const std::string& list) {
   std::vector<std::string> out;
   std::string keys;
-  for (const std::string& k : run_identity_keys()) keys += (keys.empty() ? "" : ", ") + k;
+  for (const std::string& k : accepted_change_keys()) keys += (keys.empty() ? "" : ", ") + k;
   std::size_t pos = 0;
   while (pos <= list.size()) {
     const std::size_t end = std::min(list.find(',', pos), list.size());
     const std::string item = list.substr(pos, end - pos);
-    const auto& all = run_identity_keys();
+    const auto& all = accepted_change_keys();
     GDN_CHECK(std::find(all.begin(), all.end(), item) != all.end(), "--accept-changes '", list,
               "': '", item,
               "' is not a key of a run's identity; expected a comma-separated list "

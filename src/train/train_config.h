@@ -33,6 +33,14 @@ constexpr std::array<const char*, 2> enum_names(AttentionLoadBalance) {
   return {"none", "layer_local"};
 }
 
+// The learning rate after warmup (train/optimizer.h): cosine or linear decay to min_lr,
+// constant, or warmup-stable-decay (wsd: constant, then a linear decay to min_lr over the
+// last decay_fraction of the steps).
+enum class LrSchedule { cosine, linear, constant, wsd };
+constexpr std::array<const char*, 4> enum_names(LrSchedule) {
+  return {"cosine", "linear", "constant", "wsd"};
+}
+
 // Document boundaries inside a window (cp/documents.h): none (each window is one
 // sequence), or eos: documents end after model.eos_token_id, or where a Megatron index
 // (a .bin/.idx dataset) says they end.
@@ -47,6 +55,9 @@ struct TrainConfig {
   int steps = 0;
   double lr = 1e-3;
   int warmup_steps = 0;
+  LrSchedule lr_schedule = LrSchedule::cosine;
+  double min_lr = -1;           // the decay's floor; negative: lr / 10 (the default)
+  double decay_fraction = 0.2;  // wsd: the share of the steps that decays
   double weight_decay = 0.0;
   double grad_clip = 1.0;  // 0: no clipping
   std::uint64_t seed = 0;
@@ -83,13 +94,12 @@ struct TrainConfig {
 };
 
 struct TrainField {
-  using Member =
-      std::variant<std::int64_t TrainConfig::*, int TrainConfig::*, std::uint64_t TrainConfig::*,
-                   double TrainConfig::*, bool TrainConfig::*, std::string TrainConfig::*,
-                   DType TrainConfig::*, Recompute TrainConfig::*,
-                   AttentionLoadBalance TrainConfig::*, PairScan TrainConfig::*,
-                   Sharding TrainConfig::*, DocumentSplit TrainConfig::*,
-                   pass::CudaWalk TrainConfig::*, ops::AttentionBackend TrainConfig::*>;
+  using Member = std::variant<
+      std::int64_t TrainConfig::*, int TrainConfig::*, std::uint64_t TrainConfig::*,
+      double TrainConfig::*, bool TrainConfig::*, std::string TrainConfig::*, DType TrainConfig::*,
+      Recompute TrainConfig::*, AttentionLoadBalance TrainConfig::*, PairScan TrainConfig::*,
+      Sharding TrainConfig::*, DocumentSplit TrainConfig::*, pass::CudaWalk TrainConfig::*,
+      ops::AttentionBackend TrainConfig::*, LrSchedule TrainConfig::*>;
   const char* key;   // in "train"
   const char* flag;  // gdn_train's flag, without "--"; "" for none
   const char* help;

@@ -171,8 +171,9 @@ ResumeRefusal Trainer<T, Dev>::resume_refusal(const CheckpointFile& f,
   // architecture the checkpoint was written by.
   const std::string mismatch = model_mismatch(f.state.config_json, cfg_.model);
   if (!mismatch.empty()) return {mismatch, ""};
-  const IdentityDifferences d = compare_run_identity(
-      nlohmann::json::parse(f.state.config_json, nullptr, false), cfg_, identity_, accepted);
+  const IdentityDifferences d =
+      compare_run_identity(nlohmann::json::parse(f.state.config_json, nullptr, false), cfg_,
+                           identity_, f.state.step, accepted);
   if (d.refused.empty()) return {};
   ResumeRefusal r{"was written by another run (checkpoint vs this run): ", ""};
   for (std::size_t i = 0; i < d.refused.size(); ++i) r.why += (i ? "; " : "") + d.refused[i];
@@ -243,7 +244,7 @@ void Trainer<T, Dev>::resume() {
         "recorded one): its seed, data and settings were not compared with this run's",
         loaded->path);
   for (const std::string& x :
-       compare_run_identity(saved, cfg_, identity_, opt_.accepted_changes).accepted)
+       compare_run_identity(saved, cfg_, identity_, s.step, opt_.accepted_changes).accepted)
     spdlog::warn(
         "--resume: continuing with a change accepted by --accept-changes "
         "(checkpoint vs this run): {}",

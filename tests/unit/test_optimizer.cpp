@@ -12,21 +12,90 @@
 
 using namespace gdn;
 
-TEST_CASE("learning_rate: linear warmup then cosine to min_lr_ratio * lr", "[optimizer]") {
+TEST_CASE("learning_rate: linear warmup then cosine to min_lr", "[optimizer]") {
   AdamWConfig c;
   c.lr = 1e-3;
   c.warmup_steps = 10;
   c.total_steps = 110;
-  c.min_lr_ratio = 0.1;
+  c.min_lr = 1e-4;
   CHECK(learning_rate(c, 0) == Approx(1e-4).epsilon(1e-14));
   CHECK(learning_rate(c, 4) == Approx(5e-4).epsilon(1e-14));
   CHECK(learning_rate(c, 9) == Approx(1e-3).epsilon(1e-14));
   CHECK(learning_rate(c, 10) == Approx(1e-3).epsilon(1e-14));
+  CHECK(learning_rate(c, 35) == Approx(1e-4 + 9e-4 * 0.5 * (1 + std::sqrt(0.5))).epsilon(1e-14));
   CHECK(learning_rate(c, 60) == Approx(1e-4 + 0.5 * 9e-4).epsilon(1e-14));  // half way
   CHECK(learning_rate(c, 110) == Approx(1e-4).epsilon(1e-14));
   CHECK(learning_rate(c, 500) == Approx(1e-4).epsilon(1e-14));
   c.warmup_steps = 0;
   CHECK(learning_rate(c, 0) == Approx(1e-3).epsilon(1e-14));
+}
+
+// The other schedules against their formulas by hand: lr 1e-3, min_lr 1e-4, 10 warmup
+// steps, 110 steps (100 after warmup).
+TEST_CASE("learning_rate: linear, constant and warmup-stable-decay", "[optimizer]") {
+  AdamWConfig c;
+  c.lr = 1e-3;
+  c.warmup_steps = 10;
+  c.total_steps = 110;
+  c.min_lr = 1e-4;
+  SECTION("linear") {
+    c.schedule = LrSchedule::linear;
+    CHECK(learning_rate(c, 4) == Approx(5e-4).epsilon(1e-14));  // warmup as every schedule
+    CHECK(learning_rate(c, 10) == Approx(1e-3).epsilon(1e-14));
+    CHECK(learning_rate(c, 35) == Approx(1e-4 + 9e-4 * 0.75).epsilon(1e-14));
+    CHECK(learning_rate(c, 60) == Approx(5.5e-4).epsilon(1e-14));
+    CHECK(learning_rate(c, 109) == Approx(1e-4 + 9e-4 * 0.01).epsilon(1e-14));
+    CHECK(learning_rate(c, 300) == Approx(1e-4).epsilon(1e-14));
+  }
+  SECTION("constant") {
+    c.schedule = LrSchedule::constant;
+    CHECK(learning_rate(c, 4) == Approx(5e-4).epsilon(1e-14));
+    for (int s : {10, 60, 109, 300}) CHECK(learning_rate(c, s) == 1e-3);
+  }
+  SECTION("wsd") {
+    // decay_fraction 0.2 of the 100 steps after warmup: 20 steps, from step 90.
+    c.schedule = LrSchedule::wsd;
+    c.decay_fraction = 0.2;
+    CHECK(learning_rate(c, 4) == Approx(5e-4).epsilon(1e-14));
+    for (int s : {10, 50, 89, 90}) CHECK(learning_rate(c, s) == 1e-3);
+    CHECK(learning_rate(c, 100) == Approx(5.5e-4).epsilon(1e-14));
+    CHECK(learning_rate(c, 109) == Approx(1e-4 + 9e-4 * 0.05).epsilon(1e-14));
+    CHECK(learning_rate(c, 110) == Approx(1e-4).epsilon(1e-14));
+    // A longer run keeps the lr of every step before its decay: what lets it be extended.
+    AdamWConfig longer = c;
+    longer.total_steps = 220;  // decays over 42 steps, from step 178
+    for (int s = 0; s < 178; ++s)
+      CHECK(learning_rate(longer, s) == learning_rate(c, std::min(s, 89)));
+    CHECK(learning_rate(longer, 179) < 1e-3);
+    // The decay never starts inside warmup, and lasts at least one step.
+    c.decay_fraction = 1.0;
+    CHECK(learning_rate(c, 10) == 1e-3);
+    CHECK(learning_rate(c, 60) == Approx(5.5e-4).epsilon(1e-14));
+    c.decay_fraction = 1e-9;
+    CHECK(learning_rate(c, 108) == 1e-3);
+    CHECK(learning_rate(c, 109) == 1e-3);  // p = 0 at the one decay step
+    CHECK(learning_rate(c, 110) == Approx(1e-4).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("adamw_config: the default floor is a tenth of lr, as before min_lr existed",
+          "[optimizer]") {
+  TrainConfig t;
+  t.lr = 3e-4;
+  t.steps = 100;
+  CHECK(adamw_config(t).min_lr == 0.1 * 3e-4);
+  t.min_lr = 0;
+  CHECK(adamw_config(t).min_lr == 0);
+  t.min_lr = 1e-5;
+  t.lr_schedule = LrSchedule::wsd;
+  t.decay_fraction = 0.5;
+  const AdamWConfig c = adamw_config(t);
+  CHECK(c.min_lr == 1e-5);
+  CHECK(c.schedule == LrSchedule::wsd);
+  CHECK(c.decay_fraction == 0.5);
+  CHECK(describe_schedule(c) ==
+        "lr 0.0003, 0 warmup steps, then constant (wsd) to step 50, then linear to 1e-05 at "
+        "step 100");
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include "core/json_reader.h"
 #include "test_support.h"
 #include "train/run_config.h"
+#include "train/run_identity.h"
 #include "train/train_config.h"
 
 using namespace gdn;
@@ -322,4 +323,65 @@ TEST_CASE("validate_layout explains each bad layout", "[config]") {
   CHECK_THROWS_WITH(validate_layout(c, 4),
                     Contains("requires contiguous, in-order shards") &&
                         Contains("train.context_parallel_load_balance in test.json"));
+}
+
+// The schedule on --resume (train/run_identity.h): the lr of every step a checkpoint took,
+// under its schedule keys and this run's. The identity itself is held equal here.
+TEST_CASE("a resume that would change the lr of a step taken is refused as 'schedule'",
+          "[config]") {
+  json j = valid_config();
+  j["train"]["steps"] = 100;
+  j["train"]["warmup_steps"] = 10;
+  const RunConfig cfg = parse(j);
+  const json identity = {{"seed", 42}};
+  json saved = to_json(cfg);
+  saved["run"] = identity;
+  CHECK(compare_run_identity(saved, cfg, identity, 50, {}).refused.empty());
+
+  // A longer cosine run moves the lr of every step after warmup: the first is step 11.
+  RunConfig longer = cfg;
+  longer.train.steps = 200;
+  const IdentityDifferences d = compare_run_identity(saved, longer, identity, 50, {});
+  REQUIRE(d.refused.size() == 1);
+  CHECK(d.refused_keys == std::vector<std::string>{"schedule"});
+  CHECK_THAT(d.refused[0], Contains("the lr of step 11,") && Contains("train.steps 100 vs 200"));
+  // Taken as asked; and with only the warmup taken, nothing changes.
+  CHECK(compare_run_identity(saved, longer, identity, 50, {"schedule"}).accepted.size() == 1);
+  CHECK(compare_run_identity(saved, longer, identity, 11, {}).refused.empty());
+
+  // A longer wsd run keeps every step before its decay (from step 82 of 100 here).
+  json wsd = j;
+  wsd["train"]["lr_schedule"] = "wsd";
+  const RunConfig w = parse(wsd);
+  json saved_w = to_json(w);
+  saved_w["run"] = identity;
+  RunConfig w_longer = w;
+  w_longer.train.steps = 300;
+  CHECK(compare_run_identity(saved_w, w_longer, identity, 82, {}).refused.empty());
+  CHECK_THAT(compare_run_identity(saved_w, w_longer, identity, 90, {}).refused.at(0),
+             Contains("the lr of step 83,"));
+  // Another floor or schedule is named by its key.
+  RunConfig floor = w;
+  floor.train.min_lr = 0;
+  CHECK_THAT(compare_run_identity(saved_w, floor, identity, 90, {}).refused.at(0),
+             Contains("train.min_lr -1"));
+
+  // A checkpoint from before the schedule keys existed ran today's default: cosine to lr / 10.
+  json old = saved;
+  for (const char* k : {"lr_schedule", "min_lr", "decay_fraction"}) old["train"].erase(k);
+  CHECK(compare_run_identity(old, cfg, identity, 100, {}).refused.empty());
+  CHECK(parse_accepted_changes("seed,schedule") == std::vector<std::string>{"seed", "schedule"});
+}
+
+TEST_CASE("the schedule's keys: bad values name the key and what is expected", "[config]") {
+  json j = valid_config();
+  j["train"]["lr_schedule"] = "step";
+  CHECK_THROWS_WITH(parse(j), Contains("train.lr_schedule") && Contains("\"wsd\""));
+  j = valid_config();
+  j["train"]["decay_fraction"] = 0;
+  CHECK_THROWS_WITH(parse(j), Contains("train.decay_fraction"));
+  j = valid_config();
+  j["train"]["min_lr"] = 0.01;  // above lr 0.003
+  CHECK_THROWS_WITH(validate_layout(parse(j), 4),
+                    Contains("min_lr 0.01") && Contains("is above lr 0.003"));
 }
