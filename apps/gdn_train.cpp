@@ -29,6 +29,7 @@
 #include "common/app_common.h"
 #include "common/deprecated_env.h"
 #include "common/device_flag.h"
+#include "common/flop_rate.h"
 #include "common/train_flags.h"
 #include "core/enum_names.h"
 #include "core/error.h"
@@ -101,10 +102,11 @@ cxxopts::Options make_options() {
       "is named)")(
       "accept-changes",
       "with --resume: continue a checkpoint whose run differed in these keys, as intended "
-      "(comma-separated: seed, data, data_bytes, seq_len, batch_size, documents, config). "
-      "None of them continues the same curve: a new seed or data file is another run. Safe "
-      "without this flag: a longer or shorter --steps, another layout (dp, cp, ep, shard), "
-      "dtype, recompute",
+      "(comma-separated: seed, data, data_bytes, seq_len, batch_size, documents, config, "
+      "schedule: a --steps or lr schedule under which a step already taken would have had "
+      "another lr). None of them continues the same curve: a new seed or data file is "
+      "another run. Safe without this flag: another layout (dp, cp, ep, shard), dtype, "
+      "recompute, a --steps that leaves the steps taken as they were",
       cxxopts::value<std::string>())(
       "stop-signals",
       "signals that stop the run gracefully (comma-separated of TERM, INT, HUP, USR1, USR2, "
@@ -121,6 +123,11 @@ cxxopts::Options make_options() {
       "has ended is taken over at once. A run whose lock was taken over stops at its next "
       "step without writing (exit 1)",
       cxxopts::value<std::string>()->default_value("300"))(
+      "peak-tflops",
+      "one rank's peak TFLOP/s, which the step line's MFU (model FLOPs utilisation) is "
+      "against; default: on a GPU its dense datasheet peak for the run's dtype (H100 and "
+      "H200 SXM: 989 bf16), on a CPU its FMA peak measured at start-up",
+      cxxopts::value<std::string>())(
       "overwrite-checkpoints",
       "a run without --resume refuses a checkpoint directory that holds checkpoints of an "
       "earlier run (it would overwrite some and leave the rest for a later --resume); this "
@@ -149,6 +156,7 @@ struct Setup {
   std::vector<std::string> accepted_changes;  // --accept-changes
   std::vector<int> stop_signals;              // --stop-signals
   double lock_stale_s = 300;
+  double peak_tflops = 0;  // --peak-tflops; 0: the device's own (common/flop_rate.h)
   app::Device device = app::Device::cpu;
   std::shared_ptr<const TokenSource> data;  // train.data, opened once for the whole run
   std::vector<std::string> env_warnings;    // the deprecated variables taken (deprecated_env.h)
@@ -177,6 +185,9 @@ Setup parse(const cxxopts::ParseResult& res, int world_size) {
   s.stop_signals = stop_signal::parse(res["stop-signals"].as<std::string>(), "--stop-signals");
   s.lock_stale_s = app::number_in_range(res["lock-stale-s"].as<std::string>(), "lock-stale-s", 1,
                                         1e6, "seconds");
+  if (res.count("peak-tflops"))
+    s.peak_tflops = app::number_in_range(res["peak-tflops"].as<std::string>(), "peak-tflops", 1e-6,
+                                         1e6, "TFLOP/s");
   if (res.count("config")) {
     s.cfg = load_config(res["config"].as<std::string>(), train_file);
   }
@@ -316,6 +327,7 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   std::unique_ptr<Trainer<T, Dev>> trainer;
   std::unique_ptr<RunLock> lock;  // released last, after the export
   const int on_node = ranks_on_this_node(MPI_COMM_WORLD);
+  app::FlopRateChoice rate;  // rank 0's: the step line is its
   // Rank 0 takes the checkpoint directory before anything is written there, and checks
   // that it can write the export after the last step (apart from the trainer's set-up,
   // which holds collectives that every rank must reach).
@@ -327,7 +339,9 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   if (!app::run_setup_collectively(world, [&] {
         // Picks this rank's GPU before the model allocates anything there.
         device_world = app::make_device_world(s.device);
+        if (world.rank() == 0) rate = app::model_flop_rate(s.cfg, s.device, s.peak_tflops);
         TrainerOptions opt;
+        opt.rate = rate.rate;
         opt.resume = s.resume;
         opt.overwrite_checkpoints = s.overwrite_checkpoints;
         opt.watchdog = &watchdog;
@@ -345,6 +359,13 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
   if (world.rank() == 0) {
     spdlog::info("memory per rank (estimate): {}", trainer->memory_estimate().describe());
     spdlog::info("layout: {}", trainer->layout().describe());
+    spdlog::info(
+        "model FLOPs: {:.4g} TFLOP a step (gdn_plan: forward + backward at cp 1); "
+        "MFU against {}{}",
+        rate.rate.flops_per_step * 1e-12,
+        rate.rate.peak > 0 ? fmt::format("{:.4g} TFLOP/s per rank, ", rate.rate.peak * 1e-12)
+                           : std::string(),
+        rate.peak_source);
   }
   const RunResult result = trainer->run();
   if (!result.stopped.empty()) {
@@ -387,6 +408,19 @@ int train(const Setup& s, Communicator& world, Watchdog& watchdog) {
       result.steps.size(), loss, tokens / (ms / 1000.0), world.size(), s.cfg.train.dp,
       s.cfg.train.cp, format_bytes(double(result.steps.back().peak_rss)), cpu_max,
       cpu_sum / world.size());
+  // The steps after the first (which builds caches and pools), or the one step there is.
+  double later_ms = 0;
+  int later = 0;
+  for (std::size_t i = result.steps.size() > 1 ? 1 : 0; i < result.steps.size(); ++i)
+    if (!result.steps[i].skipped) later_ms += result.steps[i].step_ms, ++later;
+  if (later > 0 && rate.rate.peak > 0) {
+    later_ms /= later;
+    spdlog::info(
+        "step time: measured {:.1f} ms (mean of {} step{}), {:.3g} model TFLOP/s per rank, "
+        "MFU {:.1f}%; gdn_plan: the busiest rank's FLOPs at the peak take {:.1f} ms",
+        later_ms, later, later > 1 ? "s" : "", rate.rate.per_rank(later_ms) * 1e-12,
+        100 * rate.rate.mfu(later_ms), rate.predicted_ms);
+  }
   return 0;
 }
 

@@ -81,6 +81,14 @@ LocalRank node_local_rank(MPI_Comm world) {
   return lr;
 }
 
+std::string current_gpu_name() {
+  int device = 0;
+  GDN_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  GDN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
+
 GpuChoice choose_gpu(MPI_Comm world) {
   GpuChoice g;
   std::string why;

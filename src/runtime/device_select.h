@@ -44,4 +44,8 @@ struct GpuChoice {
 // backend. Throws gdn::Error on every rank when any rank sees no GPU.
 GpuChoice choose_gpu(MPI_Comm world);
 
+// The name of this rank's current GPU ("NVIDIA H100 80GB HBM3"): what its peak FLOP/s are
+// looked up by (plan/peak.h).
+std::string current_gpu_name();
+
 }  // namespace gdn

@@ -38,8 +38,8 @@ std::string format_eta(double seconds) {
 
 }  // namespace
 
-StepLog::StepLog(const TrainConfig& t, const ModelConfig& m, bool root)
-    : t_(t), moe_(m.num_moe_layers() > 0), root_(root) {
+StepLog::StepLog(const TrainConfig& t, const ModelConfig& m, bool root, ModelFlopRate rate)
+    : t_(t), moe_(m.num_moe_layers() > 0), root_(root), rate_(rate) {
   if (!root || t.log.empty()) return;
   // Non-blocking, so that a FIFO nobody reads fails now (ENXIO) instead of hanging.
   fd_ = ::open(t.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
@@ -94,11 +94,17 @@ void StepLog::write(const StepRecord& r, double seconds_per_step) {
     return;
   }
   const std::string aux = moe ? fmt::format(" | aux {:.6f}", r.aux_loss) : "";
+  const bool rate = rate_.flops_per_step > 0 && r.step_ms > 0;
+  std::string flops;
+  if (rate) {
+    flops = fmt::format(" | {:.3g} TFLOP/s/rank", rate_.per_rank(r.step_ms) * 1e-12);
+    if (rate_.peak > 0) flops += fmt::format(" MFU {:.1f}%", 100 * rate_.mfu(r.step_ms));
+  }
   spdlog::info(
-      "step {:>5}/{} | loss {:.6f}{} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s | "
+      "step {:>5}/{} | loss {:.6f}{} | grad norm {:.4f} | lr {:.3e} | {:.1f} ms | {:.0f} tok/s{} | "
       "peak RSS {}{} | ETA {}",
       r.step + 1, t_.steps, r.loss, aux, r.grad_norm, r.lr, r.step_ms,
-      double(r.tokens) / (r.step_ms / 1000.0), format_bytes(double(r.peak_rss)),
+      double(r.tokens) / (r.step_ms / 1000.0), flops, format_bytes(double(r.peak_rss)),
       r.peak_device > 0 ? " | device " + format_bytes(double(r.peak_device)) : "",
       format_eta(seconds_per_step * remaining));
   if (fd_ >= 0) {
@@ -106,6 +112,8 @@ void StepLog::write(const StepRecord& r, double seconds_per_step) {
         {"step", r.step},     {"loss", r.loss},       {"grad_norm", r.grad_norm}, {"lr", r.lr},
         {"tokens", r.tokens}, {"step_ms", r.step_ms}, {"peak_rss", r.peak_rss}};
     if (r.peak_device > 0) j["peak_device"] = r.peak_device;
+    if (rate) j["model_tflops"] = rate_.per_rank(r.step_ms) * 1e-12;  // per rank
+    if (rate && rate_.peak > 0) j["mfu"] = rate_.mfu(r.step_ms);
     if (skipped_ > 0) j["skipped_steps"] = skipped_;
     if (moe) {
       j["aux_loss"] = r.aux_loss;

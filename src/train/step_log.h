@@ -33,6 +33,19 @@ struct StepRecord {
   bool skipped = false;
 };
 
+// What the step line makes of a step's time: model FLOP/s per rank, and MFU (model FLOPs
+// utilisation) against the machine's peak. flops_per_step: the model FLOPs of one step,
+// forward + backward of the global batch at cp = 1 (gdn_plan's count; recomputation and
+// cp's extra work are not model FLOPs); peak: one rank's peak FLOP/s (0: no MFU); ranks:
+// the world. Nothing is shown when flops_per_step is 0.
+struct ModelFlopRate {
+  double flops_per_step = 0, peak = 0;
+  int ranks = 1;
+  // Model FLOP/s of one rank for a step of `ms`, and its share of the peak (0 without one).
+  double per_rank(double ms) const { return flops_per_step / ranks / (ms * 1e-3); }
+  double mfu(double ms) const { return peak > 0 ? per_rank(ms) / peak : 0; }
+};
+
 // What rank 0 prints and writes of each step: one line on stderr (loss, gradient norm, lr,
 // time, tokens/s, peak RSS, ETA), one JSON object in train.log, and with --profile the
 // mean profile after step 3 and after the last step. On other ranks it does nothing.
@@ -40,7 +53,7 @@ class StepLog {
  public:
   // Opens train.log for appending (rank 0, when t.log is set); errors name the file. A
   // FIFO without a reader is refused at once rather than waited for.
-  StepLog(const TrainConfig& t, const ModelConfig& m, bool root);
+  StepLog(const TrainConfig& t, const ModelConfig& m, bool root, ModelFlopRate rate = {});
   ~StepLog();
   StepLog(const StepLog&) = delete;
   StepLog& operator=(const StepLog&) = delete;
@@ -53,6 +66,7 @@ class StepLog {
  private:
   const TrainConfig& t_;
   bool moe_, root_;
+  ModelFlopRate rate_;
   void append(const std::string& line);
 
   int fd_ = -1;  // the log, or -1

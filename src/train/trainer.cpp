@@ -106,7 +106,7 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
     GDN_CHECK(f.good(), "cannot write the exchange record '", opt.exchange_out,
               "' (--exchange-out): ", std::strerror(errno));
   }
-  log_ = std::make_unique<StepLog>(cfg_.train, cfg_.model, world.rank() == 0);
+  log_ = std::make_unique<StepLog>(cfg_.train, cfg_.model, world.rank() == 0, opt.rate);
 }
 
 template <typename T, typename Dev>

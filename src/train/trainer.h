@@ -80,6 +80,8 @@ struct TrainerOptions {
   // The keys of the run's identity (train/run_identity.h) in which a resumed checkpoint
   // may differ from this run (--accept-changes).
   std::vector<std::string> accepted_changes;
+  // The step line's model FLOP/s and MFU (step_log.h); flops_per_step 0: not shown.
+  ModelFlopRate rate;
 };
 
 // Why --resume refuses a checkpoint: its model differs (keys empty), or its run does, which

@@ -19,6 +19,10 @@
 #                gdn_train's measured peak RSS at three seq_len values (the table is printed)
 #   flags        --help lists every flag; bad flags give one message naming the value, and
 #                so does gdn_train --exchange-out to a path it cannot write
+#   mfu          gdn_train's model TFLOP/s and MFU (cp 2, recomputation on, --peak-tflops):
+#                its FLOPs a step (model_tflops x ranks x step time) equal gdn_plan's count
+#                at cp 1 without recomputation; MFU is model_tflops over the peak; the start-up
+#                line gives the peak's source, and without --peak-tflops the CPU's measured one
 #   fewest       qwen3.5-397b-a17b at 1M tokens fits on at most 256 GPUs of 141 GiB with the
 #                log-depth pair scan, and on none up to 16384 with the all-gather
 #
@@ -121,6 +125,48 @@ exchange_case() {
   else
     diff "$WORK/$name.predicted.json" "$WORK/$name.measured.sorted.json" | head -40
     fail "exchange $name: prediction (<) and gdn_train's counters (>) differ"
+  fi
+}
+
+case_mfu() {
+  local args=(--config "$TINY" --seq-len 102 --cp 2 --batch 2 --recompute layer)
+  if ! timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$BIN/gdn_train" "${args[@]}" --steps 2 \
+    --device cpu --peak-tflops 0.5 --log "$WORK/mfu.jsonl" >"$WORK/mfu.out" 2>&1; then
+    cat "$WORK/mfu.out"
+    fail "mfu: gdn_train failed"
+    return
+  fi
+  local want got mfu tflops
+  want=$("$PLAN" --config "$TINY" --seq-len 102 --cp 1 --batch 2 --json | jq '.flops.step_cp1 | .fwd + .bwd')
+  # The FLOPs a step implied by the logged rate: per rank x 2 ranks x the step's seconds.
+  got=$(jq -s '.[-1] | .model_tflops * 1e12 * 2 * .step_ms / 1000' "$WORK/mfu.jsonl")
+  tflops=$(jq -s '.[-1].model_tflops' "$WORK/mfu.jsonl")
+  mfu=$(jq -s '.[-1].mfu' "$WORK/mfu.jsonl")
+  if [ -n "$want" ] && [ "$want" != null ] && close "$got" "$want" 1e-9; then
+    pass "mfu: the logged model FLOPs a step ($got) are gdn_plan's at cp 1 ($want)"
+  else
+    fail "mfu: the logged model FLOPs a step $got vs gdn_plan's $want"
+  fi
+  if close "$mfu" "$(awk -v t="$tflops" 'BEGIN { print t / 0.5 }')" 1e-9; then
+    pass "mfu: MFU $mfu = model TFLOP/s $tflops over --peak-tflops 0.5"
+  else
+    fail "mfu: MFU $mfu is not model TFLOP/s $tflops over 0.5"
+  fi
+  if grep -q "MFU against 0.5 TFLOP/s per rank, --peak-tflops" "$WORK/mfu.out" &&
+    grep -q "step time: measured .* MFU .*gdn_plan: the busiest rank's FLOPs at the peak take" "$WORK/mfu.out"; then
+    pass "mfu: the start-up line names the peak, the closing line sets gdn_plan's time beside the measured"
+  else
+    grep "MFU\|step time" "$WORK/mfu.out"
+    fail "mfu: the start-up or closing line is missing"
+  fi
+  # Without --peak-tflops a CPU run measures its own peak and says so.
+  if timeout 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 1 "$BIN/gdn_train" --config "$TINY" --seq-len 34 \
+    --steps 1 --device cpu >"$WORK/mfu_cpu.out" 2>&1 &&
+    grep -q "TFLOP/s per rank, this CPU's fp32 FMA peak" "$WORK/mfu_cpu.out"; then
+    pass "mfu: a CPU run's peak is its measured FMA peak"
+  else
+    tail -5 "$WORK/mfu_cpu.out"
+    fail "mfu: no measured CPU peak in the start-up line"
   fi
 }
 
