@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what gdn-cp needs to build and test, from Debian's packages, and the tools'
-# venv .venv-tools/ (scripts/lib/tools_venv.sh: tokenizers from PyPI, for
-# tests/cli/test_tokenize.sh). Safe to run again: it installs only what is missing.
+# venv .venv-tools/ (scripts/lib/tools_venv.sh: tokenizers and matplotlib from PyPI, for
+# scripts/tokenize_text.py and scripts/plot_run.py). Safe to run again: it installs only what is missing.
 set -euo pipefail
 . "$(dirname "$0")/lib/help.sh"
 no_arguments "$0" "$@"
@@ -29,7 +29,7 @@ fi
 . "$(dirname "$0")/lib/tools_venv.sh"
 venv=$(tools_venv_dir)
 if ! tools_venv_ok "$venv"; then
-  echo "setup: making $venv (tokenizers==$TOOLS_VENV_TOKENIZERS)"
+  echo "setup: making $venv (tokenizers==$TOOLS_VENV_TOKENIZERS, matplotlib==$TOOLS_VENV_MATPLOTLIB)"
   tools_venv_make "$venv" | sed 's/^/setup: warning: /' || true
 fi
 # The CUDA build's fused attention needs cudnn-frontend's headers (scripts/lib/cudnn_frontend.sh);
