@@ -15,6 +15,7 @@
 #include "core/positional_file.h"
 #include "core/rng.h"
 #include "cp/documents.h"
+#include "train/blend.h"
 #include "train/megatron_index.h"
 
 namespace gdn {
@@ -30,15 +31,6 @@ std::uint64_t splitmix(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
-}
-
-// The seed of one sequence: a hash of (seed, step, index), so any rank can draw any
-// sequence without drawing the ones before it.
-std::uint64_t sequence_seed(std::uint64_t seed, std::int64_t step, std::int64_t index) {
-  std::uint64_t h = splitmix(seed ^ 0x5EEDDA7A00000000ull);
-  h = splitmix(h ^ splitmix(std::uint64_t(step) + 0x1111111111111111ull));
-  h = splitmix(h ^ splitmix(std::uint64_t(index) + 0x2222222222222222ull));
-  return h;
 }
 
 // The offset of sequence (step, index)'s window of len tokens in a stream of n >= len:
@@ -465,6 +457,13 @@ std::vector<std::int64_t> TokenSource::document_starts(std::int64_t, std::int64_
   return {};
 }
 
+std::uint64_t sequence_seed(std::uint64_t seed, std::int64_t step, std::int64_t index) {
+  std::uint64_t h = splitmix(seed ^ 0x5EEDDA7A00000000ull);
+  h = splitmix(h ^ splitmix(std::uint64_t(step) + 0x1111111111111111ull));
+  h = splitmix(h ^ splitmix(std::uint64_t(index) + 0x2222222222222222ull));
+  return h;
+}
+
 bool is_indexed_dataset(const std::string& data) {
   const std::string ext = std::filesystem::path(data).extension().string();
   return ext == ".bin" || ext == ".idx";
@@ -490,6 +489,7 @@ void TokenSource::window_part(std::int64_t step, std::int64_t index, std::int64_
 std::unique_ptr<TokenSource> make_token_source(const std::string& data, int vocab_size,
                                                std::uint64_t seed, std::int64_t seq_len) {
   GDN_CHECK(seq_len >= 1, "seq_len ", seq_len, " for the data source: expected >= 1");
+  if (is_blend(data)) return make_blend(data, vocab_size, seed, seq_len);
   if (data == "synthetic") return std::make_unique<SyntheticSource>(vocab_size, seed);
   // The file name chooses the format; everything else is text.
   const std::string ext = std::filesystem::path(data).extension().string();

@@ -57,6 +57,7 @@ class TokenSource {
 //                 train/megatron_index.h); either name opens both. The token stream is the
 //                 .bin's, and has_documents() gives the index's document starts;
 //   anything else a text file: byte-level tokens (needs vocab_size >= 256).
+// "W1:FILE1,W2:FILE2,..." blends sources by weight (train/blend.h).
 // Each sequence is a window of len consecutive tokens of the stream at a seeded offset,
 // the same offsets for text and token files of the same length. Files (text and tokens)
 // are never held in memory: each window, or the part of it window_part asks for, is
@@ -70,6 +71,10 @@ class TokenSource {
 // not a 1-D int32/int64 array, the first id out of range (its index and value).
 std::unique_ptr<TokenSource> make_token_source(const std::string& data, int vocab_size,
                                                std::uint64_t seed, std::int64_t seq_len);
+
+// The seed of sequence (step, index): a hash of (seed, step, index), so any rank can draw
+// any sequence without drawing the ones before it.
+std::uint64_t sequence_seed(std::uint64_t seed, std::int64_t step, std::int64_t index);
 
 // Whether `data` names a Megatron indexed dataset (*.bin or *.idx), whose index records
 // the documents (train.documents eos then needs no eos_token_id).

@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "test_support.h"
+#include "train/blend.h"
 #include "train/data.h"
 
 using namespace gdn;
@@ -528,4 +529,76 @@ TEST_CASE("file sources read from the file at each window: one that shrank is an
   CHECK_THROWS_WITH(make_token_source(tmp / "none.txt", 256, 1, 8),
                     Contains("cannot open data file '" + tmp / "none.txt" +
                              "': No such file or directory (train.data is \"synthetic\""));
+}
+
+// ---------------------------------------------------------------- blends
+
+TEST_CASE("a blend's realised shares follow its weights within 2%", "[data]") {
+  const std::vector<double> w = {3.5, 1.0, 0.0, 0.5};  // need not sum to 1
+  std::vector<int> n(w.size());
+  const int steps = 200, rows = 64;
+  for (int s = 0; s < steps; ++s)
+    for (int i = 0; i < rows; ++i) ++n[std::size_t(blend_choice(w, 7, s, i))];
+  CHECK(n[2] == 0);  // weight 0: never drawn
+  for (std::size_t k = 0; k < w.size(); ++k)
+    CHECK(std::abs(double(n[k]) / (steps * rows) - w[k] / 5.0) <= 0.02);
+  // A function of (seed, step, index): the same again, and another seed draws otherwise.
+  CHECK(blend_choice(w, 7, 12, 3) == blend_choice(w, 7, 12, 3));
+  int differ = 0;
+  for (int i = 0; i < 100; ++i) differ += blend_choice(w, 7, 0, i) != blend_choice(w, 8, 0, i);
+  CHECK(differ > 10);
+}
+
+TEST_CASE("a blend draws each window from its chosen file; a blend of one is that file", "[data]") {
+  const test::TempDir tmp("gdn_test_blend");
+  const std::string a = tmp / "a.txt", b = tmp / "b.txt";
+  std::ofstream(a) << std::string(300, 'a');
+  std::ofstream(b) << std::string(500, 'b');
+  const std::string spec = "0.7:" + a + ",0.3:" + b;
+  REQUIRE(is_blend(spec));
+  const auto blend = make_token_source(spec, 256, 5, 32);
+  int from_b = 0;
+  for (int s = 0; s < 20; ++s)
+    for (int i = 0; i < 10; ++i) {
+      std::vector<std::int32_t> w(33), part(8);
+      blend->sequence(s, i, 33, w.data());
+      const int chosen = blend_choice({0.7, 0.3}, 5, s, i);
+      from_b += chosen;
+      CHECK(std::all_of(w.begin(), w.end(),
+                        [&](std::int32_t t) { return t == (chosen ? 'b' : 'a'); }));
+      blend->window_part(s, i, 33, 10, 8, part.data());
+      CHECK(std::equal(part.begin(), part.end(), w.begin() + 10));
+    }
+  CHECK(from_b > 20);
+  CHECK(from_b < 100);
+  CHECK_THAT(blend->describe(), Contains("a blend of 2: 70.0% " + a) && Contains("30.0% " + b));
+  CHECK(blend->stored_bytes() == 800);
+
+  // One file, any weight: the file's own windows.
+  const std::string text = find_public_domain_text();
+  const auto one = make_token_source("2:" + text, 256, 9, 64);
+  const auto alone = make_token_source(text, 256, 9, 64);
+  for (int s = 0; s < 5; ++s) {
+    std::vector<std::int32_t> x(65), y(65);
+    one->sequence(s, s + 1, 65, x.data());
+    alone->sequence(s, s + 1, 65, y.data());
+    CHECK(x == y);
+  }
+}
+
+TEST_CASE("a blend's bad items are errors naming the item", "[data]") {
+  const test::TempDir tmp("gdn_test_blend_bad");
+  const std::string a = tmp / "a.txt";
+  std::ofstream(a) << std::string(300, 'a');
+  CHECK_FALSE(is_blend(a));
+  CHECK_FALSE(is_blend("synthetic"));
+  CHECK_FALSE(is_blend("0.5:" + a + ",extra"));  // every item must be W:FILE
+  CHECK_THROWS_WITH(
+      make_token_source("-1:" + a + ",1:" + a, 256, 1, 8),
+      Contains("the weight of '-1:" + a + "' is -1") && Contains("expected a number >= 0"));
+  CHECK_THROWS_WITH(make_token_source("0:" + a + ",0:" + a, 256, 1, 8),
+                    Contains("every weight is 0"));
+  CHECK_THROWS_WITH(make_token_source("1:" + a + ",1:" + (tmp / "none.txt"), 256, 1, 8),
+                    Contains(tmp / "none.txt"));
+  CHECK_THROWS_WITH(make_token_source("1:synthetic", 256, 1, 8), Contains("cannot be blended"));
 }
