@@ -99,6 +99,9 @@ inline constexpr const char* kStats = "train.stats";
 // At each step boundary, outside the step: the largest stop signal any rank received
 // (one int), and after the stop's checkpoint, that every part is written.
 inline constexpr const char* kStopAgree = "train.stop_agree";
+// Validation (train.eval_data), outside the steps: the summed cross-entropy and counted
+// targets of the windows (two doubles).
+inline constexpr const char* kValidationAllReduce = "train.validation";
 // All-gather of every rank's counters for --exchange-out (its length first, as a max).
 inline constexpr const char* kExchangeRecord = "train.exchange_record";
 }  // namespace train_sites

@@ -301,8 +301,9 @@ double Model<T, Dev>::lm_head_loss(const T* hf, const std::int32_t* targets, std
     ops::linear_forward(dev, precision_, h, params_.value(lm_head_), n, d, Vocab, logits.data());
     ops::cross_entropy_add(dev, logits.data(), targets + n0, n, Vocab, grad_scale, logits.data(),
                            n0, total.data());  // logits now hold dlogits
-    ops::linear_backward(dev, precision_, h, params_.value(lm_head_), logits.data(), n, d, Vocab,
-                         dh + n0 * d, params_.grad(lm_head_));
+    if (dh)                                    // else the forward alone (forward_loss)
+      ops::linear_backward(dev, precision_, h, params_.value(lm_head_), logits.data(), n, d, Vocab,
+                           dh + n0 * d, params_.grad(lm_head_));
   }
   ops::CrossEntropyTotal sum;
   Dev::download(&sum, total.data(), 1);
@@ -418,6 +419,40 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   if (c_.pad_token_id >= 0) Dev::copy(pad_grad, pad_row.data(), std::size_t(d));
   release(0, true);
   return losses;
+}
+
+template <typename T, typename Dev>
+double Model<T, Dev>::forward_loss(const StepShard& s, const std::int32_t* tokens,
+                                   const std::int32_t* targets, int B) {
+  GDN_CHECK(comms_.cp, "Model::forward_loss before set_comms");
+  const CpContext cp = CpContext::of(*comms_.cp, s, comms_.cp_options);
+  const Dev dev{};
+  const int d = c_.hidden_size, Vocab = c_.vocab_size;
+  const std::int64_t N = std::int64_t(B) * cp.tokens(), nd = N * d;
+  ParamStore<T, Dev>& ps = params_;
+  // Two residual buffers in turn: each layer reads one and writes the other.
+  Buffer<Dev, T> x(static_cast<std::size_t>(nd)), y(static_cast<std::size_t>(nd));
+  acquire(0);
+  ops::embedding_forward(dev, tokens, ps.value(embed_), N, Vocab, d, x.data());
+  release(0, false);
+  for (std::size_t l = 0; l < blocks_.size(); ++l) {
+    LayerActs a;
+    acquire_layer(l);
+    layer_forward(l, cp, B, x.data(), a, y.data());
+    release_layer(l, false);
+    blocks_[l].mixer->release(Keep::nothing);
+    blocks_[l].mlp->release(Keep::nothing);
+    std::swap(x, y);
+  }
+  const std::size_t head = head_unit();
+  acquire(head);
+  if (lm_head_ == embed_) acquire(0);
+  ops::rmsnorm_forward(dev, x.data(), ps.value(final_norm_), N, d, c_.rms_norm_eps, y.data());
+  x = Buffer<Dev, T>();
+  const double ce = lm_head_loss(y.data(), targets, N, 0.0, nullptr);
+  release(head, false);
+  if (lm_head_ == embed_) release(0, false);
+  return ce;
 }
 
 #define GDN_INSTANTIATE(T, Dev) template class Model<T, Dev>;

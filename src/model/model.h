@@ -121,6 +121,12 @@ class Model {
   Losses forward_backward(const StepShard& s, const std::int32_t* tokens,
                           const std::int32_t* targets, int B, double grad_scale);
 
+  // The forward alone (validation): this shard's summed token cross-entropies, nothing kept
+  // for a backward (each layer's activations freed as the next one runs) and no gradient
+  // touched. Collective as forward_backward.
+  double forward_loss(const StepShard& s, const std::int32_t* tokens, const std::int32_t* targets,
+                      int B);
+
   // The (query, key) pairs of the attention layers' last forward on this rank, summed over
   // the batch rows, layers and heads: its share of the attention FLOPs.
   std::int64_t attention_pairs() const;

@@ -43,6 +43,12 @@ std::int64_t window_offset(std::uint64_t seed, std::int64_t step, std::int64_t i
   return std::int64_t(rng.next_u64() % positions);
 }
 
+// stream_part's contract: [first, first + count) inside a stream of n tokens.
+void check_stream_part(std::int64_t first, std::int64_t count, std::int64_t n) {
+  GDN_CHECK(first >= 0 && count >= 0 && first <= n - count, "stream_part: tokens [", first, ", ",
+            first + count, ") are not inside the data's ", n, " tokens");
+}
+
 // window_part's contract: [begin, begin + count) inside a window of len tokens.
 void check_slice(std::int64_t len, std::int64_t begin, std::int64_t count) {
   GDN_CHECK(begin >= 0 && count >= 0 && begin <= len - count, "window_part: tokens [", begin, ", ",
@@ -207,9 +213,13 @@ class TextFileSource final : public PartSource {
     check_slice(len, begin, count);
     if (count == 0) return;
     check_length(len);
-    const std::int64_t offset = window_offset(seed_, step, index, file_.size(), len);
+    stream_part(window_offset(seed_, step, index, file_.size(), len) + begin, count, out);
+  }
+  std::int64_t stream_tokens() const override { return file_.size(); }
+  void stream_part(std::int64_t first, std::int64_t count, std::int32_t* out) const override {
+    check_stream_part(first, count, file_.size());
     std::vector<unsigned char> bytes(static_cast<std::size_t>(count));
-    file_.read(bytes.data(), count, offset + begin, kMustNotChange);
+    file_.read(bytes.data(), count, first, kMustNotChange);
     for (std::int64_t i = 0; i < count; ++i) out[i] = std::int32_t(bytes[std::size_t(i)]);
   }
 
@@ -318,10 +328,14 @@ class TokenFileSource final : public PartSource {
     check_slice(len, begin, count);
     if (count == 0) return;
     check_length(len);
-    const std::int64_t offset = window_offset(seed_, step, index, n_, len);
+    stream_part(window_offset(seed_, step, index, n_, len) + begin, count, out);
+  }
+  std::int64_t stream_tokens() const override { return n_; }
+  void stream_part(std::int64_t first, std::int64_t count, std::int32_t* out) const override {
+    check_stream_part(first, count, n_);
     const std::int64_t esize = element_size();
     std::vector<unsigned char> bytes(static_cast<std::size_t>(count * esize));
-    file_.read(bytes.data(), count * esize, begin_ + (offset + begin) * esize, kMustNotChange);
+    file_.read(bytes.data(), count * esize, begin_ + first * esize, kMustNotChange);
     visit_token_type(type_, [&](auto e) {
       using E = decltype(e);
       // In range: the scan at construction saw every id below vocab_size (an int).
@@ -423,9 +437,16 @@ class MegatronSource final : public PartSource {
   bool has_documents() const override { return true; }
   std::vector<std::int64_t> document_starts(std::int64_t step, std::int64_t index,
                                             std::int64_t len) const override {
-    const std::int64_t at = tokens_.window_start(step, index, len);
-    std::vector<std::int64_t> out = index_.starts_in(at, at + len);
-    for (std::int64_t& p : out) p -= at;
+    return stream_document_starts(tokens_.window_start(step, index, len), len);
+  }
+  std::int64_t stream_tokens() const override { return tokens_.stream_tokens(); }
+  void stream_part(std::int64_t first, std::int64_t count, std::int32_t* out) const override {
+    tokens_.stream_part(first, count, out);
+  }
+  std::vector<std::int64_t> stream_document_starts(std::int64_t first,
+                                                   std::int64_t len) const override {
+    std::vector<std::int64_t> out = index_.starts_in(first, first + len);
+    for (std::int64_t& p : out) p -= first;
     return out;
   }
   double unigram_entropy() const override { return tokens_.unigram_entropy(); }
@@ -454,6 +475,14 @@ class MegatronSource final : public PartSource {
 
 std::vector<std::int64_t> TokenSource::document_starts(std::int64_t, std::int64_t,
                                                        std::int64_t) const {
+  return {};
+}
+
+void TokenSource::stream_part(std::int64_t, std::int64_t, std::int32_t*) const {
+  throw_error("stream_part: ", describe(), " is not a stream of tokens");
+}
+
+std::vector<std::int64_t> TokenSource::stream_document_starts(std::int64_t, std::int64_t) const {
   return {};
 }
 

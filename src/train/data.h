@@ -30,6 +30,15 @@ class TokenSource {
   virtual bool has_documents() const { return false; }
   virtual std::vector<std::int64_t> document_starts(std::int64_t step, std::int64_t index,
                                                     std::int64_t len) const;
+  // A file's tokens as one stream, in the order they lie there (the windows above are parts
+  // of it at seeded offsets): its length (0 for synthetic data, which has no stream), tokens
+  // [first, first + count) of it, and where documents start inside [first, first + len) as
+  // positions from first (0 < p < len; a Megatron index's record, else none). Validation
+  // reads consecutive windows this way (train/eval_windows.h).
+  virtual std::int64_t stream_tokens() const { return 0; }
+  virtual void stream_part(std::int64_t first, std::int64_t count, std::int32_t* out) const;
+  virtual std::vector<std::int64_t> stream_document_starts(std::int64_t first,
+                                                           std::int64_t len) const;
   // Entropy in nats of the source's unigram (token frequency) distribution: a model that
   // learns anything beyond frequencies gets its loss below this.
   virtual double unigram_entropy() const = 0;

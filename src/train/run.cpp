@@ -125,6 +125,14 @@ typename Model<T, Dev>::Losses Run<T, Dev>::forward_backward(
   return losses;
 }
 
+template <typename T, typename Dev>
+double Run<T, Dev>::forward_loss(const Batch& b) {
+  const Buffer<Dev, std::int32_t> tokens = to_device<Dev>(b.tokens.data(), b.tokens.size());
+  const Buffer<Dev, std::int32_t> targets = to_device<Dev>(b.targets.data(), b.targets.size());
+  const StepShard shard{shard_, cfg_.train.seq_len, b.documents ? &*b.documents : nullptr};
+  return model_.forward_loss(shard, tokens.data(), targets.data(), b.rows);
+}
+
 #define GDN_INSTANTIATE(T, Dev) template class Run<T, Dev>;
 GDN_FOR_EACH_DEVICE(GDN_INSTANTIATE)
 #undef GDN_INSTANTIATE

@@ -69,6 +69,9 @@ class Run {
   // losses (ce_sum not yet summed over the ranks). Collective.
   typename Model<T, Dev>::Losses forward_backward(
       const Batch& b, const std::function<void(const char*)>& phase = {});
+  // The forward alone of b (validation): this rank's summed cross-entropy of its counted
+  // targets, no gradient touched. Collective.
+  double forward_loss(const Batch& b);
 
  private:
   RunConfig cfg_;

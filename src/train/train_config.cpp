@@ -308,9 +308,26 @@ const std::vector<TrainField>& train_fields() {
                "one is not a target); documents end after model.eos_token_id, or where the "
                "index of a Megatron .bin/.idx dataset says",
        .member = &T::documents},
+      {.key = "eval_data",
+       .flag = "eval-data",
+       .help = "validation data: a text, token or Megatron file (any format train.data "
+               "reads but synthetic and blends), cut into consecutive windows of seq_len + 1 "
+               "tokens overlapping by one; the first eval_sequences of them are evaluated "
+               "(forward only, documents as in training) every eval_every steps and after "
+               "the last; \"\" (the default): none",
+       .member = &T::eval_data},
+      {.key = "eval_every",
+       .flag = "eval-every",
+       .help = "validate every N steps (0: only after the last step)",
+       .member = &T::eval_every},
+      {.key = "eval_sequences",
+       .flag = "eval-sequences",
+       .help = "the validation windows K: the first K of eval_data",
+       .member = &T::eval_sequences,
+       .lo = 1},
       {.key = "log",
        .flag = "log",
-       .help = "append one JSON line per step to this file",
+       .help = "append one JSON line per step to this file (and one per validation)",
        .member = &T::log},
       {.key = "checkpoint_dir",
        .flag = "checkpoint-dir",

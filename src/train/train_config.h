@@ -73,6 +73,9 @@ struct TrainConfig {
   Sharding shard = Sharding::none;
   std::string data = "synthetic";  // "synthetic", a token file or a text file
   DocumentSplit documents = DocumentSplit::none;
+  std::string eval_data;       // validation file ("" = none; train/eval_windows.h)
+  int eval_every = 0;          // validate every N steps; 0: after the last step only
+  int eval_sequences = 32;     // the first K windows of eval_data
   std::string log;             // JSON-lines log file ("" = none)
   std::string checkpoint_dir;  // "" = no checkpoints
   int checkpoint_every = 0;    // steps; 0 = only at the end

@@ -20,6 +20,7 @@
 #include "core/host_memory.h"
 #include "model/hf_weights.h"
 #include "ops/attention/cudnn_attention.h"
+#include "ops/cross_entropy/cross_entropy.h"
 #include "runtime/devices.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
@@ -69,6 +70,10 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
       data_(opt.data ? opt.data
                      : make_token_source(cfg.train.data, cfg.model.vocab_size, cfg.train.seed,
                                          cfg.train.seq_len)) {
+  if (!cfg.train.eval_data.empty())
+    eval_ =
+        std::make_unique<EvalWindows>(cfg.train.eval_data, cfg.model.vocab_size, cfg.train.seq_len,
+                                      cfg.train.eval_sequences, cfg.train.batch_size);
   identity_ = run_identity(cfg_, *data_);
   identity_["layout"] = run_.layout().to_json();  // recorded, not compared on resume
   progress("initialising the model");
@@ -358,6 +363,29 @@ StepRecord Trainer<T, Dev>::step() {
 }
 
 template <typename T, typename Dev>
+void Trainer<T, Dev>::validate() {
+  progress("validation");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int dp_rank = run_.mesh().dp_rank;
+  double sums[2] = {0, 0};  // cross-entropy, counted targets
+  for (std::int64_t c = 0; c < eval_->chunks(); ++c) {
+    Batch b =
+        next_batch(*eval_, cfg_.train, cfg_.model.eos_token_id, run_.shard(), dp_rank, c, world_);
+    const std::size_t per_row = b.targets.size() / std::size_t(std::max(b.rows, 1));
+    for (int r = 0; r < b.rows; ++r)  // the last chunk's rows past the K count nothing
+      if (!eval_->counted(c, std::int64_t(dp_rank) * b.rows + r))
+        std::fill_n(b.targets.begin() + std::ptrdiff_t(r * per_row), per_row, ops::kIgnoreTarget);
+    sums[1] += double(std::count_if(b.targets.begin(), b.targets.end(),
+                                    [](std::int32_t x) { return x != ops::kIgnoreTarget; }));
+    sums[0] += run_.forward_loss(b);
+  }
+  world_.all_reduce_sum(sums, 2, train_sites::kValidationAllReduce);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  log_->write_validation(step_ - 1, sums[0] / sums[1], std::int64_t(sums[1]), ms);
+}
+
+template <typename T, typename Dev>
 void Trainer<T, Dev>::record_peaks(StepRecord& r) {
   std::int64_t peaks[2] = {peak_resident_bytes(), Dev::peak_bytes()};
   world_.all_reduce_max(peaks, 2, train_sites::kMemoryAllReduce);
@@ -494,6 +522,9 @@ RunResult Trainer<T, Dev>::run() {
     log_->write(r, elapsed / double(out.steps.size()));
     log_->profile(out.steps);
     if (r.skipped) ++out.skipped_steps;
+    const int eval_every = cfg_.train.eval_every;
+    if (eval_ && ((eval_every > 0 && step_ % eval_every == 0) || step_ == cfg_.train.steps))
+      validate();
     const int every = cfg_.train.checkpoint_every;
     if ((every > 0 && step_ % every == 0) || step_ == cfg_.train.steps) save();
     // A run that has done its last step ends as usual, whatever came meanwhile.

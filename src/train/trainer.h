@@ -26,6 +26,7 @@
 #include "train/batch.h"
 #include "train/checkpoint_rotation.h"
 #include "train/data.h"
+#include "train/eval_windows.h"
 #include "train/mesh.h"
 #include "train/optimizer.h"
 #include "train/param_state.h"
@@ -139,6 +140,9 @@ class Trainer {
   // The stop signal agreed by every rank (0: none), or kLockLost (trainer.cpp) when
   // rank 0 found a lock of the run taken over (lock_lost_ says which).
   int agreed_stop_signal();
+  // Validation after step_ (train.eval_data): the loss over the counted targets of its
+  // windows, logged. Collective.
+  void validate();
   // The largest peak RSS and device buffer bytes of any rank (one collective).
   void record_peaks(StepRecord& r);
   // The step a batch with no counted target gives: logged, not trained on.
@@ -166,6 +170,7 @@ class Trainer {
   std::vector<ParamInfo> whole_;  // the parameters of the whole model (ep = 1): checkpoints
   AdamWConfig adamw_config_;
   std::shared_ptr<const TokenSource> data_;
+  std::unique_ptr<EvalWindows> eval_;  // train.eval_data's windows, when set
   std::int64_t step_ = 0;
   std::string lock_lost_;
   std::int64_t saved_step_ = -1;  // the step of the last checkpoint written or loaded
