@@ -11,7 +11,11 @@ EvalWindows::EvalWindows(const std::string& file, int vocab_size, std::int64_t s
     : path_(file), seq_len_(seq_len), K_(K), batch_(batch) {
   GDN_CHECK(file != "synthetic" && !file.empty(), "train.eval_data '", file,
             "': expected a data file (validation reads a file's consecutive windows)");
-  file_ = make_token_source(file, vocab_size, /*seed=*/0, seq_len);
+  try {
+    file_ = make_token_source(file, vocab_size, /*seed=*/0, seq_len);
+  } catch (const Error& e) {
+    throw_error("train.eval_data: ", e.what());
+  }
   const std::int64_t n = file_->stream_tokens();
   GDN_CHECK(n > 0, "train.eval_data '", file, "' (", file_->describe(),
             ") is not one stream of tokens: expected one text, token or Megatron file");

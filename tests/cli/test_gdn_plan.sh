@@ -147,7 +147,7 @@ case_mfu() {
   else
     fail "mfu: the logged model FLOPs a step $got vs gdn_plan's $want"
   fi
-  if close "$mfu" "$(awk -v t="$tflops" 'BEGIN { print t / 0.5 }')" 1e-9; then
+  if close "$mfu" "$(awk -v t="$tflops" 'BEGIN { printf "%.17g", t / 0.5 }')" 1e-9; then
     pass "mfu: MFU $mfu = model TFLOP/s $tflops over --peak-tflops 0.5"
   else
     fail "mfu: MFU $mfu is not model TFLOP/s $tflops over 0.5"

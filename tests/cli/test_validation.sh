@@ -8,7 +8,7 @@
 #            the run exported, at cp = 1 and cp = 4; K = 5 is not a multiple of the batch
 #            (2), so the last chunk's spare row must not count; the cp = 1 and cp = 4 values
 #            agree to 1e-12
-#   refused  an eval file shorter than one window, --eval-sequences beyond what the file
+#   refused  an eval file shorter than one window (the file's own message, under the key), --eval-sequences beyond what the file
 #            holds (naming how many it holds), synthetic eval data, --eval-sequences 0:
 #            non-zero exit, one message naming the key, before step 1
 #
@@ -84,7 +84,7 @@ refused() {
 
 case_refused() {
   head -c 40 "$TEXT" >"$WORK/short.txt"
-  refused short "train.eval_data '$WORK/short.txt' holds 40 tokens: one window needs seq_len + 1 = 65" \
+  refused short "train.eval_data: data file '$WORK/short.txt' has 40 bytes, but a sequence needs 65" \
     --eval-data "$WORK/short.txt"
   local holds=$(( ($(stat -c %s "$TEXT") - 1) / 64 ))
   refused too_many "train.eval_sequences 100000000 is more than train.eval_data '$TEXT' holds: $holds windows" \
