@@ -215,7 +215,7 @@ std::int64_t Model<T, Dev>::attention_pairs() const {
 // `sums` holds this rank's [A, S, R]; returns aux; when `train`, hands each MoE layer
 // d(coef aux)/d p[e] = coef E A[e] / R^2.
 template <typename T, typename Dev>
-double Model<T, Dev>::router_loss(std::vector<double>& sums, bool train) {
+double Model<T, Dev>::router_loss(std::vector<double>& sums, bool train, double scale) {
   const int E = c_.num_experts;
   Buffer<Dev, double> d_sums = to_device<Dev>(sums.data(), sums.size());
   comms_.batch->all_reduce_sum(d_sums.data(), sums.size(), model_sites::kRouterStats);
@@ -227,7 +227,7 @@ double Model<T, Dev>::router_loss(std::vector<double>& sums, bool train) {
   if (train) {
     std::vector<double> dprob(static_cast<std::size_t>(E));
     for (int e = 0; e < E; ++e)
-      dprob[std::size_t(e)] = c_.router_aux_loss_coef * E * sums[std::size_t(e)] / (R * R);
+      dprob[std::size_t(e)] = scale * c_.router_aux_loss_coef * E * sums[std::size_t(e)] / (R * R);
     for (Block& b : blocks_)
       if (b.moe) b.mlp->set_router_loss_grad(dprob.data());
   }
@@ -315,7 +315,8 @@ template <typename T, typename Dev>
 typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& s,
                                                                const std::int32_t* tokens,
                                                                const std::int32_t* targets, int B,
-                                                               double grad_scale) {
+                                                               double grad_scale,
+                                                               double aux_scale) {
   GDN_CHECK(comms_.cp, "Model::forward_backward before set_comms");
   const CpContext cp = CpContext::of(*comms_.cp, s, comms_.cp_options);
   const Dev dev{};
@@ -372,7 +373,7 @@ typename Model<T, Dev>::Losses Model<T, Dev>::forward_backward(const StepShard& 
   }
   if (c_.num_moe_layers() > 0) {
     const profile::Region region("moe");
-    losses.aux = router_loss(router, c_.output_router_logits);
+    losses.aux = router_loss(router, c_.output_router_logits, aux_scale);
   }
 
   // Backward, mirroring the forward.

@@ -115,11 +115,12 @@ class Model {
   // One shard: tokens and targets [B, Tl] (positions s.shard of B rows of s.T_global
   // tokens), in Dev's memory. Runs the forward and the backward, accumulating the
   // parameter gradients of ce_sum * grad_scale (+ router_aux_loss_coef * aux when
-  // output_router_logits; each rank adds its tokens' part, so the gradients summed over
-  // the batch group are the whole batch's). Collective over the communicators of
-  // set_comms, which must have been called.
+  // output_router_logits, times aux_scale: a micro-batch's share of the step's; each rank
+  // adds its tokens' part, so the gradients summed over the batch group are the whole
+  // batch's). Collective over the communicators of set_comms, which must have been called.
   Losses forward_backward(const StepShard& s, const std::int32_t* tokens,
-                          const std::int32_t* targets, int B, double grad_scale);
+                          const std::int32_t* targets, int B, double grad_scale,
+                          double aux_scale = 1.0);
 
   // The forward alone (validation): this shard's summed token cross-entropies, nothing kept
   // for a backward (each layer's activations freed as the next one runs) and no gradient
@@ -172,7 +173,7 @@ class Model {
   // An invalid target throws after the last block, naming its row of `targets`.
   double lm_head_loss(const T* hf, const std::int32_t* targets, std::int64_t N, double grad_scale,
                       T* dh);
-  double router_loss(std::vector<double>& sums, bool train);
+  double router_loss(std::vector<double>& sums, bool train, double scale);
 
   ModelConfig c_;
   ModelOptions options_;

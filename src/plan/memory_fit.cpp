@@ -9,7 +9,7 @@ namespace {
 
 EstimateInputs estimate_inputs(const PlanInput& in, bool recompute, PairScan scan) {
   return {in.model,
-          ShardShape::largest(in.local_batch(), in.T, in.cp, in.chunk_size, scan),
+          ShardShape::largest(in.micro_batch(), in.T, in.cp, in.chunk_size, scan),
           in.elem_bytes,
           recompute,
           StateLayout{in.shard, in.world(), in.ep},

@@ -19,6 +19,7 @@ PlanInput plan_input(const RunConfig& c) {
   p.model = c.model;
   p.T = t.seq_len;
   p.batch = t.batch_size;
+  p.grad_accum = t.grad_accum;
   p.cp = t.cp;
   p.dp = t.dp;
   p.chunk_size = t.chunk_size;

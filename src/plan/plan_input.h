@@ -15,6 +15,7 @@ struct PlanInput {
   ModelConfig model;
   std::int64_t T = 0;  // tokens per sequence (train.seq_len)
   int batch = 1;       // sequences per step over all data-parallel groups
+  int grad_accum = 1;  // micro-batches per step: a step holds one's activations
   int cp = 1, dp = 1;
   int chunk_size = 64;
   int elem_bytes = 4;  // f32: 4, f64: 8
@@ -27,7 +28,8 @@ struct PlanInput {
   PairScan pair_scan = PairScan::automatic;
   std::string source;  // the config file, for messages
 
-  int local_batch() const { return batch / dp; }  // sequences of one cp group
+  int local_batch() const { return batch / dp; }                  // sequences of one cp group
+  int micro_batch() const { return local_batch() / grad_accum; }  // held at once
   int world() const { return cp * dp; }
   // The same input at another cp degree (the layout checks still hold: T >= P).
   PlanInput at_cp(int P) const;

@@ -12,13 +12,12 @@ namespace gdn {
 
 EstimateInputs estimate_inputs(const RunConfig& cfg, int elem_bytes, PairScan scan) {
   const TrainConfig& t = cfg.train;
-  return {
-      cfg.model,
-      ShardShape::largest(t.batch_size / std::max(1, t.dp), t.seq_len, t.cp, t.chunk_size, scan),
-      elem_bytes,
-      t.recompute == Recompute::layer,
-      StateLayout{t.shard, t.dp * t.cp, t.ep},
-      t.dtype == DType::bf16};
+  return {cfg.model,
+          // One micro-batch's rows: what a step holds at once (train.grad_accum).
+          ShardShape::largest(t.batch_size / std::max(1, t.dp) / std::max(1, t.grad_accum),
+                              t.seq_len, t.cp, t.chunk_size, scan),
+          elem_bytes, t.recompute == Recompute::layer, StateLayout{t.shard, t.dp * t.cp, t.ep},
+          t.dtype == DType::bf16};
 }
 
 namespace {
@@ -112,10 +111,24 @@ typename Model<T, Dev>::Losses Run<T, Dev>::forward_backward(
   data_region.reset();
   model_.params().zero_grad();
   state_->zero_grad();
+  // train.grad_accum micro-batches of the rows, one after another, their gradients summed
+  // (each op adds into them; sharded, into the owned parts), each scaled by the whole
+  // step's count of targets. The MoE load-balancing loss is each micro-batch's own (over
+  // its rows on every rank, as Megatron's), averaged.
+  const int N = cfg_.train.grad_accum, rows = b.rows / N;
+  const std::size_t per_row = b.rows > 0 ? b.tokens.size() / std::size_t(b.rows) : 0;
+  typename Model<T, Dev>::Losses losses;
   if (phase) phase("forward and backward");
-  const StepShard shard{shard_, cfg_.train.seq_len, b.documents ? &*b.documents : nullptr};
-  const auto losses = model_.forward_backward(shard, tokens.data(), targets.data(), b.rows,
-                                              1.0 / double(b.global_targets));
+  for (int i = 0; i < N; ++i) {
+    const std::optional<Documents> docs =
+        b.documents ? std::optional(b.documents->slice(i * rows, rows)) : std::nullopt;
+    const StepShard shard{shard_, cfg_.train.seq_len, docs ? &*docs : nullptr};
+    const std::size_t at = std::size_t(i) * std::size_t(rows) * per_row;
+    const auto l = model_.forward_backward(shard, tokens.data() + at, targets.data() + at, rows,
+                                           1.0 / double(b.global_targets), 1.0 / N);
+    losses.ce_sum += l.ce_sum;
+    losses.aux += l.aux / N;
+  }
   // Sum the gradients over every rank (dp and cp alike): replicated, by one all-reduce;
   // sharded, each rank gets its part's sums (full: done as the backward went).
   if (const char* reduce = state_->reduce_phase()) {

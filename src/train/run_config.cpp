@@ -166,6 +166,10 @@ void validate_layout(const RunConfig& c, int world_size) {
   GDN_CHECK(t.batch_size % t.dp == 0, "batch_size ", t.batch_size, t.origin("batch_size"),
             " is not divisible by dp ", t.dp, t.origin("dp"),
             ": every data-parallel group needs the same number of sequences");
+  GDN_CHECK(t.batch_size / t.dp % t.grad_accum == 0, "grad_accum ", t.grad_accum,
+            t.origin("grad_accum"), " does not divide the ", t.batch_size / t.dp,
+            " sequences of each dp group (batch_size ", t.batch_size, t.origin("batch_size"),
+            " / dp ", t.dp, "): every micro-batch needs the same number of sequences");
   GDN_CHECK(t.seq_len >= t.cp, "seq_len ", t.seq_len, t.origin("seq_len"), " is below cp ", t.cp,
             t.origin("cp"), ": every context-parallel rank needs at least one token");
   GDN_CHECK(m.linear_num_value_heads % m.linear_num_key_heads == 0,

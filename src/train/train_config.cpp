@@ -198,6 +198,14 @@ const std::vector<TrainField>& train_fields() {
        .flag = "steps",
        .help = "optimizer steps to run in total (a resumed run stops there too)",
        .member = &T::steps},
+      {.key = "grad_accum",
+       .flag = "grad-accum",
+       .help = "gradient accumulation: each dp group runs its batch_size / dp sequences as N "
+               "micro-batches one after another, their gradients summed, so a step holds one "
+               "micro-batch's activations; the step's sequences, loss and update are those of "
+               "N = 1 (to rounding)",
+       .member = &T::grad_accum,
+       .lo = 1},
       {.key = "lr", .flag = "lr", .help = "peak learning rate (AdamW)", .member = &T::lr},
       {.key = "warmup_steps",
        .flag = "warmup-steps",

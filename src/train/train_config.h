@@ -52,6 +52,7 @@ constexpr std::array<const char*, 2> enum_names(DocumentSplit) {
 struct TrainConfig {
   std::int64_t seq_len = 0;
   int batch_size = 1;  // sequences per step, over all data-parallel groups
+  int grad_accum = 1;  // micro-batches per step and dp group (train/run.h)
   int steps = 0;
   double lr = 1e-3;
   int warmup_steps = 0;
