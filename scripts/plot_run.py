@@ -61,8 +61,8 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        sys.exit("plot_run.py: matplotlib is missing: run scripts/setup.sh, then this script "
-                 "with .venv-tools/bin/python")
+        sys.exit("plot_run.py: matplotlib is missing: run scripts/setup.sh (it adds matplotlib to "
+                 ".venv-tools in the background), then this script with .venv-tools/bin/python")
     runs = [(os.path.basename(path), *read_log(path)) for path in a.logs]
 
     def line(ax, xy, label, color, style="-"):

@@ -29,8 +29,14 @@ fi
 . "$(dirname "$0")/lib/tools_venv.sh"
 venv=$(tools_venv_dir)
 if ! tools_venv_ok "$venv"; then
-  echo "setup: making $venv (tokenizers==$TOOLS_VENV_TOKENIZERS, matplotlib==$TOOLS_VENV_MATPLOTLIB)"
+  echo "setup: making $venv (tokenizers==$TOOLS_VENV_TOKENIZERS)"
   tools_venv_make "$venv" | sed 's/^/setup: warning: /' || true
+fi
+# matplotlib (scripts/plot_run.py) in the background, its output in $venv.log: the build
+# goes on meanwhile, and whoever needs it waits for it (tools_venv_make_plots's lock).
+if tools_venv_ok "$venv" && ! tools_venv_plots_ok "$venv"; then
+  echo "setup: adding matplotlib==$TOOLS_VENV_MATPLOTLIB to $venv in the background (log: $venv.log)"
+  (tools_venv_make_plots "$venv" >"$venv.log" 2>&1 &)
 fi
 # The CUDA build's fused attention needs cudnn-frontend's headers (scripts/lib/cudnn_frontend.sh);
 # only where the CUDA toolkit is: a machine without it, or without PyPI, builds without it

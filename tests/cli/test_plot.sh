@@ -17,8 +17,8 @@ source "$(dirname "$0")/common.sh"
 case_args "$@"
 source "$SRC/scripts/lib/tools_venv.sh"
 VENV=$(tools_venv_dir)
-if ! tools_venv_ok "$VENV"; then
-  if ! why=$(tools_venv_make "$VENV"); then
+if ! tools_venv_plots_ok "$VENV"; then
+  if ! why=$(tools_venv_make_plots "$VENV"); then
     echo "SKIP: $why"
     exit 77
   fi
