@@ -110,6 +110,7 @@ struct Timing {
 // With `events` (GPU variants that launch without a sync) each run's time is the GPU's,
 // between two CUDA events (runtime/cuda_timer.h), not the host's wall time.
 Timing time_ms(const std::function<void()>& fn, int warmup, int reps, bool events = false) {
+  (void)events;  // a CPU-only build has no GPU variants
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> ms, cpu;
   for (int i = 0; i < reps; ++i) {

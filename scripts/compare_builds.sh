@@ -70,7 +70,7 @@ run() {
   done
   # The step lines without what is timed.
   for side in old new; do
-    jq -c 'del(.step_ms, .peak_rss)' \
+    jq -c 'del(.step_ms, .peak_rss, .peak_device, .model_tflops, .mfu)' \
       "$OUT/$name.$side/log.jsonl" >"$OUT/$name.$side/steps.json"
   done
   cmp -s "$OUT/$name.old/steps.json" "$OUT/$name.new/steps.json" || why+=" step lines;"

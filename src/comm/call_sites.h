@@ -89,7 +89,8 @@ inline constexpr const char* kExportGather = "train.export_gather";
 inline constexpr const char* kPairScanAgree = "train.pair_scan_agree";
 // All-reduce of the step's loss (one double).
 inline constexpr const char* kLossAllReduce = "train.loss_allreduce";
-// All-reduce (max) of the peak resident memory (one int64).
+// All-reduce (max) of the peak resident memory and the device's peak buffer bytes (two
+// int64).
 inline constexpr const char* kMemoryAllReduce = "train.peak_rss";
 // train.documents: the sum of the counted targets, before the step (one int64).
 inline constexpr const char* kTargetCount = "train.target_count";

@@ -236,7 +236,7 @@ std::vector<RankExchange> predict_exchange(const PlanInput& in) {
       add_state_sites(m, in, x.rank, s.grads);
       add_expert_sites(m, in, x.rank);
       add(m, train_sites::kLossAllReduce, 1, sizeof(double), sizeof(double));
-      add(m, train_sites::kMemoryAllReduce, 1, sizeof(std::int64_t), sizeof(std::int64_t));
+      add(m, train_sites::kMemoryAllReduce, 1, 2 * sizeof(std::int64_t), 2 * sizeof(std::int64_t));
       out.push_back(std::move(x));
     }
   return out;
@@ -319,7 +319,8 @@ std::vector<SiteTraffic> step_traffic(const PlanInput& in) {
     add_site(train_sites::kShardNorms, Collective::all_reduce, true, 2, sizeof(double));
   }
   add_site(train_sites::kLossAllReduce, Collective::all_reduce, true, 1, sizeof(double));
-  add_site(train_sites::kMemoryAllReduce, Collective::all_reduce, true, 1, sizeof(std::int64_t));
+  add_site(train_sites::kMemoryAllReduce, Collective::all_reduce, true, 1,
+           2 * sizeof(std::int64_t));
   return t;
 }
 

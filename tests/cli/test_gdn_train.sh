@@ -193,10 +193,12 @@ else
   else
     fail "kill -9 of rank pid $victim: the job took $secs s to end (> 30)"
   fi
-  # The newest complete checkpoint must load: resume for one more step.
+  # The newest complete checkpoint must load: resume for one more step (of another cosine
+  # than the killed run's 2000 steps: accepted).
   last=$(find "$KDIR" -maxdepth 1 -name 'ckpt-*.bin' | sort | tail -n 1)
   step=$((10#$(basename "$last" .bin | sed 's/^ckpt-//')))
-  if train 2 --config "$CONFIG" --cp 2 --steps $((step + 1)) --resume --checkpoint-dir "$KDIR" \
+  if train 2 --config "$CONFIG" --cp 2 --steps $((step + 1)) --resume --accept-changes schedule \
+    --checkpoint-dir "$KDIR" \
     --log "$WORK/kill_resume.jsonl" >"$WORK/kill_resume.out" 2>&1 &&
     grep -q "resumed from $last at step $step" "$WORK/kill_resume.out" &&
     steps_are kill_resume "$step" "$step"; then

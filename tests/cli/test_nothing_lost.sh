@@ -116,7 +116,7 @@ case_identity() {
     run "$np" 120 "$WORK/$name/a.out" "${SMALL[@]}" $flags --seed 1 --steps 4 --checkpoint-dir "$D"
     ok_run "$name: run A (seed 1, seq_len 64)" "$WORK/$name/a.out" || continue
     # shellcheck disable=SC2086
-    run "$np" 60 "$WORK/$name/b.out" "${SMALL[@]}" $flags --seed 2 --seq-len 128 --steps 8 \
+    run "$np" 60 "$WORK/$name/b.out" "${SMALL[@]}" $flags --seed 2 --seq-len 128 --steps 4 \
       --checkpoint-dir "$D" --resume
     expect_once "$name: --resume with another seed and seq_len is refused" \
       "was written by another run (checkpoint vs this run): seed 1 vs 2; seq_len 64 vs 128." \
@@ -135,20 +135,37 @@ case_identity() {
       "config (train.lr 0.003 vs 0.01)" "$WORK/$name/d.out" "$rc"
     # shellcheck disable=SC2086
     run "$np" 120 "$WORK/$name/e.out" "${SMALL[@]}" $flags --seed 2 --seq-len 128 --steps 6 \
-      --checkpoint-dir "$D" --resume --accept-changes seq_len,seed
-    ok_run "$name: --accept-changes seq_len,seed" "$WORK/$name/e.out" &&
+      --checkpoint-dir "$D" --resume --accept-changes seq_len,seed,schedule
+    ok_run "$name: --accept-changes seq_len,seed,schedule" "$WORK/$name/e.out" &&
       said_once "$name: says what it accepted" "accepted by --accept-changes (checkpoint vs this run): seed 1 vs 2" \
         "$WORK/$name/e.out" &&
       check "$name: and goes on from step 4" grep -q "resumed from $D/ckpt-00000004.bin at step 4" \
         "$WORK/$name/e.out"
-    # The checkpoint of step 6 is now of the seed-2 run: a longer --steps is no change.
+    # The checkpoint of step 6 is now of the seed-2 run, on a cosine over 6 steps: a longer
+    # --steps would give its steps after warmup other learning rates.
     # shellcheck disable=SC2086
     run "$np" 120 "$WORK/$name/f.out" "${SMALL[@]}" $flags --seed 2 --seq-len 128 --steps 9 \
       --checkpoint-dir "$D" --resume
-    ok_run "$name: a longer --steps resumes" "$WORK/$name/f.out" &&
-      check "$name: from step 6, without a warning" \
-        bash -c "grep -q 'resumed from $D/ckpt-00000006.bin at step 6' '$WORK/$name/f.out' &&
-                 ! grep -q 'warning\] --resume' '$WORK/$name/f.out'"
+    expect_once "$name: a longer --steps of a cosine run is refused as 'schedule'" \
+      "schedule (the lr of step 3, one of the 6 taken, would change" "$WORK/$name/f.out" "$rc"
+    check "$name: naming the steps and the flag" bash -c \
+      "grep -q 'train.steps 6 vs 9' '$WORK/$name/f.out' && grep -q -- '--accept-changes schedule' '$WORK/$name/f.out'"
+    # shellcheck disable=SC2086
+    run "$np" 120 "$WORK/$name/g.out" "${SMALL[@]}" $flags --seed 2 --seq-len 128 --steps 9 \
+      --checkpoint-dir "$D" --resume --accept-changes schedule
+    ok_run "$name: --accept-changes schedule continues it" "$WORK/$name/g.out" &&
+      check "$name: from step 6" grep -q "resumed from $D/ckpt-00000006.bin at step 6" "$WORK/$name/g.out"
+    # A wsd run before its decay is extended without a flag or a warning.
+    local W=$WORK/$name/wsd
+    # shellcheck disable=SC2086
+    run "$np" 120 "$WORK/$name/h.out" "${SMALL[@]}" $flags --lr-schedule wsd --steps 3 --checkpoint-dir "$W"
+    # shellcheck disable=SC2086
+    run "$np" 120 "$WORK/$name/i.out" "${SMALL[@]}" $flags --lr-schedule wsd --steps 12 \
+      --checkpoint-dir "$W" --resume
+    ok_run "$name: a longer --steps of a wsd run resumes" "$WORK/$name/i.out" &&
+      check "$name: from step 3, without a warning" \
+        bash -c "grep -q 'resumed from $W/ckpt-00000003.bin at step 3' '$WORK/$name/i.out' &&
+                 ! grep -q 'warning\] --resume' '$WORK/$name/i.out'"
   done
 }
 

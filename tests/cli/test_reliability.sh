@@ -376,7 +376,7 @@ PY
     D="$WORK/ckpt"
     train_ok "run A: 4 steps, checkpoints at 2 and 4" 2 --cp 2 --steps 4 --checkpoint-every 2 \
       --checkpoint-dir "$D" && {
-      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 2 --checkpoint-every 1 --seed 7 \
+      run 2 60 "$TRAIN" --config "$CONFIG" --cp 2 --steps 4 --checkpoint-every 1 --seed 7 \
         --checkpoint-dir "$D"
       expect_failure "a fresh run B into run A's directory is refused, naming it" \
         "checkpoint directory '$D' (--checkpoint-dir) holds 2 checkpoints of another run"
@@ -613,8 +613,10 @@ PY
       fail "SIGTERM: the job was not caught with logged steps past a checkpoint"
     else
       n=$((logged + 2))
+      # Fewer steps than the killed run's: another cosine, accepted (train/run_identity.h).
       train_ok "--resume after a SIGTERM at $logged logged steps, checkpoint at $saved" 2 --cp 2 \
-        --steps "$n" --checkpoint-every 3 --resume --checkpoint-dir "$D" --log "$L" &&
+        --steps "$n" --checkpoint-every 3 --resume --accept-changes schedule --checkpoint-dir "$D" \
+        --log "$L" &&
         check "the log holds steps 0..$((n - 1)) once each: $(jq -r .step "$L" 2>&1 | tr '\n' ' ')" \
           [ "$(jq -r .step "$L" 2>&1 | tr '\n' ' ')" = "$(seq 0 $((n - 1)) | tr '\n' ' ')" ]
     fi
