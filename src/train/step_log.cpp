@@ -72,12 +72,12 @@ void StepLog::append(const std::string& line) {
   }
 }
 
-void StepLog::write_validation(std::int64_t step, double loss, std::int64_t tokens, double ms) {
+void StepLog::write_validation(std::int64_t step, double loss, std::int64_t tokens, double ms,
+                               double best) {
   if (!root_) return;
-  best_val_ = std::isnan(best_val_) ? loss : std::min(best_val_, loss);
   spdlog::info(
       "validation after step {:>5} | val loss {:.6f} over {} targets | {:.1f} ms | best {:.6f}",
-      step + 1, loss, tokens, ms, best_val_);
+      step + 1, loss, tokens, ms, best);
   if (fd_ >= 0)
     append(
         nlohmann::json{{"step", step}, {"val_loss", loss}, {"val_tokens", tokens}, {"val_ms", ms}}

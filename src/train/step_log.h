@@ -60,9 +60,10 @@ class StepLog {
   StepLog& operator=(const StepLog&) = delete;
   // One step; seconds_per_step gives the ETA.
   void write(const StepRecord& r, double seconds_per_step);
-  // Validation after 0-based step `step`: the step line's "validation" line, and
-  // {"step", "val_loss", "val_tokens", "val_ms"} in the log.
-  void write_validation(std::int64_t step, double loss, std::int64_t tokens, double ms);
+  // Validation after 0-based step `step`: the step line's "validation" line (with the best
+  // val_loss so far), and {"step", "val_loss", "val_tokens", "val_ms"} in the log.
+  void write_validation(std::int64_t step, double loss, std::int64_t tokens, double ms,
+                        double best);
   // --profile: the mean profile of `steps` (the first one left out), after step 3 and
   // after the last step.
   void profile(const std::vector<StepRecord>& steps) const;
@@ -75,8 +76,7 @@ class StepLog {
 
   int fd_ = -1;  // the log, or -1
   bool write_failed_ = false;
-  std::int64_t skipped_ = 0;                                    // the skipped steps written so far
-  double best_val_ = std::numeric_limits<double>::quiet_NaN();  // the lowest val_loss so far
+  std::int64_t skipped_ = 0;  // the skipped steps written so far
 };
 
 // Keeps the lines of steps < `step` (the checkpoint's step: the next step to run) and

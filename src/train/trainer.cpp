@@ -243,6 +243,11 @@ void Trainer<T, Dev>::resume() {
   if (world_.rank() != 0) return;
   spdlog::info("resumed from {} at step {}", loaded->path, step_);
   const nlohmann::json saved = nlohmann::json::parse(s.config_json, nullptr, false);
+  if (saved.is_object() && saved.contains("run") && saved["run"].contains("best_val_loss") &&
+      saved["run"]["best_val_loss"].is_number()) {
+    best_val_ = saved["run"]["best_val_loss"].get<double>();
+    identity_["best_val_loss"] = best_val_;
+  }
   if (!saved.is_object() || !saved.contains("run"))
     spdlog::warn(
         "--resume: checkpoint {} records no run identity (written before gdn-cp "
@@ -382,7 +387,10 @@ void Trainer<T, Dev>::validate() {
   world_.all_reduce_sum(sums, 2, train_sites::kValidationAllReduce);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  log_->write_validation(step_ - 1, sums[0] / sums[1], std::int64_t(sums[1]), ms);
+  const double loss = sums[0] / sums[1];
+  best_val_ = std::isnan(best_val_) ? loss : std::min(best_val_, loss);
+  identity_["best_val_loss"] = best_val_;  // the next checkpoint records it
+  log_->write_validation(step_ - 1, loss, std::int64_t(sums[1]), ms, best_val_);
 }
 
 template <typename T, typename Dev>

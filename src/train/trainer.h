@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -171,6 +172,9 @@ class Trainer {
   AdamWConfig adamw_config_;
   std::shared_ptr<const TokenSource> data_;
   std::unique_ptr<EvalWindows> eval_;  // train.eval_data's windows, when set
+  // The lowest val_loss so far (rank 0), recorded in checkpoints (the identity's
+  // "best_val_loss", not compared on resume) and carried on by --resume.
+  double best_val_ = std::numeric_limits<double>::quiet_NaN();
   std::int64_t step_ = 0;
   std::string lock_lost_;
   std::int64_t saved_step_ = -1;  // the step of the last checkpoint written or loaded

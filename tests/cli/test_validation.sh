@@ -7,7 +7,7 @@
 #            1 tokens overlapping by one, written here as a .npy by Python) with the weights
 #            the run exported, at cp = 1 and cp = 4; K = 5 is not a multiple of the batch
 #            (2), so the last chunk's spare row must not count; the cp = 1 and cp = 4 values
-#            agree to 1e-12
+#            agree to 1e-12; the last checkpoint records the best val_loss
 #   refused  an eval file shorter than one window (the file's own message, under the key), --eval-sequences beyond what the file
 #            holds (naming how many it holds), synthetic eval data, --eval-sequences 0:
 #            non-zero exit, one message naming the key, before step 1
@@ -40,7 +40,8 @@ npy_tool.write_int64('$WORK/windows.npy', [K, T + 1], rows)
     if ! timeout 200 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$cp" "$TRAIN" --config "$CONFIG" --cp "$cp" \
       --dtype f64 --seq-len "$T" --batch 2 --steps 3 --documents eos --data "$TEXT" \
       --eval-data "$TEXT" --eval-sequences "$K" --eval-every 2 --device cpu \
-      --log "$WORK/cp$cp.jsonl" --export-hf "$WORK/export$cp" >"$WORK/train$cp.out" 2>&1; then
+      --log "$WORK/cp$cp.jsonl" --export-hf "$WORK/export$cp" --checkpoint-dir "$WORK/ck$cp" \
+      >"$WORK/train$cp.out" 2>&1; then
       tail -5 "$WORK/train$cp.out"
       fail "parity: gdn_train at cp $cp failed"
       return
@@ -62,6 +63,13 @@ npy_tool.write_int64('$WORK/windows.npy', [K, T + 1], rows)
     close "$val" "$ref" 1e-12 && pass "parity: cp $cp val_loss $val = gdn_eval's $ref (1e-12)" ||
       fail "parity: cp $cp val_loss $val vs gdn_eval's $ref"
     eval "val$cp=$val"
+    # The checkpoint records the best val_loss so far (in its run identity).
+    local best recorded
+    best=$(jq -s 'map(select(.val_loss) | .val_loss) | min' "$WORK/cp$cp.jsonl")
+    recorded=$(grep -a -o 'best_val_loss\\":[-0-9.e+]*' "$WORK/ck$cp/ckpt-00000003.bin" | head -1 | sed 's/.*://')
+    [ -n "$recorded" ] && close "$recorded" "$best" 1e-12 &&
+      pass "parity: cp $cp's checkpoint records the best val_loss $recorded" ||
+      fail "parity: cp $cp's checkpoint records best_val_loss '$recorded', the log's best is $best"
   done
   close "$val4" "$val1" 1e-12 && pass "parity: val_loss at cp 4 = cp 1 ($val1)" ||
     fail "parity: val_loss cp 4 $val4 vs cp 1 $val1"
