@@ -103,6 +103,20 @@ mpi_tool() {
   shift 4
   timeout "$secs" "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$tool" "$@" >"$out" 2>&1
 }
+# refused_at_start NAME WANT CMD...: CMD (a gdn_train job) exits non-zero before its first
+# step, with WANT in its output ($WORK/NAME.out): a pass or a fail named "refused: NAME".
+refused_at_start() {
+  local name=$1 want=$2
+  shift 2
+  if "$@" >"$WORK/$name.out" 2>&1; then
+    fail "refused: $name: exit 0"
+  elif grep -q "step     1/" "$WORK/$name.out" || ! grep -qF -- "$want" "$WORK/$name.out"; then
+    tail -5 "$WORK/$name.out"
+    fail "refused: $name: no message naming '$want' before step 1"
+  else
+    pass "refused: $name"
+  fi
+}
 # same_logs FILTER A B: the JSON-lines logs A (not empty) and B agree line by line under
 # the jq FILTER; jq prints a double with 17 significant digits, so that is bit for bit.
 same_logs() {

@@ -100,15 +100,8 @@ case_memory() {
 refused() {
   local name=$1 want=$2
   shift 2
-  if timeout 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$TRAIN" --config "$WORK/tiny.json" --cp 2 --seq-len 64 \
-    --batch 4 --steps 2 --device cpu "$@" >"$WORK/$name.out" 2>&1; then
-    fail "refused: $name: exit 0"
-  elif grep -q "step     1/" "$WORK/$name.out" || ! grep -qF -- "$want" "$WORK/$name.out"; then
-    tail -5 "$WORK/$name.out"
-    fail "refused: $name: no message naming '$want' before step 1"
-  else
-    pass "refused: $name"
-  fi
+  refused_at_start "$name" "$want" timeout 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$TRAIN" \
+    --config "$WORK/tiny.json" --cp 2 --seq-len 64 --batch 4 --steps 2 --device cpu "$@"
 }
 
 case_refused() {
