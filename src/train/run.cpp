@@ -1,6 +1,9 @@
 #include "train/run.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "comm/call_sites.h"
@@ -124,10 +127,16 @@ typename Model<T, Dev>::Losses Run<T, Dev>::forward_backward(
         b.documents ? std::optional(b.documents->slice(i * rows, rows)) : std::nullopt;
     const StepShard shard{shard_, cfg_.train.seq_len, docs ? &*docs : nullptr};
     const std::size_t at = std::size_t(i) * std::size_t(rows) * per_row;
+    const auto t0 = std::chrono::steady_clock::now();
     const auto l = model_.forward_backward(shard, tokens.data() + at, targets.data() + at, rows,
                                            1.0 / double(b.global_targets), 1.0 / N);
     losses.ce_sum += l.ce_sum;
     losses.aux += l.aux / N;
+    // --profile: each micro-batch's time on rank 0 (the step line gives the step's).
+    if (N > 1 && cfg_.train.profile && mesh_.world->rank() == 0)
+      spdlog::info(
+          "  micro-batch {}/{}: {} sequences, {:.1f} ms", i + 1, N, rows,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   // Sum the gradients over every rank (dp and cp alike): replicated, by one all-reduce;
   // sharded, each rank gets its part's sums (full: done as the backward went).

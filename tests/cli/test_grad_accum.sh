@@ -54,8 +54,11 @@ case_equal() {
   for cp in 1 2 4; do
     train "cp${cp}_n1" "$cp" --cp "$cp" || { fail "equal: cp $cp, --grad-accum 1 failed"; continue; }
     for n in 2 4; do
-      if ! train "cp${cp}_n$n" "$cp" --cp "$cp" --grad-accum "$n"; then
+      # --profile (timing only) also names each micro-batch.
+      if ! train "cp${cp}_n$n" "$cp" --cp "$cp" --grad-accum "$n" --profile; then
         fail "equal: cp $cp, --grad-accum $n failed"
+      elif ! grep -q "micro-batch $n/$n: $((4 / n)) sequences" "$WORK/cp${cp}_n$n.out"; then
+        fail "equal: cp $cp, --grad-accum $n --profile does not name micro-batch $n/$n"
       elif msg=$(same "cp${cp}_n$n" "cp${cp}_n1"); then
         pass "equal: cp $cp, --grad-accum $n = 1: $msg"
       else
