@@ -76,6 +76,8 @@ Trainer<T, Dev>::Trainer(const RunConfig& cfg, Communicator& world, Communicator
                                       cfg.train.eval_sequences, cfg.train.batch_size);
   identity_ = run_identity(cfg_, *data_);
   identity_["layout"] = run_.layout().to_json();  // recorded, not compared on resume
+  // Recorded too: the schedule in words (resume compares the lrs themselves, run_identity.h).
+  identity_["schedule"] = describe_schedule(adamw_config_);
   progress("initialising the model");
   profile::enable(cfg.train.profile);  // this thread runs the steps
   // On a GPU the profile waits for the device at each scope boundary (core/profile.h).

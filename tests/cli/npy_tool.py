@@ -7,6 +7,9 @@
                              hold the same bits
   finite FILE...             exit 1 when a .npy file holds NaN or +-Inf
   ckpt-finite MANIFEST...    exit 1 when a gdn-cp checkpoint (its parts) holds NaN or +-Inf
+  ckpt-close A B REL         exit 1 unless two gdn-cp checkpoints of one layout (manifests A, B)
+                             hold the same values and moments to REL: in each part,
+                             max |a - b| <= REL max |b|
   ckpt-poison SRC DST        copy a checkpoint (manifest SRC and its parts) to the manifest
                              name DST with its first value set to NaN and the checksums
                              recomputed, so only its values are wrong
@@ -121,6 +124,28 @@ def cmd_ckpt_finite(*manifests):
     return 0
 
 
+def cmd_ckpt_close(a, b, rel):
+    _, _, ha = read_ckpt(a)
+    _, _, hb = read_ckpt(b)
+    if len(ha["parts"]) != len(hb["parts"]) or ha["dtype"] != hb["dtype"]:
+        print(f"{a} and {b}: other layouts or dtypes")
+        return 1
+    fmt = "<f" if ha["dtype"] == "f32" else "<d"
+    worst = 0.0
+    for pa, pb in zip(ha["parts"], hb["parts"]):
+        da, sa, _ = read_ckpt(os.path.join(os.path.dirname(a), pa["file"]))
+        db, sb, _ = read_ckpt(os.path.join(os.path.dirname(b), pb["file"]))
+        xa = [x for (x,) in struct.iter_unpack(fmt, da[sa:len(da) - 16])]
+        xb = [x for (x,) in struct.iter_unpack(fmt, db[sb:len(db) - 16])]
+        if len(xa) != len(xb):
+            print(f"{pa['file']}: {len(xa)} values vs {len(xb)}")
+            return 1
+        scale = max((abs(x) for x in xb), default=0.0) or 1.0
+        worst = max(worst, max((abs(x - y) for x, y in zip(xa, xb)), default=0.0) / scale)
+    print(f"largest difference {worst:.2e} of each part's largest value")
+    return 0 if worst <= float(rel) else 1
+
+
 def cmd_ckpt_poison(src, dst):
     _, _, man = read_ckpt(src)
     fmt = "<f" if man["dtype"] == "f32" else "<d"
@@ -163,7 +188,8 @@ def cmd_write_i64(path, shape, *values):
 
 
 COMMANDS = {"set": cmd_set, "write-i64": cmd_write_i64, "same-rows": cmd_same_rows, "finite": cmd_finite,
-            "ckpt-finite": cmd_ckpt_finite, "ckpt-poison": cmd_ckpt_poison}
+            "ckpt-finite": cmd_ckpt_finite, "ckpt-poison": cmd_ckpt_poison,
+            "ckpt-close": cmd_ckpt_close}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

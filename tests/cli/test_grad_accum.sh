@@ -4,8 +4,8 @@
 #   equal    the tiny hybrid MoE model (its load-balancing loss not trained: each
 #            micro-batch's own would differ), f64, packed documents of uneven length (the
 #            shipped text, a line each), batch 4, 3 steps: --grad-accum 2 and 4 give the
-#            losses and gradient norms of --grad-accum 1 at every step to 1e-12 (the steps
-#            after the first read the weights the updates made), at cp 1, 2 and 4
+#            losses and gradient norms of --grad-accum 1 at every step and its final
+#            weights and AdamW moments (the checkpoints) to 1e-12, at cp 1, 2 and 4
 #   sharded  the same with --shard full --ep 2 --recompute layer on dp 2 x cp 2, and with
 #            --shard optimizer: --grad-accum 2 against 1
 #   memory   seq_len 2048, batch 4: the peak RSS of --grad-accum 4 is below that of 1, and
@@ -21,18 +21,22 @@ TEXT=$SRC/data/public_domain.txt
 make_work_dir
 jq '.model.output_router_logits = false' "$SRC/configs/tiny-qwen3-next.json" >"$WORK/tiny.json"
 
-# train NAME NP ARGS...: gdn_train f64 on the text's documents, 3 steps, logged to NAME.jsonl.
+# train NAME NP ARGS...: gdn_train f64 on the text's documents, 3 steps, logged to NAME.jsonl,
+# its final checkpoint (values and AdamW moments) in NAME.ck/.
 train() {
   local name=$1 np=$2
   shift 2
   timeout 200 "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$TRAIN" --config "$WORK/tiny.json" --dtype f64 \
     --seq-len 64 --batch 4 --steps 3 --documents eos --data "$TEXT" --device cpu \
-    --log "$WORK/$name.jsonl" "$@" >"$WORK/$name.out" 2>&1 ||
+    --log "$WORK/$name.jsonl" --checkpoint-dir "$WORK/$name.ck" "$@" >"$WORK/$name.out" 2>&1 ||
     { tail -5 "$WORK/$name.out"; return 1; }
 }
 
-# same NAME REF: every step's loss and gradient norm of NAME.jsonl equal REF.jsonl's (1e-12).
+# same NAME REF: every step's loss and gradient norm of NAME.jsonl equal REF.jsonl's, and the
+# final weights and moments REF's (1e-12).
 same() {
+  python3 "$SRC/tests/cli/npy_tool.py" ckpt-close "$WORK/$1.ck/ckpt-00000003.bin" \
+    "$WORK/$2.ck/ckpt-00000003.bin" 1e-12 || return 1
   python3 - "$WORK/$1.jsonl" "$WORK/$2.jsonl" <<'PY'
 import json, sys
 def steps(p):
