@@ -25,16 +25,23 @@ AdamWConfig adamw_config(const TrainConfig& t) {
   return a;
 }
 
+namespace {
+
+// The step the decay starts at (p = 0): after warmup, or for wsd after its stable phase.
+std::int64_t decay_start(const AdamWConfig& c) {
+  if (c.schedule != LrSchedule::wsd) return c.warmup_steps;
+  const std::int64_t after = std::max<std::int64_t>(0, c.total_steps - c.warmup_steps);
+  const auto decay = std::max<std::int64_t>(1, std::llround(c.decay_fraction * double(after)));
+  return std::max<std::int64_t>(c.warmup_steps, c.total_steps - decay);
+}
+
+}  // namespace
+
 double learning_rate(const AdamWConfig& c, std::int64_t step) {
   if (step < c.warmup_steps) return double(step + 1) / double(c.warmup_steps) * c.lr;
-  std::int64_t start = c.warmup_steps;
   if (c.schedule == LrSchedule::constant) return c.lr;
-  if (c.schedule == LrSchedule::wsd) {
-    const std::int64_t after = std::max<std::int64_t>(0, c.total_steps - c.warmup_steps);
-    const auto decay = std::max<std::int64_t>(1, std::llround(c.decay_fraction * double(after)));
-    start = std::max<std::int64_t>(c.warmup_steps, c.total_steps - decay);
-    if (step < start) return c.lr;
-  }
+  const std::int64_t start = decay_start(c);
+  if (step < start) return c.lr;  // wsd's stable phase
   const std::int64_t span = std::max<std::int64_t>(1, c.total_steps - start);
   const double p = std::clamp(double(step - start) / double(span), 0.0, 1.0);
   if (c.schedule == LrSchedule::cosine)
@@ -53,10 +60,8 @@ std::string describe_schedule(const AdamWConfig& c) {
     case LrSchedule::wsd:
       break;
   }
-  std::int64_t start = c.warmup_steps;  // the first step whose lr is below lr (wsd)
-  while (start < c.total_steps && learning_rate(c, start + 1) == c.lr) ++start;
-  return s + fmt::format("constant (wsd) to step {}, then linear to {:g} at step {}", start,
-                         c.min_lr, c.total_steps);
+  return s + fmt::format("constant (wsd) to step {}, then linear to {:g} at step {}",
+                         decay_start(c), c.min_lr, c.total_steps);
 }
 
 template <typename T, typename Dev>

@@ -34,12 +34,6 @@ void widen(const Bf16* b, i64 blocks, i64 block, i64 stride, bool add, float* y)
   check_launch();
 }
 
-DeviceBuffer<Bf16> narrowed(const float* x, i64 n) {
-  DeviceBuffer<Bf16> b(static_cast<std::size_t>(n));
-  to_bf16(Cuda{}, x, n, b.data());
-  return b;
-}
-
 // The elements from W_0's first to W_{E-1}'s last (other parameters may lie between).
 i64 span(int E, i64 w_stride, int in, int out) {
   return i64(E - 1) * w_stride + i64(out) * in;
@@ -86,7 +80,8 @@ void grouped_library_forward(const float* x, const float* W, i64 w_stride, const
                              int E, i64 R, int in, int out, float* y) {
   using grouped_gemm::Pass;
   const std::vector<i64> o = host_offsets(offsets, E, R);
-  const DeviceBuffer<Bf16> xb = narrowed(x, R * in), wb = narrowed(W, span(E, w_stride, in, out));
+  const DeviceBuffer<Bf16> xb = to_bf16_copy<Cuda>(x, R * in),
+                           wb = to_bf16_copy<Cuda>(W, span(E, w_stride, in, out));
   DeviceBuffer<Bf16> yb(static_cast<std::size_t>(R * out));
   run(grouped_gemm::problems(Pass::forward, o.data(), E, w_stride, in, out), wb.data(), xb.data(),
       yb.data());
@@ -98,16 +93,16 @@ void grouped_library_backward(const float* x, const float* W, i64 w_stride, cons
                               float* dW, bool accumulate) {
   using grouped_gemm::Pass;
   const std::vector<i64> o = host_offsets(offsets, E, R);
-  const DeviceBuffer<Bf16> dyb = narrowed(dy, R * out);
+  const DeviceBuffer<Bf16> dyb = to_bf16_copy<Cuda>(dy, R * out);
   if (dx) {
-    const DeviceBuffer<Bf16> wb = narrowed(W, span(E, w_stride, in, out));
+    const DeviceBuffer<Bf16> wb = to_bf16_copy<Cuda>(W, span(E, w_stride, in, out));
     DeviceBuffer<Bf16> dxb(static_cast<std::size_t>(R * in));
     run(grouped_gemm::problems(Pass::dx, o.data(), E, w_stride, in, out), wb.data(), dyb.data(),
         dxb.data());
     widen(dxb.data(), 1, R * in, 0, accumulate, dx);
   }
   if (dW) {
-    const DeviceBuffer<Bf16> xb = narrowed(x, R * in);
+    const DeviceBuffer<Bf16> xb = to_bf16_copy<Cuda>(x, R * in);
     // Zeros for the experts with no rows: the sum below adds them unchanged.
     DeviceBuffer<Bf16> dwb(static_cast<std::size_t>(span(E, w_stride, in, out)));
     GDN_CUDA_CHECK(cudaMemset(dwb.data(), 0, dwb.size() * sizeof(Bf16)));

@@ -46,13 +46,11 @@ constexpr bool bf16_operands(Precision p) {
   return std::is_same_v<T, float> && p == Precision::bf16;
 }
 
-// x's n values as bf16 operands, rounded to nearest even (to_bf16), in a stream-ordered
-// buffer of the device pool. The weights are narrowed per call too: 6 bytes a weight each
-// time, against the 2 N bytes of FLOPs per weight the call does.
+// x's n values as bf16 operands (to_bf16_copy: a stream-ordered pool buffer). The weights
+// are narrowed per call too: 6 bytes a weight each time, against the 2 N FLOPs per weight
+// the call does.
 DeviceBuffer<Bf16> narrowed(const float* x, i64 n) {
-  DeviceBuffer<Bf16> b(static_cast<std::size_t>(n));
-  to_bf16(Cuda{}, x, n, b.data());
-  return b;
+  return to_bf16_copy<Cuda>(x, n);
 }
 
 void check_rows(i64 N, const char* what) {
